@@ -1,0 +1,50 @@
+# The README's two commands: `make demo` and `make test`. `make setup` alone is idempotent.
+PYTHON      := /usr/bin/python3
+BUILD       := build
+VENV        := .venv
+UPSTREAM    := /usr/lib/python3/dist-packages
+SITE        := $(VENV)/lib/python3.11/site-packages
+APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml python3-numpy \
+                python3-pytest python3-torch python3-torchvision python3-sklearn \
+                libopenblas-dev libgtest-dev clang-format
+
+.PHONY: setup build demo test bench system-packages clean
+
+setup: system-packages build $(VENV)/.assembled
+
+# As root on a fresh machine, install what is missing; elsewhere just check.
+system-packages:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "missing Debian packages (run as root or install): $$missing"; exit 1; fi; \
+	fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD) -j2
+
+# The venv sees Debian's packages (numpy, torchvision) but our torch comes first on sys.path.
+$(VENV)/.assembled: $(BUILD)/shim/libtorch_global_deps.so $(BUILD)/shim/torch_shm_manager $(wildcard $(BUILD)/shim/_C*.so) scripts/assemble_torch.py
+	$(PYTHON) scripts/assemble_torch.py $(UPSTREAM) $(BUILD)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv --system-site-packages --without-pip $(VENV)
+	ln -sfn $(abspath $(BUILD))/pytree/torch $(SITE)/torch
+	ln -sfn $(abspath $(BUILD))/pytree/torchgen $(SITE)/torchgen
+	touch $@
+
+demo: setup
+	$(VENV)/bin/python examples/train_digits.py
+
+test: setup
+	ctest --test-dir $(BUILD) --output-on-failure -j2
+	$(VENV)/bin/python -m pytest -q tests/python
+	$(PYTHON) tests/golden/run.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+
+bench: setup
+	$(PYTHON) bench/shim_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+
+clean:
+	rm -rf $(BUILD) $(VENV)

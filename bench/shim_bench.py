@@ -1,0 +1,78 @@
+"""Shim vs upstream, side by side in one run: per-call overhead and kernel speed of a
+few operators, and `import torch` wall time and peak RSS. Prints ratios (ours/upstream;
+below 1 means ours is faster or smaller). Not a test: nothing here asserts a time.
+
+usage: shim_bench.py --shim PY --upstream PY [--repeat N]
+"""
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+TIMING_SCRIPT = r"""
+import json, sys, time, torch
+torch.set_num_threads(1) if hasattr(torch, "set_num_threads") and "torchnative" in sys.argv else None
+cases = {
+  "a+b 1 elem": (lambda: torch.ones(1), lambda: torch.ones(1), lambda a, b: a + b),
+  "a+b 1M elem": (lambda: torch.ones(1 << 20), lambda: torch.ones(1 << 20), lambda a, b: a + b),
+  "mm 64": (lambda: torch.ones(64, 64), lambda: torch.ones(64, 64), torch.mm),
+  "mm 256": (lambda: torch.ones(256, 256), lambda: torch.ones(256, 256), torch.mm),
+  "mm 1024": (lambda: torch.ones(1024, 1024), lambda: torch.ones(1024, 1024), torch.mm),
+  "softmax 1000x1000": (lambda: torch.ones(1000, 1000), lambda: 1, lambda a, d: torch.softmax(a, d)),
+  "sum 1M": (lambda: torch.ones(1 << 20), lambda: 0, lambda a, d: a.sum(d)),
+}
+out = {}
+for name, (make_a, make_b, fn) in cases.items():
+    a, b = make_a(), make_b()
+    fn(a, b)
+    runs = []
+    budget = time.perf_counter() + 0.5
+    while time.perf_counter() < budget or len(runs) < 5:
+        t0 = time.perf_counter(); fn(a, b); runs.append(time.perf_counter() - t0)
+    runs.sort()
+    out[name] = runs[len(runs) // 2]
+print(json.dumps(out))
+"""
+
+
+def import_cost(python, repeat):
+    walls, rss = [], []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t0 = time.perf_counter()
+        subprocess.run([python, "-c", "import torch"], check=True)
+        walls.append(time.perf_counter() - t0)
+        # ru_maxrss of children is the max over all children so far: run the larger
+        # interpreter last would hide ours, so measure each in its own process below.
+        del before
+    peak = subprocess.run(
+        [python, "-c", "import resource, torch; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    return statistics.median(walls), int(peak)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shim", required=True)
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S')}  command: {' '.join(sys.argv)}")
+    results = {}
+    for label, python in (("ours", args.shim), ("upstream", args.upstream)):
+        wall, peak_kb = import_cost(python, args.repeat)
+        timings = json.loads(subprocess.run([python, "-c", TIMING_SCRIPT], check=True, capture_output=True,
+                                            text=True).stdout)
+        results[label] = {"import torch wall s": wall, "import torch peak RSS MiB": peak_kb / 1024, **timings}
+    print(f"{'measure':28s} {'ours':>12s} {'upstream':>12s} {'ours/upstream':>14s}")
+    for key in results["ours"]:
+        ours, up = results["ours"][key], results["upstream"][key]
+        unit = "" if "MiB" in key or "wall" in key else " s"
+        print(f"{key:28s} {ours:12.6g} {up:12.6g} {ours / up:14.3f}")
+
+
+if __name__ == "__main__":
+    main()

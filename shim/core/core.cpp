@@ -1,0 +1,378 @@
+#include "core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace tn {
+
+void fail(const std::string& message) { throw Error(message); }
+
+namespace {
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+// Round-to-nearest-even float32 -> binary16, handling subnormals, overflow and NaN.
+Half::Half(float value) {
+  uint32_t f = float_bits(value);
+  uint32_t sign = (f >> 16) & 0x8000u;
+  uint32_t abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or nan
+    bits = uint16_t(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+    return;
+  }
+  if (abs >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
+    bits = uint16_t(sign | 0x7c00u);
+    return;
+  }
+  if (abs < 0x38800000u) {  // result is subnormal or zero: scale by 2^24 and round
+    float scaled = bits_float(abs) * 16777216.0f;  // exact: power of two
+    // nearbyint honours round-to-nearest-even
+    bits = uint16_t(sign | uint32_t(std::nearbyint(scaled)));
+    return;
+  }
+  uint32_t mantissa_odd = (abs >> 13) & 1u;
+  abs += 0xc8000fffu + mantissa_odd;  // rebias exponent (-112 << 23) and round
+  bits = uint16_t(sign | (abs >> 13));
+}
+
+Half::operator float() const {
+  uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1fu;
+  uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0) {
+    float magnitude = float(mantissa) / 16777216.0f;  // mantissa * 2^-24
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13));
+  return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+BFloat16::BFloat16(float value) {
+  uint32_t f = float_bits(value);
+  if (std::isnan(value)) {
+    bits = 0x7fc0;
+    return;
+  }
+  uint32_t rounding_bias = 0x7fffu + ((f >> 16) & 1u);
+  bits = uint16_t((f + rounding_bias) >> 16);
+}
+
+BFloat16::operator float() const { return bits_float(uint32_t(bits) << 16); }
+
+size_t element_size(ScalarType type) {
+  switch (type) {
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Bool:
+      return 1;
+    case ScalarType::Short:
+    case ScalarType::Half:
+    case ScalarType::BFloat16:
+      return 2;
+    case ScalarType::Int:
+    case ScalarType::Float:
+      return 4;
+    case ScalarType::Long:
+    case ScalarType::Double:
+      return 8;
+    default:
+      fail("element_size: undefined dtype");
+  }
+}
+
+const char* scalar_type_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::Byte: return "uint8";
+    case ScalarType::Char: return "int8";
+    case ScalarType::Short: return "int16";
+    case ScalarType::Int: return "int32";
+    case ScalarType::Long: return "int64";
+    case ScalarType::Half: return "float16";
+    case ScalarType::Float: return "float32";
+    case ScalarType::Double: return "float64";
+    case ScalarType::Bool: return "bool";
+    case ScalarType::BFloat16: return "bfloat16";
+    default: return "undefined";
+  }
+}
+
+bool is_floating(ScalarType t) {
+  return t == ScalarType::Half || t == ScalarType::Float || t == ScalarType::Double ||
+         t == ScalarType::BFloat16;
+}
+
+bool is_integral(ScalarType t, bool include_bool) {
+  switch (t) {
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+      return true;
+    case ScalarType::Bool:
+      return include_bool;
+    default:
+      return false;
+  }
+}
+
+bool is_signed(ScalarType t) { return t != ScalarType::Byte && t != ScalarType::Bool; }
+
+// Upstream's promotion lattice: bool < integers < floats; mixed-sign integers go to the
+// smallest signed type holding both; float16 with bfloat16 meets at float32.
+ScalarType promote_types(ScalarType a, ScalarType b) {
+  using S = ScalarType;
+  if (a == b) return a;
+  if (a == S::Undefined) return b;
+  if (b == S::Undefined) return a;
+  if (a == S::Bool) return b;
+  if (b == S::Bool) return a;
+  bool fa = is_floating(a), fb = is_floating(b);
+  if (fa && !fb) return a;
+  if (fb && !fa) return b;
+  if (fa && fb) {
+    if ((a == S::Half && b == S::BFloat16) || (a == S::BFloat16 && b == S::Half)) return S::Float;
+    auto rank = [](S t) { return t == S::Double ? 3 : t == S::Float ? 2 : 1; };
+    return rank(a) >= rank(b) ? a : b;
+  }
+  auto rank = [](S t) {
+    switch (t) {
+      case S::Char: return 1;
+      case S::Short: return 2;
+      case S::Int: return 3;
+      case S::Long: return 4;
+      default: return 0;
+    }
+  };
+  if (a == S::Byte || b == S::Byte) {
+    S other = a == S::Byte ? b : a;
+    return other == S::Char ? S::Short : other;
+  }
+  return rank(a) >= rank(b) ? a : b;
+}
+
+ScalarType Scalar::type() const {
+  switch (kind_) {
+    case Kind::Bool: return ScalarType::Bool;
+    case Kind::Int: return ScalarType::Long;
+    default: return ScalarType::Double;
+  }
+}
+
+Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+  // 64-byte alignment matches what vectorized kernels and numpy expect.
+  size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+  data_ = std::aligned_alloc(64, rounded);
+  if (!data_) throw std::bad_alloc();
+  release_ = [p = data_] { std::free(p); };
+}
+
+Storage::Storage(void* data, size_t nbytes, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), release_(std::move(release)) {}
+
+Storage::~Storage() {
+  if (release_) release_();
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides(sizes.size());
+  int64_t stride = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+Tensor Tensor::empty(const Shape& sizes, ScalarType dtype) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) throw Error("Trying to create tensor with negative dimension " + std::to_string(s) +
+                           ": " + shape_str(sizes));
+    n *= s;
+  }
+  auto storage = std::make_shared<Storage>(size_t(n) * element_size(dtype));
+  return from_storage(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
+                            int64_t offset, ScalarType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t dim) const { return impl_->sizes[wrap_dim(dim, this->dim())]; }
+int64_t Tensor::stride(int64_t dim) const { return impl_->strides[wrap_dim(dim, this->dim())]; }
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : impl_->sizes) n *= s;
+  return n;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (impl_->sizes[d] == 0) return true;
+    if (impl_->sizes[d] != 1 && impl_->strides[d] != expected) return false;
+    expected *= impl_->sizes[d];
+  }
+  return true;
+}
+
+Tensor Tensor::view_as_strided(Shape sizes, Shape strides, int64_t offset) const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = impl_->dtype;
+  impl->version = impl_->version;  // views share the version counter with their base
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(sizes(), dtype());
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::to(ScalarType type) const {
+  if (type == dtype()) return *this;
+  Tensor out = empty(sizes(), type);
+  out.copy_from(*this);
+  return out;
+}
+
+namespace {
+
+template <typename Dst, typename Src>
+Dst convert(Src value) {
+  if constexpr (std::is_same_v<Dst, bool>) {
+    return float(value) != 0.0f || (std::is_integral_v<Src> && value != Src(0));
+  } else if constexpr (std::is_same_v<Src, Half> || std::is_same_v<Src, BFloat16>) {
+    return convert<Dst>(float(value));
+  } else if constexpr (std::is_same_v<Dst, Half> || std::is_same_v<Dst, BFloat16>) {
+    return Dst(float(value));
+  } else if constexpr (std::is_integral_v<Dst> && std::is_floating_point_v<Src>) {
+    // Float to narrow integer goes through int64 first, as upstream's casts do on x86.
+    if (!std::isfinite(value) || value >= 9.3e18 || value <= -9.3e18)
+      return Dst(int64_t(std::numeric_limits<int64_t>::min()));
+    return Dst(int64_t(value));
+  } else {
+    return Dst(value);
+  }
+}
+
+}  // namespace
+
+void Tensor::copy_from(const Tensor& src) const {
+  Shape target = sizes();
+  if (broadcast_shapes(src.sizes(), target) != target)
+    throw Error("output with shape " + shape_str(target) +
+                " doesn't match the broadcast shape " +
+                shape_str(broadcast_shapes(src.sizes(), target)));
+  int64_t n = numel();
+  if (n == 0) return;
+  // Align src strides to the destination rank, zero stride on broadcast dimensions.
+  int64_t nd = dim(), sd = src.dim();
+  Shape src_strides(nd, 0);
+  for (int64_t d = 0; d < sd; ++d)
+    if (src.sizes()[d] != 1) src_strides[nd - sd + d] = src.strides()[d];
+  if (is_contiguous() && src.is_contiguous() && src.sizes() == target && src.dtype() == dtype()) {
+    // Same storage bytes may overlap (x.copy_(x)): memmove is safe.
+    std::memmove(data(), src.data(), size_t(n) * itemsize());
+    bump_version();
+    return;
+  }
+  // A source that overlaps the destination is read from a snapshot first.
+  Tensor source = src;
+  if (src.storage() == storage()) source = src.clone();
+  TN_DISPATCH_ALL_TYPES(dtype(), "copy_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using dst_t = scalar_t;
+    TN_DISPATCH_ALL_TYPES(source.dtype(), "copy_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+      dst_t* out = data_as<dst_t>();
+      const scalar_t* in = source.data_as<scalar_t>();
+      IndexCounter counter(target);
+      for (int64_t i = 0; i < n; ++i, counter.next()) {
+        int64_t o = 0, s = 0;
+        for (int64_t d = 0; d < nd; ++d) {
+          o += counter.index()[d] * strides()[d];
+          s += counter.index()[d] * src_strides[d];
+        }
+        out[o] = convert<dst_t>(in[s]);
+      }
+    });
+  });
+  bump_version();
+}
+
+Scalar Tensor::item() const {
+  if (numel() != 1)
+    throw Error("a Tensor with " + std::to_string(numel()) +
+                " elements cannot be converted to Scalar");
+  return TN_DISPATCH_ALL_TYPES(dtype(), "item", [&](auto tag_) -> Scalar {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t v = *data_as<scalar_t>();
+    if constexpr (std::is_same_v<scalar_t, bool>) return Scalar(v);
+    else if constexpr (std::is_integral_v<scalar_t>) return Scalar(int64_t(v));
+    else return Scalar(double(v));
+  });
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim) {
+  int64_t min = ndim > 0 ? -ndim : -1, max = ndim > 0 ? ndim - 1 : 0;
+  if (dim < min || dim > max)
+    throw IndexError("Dimension out of range (expected to be in range of [" + std::to_string(min) +
+                     ", " + std::to_string(max) + "], but got " + std::to_string(dim) + ")");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw Error("The size of tensor a (" + std::to_string(da) +
+                  ") must match the size of tensor b (" + std::to_string(db) +
+                  ") at non-singleton dimension " + std::to_string(i));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+}  // namespace tn

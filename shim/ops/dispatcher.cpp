@@ -1,0 +1,273 @@
+#include <algorithm>
+
+#include "ops.h"
+#include "schema_table.h"
+
+namespace tn {
+
+namespace {
+
+ScalarType g_default_dtype = ScalarType::Float;
+
+// Upstream's canCast: no float->integral, no complex->real, nothing but bool -> bool.
+bool can_cast(ScalarType from, ScalarType to) {
+  if (is_floating(from) && is_integral(to, false)) return false;
+  if (from != ScalarType::Bool && to == ScalarType::Bool) return false;
+  return true;
+}
+
+// Two overloads are variants of one another when their non-out arguments agree in name
+// and type (ignoring alias annotations).
+bool same_signature(const Schema& a, const Schema& b) {
+  std::vector<const SchemaArgument*> x, y;
+  for (const auto& arg : a.arguments)
+    if (!arg.is_out) x.push_back(&arg);
+  for (const auto& arg : b.arguments)
+    if (!arg.is_out) y.push_back(&arg);
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto &p = *x[i], &q = *y[i];
+    if (p.name != q.name || p.type.base != q.type.base || p.type.list != q.type.list ||
+        p.type.optional != q.type.optional || p.type.element_optional != q.type.element_optional)
+      return false;
+  }
+  return true;
+}
+
+void resize_output(const Tensor& out, const Shape& sizes) {
+  if (out.sizes() == sizes) return;
+  TensorImpl* impl = out.impl();
+  int64_t needed = 1;
+  for (int64_t s : sizes) needed *= s;
+  size_t bytes = size_t(needed + impl->offset) * out.itemsize();
+  if (bytes > impl->storage->nbytes()) {
+    impl->storage = std::make_shared<Storage>(size_t(needed) * out.itemsize());
+    impl->offset = 0;
+  }
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+}
+
+void write_result(const Tensor& target, const Tensor& result, bool resize) {
+  if (!can_cast(result.dtype(), target.dtype()))
+    throw Error(std::string("result type ") +
+                (is_floating(result.dtype()) ? "Float" : "Long") +
+                " can't be cast to the desired output type " +
+                scalar_type_name(target.dtype()));
+  if (resize) resize_output(target, result.sizes());
+  if (!target.same(result)) target.copy_from(result);
+}
+
+}  // namespace
+
+ScalarType default_dtype() { return g_default_dtype; }
+void set_default_dtype(ScalarType type) { g_default_dtype = type; }
+
+Dispatcher& Dispatcher::instance() {
+  static Dispatcher* dispatcher = [] {
+    auto* d = new Dispatcher();  // never destroyed: Python may call in during shutdown
+    d->load_builtin();
+    return d;
+  }();
+  return *dispatcher;
+}
+
+Operator& Dispatcher::define(const Schema& schema) {
+  std::string full = schema.full_name();
+  if (auto it = by_full_name_.find(full); it != by_full_name_.end()) return *it->second;
+  operators_.push_back(std::make_unique<Operator>());
+  Operator* op = operators_.back().get();
+  op->schema = schema;
+  by_full_name_[full] = op;
+  by_name_[schema.qualified_name()].push_back(op);
+  return *op;
+}
+
+Operator* Dispatcher::find(const std::string& qualified_name, const std::string& overload) {
+  auto it = by_full_name_.find(overload.empty() ? qualified_name : qualified_name + "." + overload);
+  return it == by_full_name_.end() ? nullptr : it->second;
+}
+
+const std::vector<Operator*>& Dispatcher::overloads(const std::string& qualified_name) {
+  static const std::vector<Operator*> none;
+  auto it = by_name_.find(qualified_name);
+  return it == by_name_.end() ? none : it->second;
+}
+
+void Dispatcher::impl(const std::string& full_name, Kernel kernel) {
+  auto it = by_full_name_.find(full_name);
+  if (it == by_full_name_.end())
+    throw Error("kernel registered for unknown operator " + full_name);
+  it->second->kernel = std::move(kernel);
+}
+
+void Dispatcher::call(const Operator& op, Stack& stack) const {
+  if (op.kernel) {
+    op.kernel(stack);
+    return;
+  }
+  const Operator* functional = op.functional;
+  if (!functional || !functional->kernel)
+    throw NotImplemented("torchnative does not implement operator " + op.schema.full_name() +
+                         " yet (schema: " + op.schema.str() + ")");
+  if (op.is_inplace()) {
+    Tensor self = std::get<Tensor>(stack[0].value);
+    functional->kernel(stack);
+    write_result(self, std::get<Tensor>(stack[0].value), false);
+    stack.assign(1, IValue(self));
+    return;
+  }
+  // out= overload: run the functional form, then resize and copy into the out tensors.
+  std::vector<Tensor> outs;
+  Stack args;
+  for (size_t i = 0; i < op.schema.arguments.size(); ++i) {
+    if (op.schema.arguments[i].is_out) outs.push_back(std::get<Tensor>(stack[i].value));
+    else args.push_back(std::move(stack[i]));
+  }
+  functional->kernel(args);
+  if (args.size() != outs.size()) throw Error(op.schema.full_name() + ": result count mismatch");
+  stack.clear();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    write_result(outs[i], std::get<Tensor>(args[i].value), true);
+    stack.push_back(outs[i]);
+  }
+}
+
+void Dispatcher::link_derived_variants() {
+  for (auto& [name, group] : by_name_) {
+    for (Operator* op : group) {
+      if (op->schema.out_count() == 0) continue;
+      for (Operator* candidate : group)
+        if (candidate->schema.out_count() == 0 && same_signature(op->schema, candidate->schema)) {
+          op->functional = candidate;
+          break;
+        }
+    }
+    const std::string& base = group.front()->schema.name;
+    if (base.empty() || base.back() != '_' || base.substr(0, 2) == "__") continue;
+    std::string functional_name = name.substr(0, name.size() - 1);
+    for (Operator* op : group)
+      if (Operator* f = find(functional_name, op->schema.overload)) op->functional = f;
+  }
+}
+
+std::vector<std::pair<std::string, Kernel>>& pending_kernels() {
+  static std::vector<std::pair<std::string, Kernel>> kernels;
+  return kernels;
+}
+
+KernelRegistration::KernelRegistration(const char* full_name, Kernel kernel) {
+  pending_kernels().emplace_back(full_name, std::move(kernel));
+}
+
+void Dispatcher::load_builtin() {
+  for (size_t i = 0; i < kSchemaTableSize; ++i) {
+    const SchemaTableRow& row = kSchemaTable[i];
+    Operator& op = define(parse_schema(row.schema));
+    op.variants = row.variants;
+    op.python_module = row.python_module;
+    std::string keys = row.dispatch_keys;
+    for (size_t start = 0; start < keys.size();) {
+      size_t end = keys.find(',', start);
+      if (end == std::string::npos) end = keys.size();
+      op.dispatch_keys.push_back(keys.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (auto& [name, kernel] : pending_kernels()) impl(name, kernel);
+  link_derived_variants();
+}
+
+// ---- typed argument access ----
+
+namespace {
+[[noreturn]] void bad_argument(size_t i, const char* expected) {
+  throw TypeError("argument " + std::to_string(i) + " must be " + expected);
+}
+}  // namespace
+
+const Tensor& Args::tensor(size_t i) const {
+  if (!stack_[i].is<Tensor>()) bad_argument(i, "Tensor");
+  return stack_[i].get<Tensor>();
+}
+std::optional<Tensor> Args::optional_tensor(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return tensor(i);
+}
+Scalar Args::scalar(size_t i) const {
+  const IValue& v = stack_[i];
+  if (v.is<Scalar>()) return v.get<Scalar>();
+  if (v.is<int64_t>()) return Scalar(v.get<int64_t>());
+  if (v.is<double>()) return Scalar(v.get<double>());
+  if (v.is<bool>()) return Scalar(v.get<bool>());
+  if (v.is<Tensor>()) return v.get<Tensor>().item();
+  bad_argument(i, "Number");
+}
+std::optional<Scalar> Args::optional_scalar(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return scalar(i);
+}
+int64_t Args::integer(size_t i) const {
+  const IValue& v = stack_[i];
+  if (v.is<int64_t>()) return v.get<int64_t>();
+  if (v.is<bool>()) return v.get<bool>();
+  if (v.is<Scalar>()) return v.get<Scalar>().to_int();
+  bad_argument(i, "int");
+}
+std::optional<int64_t> Args::optional_integer(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return integer(i);
+}
+double Args::real(size_t i) const {
+  const IValue& v = stack_[i];
+  if (v.is<double>()) return v.get<double>();
+  if (v.is<int64_t>()) return double(v.get<int64_t>());
+  if (v.is<Scalar>()) return v.get<Scalar>().to_double();
+  bad_argument(i, "float");
+}
+std::optional<double> Args::optional_real(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return real(i);
+}
+bool Args::boolean(size_t i) const {
+  const IValue& v = stack_[i];
+  if (v.is<bool>()) return v.get<bool>();
+  if (v.is<int64_t>()) return v.get<int64_t>() != 0;
+  bad_argument(i, "bool");
+}
+std::optional<bool> Args::optional_boolean(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return boolean(i);
+}
+std::vector<int64_t> Args::int_list(size_t i) const {
+  const IValue& v = stack_[i];
+  if (v.is<std::vector<int64_t>>()) return v.get<std::vector<int64_t>>();
+  if (v.is<int64_t>()) return {v.get<int64_t>()};
+  bad_argument(i, "tuple of ints");
+}
+std::optional<std::vector<int64_t>> Args::optional_int_list(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return int_list(i);
+}
+std::vector<Tensor> Args::tensor_list(size_t i) const {
+  if (!stack_[i].is<std::vector<Tensor>>()) bad_argument(i, "tuple of Tensors");
+  return stack_[i].get<std::vector<Tensor>>();
+}
+std::vector<std::optional<Tensor>> Args::optional_tensor_list(size_t i) const {
+  if (stack_[i].is<std::vector<std::optional<Tensor>>>())
+    return stack_[i].get<std::vector<std::optional<Tensor>>>();
+  std::vector<std::optional<Tensor>> out;
+  for (const Tensor& t : tensor_list(i)) out.emplace_back(t);
+  return out;
+}
+std::optional<std::string> Args::optional_string(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  if (!stack_[i].is<std::string>()) bad_argument(i, "str");
+  return stack_[i].get<std::string>();
+}
+std::optional<ScalarType> Args::optional_dtype(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return ScalarType(integer(i));
+}
+
+}  // namespace tn

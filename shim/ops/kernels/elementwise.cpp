@@ -1,0 +1,570 @@
+// Elementwise operators: arithmetic, comparisons, logical and bitwise, unary math,
+// where/lerp/addcmul/addcdiv/clamp. In-place and out= forms derive from these in
+// the dispatcher.
+#include <cmath>
+#include <limits>
+
+#include "common.h"
+
+namespace tn {
+
+namespace {
+
+template <typename T>
+constexpr bool is_float_v = std::is_floating_point_v<T>;
+
+// ---- binary arithmetic ----
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  ScalarType t = result_type(a, b);
+  if (t == ScalarType::Bool && alpha.to_int() != 1 && !alpha.is_bool())
+    throw Error("Boolean alpha only supported for Boolean results.");
+  if (is_integral(t, true) && alpha.is_float())
+    throw Error("For integral input tensors, argument alpha must not be a floating point number.");
+  return TN_DISPATCH_ALL_TYPES(t, "add", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    c al = alpha.to<c>();
+    if constexpr (std::is_same_v<scalar_t, bool>)
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) { return x || y; });
+    else
+      return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) -> c { return x + al * y; });
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (a.dtype() == ScalarType::Bool || b.dtype() == ScalarType::Bool)
+    throw Error("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+  ScalarType t = result_type(a, b);
+  if (is_integral(t, true) && alpha.is_float())
+    throw Error("For integral input tensors, argument alpha must not be a floating point number.");
+  return TN_DISPATCH_ALL_TYPES(t, "sub", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    c al = alpha.to<c>();
+    return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) -> c { return x - al * y; });
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  ScalarType t = result_type(a, b);
+  return TN_DISPATCH_ALL_TYPES(t, "mul", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    if constexpr (std::is_same_v<scalar_t, bool>)
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) { return x && y; });
+    else
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return x * y; });
+  });
+}
+
+template <typename T>
+T floor_div(T x, T y) {
+  if constexpr (is_float_v<T>) {
+    // Python's floor division on floats, as upstream computes it.
+    if (y == 0) return x / y;
+    T mod = std::fmod(x, y);
+    T div = (x - mod) / y;
+    if (mod != 0 && ((y < 0) != (mod < 0))) div -= T(1);
+    T floordiv;
+    if (div != 0) {
+      floordiv = std::floor(div);
+      if (div - floordiv > T(0.5)) floordiv += T(1);
+    } else {
+      floordiv = std::copysign(T(0), x / y);
+    }
+    return floordiv;
+  } else {
+    if (y == 0) throw Error("ZeroDivisionError");
+    T q = x / y;
+    if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
+    return q;
+  }
+}
+
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& mode) {
+  ScalarType t = result_type(a, b);
+  if (!mode) {
+    ScalarType f = float_type(t);
+    return TN_DISPATCH_ALL_TYPES(f, "div", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+      using c = compute_t<scalar_t>;
+      return map_binary<scalar_t>(a, b, f, f, [](c x, c y) -> c { return x / y; });
+    });
+  }
+  if (*mode != "trunc" && *mode != "floor")
+    throw Error("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '" + *mode + "'");
+  bool trunc = *mode == "trunc";
+  return TN_DISPATCH_ALL_TYPES(t, "div", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      return map_binary<int64_t>(a, b, ScalarType::Long, t, [](int64_t x, int64_t y) -> int64_t {
+        if (y == 0) throw Error("ZeroDivisionError");
+        return x / y;
+      });
+    } else if constexpr (is_float_v<c>) {
+      return map_binary<scalar_t>(a, b, t, t, [trunc](c x, c y) -> c {
+        return trunc ? std::trunc(x / y) : floor_div<c>(x, y);
+      });
+    } else {
+      return map_binary<scalar_t>(a, b, t, t, [trunc](c x, c y) -> c {
+        if (y == 0) throw Error("ZeroDivisionError");
+        return trunc ? c(x / y) : floor_div<c>(x, y);
+      });
+    }
+  });
+}
+
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  ScalarType t = result_type(a, b);
+  return TN_DISPATCH_ALL_TYPES(t, "remainder", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      throw Error("\"remainder_cpu\" not implemented for 'Bool'");
+      return Tensor();
+    } else if constexpr (is_float_v<c>) {
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
+        c mod = std::fmod(x, y);
+        if (mod != 0 && ((y < 0) != (mod < 0))) mod += y;
+        return mod;
+      });
+    } else {
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
+        if (y == 0) throw Error("ZeroDivisionError");
+        c mod = x % y;
+        if (mod != 0 && ((y < 0) != (mod < 0))) mod += y;
+        return mod;
+      });
+    }
+  });
+}
+
+Tensor fmod(const Tensor& a, const Tensor& b) {
+  ScalarType t = result_type(a, b);
+  return TN_DISPATCH_ALL_TYPES(t, "fmod", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      throw Error("\"fmod_cpu\" not implemented for 'Bool'");
+      return Tensor();
+    } else if constexpr (is_float_v<c>) {
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return std::fmod(x, y); });
+    } else {
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
+        if (y == 0) throw Error("ZeroDivisionError");
+        return x % y;
+      });
+    }
+  });
+}
+
+template <typename T>
+T int_pow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  T result = 1;
+  while (exp) {
+    if (exp & 1) result = T(result * base);
+    exp >>= 1;
+    base = T(base * base);
+  }
+  return result;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  ScalarType t = result_type(a, b);
+  return TN_DISPATCH_ALL_TYPES(t, "pow", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      return map_binary<int64_t>(a, b, ScalarType::Long, t, [](int64_t x, int64_t y) { return int_pow(x, y) != 0; });
+    } else if constexpr (is_float_v<c>) {
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return std::pow(x, y); });
+    } else {
+      if (is_integral(b.dtype(), false)) {
+        // negative integer powers of integers are an error upstream
+      }
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
+        if (y < 0 && x != 1 && x != -1) throw Error("Integers to negative integer powers are not allowed.");
+        return int_pow<c>(x, y);
+      });
+    }
+  });
+}
+
+template <typename F>
+Tensor compare(const Tensor& a, const Tensor& b, F f) {
+  ScalarType t = result_type(a, b);
+  return TN_DISPATCH_ALL_TYPES(t, "compare", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_binary<scalar_t>(a, b, t, ScalarType::Bool, [&](c x, c y) -> bool { return f(x, y); });
+  });
+}
+
+template <typename F>
+Tensor logical(const Tensor& a, const Tensor& b, F f) {
+  ScalarType t = promote_types(a.dtype(), b.dtype());
+  return TN_DISPATCH_ALL_TYPES(t, "logical", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_binary<scalar_t>(a, b, t, ScalarType::Bool,
+                      [&](c x, c y) -> bool { return f(x != c(0), y != c(0)); });
+  });
+}
+
+template <typename F>
+Tensor bitwise(const Tensor& a, const Tensor& b, const char* name, F f) {
+  ScalarType t = result_type(a, b);
+  if (is_floating(t)) throw Error(std::string("\"") + name + "_cpu\" not implemented for '" +
+                                  (t == ScalarType::Float ? "Float" : t == ScalarType::Double ? "Double" : "Half") + "'");
+  return TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_integral_v<scalar_t>)
+      return map_binary<scalar_t>(a, b, t, t, [&](scalar_t x, scalar_t y) -> scalar_t { return scalar_t(f(x, y)); });
+    else
+      return Tensor();
+  });
+}
+
+template <typename F>
+Tensor minmax(const Tensor& a, const Tensor& b, F f) {
+  ScalarType t = result_type(a, b);
+  return TN_DISPATCH_ALL_TYPES(t, "maximum", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_binary<scalar_t>(a, b, t, t, [&](c x, c y) -> c {
+      if constexpr (is_float_v<c>)
+        if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<c>::quiet_NaN();
+      return f(x, y);
+    });
+  });
+}
+
+Tensor S(const Args& a, size_t i) { return scalar_tensor(a.scalar(i)); }
+
+// ---- unary ----
+
+template <typename F>
+Tensor float_unary(const Tensor& a, F f) {
+  ScalarType t = float_type(a.dtype());
+  return TN_DISPATCH_ALL_TYPES(t, "unary", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    if constexpr (is_float_v<c>)
+      return map_unary<scalar_t>(a, t, t, [&](c x) -> c { return f(x); });
+    else
+      return Tensor();
+  });
+}
+
+template <typename F>
+Tensor same_type_unary(const Tensor& a, const char* name, F f) {
+  ScalarType t = a.dtype();
+  return TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_unary<scalar_t>(a, t, t, [&](c x) -> c { return f(x); });
+  });
+}
+
+Tensor sign(const Tensor& a) {
+  return same_type_unary(a, "sign", [](auto x) -> decltype(x) {
+    using c = decltype(x);
+    if constexpr (std::is_same_v<c, bool>) return x;
+    else return c((c(0) < x) - (x < c(0)));
+  });
+}
+
+Tensor round_half_even(const Tensor& a, int64_t decimals) {
+  if (!is_floating(a.dtype())) return a.clone();
+  return same_type_unary(a, "round", [decimals](auto x) -> decltype(x) {
+    using c = decltype(x);
+    if constexpr (is_float_v<c>) {
+      if (decimals == 0) return std::nearbyint(x);
+      c ten_pow = std::pow(c(10), c(std::abs(decimals)));
+      return decimals > 0 ? std::nearbyint(x * ten_pow) / ten_pow : std::nearbyint(x / ten_pow) * ten_pow;
+    } else {
+      return x;
+    }
+  });
+}
+
+Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+  if (!lo && !hi) throw Error("torch.clamp: At least one of 'min' or 'max' must not be None");
+  ResultType r;
+  r.add(a);
+  if (lo) r.add(*lo);
+  if (hi) r.add(*hi);
+  ScalarType t = r.get();
+  Tensor out = a.to(t).clone();
+  if (lo) out = minmax(out, *lo, [](auto x, auto y) { return x < y ? y : x; });
+  if (hi) out = minmax(out, *hi, [](auto x, auto y) { return x > y ? y : x; });
+  return out.to(t);
+}
+
+Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
+  if (cond.dtype() != ScalarType::Bool && cond.dtype() != ScalarType::Byte)
+    throw Error("where expected condition to be a boolean tensor, but got a tensor with dtype " +
+                std::string(scalar_type_name(cond.dtype())));
+  ScalarType t = result_type(x, y);
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), x.sizes()), y.sizes());
+  Tensor c = cond.to(ScalarType::Bool), xx = x.to(t), yy = y.to(t);
+  Tensor out = Tensor::empty(shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "where", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const bool* pc = c.data_as<bool>();
+    const scalar_t* px = xx.data_as<scalar_t>();
+    const scalar_t* py = yy.data_as<scalar_t>();
+    scalar_t* po = out.data_as<scalar_t>();
+    strided_loop<4>(shape, {out.strides(), broadcast_strides(c, shape), broadcast_strides(xx, shape), broadcast_strides(yy, shape)},
+                    [&](const std::array<int64_t, 4>& o) { po[o[0]] = pc[o[1]] ? px[o[2]] : py[o[3]]; });
+  });
+  return out;
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  ScalarType t = start.dtype();
+  if (end.dtype() != t) throw Error("expected dtype " + std::string(scalar_type_name(t)) + " for `end` but got dtype " + scalar_type_name(end.dtype()));
+  if (!is_floating(t)) throw Error("lerp_kernel_scalar not implemented for integer types");
+  Tensor w = weight.to(t);
+  Tensor diff = call_tensor_op("aten::sub", "Tensor", {end, start, Scalar(int64_t{1})});
+  // upstream: weight < 0.5 ? start + weight*diff : end - diff*(1-weight)
+  Shape shape = broadcast_shapes(broadcast_shapes(start.sizes(), end.sizes()), w.sizes());
+  Tensor s = start.to(t), e = end.to(t);
+  Tensor out = Tensor::empty(shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "lerp", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    const scalar_t* ps = s.data_as<scalar_t>();
+    const scalar_t* pe = e.data_as<scalar_t>();
+    const scalar_t* pw = w.data_as<scalar_t>();
+    scalar_t* po = out.data_as<scalar_t>();
+    strided_loop<4>(shape, {out.strides(), broadcast_strides(s, shape), broadcast_strides(e, shape), broadcast_strides(w, shape)},
+                    [&](const std::array<int64_t, 4>& o) {
+                      c x = c(ps[o[1]]), y = c(pe[o[2]]), wt = c(pw[o[3]]);
+                      c d = y - x;
+                      po[o[0]] = scalar_t(std::abs(wt) < c(0.5) ? x + wt * d : y - d * (c(1) - wt));
+                    });
+  });
+  (void)diff;
+  return out;
+}
+
+}  // namespace
+
+// ---- registrations ----
+
+TN_KERNEL("aten::add.Tensor", { return add(a.tensor(0), a.tensor(1), a.scalar(2)); });
+TN_KERNEL("aten::add.Scalar", { return add(a.tensor(0), S(a, 1), a.scalar(2)); });
+TN_KERNEL("aten::sub.Tensor", { return sub(a.tensor(0), a.tensor(1), a.scalar(2)); });
+TN_KERNEL("aten::sub.Scalar", { return sub(a.tensor(0), S(a, 1), a.scalar(2)); });
+TN_KERNEL("aten::rsub.Tensor", { return sub(a.tensor(1), a.tensor(0), a.scalar(2)); });
+TN_KERNEL("aten::rsub.Scalar", { return sub(S(a, 1), a.tensor(0), a.scalar(2)); });
+TN_KERNEL("aten::mul.Tensor", { return mul(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::mul.Scalar", { return mul(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::div.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
+TN_KERNEL("aten::div.Scalar", { return div(a.tensor(0), S(a, 1), std::nullopt); });
+TN_KERNEL("aten::div.Tensor_mode", { return div(a.tensor(0), a.tensor(1), a.optional_string(2)); });
+TN_KERNEL("aten::div.Scalar_mode", { return div(a.tensor(0), S(a, 1), a.optional_string(2)); });
+TN_KERNEL("aten::true_divide.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
+TN_KERNEL("aten::divide.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
+TN_KERNEL("aten::multiply.Tensor", { return mul(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::subtract.Tensor", { return sub(a.tensor(0), a.tensor(1), a.scalar(2)); });
+TN_KERNEL("aten::floor_divide", { return div(a.tensor(0), a.tensor(1), std::string("floor")); });
+TN_KERNEL("aten::floor_divide.Scalar", { return div(a.tensor(0), S(a, 1), std::string("floor")); });
+TN_KERNEL("aten::remainder.Tensor", { return remainder(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::remainder.Scalar", { return remainder(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::remainder.Scalar_Tensor", { return remainder(S(a, 0), a.tensor(1)); });
+TN_KERNEL("aten::fmod.Tensor", { return fmod(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::fmod.Scalar", { return fmod(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::pow.Tensor_Tensor", { return pow(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::pow.Tensor_Scalar", { return pow(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::pow.Scalar", { return pow(S(a, 0), a.tensor(1)); });
+TN_KERNEL("aten::maximum", { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x < y ? y : x; }); });
+TN_KERNEL("aten::minimum", { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x > y ? y : x; }); });
+
+#define TN_COMPARE(NAME, EXPR)                                                                        \
+  TN_KERNEL("aten::" NAME ".Tensor", { return compare(a.tensor(0), a.tensor(1), [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" NAME ".Scalar", { return compare(a.tensor(0), S(a, 1), [](auto x, auto y) { return EXPR; }); });
+TN_COMPARE("eq", x == y)
+TN_COMPARE("ne", x != y)
+TN_COMPARE("lt", x < y)
+TN_COMPARE("le", x <= y)
+TN_COMPARE("gt", x > y)
+TN_COMPARE("ge", x >= y)
+#undef TN_COMPARE
+
+TN_KERNEL("aten::logical_and", { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x && y; }); });
+TN_KERNEL("aten::logical_or", { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x || y; }); });
+TN_KERNEL("aten::logical_xor", { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x != y; }); });
+TN_KERNEL("aten::logical_not", {
+  return TN_DISPATCH_ALL_TYPES(a.tensor(0).dtype(), "logical_not", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_unary<scalar_t>(a.tensor(0), a.tensor(0).dtype(), ScalarType::Bool, [](c x) { return !(x != c(0)); });
+  });
+});
+
+#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                            \
+  TN_KERNEL("aten::" NAME ".Tensor", { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" NAME ".Scalar", { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });     \
+  TN_KERNEL("aten::" DUNDER ".Tensor", { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" DUNDER ".Scalar", { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });
+TN_BITWISE("bitwise_and", "__and__", x & y)
+TN_BITWISE("bitwise_or", "__or__", x | y)
+TN_BITWISE("bitwise_xor", "__xor__", x ^ y)
+#undef TN_BITWISE
+TN_KERNEL("aten::bitwise_not", {
+  const Tensor& x = a.tensor(0);
+  if (is_floating(x.dtype())) throw Error("\"bitwise_not_cpu\" not implemented for 'Float'");
+  return TN_DISPATCH_ALL_TYPES(x.dtype(), "bitwise_not", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<scalar_t, bool>)
+      return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [](bool v) { return !v; });
+    else if constexpr (std::is_integral_v<scalar_t>)
+      return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [](scalar_t v) { return scalar_t(~v); });
+    else
+      return Tensor();
+  });
+});
+
+#define TN_FLOAT_UNARY(NAME, EXPR) \
+  TN_KERNEL("aten::" NAME, { return float_unary(a.tensor(0), [](auto x) -> decltype(x) { return EXPR; }); });
+TN_FLOAT_UNARY("exp", std::exp(x))
+TN_FLOAT_UNARY("exp2", std::exp2(x))
+TN_FLOAT_UNARY("expm1", std::expm1(x))
+TN_FLOAT_UNARY("log", std::log(x))
+TN_FLOAT_UNARY("log2", std::log2(x))
+TN_FLOAT_UNARY("log10", std::log10(x))
+TN_FLOAT_UNARY("log1p", std::log1p(x))
+TN_FLOAT_UNARY("sqrt", std::sqrt(x))
+TN_FLOAT_UNARY("rsqrt", decltype(x)(1) / std::sqrt(x))
+TN_FLOAT_UNARY("sin", std::sin(x))
+TN_FLOAT_UNARY("cos", std::cos(x))
+TN_FLOAT_UNARY("tan", std::tan(x))
+TN_FLOAT_UNARY("asin", std::asin(x))
+TN_FLOAT_UNARY("acos", std::acos(x))
+TN_FLOAT_UNARY("atan", std::atan(x))
+TN_FLOAT_UNARY("sinh", std::sinh(x))
+TN_FLOAT_UNARY("cosh", std::cosh(x))
+TN_FLOAT_UNARY("tanh", std::tanh(x))
+TN_FLOAT_UNARY("sigmoid", decltype(x)(1) / (decltype(x)(1) + std::exp(-x)))
+TN_FLOAT_UNARY("erf", std::erf(x))
+TN_FLOAT_UNARY("erfc", std::erfc(x))
+TN_FLOAT_UNARY("reciprocal", decltype(x)(1) / x)
+#undef TN_FLOAT_UNARY
+
+TN_KERNEL("aten::abs", {
+  return same_type_unary(a.tensor(0), "abs", [](auto x) -> decltype(x) {
+    using c = decltype(x);
+    if constexpr (std::is_same_v<c, bool> || std::is_unsigned_v<c>) return x;
+    else if constexpr (is_float_v<c>) return std::abs(x);
+    else return c(x < 0 ? -x : x);
+  });
+});
+TN_KERNEL("aten::neg", {
+  if (a.tensor(0).dtype() == ScalarType::Bool)
+    throw Error("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return same_type_unary(a.tensor(0), "neg", [](auto x) -> decltype(x) { return decltype(x)(-x); });
+});
+TN_KERNEL("aten::sign", { return sign(a.tensor(0)); });
+TN_KERNEL("aten::floor", { return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "floor", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::floor(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::ceil", { return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "ceil", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::ceil(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::trunc", { return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "trunc", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::trunc(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::round", { return round_half_even(a.tensor(0), 0); });
+TN_KERNEL("aten::round.decimals", { return round_half_even(a.tensor(0), a.integer(1)); });
+TN_KERNEL("aten::clamp", {
+  auto lo = a.optional_scalar(1), hi = a.optional_scalar(2);
+  return clamp(a.tensor(0), lo ? std::optional(scalar_tensor(*lo)) : std::nullopt, hi ? std::optional(scalar_tensor(*hi)) : std::nullopt);
+});
+TN_KERNEL("aten::clamp.Tensor", { return clamp(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2)); });
+TN_KERNEL("aten::clamp_min", { return clamp(a.tensor(0), scalar_tensor(a.scalar(1)), std::nullopt); });
+TN_KERNEL("aten::clamp_max", { return clamp(a.tensor(0), std::nullopt, scalar_tensor(a.scalar(1))); });
+TN_KERNEL("aten::where.self", { return where(a.tensor(0), a.tensor(1), a.tensor(2)); });
+TN_KERNEL("aten::where.ScalarSelf", { return where(a.tensor(0), S(a, 1), a.tensor(2)); });
+TN_KERNEL("aten::where.ScalarOther", { return where(a.tensor(0), a.tensor(1), S(a, 2)); });
+TN_KERNEL("aten::lerp.Scalar", { return lerp(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
+TN_KERNEL("aten::lerp.Tensor", { return lerp(a.tensor(0), a.tensor(1), a.tensor(2)); });
+TN_KERNEL("aten::addcmul", {
+  Tensor prod = mul(a.tensor(1), a.tensor(2));
+  return add(a.tensor(0), prod, a.scalar(3));
+});
+TN_KERNEL("aten::addcdiv", {
+  if (is_integral(a.tensor(1).dtype(), true) && is_integral(a.tensor(2).dtype(), true))
+    throw Error("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  Tensor q = div(a.tensor(1), a.tensor(2), std::nullopt);
+  return add(a.tensor(0), q, a.scalar(3));
+});
+
+// ---- copies and fills ----
+TN_KERNEL("aten::copy_", {
+  const Tensor& self = a.tensor(0);
+  self.copy_from(a.tensor(1));
+  return self;
+});
+TN_KERNEL("aten::fill_.Scalar", {
+  const Tensor& self = a.tensor(0);
+  self.copy_from(scalar_tensor(a.scalar(1)));
+  return self;
+});
+TN_KERNEL("aten::fill_.Tensor", {
+  const Tensor& self = a.tensor(0);
+  if (a.tensor(1).dim() != 0)
+    throw Error("fill_ only supports 0-dimension value tensor but got tensor with " + std::to_string(a.tensor(1).dim()) + " dimensions.");
+  self.copy_from(a.tensor(1));
+  return self;
+});
+TN_KERNEL("aten::zero_", {
+  const Tensor& self = a.tensor(0);
+  self.copy_from(scalar_tensor(Scalar(int64_t{0})));
+  return self;
+});
+TN_KERNEL("aten::clone", { return a.tensor(0).clone(); });
+TN_KERNEL("aten::_to_copy", {
+  const Tensor& self = a.tensor(0);
+  auto dtype = a.optional_dtype(1);
+  Tensor out = Tensor::empty(self.sizes(), dtype.value_or(self.dtype()));
+  out.copy_from(self);
+  return out;
+});
+TN_KERNEL("aten::isnan", {
+  const Tensor& x = a.tensor(0);
+  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isnan", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
+      if constexpr (is_float_v<c>) return std::isnan(v);
+      else return false;
+    });
+  });
+});
+TN_KERNEL("aten::isinf", {
+  const Tensor& x = a.tensor(0);
+  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isinf", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
+      if constexpr (is_float_v<c>) return std::isinf(v);
+      else return false;
+    });
+  });
+});
+TN_KERNEL("aten::isfinite", {
+  const Tensor& x = a.tensor(0);
+  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isfinite", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
+      if constexpr (is_float_v<c>) return std::isfinite(v);
+      else return true;
+    });
+  });
+});
+
+}  // namespace tn

@@ -1,0 +1,311 @@
+// Reductions over dimensions, softmax, and matrix products (GEMM on OpenBLAS).
+#include <cblas.h>
+
+#include <limits>
+
+#include "common.h"
+
+namespace tn {
+
+namespace {
+
+// Moves reduced dims last, so each output element reduces one contiguous run.
+struct ReducePlan {
+  Shape out_shape;      // with keepdim applied
+  Shape kept_shape;     // non-reduced dims in order
+  int64_t inner = 1;    // elements reduced per output
+  Tensor values;        // input permuted (kept dims first) and contiguous
+};
+
+ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims_opt, bool keepdim) {
+  int64_t nd = self.dim();
+  std::vector<bool> reduce(size_t(std::max<int64_t>(nd, 0)), false);
+  bool all = !dims_opt || dims_opt->empty();
+  if (!all)
+    for (int64_t d : *dims_opt) {
+      int64_t w = wrap_dim(d, nd);
+      if (nd > 0) {
+        if (reduce[size_t(w)]) throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
+        reduce[size_t(w)] = true;
+      }
+    }
+  ReducePlan plan;
+  Shape order;
+  for (int64_t d = 0; d < nd; ++d) {
+    bool r = all || reduce[size_t(d)];
+    if (!r) {
+      order.push_back(d);
+      plan.kept_shape.push_back(self.sizes()[size_t(d)]);
+      plan.out_shape.push_back(self.sizes()[size_t(d)]);
+    } else if (keepdim) {
+      plan.out_shape.push_back(1);
+    }
+  }
+  for (int64_t d = 0; d < nd; ++d)
+    if (all || reduce[size_t(d)]) {
+      order.push_back(d);
+      plan.inner *= self.sizes()[size_t(d)];
+    }
+  Shape sizes, strides;
+  for (int64_t d : order) {
+    sizes.push_back(self.sizes()[size_t(d)]);
+    strides.push_back(self.strides()[size_t(d)]);
+  }
+  plan.values = self.view_as_strided(sizes, strides, self.offset()).contiguous();
+  return plan;
+}
+
+// Reduces with an accumulator functor: init(), step(acc, x), finish(acc, n) -> value.
+template <typename Acc, typename Out, typename In, typename Step, typename Finish>
+void reduce_loop(const ReducePlan& plan, Tensor& out, Acc init, Step step, Finish finish) {
+  const In* in = plan.values.template data_as<In>();
+  Out* o = out.template data_as<Out>();
+  int64_t outer = out.numel();
+  for (int64_t i = 0; i < outer; ++i) {
+    Acc acc = init;
+    const In* row = in + i * plan.inner;
+    for (int64_t j = 0; j < plan.inner; ++j) acc = step(acc, row[j], j);
+    o[i] = finish(acc, plan.inner);
+  }
+}
+
+Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<ScalarType> dtype) {
+  ScalarType t = dtype.value_or(is_integral(self.dtype(), true) ? ScalarType::Long : self.dtype());
+  ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
+  Tensor out = Tensor::empty(plan.out_shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "sum", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    // Floats accumulate in double: at least as accurate as upstream's cascade sum.
+    using acc_t = std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
+    reduce_loop<acc_t, scalar_t, scalar_t>(plan, out, acc_t(0),
+        [](acc_t acc, scalar_t x, int64_t) { return acc + acc_t(compute_t<scalar_t>(x)); },
+        [](acc_t acc, int64_t) { return scalar_t(compute_t<scalar_t>(acc)); });
+  });
+  return out;
+}
+
+Tensor mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<ScalarType> dtype) {
+  ScalarType t = dtype.value_or(self.dtype());
+  if (!is_floating(t))
+    throw Error(std::string("mean(): could not infer output dtype. ") +
+                (dtype ? "Optional dtype" : "Input dtype") + " must be either a floating point or complex dtype. Got: " +
+                (t == ScalarType::Long ? "Long" : t == ScalarType::Int ? "Int" : t == ScalarType::Bool ? "Bool" : scalar_type_name(t)));
+  ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
+  Tensor out = Tensor::empty(plan.out_shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "mean", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    reduce_loop<double, scalar_t, scalar_t>(plan, out, 0.0,
+        [](double acc, scalar_t x, int64_t) { return acc + double(compute_t<scalar_t>(x)); },
+        [](double acc, int64_t n) { return scalar_t(compute_t<scalar_t>(acc / double(n))); });
+  });
+  return out;
+}
+
+// max/min/argmax/argmin: NaN propagates and wins; ties keep the first index.
+template <bool IsMax>
+std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim, bool keepdim, const char* name) {
+  std::optional<std::vector<int64_t>> dims;
+  if (dim) dims = std::vector<int64_t>{*dim};
+  if (self.numel() == 0 && (!dim || (self.dim() > 0 && self.size(*dim) == 0)))
+    throw IndexError(std::string(name) + "(): Expected reduction dim " + (dim ? std::to_string(*dim) + " " : "") + "to have non-zero size.");
+  ReducePlan plan = plan_reduce(self, dims, keepdim);
+  Tensor values = Tensor::empty(plan.out_shape, self.dtype());
+  Tensor indices = Tensor::empty(plan.out_shape, ScalarType::Long);
+  TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    const scalar_t* in = plan.values.template data_as<scalar_t>();
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      const scalar_t* row = in + i * plan.inner;
+      int64_t best = 0;
+      c bv = c(row[0]);
+      for (int64_t j = 1; j < plan.inner; ++j) {
+        c x = c(row[j]);
+        if constexpr (std::is_floating_point_v<c>) {
+          if (std::isnan(bv)) break;
+          if (std::isnan(x)) { bv = x; best = j; break; }
+        }
+        if (IsMax ? x > bv : x < bv) { bv = x; best = j; }
+      }
+      values.template data_as<scalar_t>()[i] = row[best];
+      indices.template data_as<int64_t>()[i] = best;
+    }
+  });
+  return {values, indices};
+}
+
+Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, bool log) {
+  ScalarType t = dtype.value_or(self.dtype());
+  if (!is_floating(t)) throw Error(std::string("\"") + (log ? "log_softmax" : "softmax") + "_lastdim_kernel_impl\" not implemented for 'Long'");
+  Tensor x = self.to(t);
+  if (x.dim() == 0) x = x.view_as_strided({1}, {1}, x.offset());
+  dim = wrap_dim(dim, x.dim());
+  // Move `dim` last, compute row-wise, move it back.
+  Shape perm;
+  for (int64_t d = 0; d < x.dim(); ++d) if (d != dim) perm.push_back(d);
+  perm.push_back(dim);
+  Tensor moved = call_tensor_op("aten::permute", "", {x, perm}).contiguous();
+  Tensor out = Tensor::empty(moved.sizes(), t);
+  int64_t n = moved.dim() ? moved.sizes().back() : 1;
+  int64_t rows = n ? moved.numel() / n : 0;
+  TN_DISPATCH_ALL_TYPES(t, "softmax", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    for (int64_t r = 0; r < rows; ++r) {
+      const scalar_t* in = moved.template data_as<scalar_t>() + r * n;
+      scalar_t* o = out.template data_as<scalar_t>() + r * n;
+      c m = -std::numeric_limits<c>::infinity();
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, c(in[j]));
+      c total = 0;
+      for (int64_t j = 0; j < n; ++j) total += std::exp(c(in[j]) - m);
+      for (int64_t j = 0; j < n; ++j)
+        o[j] = scalar_t(log ? c(in[j]) - m - std::log(total) : std::exp(c(in[j]) - m) / total);
+    }
+  });
+  Shape inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
+  Tensor back = call_tensor_op("aten::permute", "", {out, inverse}).contiguous();
+  return back.view_as_strided(self.sizes(), contiguous_strides(self.sizes()), 0);
+}
+
+// C = A @ B for 2-D tensors; float/double through OpenBLAS, the rest by a plain loop.
+Tensor mm(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 2) throw Error("self must be a matrix");
+  if (b.dim() != 2) throw Error("mat2 must be a matrix");
+  if (a.size(1) != b.size(0))
+    throw Error("mat1 and mat2 shapes cannot be multiplied (" + std::to_string(a.size(0)) + "x" + std::to_string(a.size(1)) +
+                " and " + std::to_string(b.size(0)) + "x" + std::to_string(b.size(1)) + ")");
+  if (a.dtype() != b.dtype())
+    throw Error(std::string("expected scalar type ") + scalar_type_name(a.dtype()) + " but found " + scalar_type_name(b.dtype()));
+  int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  ScalarType t = a.dtype();
+  Tensor out = Tensor::empty({m, n}, t);
+  Tensor x = a.contiguous(), y = b.contiguous();
+  if (t == ScalarType::Float && m && n && k) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, x.data_as<float>(), int(k),
+                y.data_as<float>(), int(n), 0.0f, out.data_as<float>(), int(n));
+    return out;
+  }
+  if (t == ScalarType::Double && m && n && k) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, x.data_as<double>(), int(k),
+                y.data_as<double>(), int(n), 0.0, out.data_as<double>(), int(n));
+    return out;
+  }
+  TN_DISPATCH_ALL_TYPES(t, "mm", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using acc_t = std::conditional_t<std::is_same_v<scalar_t, bool>, bool, compute_t<scalar_t>>;
+    const scalar_t* px = x.template data_as<scalar_t>();
+    const scalar_t* py = y.template data_as<scalar_t>();
+    scalar_t* po = out.template data_as<scalar_t>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        acc_t acc = acc_t(0);
+        for (int64_t p = 0; p < k; ++p) {
+          if constexpr (std::is_same_v<acc_t, bool>) acc = acc || (px[i * k + p] && py[p * n + j]);
+          else acc += acc_t(px[i * k + p]) * acc_t(py[p * n + j]);
+        }
+        po[i * n + j] = scalar_t(acc);
+      }
+  });
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 3) throw Error("batch1 must be a 3D tensor");
+  if (b.dim() != 3) throw Error("batch2 must be a 3D tensor");
+  if (a.size(0) != b.size(0)) throw Error("batch1 and batch2 must have same number of batches");
+  Tensor out = Tensor::empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
+  for (int64_t i = 0; i < a.size(0); ++i) {
+    Tensor r = mm(call_tensor_op("aten::select", "int", {a, int64_t{0}, i}), call_tensor_op("aten::select", "int", {b, int64_t{0}, i}));
+    call_tensor_op("aten::select", "int", {out, int64_t{0}, i}).copy_from(r);
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0)
+    throw Error("both arguments to matmul need to be at least 1D, but they are " + std::to_string(a.dim()) + "D and " + std::to_string(b.dim()) + "D");
+  if (a.dim() == 1 && b.dim() == 1) {
+    if (a.size(0) != b.size(0)) throw Error("inconsistent tensor size, expected tensor [" + std::to_string(a.size(0)) + "] and src [" + std::to_string(b.size(0)) + "] to have the same number of elements, but got " + std::to_string(a.size(0)) + " and " + std::to_string(b.size(0)) + " elements respectively");
+    Tensor r = mm(a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()), b.view_as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()));
+    return r.view_as_strided({}, {}, 0);
+  }
+  if (a.dim() <= 2 && b.dim() <= 2) {
+    Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;
+    Tensor y = b.dim() == 1 ? b.view_as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()) : b;
+    Tensor r = mm(x, y);
+    if (a.dim() == 1) return r.view_as_strided({r.size(1)}, {1}, 0);
+    if (b.dim() == 1) return r.view_as_strided({r.size(0)}, {1}, 0);
+    return r;
+  }
+  // Batched: broadcast the batch dims, then bmm.
+  Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;
+  Tensor y = b.dim() == 1 ? b.view_as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()) : b;
+  Shape bx(x.sizes().begin(), x.sizes().end() - 2), by(y.sizes().begin(), y.sizes().end() - 2);
+  Shape batch = broadcast_shapes(bx, by);
+  int64_t nb = 1;
+  for (int64_t s : batch) nb *= s;
+  Shape ex = batch, ey = batch;
+  ex.push_back(x.size(-2)); ex.push_back(x.size(-1));
+  ey.push_back(y.size(-2)); ey.push_back(y.size(-1));
+  Tensor xe = call_tensor_op("aten::reshape", "", {call_tensor_op("aten::expand", "", {x, ex, false}), Shape{nb, x.size(-2), x.size(-1)}});
+  Tensor ye = call_tensor_op("aten::reshape", "", {call_tensor_op("aten::expand", "", {y, ey, false}), Shape{nb, y.size(-2), y.size(-1)}});
+  Tensor r = bmm(xe, ye);
+  Shape out = batch;
+  if (a.dim() > 1) out.push_back(x.size(-2));
+  if (b.dim() > 1) out.push_back(y.size(-1));
+  return call_tensor_op("aten::reshape", "", {r, out});
+}
+
+}  // namespace
+
+TN_KERNEL("aten::sum", { return sum(a.tensor(0), std::nullopt, false, a.optional_dtype(1)); });
+TN_KERNEL("aten::sum.dim_IntList", { return sum(a.tensor(0), a.optional_int_list(1), a.boolean(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::mean", { return mean(a.tensor(0), std::nullopt, false, a.optional_dtype(1)); });
+TN_KERNEL("aten::mean.dim", { return mean(a.tensor(0), a.optional_int_list(1), a.boolean(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::max", { return extreme<true>(a.tensor(0), std::nullopt, false, "max").first.view_as_strided({}, {}, 0); });
+TN_KERNEL("aten::min", { return extreme<false>(a.tensor(0), std::nullopt, false, "min").first.view_as_strided({}, {}, 0); });
+TN_KERNEL("aten::max.dim", { auto [v, i] = extreme<true>(a.tensor(0), a.integer(1), a.boolean(2), "max"); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::min.dim", { auto [v, i] = extreme<false>(a.tensor(0), a.integer(1), a.boolean(2), "min"); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::argmax", {
+  auto dim = a.optional_integer(1);
+  Tensor x = dim ? a.tensor(0) : a.tensor(0).contiguous().view_as_strided({a.tensor(0).numel()}, {1}, 0);
+  Tensor idx = extreme<true>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmax").second;
+  return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
+});
+TN_KERNEL("aten::argmin", {
+  auto dim = a.optional_integer(1);
+  Tensor x = dim ? a.tensor(0) : a.tensor(0).contiguous().view_as_strided({a.tensor(0).numel()}, {1}, 0);
+  Tensor idx = extreme<false>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmin").second;
+  return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
+});
+TN_KERNEL("aten::amax", { auto d = a.int_list(1); Tensor v = a.tensor(0); for (int64_t k = int64_t(d.size()) - 1; k >= 0; --k) {} 
+  if (d.size() != 1 && !d.empty()) throw NotImplemented("torchnative: aten::amax over several dims is not implemented yet");
+  if (d.empty()) return extreme<true>(v.contiguous().view_as_strided({v.numel()}, {1}, 0), 0, false, "amax").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
+  return extreme<true>(v, d[0], a.boolean(2), "amax").first; });
+TN_KERNEL("aten::amin", { auto d = a.int_list(1); Tensor v = a.tensor(0);
+  if (d.size() != 1 && !d.empty()) throw NotImplemented("torchnative: aten::amin over several dims is not implemented yet");
+  if (d.empty()) return extreme<false>(v.contiguous().view_as_strided({v.numel()}, {1}, 0), 0, false, "amin").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
+  return extreme<false>(v, d[0], a.boolean(2), "amin").first; });
+TN_KERNEL("aten::_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, false); });
+TN_KERNEL("aten::_log_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, true); });
+TN_KERNEL("aten::softmax.int", { return softmax(a.tensor(0), a.integer(1), a.optional_dtype(2), false); });
+TN_KERNEL("aten::log_softmax.int", { return softmax(a.tensor(0), a.integer(1), a.optional_dtype(2), true); });
+TN_KERNEL("aten::mm", { return mm(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::bmm", { return bmm(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::matmul", { return matmul(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::addmm", {
+  Tensor prod = mm(a.tensor(1), a.tensor(2));
+  Tensor scaled = call_tensor_op("aten::mul", "Scalar", {prod, a.scalar(4)});
+  Tensor base = call_tensor_op("aten::mul", "Scalar", {a.tensor(0), a.scalar(3)});
+  return call_tensor_op("aten::add", "Tensor", {base, scaled, Scalar(int64_t{1})});
+});
+TN_KERNEL("aten::linear", {
+  const Tensor& w = a.tensor(1);
+  Tensor wt = call_tensor_op("aten::t", "", {w});
+  Tensor out = matmul(a.tensor(0), wt);
+  if (auto bias = a.optional_tensor(2)) out = call_tensor_op("aten::add", "Tensor", {out, *bias, Scalar(int64_t{1})});
+  return out;
+});
+
+}  // namespace tn

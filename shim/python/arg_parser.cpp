@@ -1,0 +1,614 @@
+// Python argument parsing driven by upstream's schemas: every torch.*, Tensor.* and
+// torch._C._nn.* callable is a Binding over the overloads sharing its Python name.
+#include <algorithm>
+#include <unordered_map>
+
+#include "python_shim.h"
+
+namespace tn::py {
+
+namespace {
+
+struct Param {
+  std::string name;  // Python keyword
+  SchemaType type;
+  int stack_index = -1;          // -1 for the out= and requires_grad parameters
+  std::vector<int> out_indices;  // the schema positions an out= value fills
+  bool kwarg_only = false;
+  std::optional<IValue> default_value;  // nullopt when required
+  bool requires_grad = false;
+};
+
+struct Signature {
+  Operator* op = nullptr;
+  std::vector<Param> params;
+  size_t positional = 0;   // params accepting a positional argument
+  int self_index = -1;     // stack slot of the bound self (methods)
+  bool intlist_varargs = false;
+};
+
+}  // namespace
+
+struct Binding {
+  std::string name;
+  std::vector<Signature> signatures;
+  bool is_method = false;
+  // Binary dunders answer NotImplemented when no overload takes the other operand, so
+  // Python tries the reflected operation (as upstream's do).
+  bool not_implemented_on_mismatch = false;
+};
+
+void answer_not_implemented_on_mismatch(Binding* binding) { binding->not_implemented_on_mismatch = true; }
+
+namespace {
+
+bool is_tensor_options(const Schema& schema) {
+  for (const auto& a : schema.arguments)
+    if (a.name == "pin_memory" && a.type.kind == SchemaType::Kind::Bool) return true;
+  return false;
+}
+
+Signature make_signature(Operator* op, bool is_method) {
+  Signature sig;
+  sig.op = op;
+  const Schema& schema = op->schema;
+  Param out;
+  out.name = "out";
+  out.kwarg_only = true;
+  for (size_t i = 0; i < schema.arguments.size(); ++i) {
+    const SchemaArgument& a = schema.arguments[i];
+    if (a.is_out) {
+      out.type = a.type;
+      out.out_indices.push_back(int(i));
+      continue;
+    }
+    if (is_method && a.name == "self" && sig.self_index < 0) {
+      sig.self_index = int(i);
+      continue;
+    }
+    Param p;
+    p.name = (!is_method && a.name == "self") ? "input" : a.name;
+    p.type = a.type;
+    p.stack_index = int(i);
+    p.kwarg_only = a.kwarg_only;
+    if (a.default_text) p.default_value = parse_default(a.type, *a.default_text);
+    sig.params.push_back(std::move(p));
+  }
+  if (!out.out_indices.empty()) sig.params.push_back(out);
+  if (is_tensor_options(schema)) {
+    Param rg;
+    rg.name = "requires_grad";
+    rg.type.kind = SchemaType::Kind::Bool;
+    rg.kwarg_only = true;
+    rg.default_value = IValue(false);
+    rg.requires_grad = true;
+    sig.params.push_back(rg);
+  }
+  for (const Param& p : sig.params) sig.positional += !p.kwarg_only;
+  sig.intlist_varargs = sig.positional == 1 && sig.params[0].type.list &&
+                        (sig.params[0].type.kind == SchemaType::Kind::Int ||
+                         sig.params[0].type.kind == SchemaType::Kind::SymInt);
+  return sig;
+}
+
+// ---- conversions from Python values ----
+
+bool is_int_like(PyObject* obj) {
+  if (PyBool_Check(obj)) return false;
+  if (PyLong_Check(obj)) return true;
+  if (is_tensor(obj)) {
+    const Tensor& t = unpack(obj);
+    return t.dim() == 0 && is_integral(t.dtype(), false);
+  }
+  // numpy integers and other __index__ providers, but not floats
+  return !PyFloat_Check(obj) && PyIndex_Check(obj);
+}
+
+int64_t as_int(PyObject* obj) {
+  if (is_tensor(obj)) return unpack(obj).item().to_int();
+  long long v = PyLong_AsLongLong(obj);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    Ref index(PyNumber_Index(obj));
+    if (!index) throw PythonErrorSet();
+    v = PyLong_AsLongLong(index.get());
+    if (v == -1 && PyErr_Occurred()) throw PythonErrorSet();
+  }
+  return v;
+}
+
+bool convert_int_list(PyObject* obj, const SchemaType& type, IValue* out) {
+  if (is_int_like(obj)) {
+    // A bare int fills an int[N] (e.g. dim=0 for int[1] dim).
+    if (type.fixed_size == 0) return false;
+    out->value = std::vector<int64_t>(size_t(type.fixed_size), as_int(obj));
+    return true;
+  }
+  if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+  Ref seq(PySequence_Fast(obj, ""));
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  std::vector<int64_t> values;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+    if (!is_int_like(item)) return false;
+    values.push_back(as_int(item));
+  }
+  out->value = std::move(values);
+  return true;
+}
+
+bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* out) {
+  using K = SchemaType::Kind;
+  if (obj == Py_None) {
+    if (type.optional) {
+      *out = IValue();
+      return true;
+    }
+    return false;
+  }
+  Scalar scalar;
+  if (type.list) {
+    switch (type.kind) {
+      case K::Int:
+      case K::SymInt:
+        return convert_int_list(obj, type, out);
+      case K::Tensor: {
+        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+        Ref seq(PySequence_Fast(obj, ""));
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+        if (type.element_optional) {
+          std::vector<std::optional<Tensor>> items;
+          for (Py_ssize_t i = 0; i < n; ++i) {
+            PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+            if (item == Py_None) items.emplace_back();
+            else if (is_tensor(item)) items.emplace_back(unpack(item));
+            else return false;
+          }
+          out->value = std::move(items);
+        } else {
+          std::vector<Tensor> items;
+          for (Py_ssize_t i = 0; i < n; ++i) {
+            PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+            if (!is_tensor(item)) return false;
+            items.push_back(unpack(item));
+          }
+          out->value = std::move(items);
+        }
+        return true;
+      }
+      case K::Float: {
+        if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
+          if (!PyFloat_Check(obj) && !is_int_like(obj)) return false;
+          out->value = std::vector<double>(size_t(std::max<int64_t>(type.fixed_size, 1)),
+                                           PyFloat_AsDouble(obj));
+          return true;
+        }
+        Ref seq(PySequence_Fast(obj, ""));
+        std::vector<double> items;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+          double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq.get(), i));
+          if (v == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return false;
+          }
+          items.push_back(v);
+        }
+        out->value = std::move(items);
+        return true;
+      }
+      case K::Bool: {
+        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+        Ref seq(PySequence_Fast(obj, ""));
+        std::vector<bool> items;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+          PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+          if (!PyBool_Check(item)) return false;
+          items.push_back(item == Py_True);
+        }
+        out->value = std::move(items);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+  switch (type.kind) {
+    case K::Tensor:
+      if (is_tensor(obj)) {
+        out->value = unpack(obj);
+        return true;
+      }
+      if (allow_numbers && !is_tensor(obj) && python_to_scalar(obj, &scalar)) {
+        out->value = wrapped_number(scalar);
+        return true;
+      }
+      return false;
+    case K::Int:
+    case K::SymInt:
+      if (!is_int_like(obj)) return false;
+      out->value = as_int(obj);
+      return true;
+    case K::Float:
+      if (PyFloat_Check(obj) || is_int_like(obj)) {
+        out->value = PyFloat_AsDouble(obj);
+        return true;
+      }
+      if (is_tensor(obj) && unpack(obj).dim() == 0) {
+        out->value = unpack(obj).item().to_double();
+        return true;
+      }
+      if (PyNumber_Check(obj) && !PyBool_Check(obj)) {
+        double v = PyFloat_AsDouble(obj);
+        if (v == -1.0 && PyErr_Occurred()) {
+          PyErr_Clear();
+          return false;
+        }
+        out->value = v;
+        return true;
+      }
+      return false;
+    case K::Bool:
+      if (!PyBool_Check(obj)) return false;
+      out->value = obj == Py_True;
+      return true;
+    case K::Scalar:
+      if (is_tensor(obj)) {
+        const Tensor& t = unpack(obj);
+        if (t.dim() != 0 || t.impl()->requires_grad) return false;
+        out->value = t.item();
+        return true;
+      }
+      if (!python_to_scalar(obj, &scalar)) return false;
+      out->value = scalar;
+      return true;
+    case K::Str:
+    case K::Dimname:
+      if (!PyUnicode_Check(obj)) return false;
+      out->value = std::string(PyUnicode_AsUTF8(obj));
+      return true;
+    case K::ScalarType:
+      if (!is_dtype(obj)) return false;
+      out->value = int64_t(dtype_of(obj));
+      return true;
+    case K::Layout:
+      if (!is_layout(obj)) return false;
+      out->value = int64_t{0};
+      return true;
+    case K::MemoryFormat:
+      if (!is_memory_format(obj)) return false;
+      out->value = memory_format_of(obj);
+      return true;
+    case K::Device:
+      if (is_device(obj)) {
+        out->value = std::string("cpu");
+        return true;
+      }
+      if (PyUnicode_Check(obj)) {
+        std::string text = PyUnicode_AsUTF8(obj);
+        if (text.rfind("cpu", 0) != 0)
+          throw NotImplemented("torchnative has only the cpu device; '" + text + "' is not available");
+        out->value = text;
+        return true;
+      }
+      return false;
+    case K::Generator:
+      if (!is_generator(obj)) return false;
+      *out = IValue();  // the default generator is the only one kernels use
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Tries one signature; true and a filled stack when the call matches it.
+bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self,
+                   PyObject* const* args, size_t nargs, PyObject* kwnames, Stack& stack,
+                   bool* requires_grad) {
+  const Schema& schema = sig.op->schema;
+  std::vector<PyObject*> given(sig.params.size(), nullptr);
+  Ref varargs;
+  if (sig.intlist_varargs && nargs >= 1 && is_int_like(args[0])) {
+    varargs = Ref(PyTuple_New(Py_ssize_t(nargs)));
+    for (size_t i = 0; i < nargs; ++i) {
+      Py_INCREF(args[i]);
+      PyTuple_SET_ITEM(varargs.get(), Py_ssize_t(i), args[i]);
+    }
+    given[0] = varargs.get();
+  } else {
+    if (nargs > sig.positional) return false;
+    for (size_t i = 0; i < nargs; ++i) given[i] = args[i];
+  }
+  if (kwnames) {
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nk; ++k) {
+      const char* key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+      size_t j = 0;
+      while (j < sig.params.size() && sig.params[j].name != key) ++j;
+      if (j == sig.params.size() || given[j]) return false;
+      given[j] = args[nargs + size_t(k)];
+    }
+  }
+  stack.assign(schema.arguments.size(), IValue());
+  if (sig.self_index >= 0) stack[size_t(sig.self_index)] = unpack(self);
+  for (size_t j = 0; j < sig.params.size(); ++j) {
+    const Param& p = sig.params[j];
+    PyObject* obj = given[j];
+    if (p.requires_grad) {
+      if (obj && !PyBool_Check(obj)) return false;
+      *requires_grad = obj == Py_True;
+      continue;
+    }
+    if (!p.out_indices.empty()) {
+      if (!obj || obj == Py_None) return false;  // the functional overload takes out=None
+      if (p.out_indices.size() == 1) {
+        if (!is_tensor(obj)) return false;
+        stack[size_t(p.out_indices[0])] = unpack(obj);
+      } else {
+        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+        if (PySequence_Size(obj) != Py_ssize_t(p.out_indices.size())) return false;
+        for (size_t k = 0; k < p.out_indices.size(); ++k) {
+          Ref item(PySequence_GetItem(obj, Py_ssize_t(k)));
+          if (!is_tensor(item.get())) return false;
+          stack[size_t(p.out_indices[k])] = unpack(item.get());
+        }
+      }
+      continue;
+    }
+    if (!obj) {
+      if (!p.default_value) return false;
+      stack[size_t(p.stack_index)] = *p.default_value;
+      continue;
+    }
+    if (!convert(obj, p.type, allow_numbers, &stack[size_t(p.stack_index)])) return false;
+  }
+  return true;
+}
+
+std::string describe_call(PyObject* const* args, size_t nargs, PyObject* kwnames) {
+  std::string s = "(";
+  size_t total = nargs + (kwnames ? size_t(PyTuple_GET_SIZE(kwnames)) : 0);
+  for (size_t i = 0; i < total; ++i) {
+    if (i) s += ", ";
+    if (i >= nargs) s += std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, Py_ssize_t(i - nargs)))) + "=";
+    s += is_tensor(args[i]) ? "Tensor" : Py_TYPE(args[i])->tp_name;
+  }
+  return s + ")";
+}
+
+std::string describe_signature(const Signature& sig, const std::string& name) {
+  std::string s = " * " + name + "(";
+  bool kw = false;
+  for (size_t j = 0; j < sig.params.size(); ++j) {
+    const Param& p = sig.params[j];
+    if (j) s += ", ";
+    if (p.kwarg_only && !kw) {
+      s += "*, ";
+      kw = true;
+    }
+    s += (p.requires_grad ? std::string("bool") : p.type.str()) + " " + p.name;
+  }
+  return s + ")\n";
+}
+
+std::unordered_map<std::string, PyObject*>& return_types() {
+  static std::unordered_map<std::string, PyObject*> types;
+  return types;
+}
+
+// torch.return_types.<name>: a structseq with the schema's return names.
+PyObject* return_type_for(const Operator& op) {
+  std::string name = op.schema.name;
+  if (op.schema.out_count() > 0) name += "_out";
+  auto& types = return_types();
+  if (auto it = types.find(name); it != types.end()) return it->second;
+  const auto& returns = op.schema.returns;
+  auto* fields = new PyStructSequence_Field[returns.size() + 1];
+  for (size_t i = 0; i < returns.size(); ++i)
+    fields[i] = {strdup(returns[i].name.c_str()), nullptr};
+  fields[returns.size()] = {nullptr, nullptr};
+  std::string qualified = "torch.return_types." + name;
+  auto* desc = new PyStructSequence_Desc{strdup(qualified.c_str()), nullptr, fields,
+                                         int(returns.size())};
+  PyObject* type = reinterpret_cast<PyObject*>(PyStructSequence_NewType(desc));
+  if (!type) throw PythonErrorSet();
+  types[name] = type;
+  return type;
+}
+
+PyObject* ivalue_to_python(const IValue& v) {
+  return std::visit(
+      [](const auto& x) -> PyObject* {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, IValue::None>) {
+          Py_RETURN_NONE;
+        } else if constexpr (std::is_same_v<T, Tensor>) {
+          return wrap(x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return PyFloat_FromDouble(x);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return PyLong_FromLongLong(x);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return PyBool_FromLong(x);
+        } else if constexpr (std::is_same_v<T, Scalar>) {
+          return scalar_to_python(x);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return PyUnicode_FromString(x.c_str());
+        } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+          PyObject* tuple = PyTuple_New(Py_ssize_t(x.size()));
+          for (size_t i = 0; i < x.size(); ++i) PyTuple_SET_ITEM(tuple, Py_ssize_t(i), wrap(x[i]));
+          return tuple;
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          PyObject* list = PyList_New(Py_ssize_t(x.size()));
+          for (size_t i = 0; i < x.size(); ++i)
+            PyList_SET_ITEM(list, Py_ssize_t(i), PyLong_FromLongLong(x[i]));
+          return list;
+        } else if constexpr (std::is_same_v<T, Stack>) {
+          PyObject* tuple = PyTuple_New(Py_ssize_t(x.size()));
+          for (size_t i = 0; i < x.size(); ++i)
+            PyTuple_SET_ITEM(tuple, Py_ssize_t(i), ivalue_to_python(x[i]));
+          return tuple;
+        } else {
+          PyErr_SetString(PyExc_RuntimeError, "torchnative: unsupported return value type");
+          throw PythonErrorSet();
+        }
+      },
+      v.value);
+}
+
+const std::unordered_map<std::string, bool>& numbers_as_tensors() {
+  // Upstream lets these accept a Python number where the schema says Tensor.
+  static const std::unordered_map<std::string, bool> names = [] {
+    std::unordered_map<std::string, bool> m;
+    for (const char* base : {"add", "div", "divide", "mul", "multiply", "sub", "subtract",
+                             "true_divide", "floor_divide"}) {
+      m[base] = true;
+      m[std::string(base) + "_"] = true;
+    }
+    for (const char* name : {"to", "_to_copy", "copy_"}) m[name] = true;
+    return m;
+  }();
+  return names;
+}
+
+}  // namespace
+
+PyObject* returns_to_python(const Operator& op, Stack& stack) {
+  const auto& returns = op.schema.returns;
+  if (returns.empty()) Py_RETURN_NONE;
+  if (returns.size() == 1) return ivalue_to_python(stack.at(0));
+  bool named = std::all_of(returns.begin(), returns.end(),
+                           [](const SchemaArgument& r) { return !r.name.empty(); });
+  if (named) {
+    PyObject* result = PyStructSequence_New(reinterpret_cast<PyTypeObject*>(return_type_for(op)));
+    for (size_t i = 0; i < returns.size(); ++i)
+      PyStructSequence_SET_ITEM(result, Py_ssize_t(i), ivalue_to_python(stack.at(i)));
+    return result;
+  }
+  PyObject* tuple = PyTuple_New(Py_ssize_t(returns.size()));
+  for (size_t i = 0; i < returns.size(); ++i)
+    PyTuple_SET_ITEM(tuple, Py_ssize_t(i), ivalue_to_python(stack.at(i)));
+  return tuple;
+}
+
+Binding* make_binding(const std::string& python_name, const std::vector<Operator*>& ops,
+                      bool is_method, bool allow_numbers_as_tensors) {
+  auto* binding = new Binding();  // lives as long as the interpreter
+  binding->name = python_name;
+  binding->is_method = is_method;
+  bool numbers = allow_numbers_as_tensors || numbers_as_tensors().count(python_name);
+  for (Operator* op : ops) {
+    if (numbers && op->schema.overload.find("Scalar") != std::string::npos) continue;
+    if (op->schema.overload.find("dimname") != std::string::npos ||
+        op->schema.overload.find("names") != std::string::npos || op->schema.overload == "Dimname")
+      continue;
+    binding->signatures.push_back(make_signature(op, is_method));
+  }
+  // Tensor overloads before Scalar ones, as upstream orders them: a 0-dim tensor
+  // argument then reaches the Tensor overload.
+  auto scalar_count = [](const Signature& s) {
+    int n = 0;
+    for (const Param& p : s.params) n += p.type.kind == SchemaType::Kind::Scalar;
+    return n;
+  };
+  std::stable_sort(binding->signatures.begin(), binding->signatures.end(),
+                   [&](const Signature& a, const Signature& b) {
+                     return scalar_count(a) < scalar_count(b);
+                   });
+  if (numbers) binding->name = "#numbers#" + python_name;
+  return binding;
+}
+
+PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
+                       PyObject* kwnames) {
+  TN_PY_TRY
+  bool numbers = binding->name.rfind("#numbers#", 0) == 0;
+  Stack stack;
+  for (const Signature& sig : binding->signatures) {
+    bool requires_grad = false;
+    if (!try_signature(sig, numbers, self, args, nargs, kwnames, stack, &requires_grad)) {
+      if (PyErr_Occurred()) return nullptr;
+      continue;
+    }
+    {
+      Dispatcher::instance().call(*sig.op, stack);
+    }
+    if (requires_grad && !stack.empty() && stack[0].is<Tensor>())
+      stack[0].get<Tensor>().impl()->requires_grad = true;
+    return returns_to_python(*sig.op, stack);
+  }
+  if (binding->not_implemented_on_mismatch) Py_RETURN_NOTIMPLEMENTED;
+  std::string name = numbers ? binding->name.substr(9) : binding->name;
+  std::string message = name + "() received an invalid combination of arguments - got " +
+                        describe_call(args, nargs, kwnames) + ", but expected one of:\n";
+  for (const Signature& sig : binding->signatures) message += describe_signature(sig, name);
+  PyErr_SetString(PyExc_TypeError, message.c_str());
+  return nullptr;
+  TN_PY_CATCH(nullptr)
+}
+
+// torch.ops.<ns>.<op>.<overload>(...): schema names, self not renamed, no sorting.
+PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static std::unordered_map<const Operator*, Signature> cache;
+  auto it = cache.find(&op);
+  if (it == cache.end()) {
+    Signature sig;
+    sig.op = const_cast<Operator*>(&op);
+    for (size_t i = 0; i < op.schema.arguments.size(); ++i) {
+      const SchemaArgument& a = op.schema.arguments[i];
+      Param p;
+      p.name = a.name;
+      p.type = a.type;
+      p.stack_index = int(i);
+      p.kwarg_only = a.kwarg_only;
+      if (a.default_text) p.default_value = parse_default(a.type, *a.default_text);
+      sig.params.push_back(p);
+      sig.positional += !a.kwarg_only;
+    }
+    it = cache.emplace(&op, std::move(sig)).first;
+  }
+  std::vector<PyObject*> flat;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  for (Py_ssize_t i = 0; i < nargs; ++i) flat.push_back(PyTuple_GET_ITEM(args, i));
+  Ref kwnames;
+  if (kwargs && PyDict_Size(kwargs) > 0) {
+    kwnames = Ref(PyTuple_New(PyDict_Size(kwargs)));
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, k = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      Py_INCREF(key);
+      PyTuple_SET_ITEM(kwnames.get(), k++, key);
+      flat.push_back(value);
+    }
+  }
+  Stack stack;
+  bool requires_grad = false;
+  if (!try_signature(it->second, true, nullptr, flat.data(), size_t(nargs), kwnames.get(), stack,
+                     &requires_grad)) {
+    if (PyErr_Occurred()) return nullptr;
+    PyErr_SetString(PyExc_RuntimeError, (op.schema.full_name() + "() expected arguments matching " +
+                                         op.schema.str() + " but got " +
+                                         describe_call(flat.data(), size_t(nargs), kwnames.get()))
+                                            .c_str());
+    return nullptr;
+  }
+  Dispatcher::instance().call(op, stack);
+  return returns_to_python(op, stack);
+  TN_PY_CATCH(nullptr)
+}
+
+// Exposes every structseq return type under torch._C._return_types.
+void fill_return_types(PyObject* module) {
+  for (const auto& op : Dispatcher::instance().all()) {
+    const auto& returns = op->schema.returns;
+    if (returns.size() < 2 || op->schema.ns != "aten" || op->schema.name[0] == '_') continue;
+    if (!std::all_of(returns.begin(), returns.end(), [](const SchemaArgument& r) { return !r.name.empty(); }))
+      continue;
+    PyObject* type = return_type_for(*op);
+    std::string name = op->schema.name + (op->schema.out_count() ? "_out" : "");
+    Py_INCREF(type);
+    PyModule_AddObject(module, name.c_str(), type);
+  }
+}
+
+}  // namespace tn::py

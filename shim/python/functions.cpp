@@ -1,0 +1,426 @@
+// Python callables over Bindings: torch.* functions (builtin functions) and Tensor
+// methods (a method-descriptor type), plus the hand-written Tensor methods upstream
+// also writes by hand (size, tolist, numpy, __getitem__, ...).
+#include <map>
+
+
+#include "python_shim.h"
+// After Python.h, which it needs.
+#include <structmember.h>
+
+namespace tn::py {
+
+namespace {
+
+// ---- torch.* functions: PyCFunction objects whose self is a capsule of the Binding ----
+
+PyObject* function_trampoline(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs,
+                              PyObject* kwnames) {
+  auto* binding = static_cast<Binding*>(PyCapsule_GetPointer(capsule, nullptr));
+  return call_binding(binding, nullptr, args, size_t(PyVectorcall_NARGS(nargs)), kwnames);
+}
+
+// ---- Tensor methods: a descriptor that binds self like a method descriptor ----
+struct MethodObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Binding* binding;
+  PyObject* name;
+  PyObject* doc;
+  PyObject* dict;
+};
+PyTypeObject* method_type = nullptr;
+
+PyObject* method_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* m = reinterpret_cast<MethodObject*>(callable);
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs < 1 || !is_tensor(args[0])) {
+    PyErr_Format(PyExc_TypeError, "descriptor '%U' requires a 'torch._C._TensorBase' object", m->name);
+    return nullptr;
+  }
+  return call_binding(m->binding, args[0], args + 1, nargs - 1, kwnames);
+}
+PyObject* method_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+void method_dealloc(PyObject* self) {
+  auto* m = reinterpret_cast<MethodObject*>(self);
+  Py_XDECREF(m->name);
+  Py_XDECREF(m->doc);
+  Py_XDECREF(m->dict);
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+PyObject* method_get_doc(PyObject* self, void*) {
+  PyObject* doc = reinterpret_cast<MethodObject*>(self)->doc;
+  doc = doc ? doc : Py_None;
+  Py_INCREF(doc);
+  return doc;
+}
+int method_set_doc(PyObject* self, PyObject* value, void*) {
+  auto* m = reinterpret_cast<MethodObject*>(self);
+  Py_XINCREF(value);
+  Py_XSETREF(m->doc, value);
+  return 0;
+}
+PyObject* method_get_name(PyObject* self, void*) {
+  Py_INCREF(reinterpret_cast<MethodObject*>(self)->name);
+  return reinterpret_cast<MethodObject*>(self)->name;
+}
+PyObject* method_repr(PyObject* self) {
+  return PyUnicode_FromFormat("<method '%U' of 'torch._C._TensorBase' objects>",
+                              reinterpret_cast<MethodObject*>(self)->name);
+}
+PyGetSetDef method_getset[] = {
+    {"__doc__", method_get_doc, method_set_doc, nullptr, nullptr},
+    {"__name__", method_get_name, nullptr, nullptr, nullptr},
+    {"__qualname__", method_get_name, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+PyMemberDef method_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(MethodObject, vectorcall), READONLY, nullptr},
+    {"__dictoffset__", T_PYSSIZET, offsetof(MethodObject, dict), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+PyType_Slot method_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(method_dealloc)},
+    {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+    {Py_tp_descr_get, reinterpret_cast<void*>(method_get)},
+    {Py_tp_getset, method_getset},
+    {Py_tp_members, method_members},
+    {Py_tp_repr, reinterpret_cast<void*>(method_repr)},
+    {0, nullptr},
+};
+PyType_Spec method_spec = {"torch._C._TensorMethod", sizeof(MethodObject), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+                           method_slots};
+
+}  // namespace
+
+PyObject* new_function(const std::string& name, Binding* binding, const char* module_name) {
+  auto* def = new PyMethodDef{strdup(name.c_str()), reinterpret_cast<PyCFunction>(function_trampoline),
+                              METH_FASTCALL | METH_KEYWORDS, nullptr};
+  Ref capsule(PyCapsule_New(binding, nullptr, nullptr));
+  Ref module(PyUnicode_FromString(module_name));
+  PyObject* f = PyCFunction_NewEx(def, capsule.get(), module.get());
+  if (!f) throw PythonErrorSet();
+  return f;
+}
+
+PyObject* new_method_descriptor(const std::string& name, Binding* binding) {
+  if (!method_type) method_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&method_spec));
+  auto* m = PyObject_New(MethodObject, method_type);
+  m->vectorcall = method_vectorcall;
+  m->binding = binding;
+  m->name = PyUnicode_FromString(name.c_str());
+  m->doc = nullptr;
+  m->dict = nullptr;
+  return reinterpret_cast<PyObject*>(m);
+}
+
+namespace {
+
+// ---- hand-written Tensor methods ----
+#define SELF unpack(self)
+
+PyObject* m_size(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  TN_PY_TRY
+  if (nargs == 0) return make_size(SELF.sizes());
+  PyObject* dim = args[0];
+  if (!PyLong_Check(dim)) {
+    PyErr_SetString(PyExc_TypeError, "size(): argument 'dim' must be int");
+    return nullptr;
+  }
+  return PyLong_FromLongLong(SELF.size(PyLong_AsLongLong(dim)));
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_stride(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  TN_PY_TRY
+  if (nargs == 0) {
+    const Shape& s = SELF.strides();
+    PyObject* t = PyTuple_New(Py_ssize_t(s.size()));
+    for (size_t i = 0; i < s.size(); ++i) PyTuple_SET_ITEM(t, Py_ssize_t(i), PyLong_FromLongLong(s[i]));
+    return t;
+  }
+  return PyLong_FromLongLong(SELF.stride(PyLong_AsLongLong(args[0])));
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.dim()); }
+PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.numel()); }
+PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(SELF.itemsize()); }
+PyObject* m_storage_offset(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.offset()); }
+PyObject* m_data_ptr(PyObject* self, PyObject*) { return PyLong_FromVoidPtr(SELF.data()); }
+PyObject* m_tolist(PyObject* self, PyObject*) {
+  TN_PY_TRY return tensor_to_list(SELF);
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_item(PyObject* self, PyObject*) {
+  TN_PY_TRY return scalar_to_python(SELF.item());
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_is_contiguous(PyObject* self, PyObject* const*, Py_ssize_t) { return PyBool_FromLong(SELF.is_contiguous()); }
+PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(SELF.dtype())); }
+PyObject* m_is_complex(PyObject*, PyObject*) { Py_RETURN_FALSE; }
+PyObject* m_false(PyObject*, PyObject*) { Py_RETURN_FALSE; }
+PyObject* m_get_device(PyObject*, PyObject*) { return PyLong_FromLong(-1); }
+PyObject* m_is_signed(PyObject* self, PyObject*) { return PyBool_FromLong(is_signed(SELF.dtype())); }
+
+PyObject* m_bool_scalar(PyObject* self, PyObject*) {
+  TN_PY_TRY
+  const Tensor& t = SELF;
+  if (t.numel() != 1) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    t.numel() == 0 ? "Boolean value of Tensor with no values is ambiguous"
+                                   : "Boolean value of Tensor with more than one value is ambiguous");
+    return nullptr;
+  }
+  return PyBool_FromLong(t.item().to<bool>());
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_float_scalar(PyObject* self, PyObject*) {
+  TN_PY_TRY return PyFloat_FromDouble(SELF.item().to_double());
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_int_scalar(PyObject* self, PyObject*) {
+  TN_PY_TRY
+  Scalar s = SELF.item();
+  if (s.is_float()) return PyNumber_Long(Ref(PyFloat_FromDouble(s.to_double())).get());
+  return PyLong_FromLongLong(s.to_int());
+  TN_PY_CATCH(nullptr)
+}
+PyObject* m_index(PyObject* self, PyObject*) {
+  TN_PY_TRY
+  const Tensor& t = SELF;
+  if (t.numel() != 1 || !is_integral(t.dtype(), true)) {
+    PyErr_SetString(PyExc_TypeError, "only integer tensors of a single element can be converted to an index");
+    return nullptr;
+  }
+  return PyLong_FromLongLong(t.item().to_int());
+  TN_PY_CATCH(nullptr)
+}
+
+// Tensor.numpy(): an ndarray sharing this tensor's memory (the array keeps the tensor alive).
+PyObject* m_numpy(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  (void)args;
+  (void)kwargs;
+  const Tensor& t = SELF;
+  if (t.impl()->requires_grad) {
+    PyErr_SetString(PyExc_RuntimeError, "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
+    return nullptr;
+  }
+  if (t.dtype() == ScalarType::BFloat16) {
+    PyErr_SetString(PyExc_TypeError, "Got unsupported ScalarType BFloat16");
+    return nullptr;
+  }
+  static const std::map<ScalarType, const char*> typestr = {
+      {ScalarType::Byte, "|u1"}, {ScalarType::Char, "|i1"}, {ScalarType::Short, "<i2"},
+      {ScalarType::Int, "<i4"},  {ScalarType::Long, "<i8"}, {ScalarType::Half, "<f2"},
+      {ScalarType::Float, "<f4"}, {ScalarType::Double, "<f8"}, {ScalarType::Bool, "|b1"}};
+  Ref shape(PyTuple_New(t.dim())), strides(PyTuple_New(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    PyTuple_SET_ITEM(shape.get(), d, PyLong_FromLongLong(t.sizes()[d]));
+    PyTuple_SET_ITEM(strides.get(), d, PyLong_FromLongLong(t.strides()[d] * int64_t(t.itemsize())));
+  }
+  Ref iface(Py_BuildValue("{s:O,s:s,s:(N,O),s:O,s:i}", "shape", shape.get(), "typestr",
+                          typestr.at(t.dtype()), "data", PyLong_FromVoidPtr(t.data()), Py_False,
+                          "strides", strides.get(), "version", 3));
+  // A holder object exposing __array_interface__ keeps `self` alive as the array's base.
+  Ref types(PyImport_ImportModule("types"));
+  Ref ns(PyObject_CallMethod(types.get(), "SimpleNamespace", nullptr));
+  PyObject_SetAttrString(ns.get(), "__array_interface__", iface.get());
+  PyObject_SetAttrString(ns.get(), "_tensor", self);
+  Ref numpy(PyImport_ImportModule("numpy"));
+  if (!numpy) return nullptr;
+  return PyObject_CallMethod(numpy.get(), "asarray", "O", ns.get());
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static const char* keywords[] = {"cls", "data", "require_grad", "dispatch_strides", "dispatch_device", "dispatch_layout", "dispatch_sizes_strides_policy", nullptr};
+  PyObject *cls, *data, *rg = Py_False, *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOOO", const_cast<char**>(keywords), &cls, &data, &rg, &a, &b, &c, &d))
+    return nullptr;
+  if (!PyType_Check(cls) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), tensor_base_type) || !is_tensor(data)) {
+    PyErr_SetString(PyExc_TypeError, "_make_subclass(): expected a Tensor subclass and a Tensor");
+    return nullptr;
+  }
+  const Tensor& src = unpack(data);
+  Tensor alias = src.view_as_strided(src.sizes(), src.strides(), src.offset());
+  alias.impl()->requires_grad = rg == Py_True;
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) return nullptr;
+  new (&reinterpret_cast<TensorObject*>(obj)->tensor) Tensor(alias);
+  alias.impl()->python_object = obj;
+  return obj;
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"requires_grad", nullptr};
+  int flag = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(keywords), &flag)) return nullptr;
+  if (flag && !is_floating(SELF.dtype())) {
+    PyErr_SetString(PyExc_RuntimeError, "only Tensors of floating point and complex dtype can require gradients");
+    return nullptr;
+  }
+  SELF.impl()->requires_grad = flag;
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* convert_method(PyObject* self, ScalarType type) {
+  TN_PY_TRY return wrap(SELF.to(type));
+  TN_PY_CATCH(nullptr)
+}
+#define CONVERT(NAME, TYPE) \
+  PyObject* m_##NAME(PyObject* self, PyObject*, PyObject*) { return convert_method(self, ScalarType::TYPE); }
+CONVERT(double, Double)
+CONVERT(float, Float)
+CONVERT(half, Half)
+CONVERT(bfloat16, BFloat16)
+CONVERT(int, Int)
+CONVERT(long, Long)
+CONVERT(short, Short)
+CONVERT(char, Char)
+CONVERT(byte, Byte)
+CONVERT(bool, Bool)
+#undef CONVERT
+
+PyObject* m_cpu(PyObject* self, PyObject*, PyObject*) {
+  Py_INCREF(self);
+  return self;
+}
+PyObject* m_refuse_device(PyObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device: Tensor.cuda() is not available");
+  return nullptr;
+}
+
+PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static const char* keywords[] = {"dtype", "non_blocking", nullptr};
+  PyObject* dtype = nullptr;
+  int non_blocking = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op", const_cast<char**>(keywords), &dtype, &non_blocking))
+    return nullptr;
+  static const std::map<ScalarType, const char*> names = {
+      {ScalarType::Byte, "torch.ByteTensor"},  {ScalarType::Char, "torch.CharTensor"},
+      {ScalarType::Short, "torch.ShortTensor"}, {ScalarType::Int, "torch.IntTensor"},
+      {ScalarType::Long, "torch.LongTensor"},  {ScalarType::Half, "torch.HalfTensor"},
+      {ScalarType::Float, "torch.FloatTensor"}, {ScalarType::Double, "torch.DoubleTensor"},
+      {ScalarType::Bool, "torch.BoolTensor"},  {ScalarType::BFloat16, "torch.BFloat16Tensor"}};
+  if (!dtype || dtype == Py_None) return PyUnicode_FromString(names.at(SELF.dtype()));
+  if (is_dtype(dtype)) return wrap(SELF.to(dtype_of(dtype)));
+  std::string name;
+  if (PyUnicode_Check(dtype)) name = PyUnicode_AsUTF8(dtype);
+  else if (PyType_Check(dtype)) name = std::string("torch.") + reinterpret_cast<PyTypeObject*>(dtype)->tp_name;
+  for (const auto& [type, spelled] : names)
+    if (name == spelled || name == std::string(spelled).substr(6)) return wrap(SELF.to(type));
+  PyErr_Format(PyExc_ValueError, "invalid type: '%s'", name.c_str());
+  return nullptr;
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* m_new_tensor(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static const char* keywords[] = {"data", "dtype", "device", "requires_grad", nullptr};
+  PyObject *data, *dtype = Py_None, *device = Py_None;
+  int requires_grad = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOp", const_cast<char**>(keywords), &data, &dtype, &device, &requires_grad))
+    return nullptr;
+  Tensor t = tensor_from_python_data(data, dtype == Py_None ? SELF.dtype() : dtype_of(dtype));
+  t.impl()->requires_grad = requires_grad;
+  return wrap(t);
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* m_is_view(PyObject* self, PyObject*) {
+  (void)self;
+  Py_RETURN_FALSE;  // no autograd view tracking yet; _is_view feeds only autograd checks
+}
+
+PyObject* m_storage_refused(PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_NotImplementedError,
+                  "torchnative does not implement Tensor storages yet (Tensor.storage/_storage/untyped_storage); "
+                  "it needs torch._C.StorageBase over the shim's Storage");
+  return nullptr;
+}
+
+#define FAST(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_FASTCALL, nullptr}
+#define NOARGS(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr}
+#define KW(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS | METH_KEYWORDS, nullptr}
+
+PyMethodDef handwritten_methods[] = {
+    FAST("size", m_size),
+    FAST("stride", m_stride),
+    NOARGS("dim", m_dim),
+    NOARGS("ndimension", m_dim),
+    NOARGS("numel", m_numel),
+    NOARGS("nelement", m_numel),
+    NOARGS("element_size", m_element_size),
+    NOARGS("storage_offset", m_storage_offset),
+    NOARGS("data_ptr", m_data_ptr),
+    NOARGS("tolist", m_tolist),
+    NOARGS("item", m_item),
+    FAST("is_contiguous", m_is_contiguous),
+    NOARGS("is_floating_point", m_is_floating_point),
+    NOARGS("is_complex", m_is_complex),
+    NOARGS("is_signed", m_is_signed),
+    NOARGS("is_pinned", m_false),
+    NOARGS("is_shared", m_false),
+    NOARGS("is_conj", m_false),
+    NOARGS("is_neg", m_false),
+    NOARGS("is_inference", m_false),
+    NOARGS("_is_zerotensor", m_false),
+    NOARGS("has_names", m_false),
+    NOARGS("get_device", m_get_device),
+    NOARGS("_is_view", m_is_view),
+    NOARGS("__bool__", m_bool_scalar),
+    NOARGS("__nonzero__", m_bool_scalar),
+    NOARGS("__float__", m_float_scalar),
+    NOARGS("__int__", m_int_scalar),
+    NOARGS("__long__", m_int_scalar),
+    NOARGS("__index__", m_index),
+    KW("numpy", m_numpy),
+    {"_make_subclass", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(m_make_subclass)),
+     METH_VARARGS | METH_KEYWORDS | METH_STATIC, nullptr},
+    KW("requires_grad_", m_requires_grad_),
+    KW("double", m_double),
+    KW("float", m_float),
+    KW("half", m_half),
+    KW("bfloat16", m_bfloat16),
+    KW("int", m_int),
+    KW("long", m_long),
+    KW("short", m_short),
+    KW("char", m_char),
+    KW("byte", m_byte),
+    KW("bool", m_bool),
+    KW("cpu", m_cpu),
+    KW("cuda", m_refuse_device),
+    KW("type", m_type),
+    KW("new_tensor", m_new_tensor),
+    NOARGS("storage", m_storage_refused),
+    NOARGS("_storage", m_storage_refused),
+    NOARGS("untyped_storage", m_storage_refused),
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+void add_tensor_methods(PyObject* type_dict) {
+  for (PyMethodDef* def = handwritten_methods; def->ml_name; ++def) {
+    Ref descr(def->ml_flags & METH_STATIC
+                  ? PyStaticMethod_New(Ref(PyCFunction_NewEx(def, nullptr, nullptr)).get())
+                  : PyDescr_NewMethod(tensor_base_type, def));
+    PyDict_SetItemString(type_dict, def->ml_name, descr.get());
+  }
+}
+
+}  // namespace tn::py

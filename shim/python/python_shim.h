@@ -1,0 +1,115 @@
+// Internal header of the torch._C extension: the Tensor object, the Python-facing
+// value types and the schema-driven argument parser. Operators know nothing of this.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string>
+#include <vector>
+
+#include "ops.h"
+
+namespace tn::py {
+
+// Owning reference; the extension's only smart pointer for PyObject.
+class Ref {
+ public:
+  Ref() = default;
+  explicit Ref(PyObject* steal) : p_(steal) {}
+  static Ref borrow(PyObject* p) {
+    Py_XINCREF(p);
+    return Ref(p);
+  }
+  Ref(const Ref& o) : p_(o.p_) { Py_XINCREF(p_); }
+  Ref(Ref&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  Ref& operator=(Ref o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~Ref() { Py_XDECREF(p_); }
+  PyObject* get() const { return p_; }
+  PyObject* release() {
+    PyObject* p = p_;
+    p_ = nullptr;
+    return p;
+  }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  PyObject* p_ = nullptr;
+};
+
+// Thrown after a Python error has been set; the binding boundary just returns NULL.
+struct PythonErrorSet {};
+
+// ---- Tensor objects ----
+struct TensorObject {
+  PyObject_HEAD
+  Tensor tensor;        // placement-constructed
+  PyObject* grad;       // .grad, owned
+  PyObject* backward_hooks;
+};
+extern PyTypeObject* tensor_base_type;  // torch._C._TensorBase
+extern PyObject* tensor_class;          // torch.Tensor once _initExtension ran
+bool is_tensor(PyObject* obj);
+const Tensor& unpack(PyObject* obj);
+PyObject* wrap(const Tensor& tensor);  // new reference; reuses the live object of this impl
+void init_tensor_type(PyObject* module);
+void add_tensor_methods(PyObject* methods_dict_target);
+
+// ---- value types: dtype, layout, device, memory_format, Size ----
+PyObject* dtype_object(ScalarType type);  // borrowed
+bool is_dtype(PyObject* obj);
+ScalarType dtype_of(PyObject* obj);
+bool is_layout(PyObject* obj);
+bool is_memory_format(PyObject* obj);
+int64_t memory_format_of(PyObject* obj);
+PyObject* memory_format_object(int64_t format);  // borrowed
+bool is_device(PyObject* obj);
+PyObject* cpu_device();    // borrowed
+PyObject* strided_layout();  // borrowed
+PyObject* make_size(const Shape& sizes);  // torch.Size, new reference
+void init_value_types(PyObject* module);
+bool is_generator(PyObject* obj);
+void init_generator(PyObject* module);
+
+// ---- conversions ----
+Tensor tensor_from_python_data(PyObject* data, std::optional<ScalarType> dtype);
+PyObject* tensor_to_list(const Tensor& t);
+PyObject* scalar_to_python(const Scalar& s);
+bool python_to_scalar(PyObject* obj, Scalar* out);
+Tensor wrapped_number(const Scalar& s);  // 0-dim tensor marked as a wrapped number
+
+// ---- operator bindings ----
+// A set of overloads reachable under one Python name (torch.add, Tensor.add, ...).
+struct Binding;
+Binding* make_binding(const std::string& python_name, const std::vector<Operator*>& ops,
+                      bool is_method, bool allow_numbers_as_tensors);
+PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
+                       PyObject* kwnames);
+PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwargs);
+PyObject* returns_to_python(const Operator& op, Stack& stack);
+void init_op_bindings(PyObject* module);
+PyObject* new_function(const std::string& name, Binding* binding, const char* module_name);
+PyObject* new_method_descriptor(const std::string& name, Binding* binding);
+
+// ---- torch.ops / torch.library surface ----
+void init_dispatch(PyObject* module);
+void init_surface(PyObject* module);
+
+// Translates a C++ exception into the Python exception upstream raises.
+void set_python_error(const std::exception& e);
+
+#define TN_PY_TRY try {
+#define TN_PY_CATCH(RET)                                          \
+  }                                                               \
+  catch (const ::tn::py::PythonErrorSet&) {                       \
+    return RET;                                                   \
+  }                                                               \
+  catch (const std::exception& e) {                               \
+    ::tn::py::set_python_error(e);                                \
+    return RET;                                                   \
+  }
+
+}  // namespace tn::py

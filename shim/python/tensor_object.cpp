@@ -1,0 +1,297 @@
+// torch._C._TensorBase: the Python object around a shim Tensor.
+
+#include "python_shim.h"
+// After Python.h, which it needs.
+#include <structmember.h>
+
+namespace tn::py {
+
+PyTypeObject* tensor_base_type = nullptr;
+PyObject* tensor_class = nullptr;
+
+bool is_tensor(PyObject* obj) { return PyObject_TypeCheck(obj, tensor_base_type); }
+
+const Tensor& unpack(PyObject* obj) { return reinterpret_cast<TensorObject*>(obj)->tensor; }
+
+PyObject* wrap(const Tensor& tensor) {
+  if (!tensor.defined()) Py_RETURN_NONE;
+  TensorImpl* impl = tensor.impl();
+  if (impl->python_object) {
+    PyObject* existing = static_cast<PyObject*>(impl->python_object);
+    Py_INCREF(existing);
+    return existing;
+  }
+  PyTypeObject* type = tensor_class ? reinterpret_cast<PyTypeObject*>(tensor_class) : tensor_base_type;
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) throw PythonErrorSet();
+  auto* t = reinterpret_cast<TensorObject*>(obj);
+  new (&t->tensor) Tensor(tensor);
+  impl->python_object = obj;
+  return obj;
+}
+
+namespace {
+
+PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  // torch.Tensor(data) / torch.Tensor(*sizes): the legacy constructor, default dtype.
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) return nullptr;
+  auto* t = reinterpret_cast<TensorObject*>(obj);
+  new (&t->tensor) Tensor();
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (kwargs && PyDict_Size(kwargs) > 0) {
+    Py_DECREF(obj);
+    PyErr_SetString(PyExc_TypeError, "torchnative: torch.Tensor() takes no keyword arguments here");
+    return nullptr;
+  }
+  Tensor value;
+  bool sizes = n > 0;
+  for (Py_ssize_t i = 0; i < n; ++i) sizes = sizes && PyLong_Check(PyTuple_GET_ITEM(args, i));
+  if (n == 0) {
+    value = Tensor::empty({0}, default_dtype());
+  } else if (sizes) {
+    Shape shape;
+    for (Py_ssize_t i = 0; i < n; ++i) shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(args, i)));
+    value = Tensor::empty(shape, default_dtype());
+  } else if (n == 1 && PyObject_TypeCheck(PyTuple_GET_ITEM(args, 0), &PyTuple_Type) == 0 &&
+             PySequence_Check(PyTuple_GET_ITEM(args, 0))) {
+    value = tensor_from_python_data(PyTuple_GET_ITEM(args, 0), default_dtype());
+  } else if (n == 1 && PyTuple_Check(PyTuple_GET_ITEM(args, 0))) {
+    value = tensor_from_python_data(PyTuple_GET_ITEM(args, 0), default_dtype());
+  } else {
+    Py_DECREF(obj);
+    PyErr_SetString(PyExc_TypeError, "torch.Tensor(): expected sizes or a sequence of numbers");
+    return nullptr;
+  }
+  t->tensor = value;
+  value.impl()->python_object = obj;
+  return obj;
+  TN_PY_CATCH(nullptr)
+}
+
+int tensor_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  Py_VISIT(t->grad);
+  Py_VISIT(t->backward_hooks);
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+int tensor_clear(PyObject* self) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  Py_CLEAR(t->grad);
+  Py_CLEAR(t->backward_hooks);
+  return 0;
+}
+
+void tensor_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  // Subclass instance dicts and weakrefs are handled by subtype_dealloc before us.
+  tensor_clear(self);
+  if (t->tensor.defined() && t->tensor.impl()->python_object == self)
+    t->tensor.impl()->python_object = nullptr;
+  t->tensor.~Tensor();
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+// ---- properties ----
+PyObject* get_shape(PyObject* self, void*) {
+  TN_PY_TRY return make_size(unpack(self).sizes());
+  TN_PY_CATCH(nullptr)
+}
+PyObject* get_dtype(PyObject* self, void*) {
+  PyObject* d = dtype_object(unpack(self).dtype());
+  Py_INCREF(d);
+  return d;
+}
+PyObject* get_device(PyObject*, void*) {
+  Py_INCREF(cpu_device());
+  return cpu_device();
+}
+PyObject* get_layout(PyObject*, void*) {
+  Py_INCREF(strided_layout());
+  return strided_layout();
+}
+PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(unpack(self).dim()); }
+PyObject* get_false(PyObject*, void*) { Py_RETURN_FALSE; }
+PyObject* get_true(PyObject*, void*) { Py_RETURN_TRUE; }
+PyObject* get_none(PyObject*, void*) { Py_RETURN_NONE; }
+PyObject* get_zero(PyObject*, void*) { return PyLong_FromLong(0); }
+PyObject* get_requires_grad(PyObject* self, void*) {
+  return PyBool_FromLong(unpack(self).impl()->requires_grad);
+}
+int set_requires_grad(PyObject* self, PyObject* value, void*) {
+  if (!value || !PyBool_Check(value)) {
+    PyErr_SetString(PyExc_TypeError, "requires_grad must be a bool");
+    return -1;
+  }
+  const Tensor& t = unpack(self);
+  if (value == Py_True && !is_floating(t.dtype())) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "only Tensors of floating point and complex dtype can require gradients");
+    return -1;
+  }
+  t.impl()->requires_grad = value == Py_True;
+  return 0;
+}
+PyObject* get_grad(PyObject* self, void*) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  PyObject* g = t->grad ? t->grad : Py_None;
+  Py_INCREF(g);
+  return g;
+}
+int set_grad(PyObject* self, PyObject* value, void*) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  if (value && value != Py_None && !is_tensor(value)) {
+    PyErr_SetString(PyExc_TypeError, "assigned grad expected to be a Tensor or None");
+    return -1;
+  }
+  PyObject* old = t->grad;
+  t->grad = value == Py_None ? nullptr : value;
+  Py_XINCREF(t->grad);
+  Py_XDECREF(old);
+  return 0;
+}
+PyObject* get_backward_hooks(PyObject* self, void*) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  PyObject* h = t->backward_hooks ? t->backward_hooks : Py_None;
+  Py_INCREF(h);
+  return h;
+}
+int set_backward_hooks(PyObject* self, PyObject* value, void*) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  PyObject* old = t->backward_hooks;
+  t->backward_hooks = value == Py_None ? nullptr : value;
+  Py_XINCREF(t->backward_hooks);
+  Py_XDECREF(old);
+  return 0;
+}
+PyObject* get_data(PyObject* self, void*) {
+  TN_PY_TRY
+  const Tensor& t = unpack(self);
+  return wrap(t.view_as_strided(t.sizes(), t.strides(), t.offset()));
+  TN_PY_CATCH(nullptr)
+}
+int set_data(PyObject* self, PyObject* value, void*) {
+  if (!value || !is_tensor(value)) {
+    PyErr_SetString(PyExc_TypeError, "Variable data has to be a tensor");
+    return -1;
+  }
+  TensorImpl* dst = unpack(self).impl();
+  const TensorImpl* src = unpack(value).impl();
+  dst->storage = src->storage;
+  dst->sizes = src->sizes;
+  dst->strides = src->strides;
+  dst->offset = src->offset;
+  dst->dtype = src->dtype;
+  return 0;
+}
+PyObject* get_version(PyObject* self, void*) {
+  return PyLong_FromUnsignedLong(unpack(self).impl()->version->load());
+}
+PyObject* get_cdata(PyObject* self, void*) {
+  return PyLong_FromVoidPtr(unpack(self).impl());
+}
+PyObject* get_T(PyObject* self, void*) {
+  TN_PY_TRY
+  const Tensor& t = unpack(self);
+  Shape sizes(t.sizes().rbegin(), t.sizes().rend());
+  Shape strides(t.strides().rbegin(), t.strides().rend());
+  return wrap(t.view_as_strided(sizes, strides, t.offset()));
+  TN_PY_CATCH(nullptr)
+}
+PyObject* get_mT(PyObject* self, void*) {
+  TN_PY_TRY
+  const Tensor& t = unpack(self);
+  if (t.dim() < 2) {
+    PyErr_SetString(PyExc_RuntimeError, "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
+    return nullptr;
+  }
+  Shape sizes = t.sizes(), strides = t.strides();
+  std::swap(sizes[sizes.size() - 1], sizes[sizes.size() - 2]);
+  std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+  return wrap(t.view_as_strided(sizes, strides, t.offset()));
+  TN_PY_CATCH(nullptr)
+}
+
+PyGetSetDef tensor_getset[] = {
+    {"shape", get_shape, nullptr, nullptr, nullptr},
+    {"dtype", get_dtype, nullptr, nullptr, nullptr},
+    {"device", get_device, nullptr, nullptr, nullptr},
+    {"layout", get_layout, nullptr, nullptr, nullptr},
+    {"ndim", get_ndim, nullptr, nullptr, nullptr},
+    {"requires_grad", get_requires_grad, set_requires_grad, nullptr, nullptr},
+    {"grad", get_grad, set_grad, nullptr, nullptr},
+    {"_grad", get_grad, set_grad, nullptr, nullptr},
+    {"_backward_hooks", get_backward_hooks, set_backward_hooks, nullptr, nullptr},
+    {"data", get_data, set_data, nullptr, nullptr},
+    {"_version", get_version, nullptr, nullptr, nullptr},
+    {"_cdata", get_cdata, nullptr, nullptr, nullptr},
+    {"T", get_T, nullptr, nullptr, nullptr},
+    {"mT", get_mT, nullptr, nullptr, nullptr},
+    {"H", get_T, nullptr, nullptr, nullptr},   // real dtypes only: conj is the identity
+    {"mH", get_mT, nullptr, nullptr, nullptr},
+    {"is_leaf", get_true, nullptr, nullptr, nullptr},  // no autograd graph yet: every tensor is a leaf
+    {"grad_fn", get_none, nullptr, nullptr, nullptr},
+    {"_grad_fn", get_none, nullptr, nullptr, nullptr},
+    {"_base", get_none, nullptr, nullptr, nullptr},
+    {"output_nr", get_zero, nullptr, nullptr, nullptr},
+    {"names", get_none, nullptr, nullptr, nullptr},
+    {"is_cuda", get_false, nullptr, nullptr, nullptr},
+    {"is_ipu", get_false, nullptr, nullptr, nullptr},
+    {"is_xpu", get_false, nullptr, nullptr, nullptr},
+    {"is_meta", get_false, nullptr, nullptr, nullptr},
+    {"is_mkldnn", get_false, nullptr, nullptr, nullptr},
+    {"is_mps", get_false, nullptr, nullptr, nullptr},
+    {"is_nested", get_false, nullptr, nullptr, nullptr},
+    {"is_ort", get_false, nullptr, nullptr, nullptr},
+    {"is_quantized", get_false, nullptr, nullptr, nullptr},
+    {"is_sparse", get_false, nullptr, nullptr, nullptr},
+    {"is_sparse_csr", get_false, nullptr, nullptr, nullptr},
+    {"is_vulkan", get_false, nullptr, nullptr, nullptr},
+    {"is_hpu", get_false, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyType_Slot tensor_slots[] = {
+    {Py_tp_new, reinterpret_cast<void*>(tensor_new)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(tensor_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(tensor_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(tensor_clear)},
+    {Py_tp_getset, tensor_getset},
+    {Py_tp_doc, const_cast<char*>("The shim's tensor; torch.Tensor derives from it.")},
+    {0, nullptr},
+};
+
+PyType_Spec tensor_spec = {
+    "torch._C._TensorBase",
+    sizeof(TensorObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    tensor_slots,
+};
+
+}  // namespace
+
+void init_tensor_type(PyObject* module) {
+  tensor_base_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&tensor_spec));
+  if (!tensor_base_type) throw PythonErrorSet();
+  // torch.nn.Parameter's metaclass derives from _TensorMeta, the metaclass of _TensorBase.
+  Ref dict(PyDict_New());
+  PyDict_SetItemString(dict.get(), "__module__", Ref(PyUnicode_FromString("torch._C")).get());
+  PyObject* meta = PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyType_Type), "s(O)O", "_TensorMeta",
+                                         reinterpret_cast<PyObject*>(&PyType_Type), dict.get());
+  if (!meta) throw PythonErrorSet();
+  PyModule_AddObject(module, "_TensorMeta", meta);
+  Py_INCREF(meta);
+  Py_DECREF(Py_TYPE(tensor_base_type));
+  Py_SET_TYPE(tensor_base_type, reinterpret_cast<PyTypeObject*>(meta));
+  Py_INCREF(tensor_base_type);
+  PyModule_AddObject(module, "_TensorBase", reinterpret_cast<PyObject*>(tensor_base_type));
+}
+
+}  // namespace tn::py

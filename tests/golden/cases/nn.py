@@ -1,0 +1,143 @@
+"""softmax / log_softmax and torch.nn.functional: activations, normalization,
+losses, convolution and pooling."""
+
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from cases.common import method
+from spec import Arg, Case
+
+ACTIVATION_DTYPES = ("float32", "float64", "bfloat16")
+
+ACTIVATIONS = (
+    ("relu", F.relu), ("relu_inplace", lambda a: (F.relu(a, inplace=True), a)), ("relu6", F.relu6),
+    ("leaky_relu", partial(F.leaky_relu, negative_slope=0.1)), ("elu", F.elu), ("selu", F.selu),
+    ("celu", partial(F.celu, alpha=0.5)), ("gelu", F.gelu), ("gelu_tanh", partial(F.gelu, approximate="tanh")),
+    ("silu", F.silu), ("mish", F.mish), ("softplus", F.softplus),
+    ("softplus_beta", partial(F.softplus, beta=2, threshold=3)), ("hardtanh", F.hardtanh),
+    ("hardsigmoid", F.hardsigmoid), ("hardswish", F.hardswish), ("softsign", F.softsign),
+    ("logsigmoid", F.logsigmoid), ("tanhshrink", F.tanhshrink), ("softshrink", F.softshrink),
+    ("hardshrink", F.hardshrink), ("threshold", partial(F.threshold, threshold=0.5, value=-1.0)),
+    ("glu", F.glu), ("prelu", lambda a: F.prelu(a, torch.tensor([0.25], dtype=a.dtype))),
+    ("rrelu_eval", partial(F.rrelu, training=False)), ("dropout_eval", partial(F.dropout, training=False)),
+    ("sigmoid", torch.sigmoid), ("tanh", F.tanh),
+)
+
+SOFTMAX_VARIANTS = (
+    ("dim0", lambda f: lambda a: f(a, 0), (2, 3, 4)),
+    ("dim1", lambda f: lambda a: f(a, 1), (2, 3, 4)),
+    ("dim_neg", lambda f: lambda a: f(a, dim=-1), (2, 3, 4)),
+    ("dtype_kw", lambda f: lambda a: f(a, 1, dtype=torch.float64), (3, 4)),
+    ("0d", lambda f: lambda a: f(a, 0), ()),
+    ("empty", lambda f: lambda a: f(a, 1), (0, 3)),
+    ("bad_dim", lambda f: lambda a: f(a, 3), (3, 4)),
+)
+
+
+def _softmax_cases():
+    for name in ("softmax", "log_softmax"):
+        function = getattr(torch, name)
+        forms = (("torch", function), ("F", getattr(F, name)), ("method", method(name)))
+        for dtype in ("float32", "float64", "bfloat16", "float16", "int64"):
+            yield Case("%s/%s/3x4/dim1" % (name, dtype), lambda a, f=function: f(a, 1), (Arg((3, 4)),), dtype)
+        for form, call in forms:
+            for tag, make, shape in SOFTMAX_VARIANTS:
+                yield Case("%s/float32/%s/%s" % (name, tag, form), make(call), (Arg(shape),), "float32")
+        yield Case("%s/float32/special/dim1" % name, lambda a, f=function: f(a, 1),
+                   (Arg((4, 4), "special"),), "float32")
+        yield Case("%s/float32/large/dim1" % name, lambda a, f=function: f(a * 30, 1),
+                   (Arg((3, 40)),), "float32")
+    yield Case("softmin/float32/3x4/dim0", partial(F.softmin, dim=0), (Arg((3, 4)),), "float32")
+
+
+def _normalization_cases():
+    x = Arg((2, 4, 3))
+    entries = (
+        ("normalize/dim1", lambda a: F.normalize(a, dim=1), (x,)),
+        ("normalize/p1", lambda a: F.normalize(a, p=1.0, dim=-1), (x,)),
+        ("layer_norm/plain", lambda a: F.layer_norm(a, (3,)), (x,)),
+        ("layer_norm/affine", lambda a, w, b: F.layer_norm(a, (4, 3), w, b), (x, Arg((4, 3)), Arg((4, 3)))),
+        ("group_norm/2groups", lambda a: F.group_norm(a, 2), (x,)),
+        ("batch_norm/eval", lambda a, m, v, w, b: F.batch_norm(a, m, v, w, b, training=False),
+         (x, Arg((4,)), Arg((4,), "pos"), Arg((4,)), Arg((4,)))),
+        ("batch_norm/train", lambda a: F.batch_norm(a, None, None, training=True), (x,)),
+        ("instance_norm/plain", F.instance_norm, (x,)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _loss_cases():
+    pair = (Arg((3, 4)), Arg((3, 4)))
+    probabilities = (Arg((3, 4), "prob"), Arg((3, 4), "prob"))
+    logits_target = (Arg((3, 4)), Arg((3,), ("index", 4), "int64"))
+    entries = [
+        ("cosine_similarity/dim1", F.cosine_similarity, pair),
+        ("pairwise_distance/default", F.pairwise_distance, pair),
+        ("cdist/p2", torch.cdist, (Arg((3, 4)), Arg((2, 4)))),
+        ("cdist/p1", partial(torch.cdist, p=1.0), (Arg((3, 4)), Arg((2, 4)))),
+        ("nll_loss/mean", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t), logits_target),
+        ("nll_loss/weight_sum", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t,
+                                                        torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=x.dtype),
+                                                        reduction="sum"), logits_target),
+        ("cross_entropy/mean", F.cross_entropy, logits_target),
+        ("cross_entropy/label_smoothing", partial(F.cross_entropy, label_smoothing=0.1), logits_target),
+        ("cross_entropy/probabilities", lambda x, p: F.cross_entropy(x, F.softmax(p, 1)), pair),
+        ("binary_cross_entropy/mean", F.binary_cross_entropy, probabilities),
+        ("binary_cross_entropy_with_logits/mean", F.binary_cross_entropy_with_logits,
+         (Arg((3, 4)), Arg((3, 4), "prob"))),
+        ("kl_div/batchmean", lambda x, p: F.kl_div(F.log_softmax(x, 1), F.softmax(p, 1), reduction="batchmean"),
+         pair),
+    ]
+    for loss in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss"):
+        for reduction in ("mean", "sum", "none"):
+            entries.append(("%s/%s" % (loss, reduction), partial(getattr(F, loss), reduction=reduction), pair))
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _conv_pool_cases():
+    image = Arg((1, 2, 5, 5))
+    entries = (
+        ("conv1d/plain", F.conv1d, (Arg((1, 2, 6)), Arg((3, 2, 2)))),
+        ("conv1d/bias_padding", lambda x, w, b: F.conv1d(x, w, b, padding=1, stride=2),
+         (Arg((2, 2, 6)), Arg((3, 2, 3)), Arg((3,)))),
+        ("conv2d/plain", F.conv2d, (image, Arg((3, 2, 3, 3)))),
+        ("conv2d/stride_padding_bias", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+         (image, Arg((3, 2, 3, 3)), Arg((3,)))),
+        ("conv2d/groups_dilation", lambda x, w: F.conv2d(x, w, groups=2, dilation=2), (image, Arg((2, 1, 2, 2)))),
+        ("conv_transpose2d/stride2", lambda x, w: F.conv_transpose2d(x, w, stride=2), (Arg((1, 2, 3, 3)),
+                                                                                    Arg((2, 3, 2, 2)))),
+        ("max_pool1d/k2", lambda x: F.max_pool1d(x, 2), (Arg((1, 2, 6)),)),
+        ("max_pool2d/k2", lambda x: F.max_pool2d(x, 2), (image,)),
+        ("max_pool2d/indices", lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True), (image,)),
+        ("avg_pool2d/k2", lambda x: F.avg_pool2d(x, 2), (image,)),
+        ("avg_pool2d/padding", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), (image,)),
+        ("adaptive_avg_pool2d/2x3", lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (image,)),
+        ("adaptive_max_pool2d/2", lambda x: F.adaptive_max_pool2d(x, 2), (image,)),
+        ("interpolate/nearest", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (Arg((1, 2, 3, 3)),)),
+        ("interpolate/bilinear", lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", align_corners=False),
+         (Arg((1, 2, 3, 3)),)),
+        ("unfold/im2col", lambda x: F.unfold(x, 2, stride=2), (Arg((1, 2, 4, 4)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def cases():
+    for name, call in ACTIVATIONS:
+        for dtype in ACTIVATION_DTYPES:
+            yield Case("F.%s/%s/3x4" % (name, dtype), call, (Arg((3, 4)),), dtype)
+        yield Case("F.%s/float32/special" % name, call, (Arg((4, 4), "special"),), "float32")
+    yield from _softmax_cases()
+    yield from _normalization_cases()
+    yield from _loss_cases()
+    yield from _conv_pool_cases()

@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Golden tests: every case runs on the shim and on upstream torch, compared.
+
+  run.py [--shim PY] [--upstream PY] [--selftest] [-k PATTERN]
+
+Three worker processes run all selected cases, one after another (the machine
+is shared): upstream (also recording the aten ops each case dispatches),
+upstream again in float64 (the reference for derived tolerances, see
+compare.py), and the shim.  See README.md.  Exit status: 0 if no case failed,
+1 if some failed, 2 if the harness could not run.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+WORKER = os.path.join(HERE, "worker.py")
+UNSUPPORTED = os.path.join(HERE, "unsupported.txt")
+sys.path.insert(0, HERE)
+
+import compare  # noqa: E402  (needs HERE on sys.path)
+
+DEFAULT_SHIM = os.path.join(REPO, ".venv", "bin", "python")
+DEFAULT_UPSTREAM = "/usr/bin/python3"
+# A worker that writes nothing for this long (importing torch, or one case) is
+# killed and the case it was running reported.  Cases take milliseconds.
+STALL_TIMEOUT = 60.0
+# After this many worker deaths, the remaining cases are reported as not run
+# rather than paying one interpreter start-up per crashing case.
+MAX_RESTARTS = 25
+# Keep BLAS/OpenMP to one thread: results must not depend on the thread count,
+# and the machine is shared.
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+class HarnessError(Exception):
+    """The harness itself could not run (bad interpreter, broken case module)."""
+
+
+def list_cases(python, pattern):
+    """Selected case names, as the upstream interpreter enumerates the catalog."""
+    command = [python, WORKER, "--list"] + (["-k", pattern] if pattern else [])
+    try:
+        listing = subprocess.run(command, capture_output=True, text=True, timeout=STALL_TIMEOUT,
+                                 env=dict(os.environ, **WORKER_ENV))
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise HarnessError("cannot list cases with %s: %s" % (python, error))
+    if listing.returncode != 0:
+        raise HarnessError("cannot list cases with %s:\n%s" % (python, listing.stderr.strip()))
+    return listing.stdout.split()
+
+
+def run_worker(python, names, flags=(), stall_timeout=STALL_TIMEOUT, extra_env=None):
+    """Runs ``names`` in as few worker processes as crashes allow; {name: record}.
+
+    A worker that dies or stalls is restarted after the case it was running,
+    which is recorded as {"name", "crash"}.
+    """
+    env = dict(os.environ, **WORKER_ENV, **(extra_env or {}))
+    results = {}
+    remaining = list(names)
+    restarts = 0
+    with tempfile.TemporaryDirectory(prefix="golden-") as scratch:
+        names_path = os.path.join(scratch, "names")
+        out_path = os.path.join(scratch, "results.jsonl")
+        err_path = os.path.join(scratch, "stderr")
+        while remaining:
+            with open(names_path, "w") as names_file:
+                names_file.write("\n".join(remaining))
+            with open(err_path, "w") as err_file:
+                try:
+                    process = subprocess.Popen([python, WORKER, "--names", names_path, "--out", out_path]
+                                               + list(flags), stdout=subprocess.DEVNULL, stderr=err_file,
+                                               cwd=scratch, env=env)
+                except OSError as error:
+                    raise HarnessError("cannot start %s: %s" % (python, error))
+                ending = _wait_for(process, out_path, stall_timeout)
+            running = _read_results(out_path, results)
+            if ending is None:  # clean exit
+                if running is None:
+                    break
+                ending = "exited with status 0"
+            stderr = "; stderr: " + _tail(err_path)
+            if running is None and not results:
+                raise HarnessError("%s worker %s before running any case%s" % (python, ending, stderr))
+            if running is None:
+                for name in remaining:
+                    results.setdefault(name, {"name": name, "crash": ending + " before running this case" + stderr})
+                break
+            results[running] = {"name": running, "crash": ending + " while running this case" + stderr}
+            remaining = remaining[remaining.index(running) + 1:]
+            restarts += 1
+            if restarts > MAX_RESTARTS and remaining:
+                for name in remaining:
+                    results[name] = {"name": name, "crash": "not run: more than %d worker crashes" % MAX_RESTARTS}
+                break
+    return results
+
+
+def _wait_for(process, out_path, stall_timeout):
+    """None on a clean exit, else how the worker ended (killed here if it stalled)."""
+    last_size, last_progress = -1, time.monotonic()
+    while True:
+        try:
+            returncode = process.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        size = os.path.getsize(out_path) if os.path.exists(out_path) else 0
+        if size != last_size:
+            last_size, last_progress = size, time.monotonic()
+        elif time.monotonic() - last_progress > stall_timeout:
+            process.kill()
+            process.wait()
+            return "made no progress for %gs and was killed" % stall_timeout
+    if returncode == 0:
+        return None
+    if returncode < 0:
+        return "was killed by %s" % signal.Signals(-returncode).name
+    return "exited with status %d" % returncode
+
+
+def _read_results(out_path, results):
+    """Adds finished records to ``results``; returns the case started but not finished, if any."""
+    running = None
+    if not os.path.exists(out_path):
+        return None
+    with open(out_path) as out:
+        for line in out:
+            try:
+                record = json.loads(line)
+            except ValueError:  # a line cut short by the crash
+                continue
+            if "start" in record:
+                running = record["start"]
+            else:
+                results[record["name"]] = record
+                running = None
+    return running
+
+
+def _tail(path, lines=3):
+    with open(path, errors="replace") as stream:
+        text = [line.strip() for line in stream if line.strip()]
+    return " | ".join(text[-lines:])[-400:] or "(empty)"
+
+
+def collect(shim, upstream, names, stall_timeout=STALL_TIMEOUT, log=None):
+    """Runs the three passes; returns (upstream, reference, shim) result dicts."""
+    passes = []
+    for label, python, flags in (("upstream", upstream, ["--record-ops"]),
+                                 ("upstream float64 reference", upstream, ["--reference"]),
+                                 ("shim", shim, [])):
+        started = time.monotonic()
+        passes.append(run_worker(python, names, flags, stall_timeout))
+        if log:
+            log("# %s pass (%s): %.1fs" % (label, python, time.monotonic() - started))
+    return tuple(passes)
+
+
+def read_unsupported(path=UNSUPPORTED):
+    if not os.path.exists(path):
+        return set()
+    with open(path) as stream:
+        return {line.strip() for line in stream if line.strip() and not line.startswith("#")}
+
+
+def judge_all(names, upstream, reference, shim, unsupported):
+    """[(name, verdict, reason)] in case order."""
+    verdicts = []
+    for name in names:
+        missing = {"name": name, "crash": "produced no result"}
+        verdict, reason = compare.judge(upstream.get(name, missing), shim.get(name, missing),
+                                        reference.get(name), unsupported)
+        verdicts.append((name, verdict, reason))
+    return verdicts
+
+
+def covered_ops(names, upstream):
+    """Overloads dispatched by cases that upstream ran without raising."""
+    ops = set()
+    for name in names:
+        record = upstream.get(name, {})
+        if "value" in record:
+            ops.update(record.get("ops", ()))
+    return ops
+
+
+def report(verdicts, ops, out=sys.stdout):
+    counts = {compare.PASS: 0, compare.FAIL: 0, compare.REFUSED: 0}
+    for name, verdict, reason in verdicts:
+        counts[verdict] += 1
+        if verdict == compare.FAIL:
+            print("FAIL %s: %s" % (name, reason), file=out)
+    aten = {op.split(".")[0] for op in ops if op.startswith("aten::")}
+    print("aten operators covered: %d distinct (%d overloads)"
+          % (len(aten), len({op for op in ops if op.startswith("aten::")})), file=out)
+    summary = "%d passed, %d failed" % (counts[compare.PASS], counts[compare.FAIL])
+    if counts[compare.REFUSED]:
+        print("%d refused as listed in unsupported.txt (reported as skipped)" % counts[compare.REFUSED], file=out)
+        summary += ", %d skipped" % counts[compare.REFUSED]
+    print(summary, file=out)
+    return counts[compare.FAIL]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shim", default=DEFAULT_SHIM, help="interpreter whose torch is the shim")
+    parser.add_argument("--upstream", default=DEFAULT_UPSTREAM, help="interpreter with upstream torch")
+    parser.add_argument("--selftest", action="store_true", help="check that the comparators reject faults")
+    parser.add_argument("-k", dest="pattern", help="only cases whose name matches this regular expression")
+    parser.add_argument("--stall-timeout", type=float, default=STALL_TIMEOUT,
+                        help="seconds without output after which a worker is killed (default %(default)s)")
+    options = parser.parse_args(argv)
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        names = list_cases(options.upstream, options.pattern)
+        if options.selftest:
+            import selftest
+            return selftest.run(options.upstream, names, log)
+        if not os.path.exists(options.shim):
+            raise HarnessError("shim interpreter %s not found (build .venv or pass --shim)" % options.shim)
+        upstream, reference, shim = collect(options.shim, options.upstream, names, options.stall_timeout, log)
+    except HarnessError as error:
+        print("golden harness error: %s" % error, file=sys.stderr)
+        return 2
+    failed = report(judge_all(names, upstream, reference, shim, read_unsupported()),
+                    covered_ops(names, upstream))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The assembled tree resolves to our extension, and upstream's Python imports on it."""
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UPSTREAM_TORCH = "/usr/lib/python3/dist-packages/torch"
+
+
+def test_torch_resolves_to_our_tree_and_extension():
+    assert torch.__file__.startswith(os.path.join(REPO, "build", "pytree")) or os.path.realpath(
+        torch.__file__
+    ).startswith(os.path.join(REPO, "build", "pytree"))
+    ext = os.path.realpath(torch._C.__file__)
+    assert ext.startswith(os.path.join(REPO, "build", "pytree", "torch")), ext
+    assert not ext.startswith(UPSTREAM_TORCH)
+
+
+def test_no_libtorch_is_mapped():
+    # A fresh interpreter, so nothing imported by pytest plugins can interfere.
+    code = "import torch, torch.nn, torch.optim; print(open('/proc/self/maps').read())"
+    maps = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    mapped = {line.split()[-1] for line in maps.splitlines() if "/" in line}
+    upstream = [m for m in mapped if m.startswith(UPSTREAM_TORCH) or "libc10" in m
+                or os.path.basename(m).startswith(("libtorch.so", "libtorch_cpu", "libtorch_python"))]
+    assert upstream == [], upstream
+    ours = [m for m in mapped if m.startswith(os.path.join(REPO, "build"))]
+    assert any("/_C." in m for m in ours), ours
+
+
+@pytest.mark.parametrize("module", [
+    "torch.nn", "torch.nn.functional", "torch.optim", "torch.utils.data", "torch.distributed",
+    "torch.autograd", "torch.fx",
+])
+def test_upstream_modules_import(module):
+    importlib.import_module(module)
+
+
+def test_distributed_is_available():
+    assert torch.distributed.is_available() in (True, False)
+
+
+def test_unimplemented_operators_name_themselves():
+    x = torch.zeros(3, 3)
+    for call, name in [
+        (lambda: torch.cholesky(x), "aten::cholesky"),
+        (lambda: torch.fft.fft(x), "aten::fft_fft"),
+        (lambda: x.cummax(0), "aten::cummax"),
+    ]:
+        with pytest.raises(NotImplementedError, match=name):
+            call()
