@@ -40,8 +40,7 @@ demo: setup
 
 test: setup
 	ctest --test-dir $(BUILD) --output-on-failure -j2
-	$(VENV)/bin/python -m pytest -q tests/python
-	$(PYTHON) tests/golden/run.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+	$(VENV)/bin/python -m pytest -q tests/python tests/golden
 
 bench: setup
 	$(PYTHON) bench/shim_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)

@@ -3,6 +3,8 @@
 #include <map>
 #include <set>
 
+#include <sys/prctl.h>
+
 #include "python_shim.h"
 #include "surface_table.h"
 
@@ -284,6 +286,25 @@ PyObject* f_disabled_torch_function_impl(PyObject*, PyObject* args) {
   return PyObject_Call(func, fargs, kwargs == Py_None ? nullptr : kwargs);
 }
 
+// prctl(PR_SET_PDEATHSIG): spawned workers die with their parent.
+PyObject* f_set_pdeathsig(PyObject*, PyObject* signal) {
+  long sig = PyLong_AsLong(signal);
+  if (sig == -1 && PyErr_Occurred()) return nullptr;
+  if (prctl(PR_SET_PDEATHSIG, sig) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  Py_RETURN_NONE;
+}
+PyMethodDef set_pdeathsig_def = {"_prctl_pr_set_pdeathsig", f_set_pdeathsig, METH_O, nullptr};
+
+// Upstream adds _prctl_pr_set_pdeathsig to torch.multiprocessing here. (It also wires
+// shared-memory tensor passing, which the shim does not have yet.)
+PyObject* f_multiprocessing_init(PyObject*, PyObject*) {
+  Ref mp(PyImport_ImportModule("torch.multiprocessing"));
+  if (!mp) return nullptr;
+  Ref fn(PyCFunction_NewEx(&set_pdeathsig_def, nullptr, nullptr));
+  if (PyObject_SetAttrString(mp.get(), "_prctl_pr_set_pdeathsig", fn.get()) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
 PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(1); }
 
 #define NOARGS(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr}
@@ -325,6 +346,11 @@ PyMethodDef module_functions[] = {
     NOARGS("_get_qengine", f_none),
     // torch._C._autograd's names come from the stub surface; nothing more to set up.
     NOARGS("_autograd_init", f_true),
+    // Only tells the tracer to warn through Python; the shim has no tracer.
+    NOARGS("_tracer_warn_use_python", f_none),
+    // torch.jit asks for its bindings to be set up; the JIT surface is the refusing stubs.
+    NOARGS("_jit_init", f_true),
+    NOARGS("_multiprocessing_init", f_multiprocessing_init),
     KW("tensor", f_tensor),
     KW("as_tensor", f_as_tensor),
     ONE("from_numpy", f_from_numpy),
@@ -399,19 +425,6 @@ void init_surface(PyObject* module) {
 
   PyModule_AddObject(c10d, "_DEFAULT_FIRST_BUCKET_BYTES", PyLong_FromLong(1024 * 1024));
   PyModule_AddObject(c10d, "_DEFAULT_NO_TIMEOUT", PyLong_FromLong(-1));
-  for (const char* sub : {"torch._C._jit_tree_views", "torch._C._jit", "torch._C._te", "torch._C._functorch",
-                          "torch._C.cpp", "torch._C.cpp.nn", "torch._C._functions", "torch._C._cuda",
-                          "torch._C._itt", "torch._C._nvtx", "torch._C._cudnn", "torch._C._onnx",
-                          "torch._C._distributed_c10d", "torch._C._distributed_rpc", "torch._C._autograd",
-                          "torch._C._distributed_autograd", "torch._C._profiler", "torch._C._monitor",
-                          "torch._C._lazy", "torch._C._lazy_ts_backend", "torch._C._verbose"}) {
-    std::string name = sub;
-    PyObject* parent = module;
-    if (name == "torch._C.cpp.nn") parent = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C.cpp");
-    PyObject* m = add_submodule(parent, sub);
-    Ref getattr(PyCFunction_NewEx(&stubless_getattr_def, m, nullptr));
-    PyModule_AddObject(m, "__getattr__", getattr.release());
-  }
   Ref meta_dict(PyDict_New());
   PyObject* stub_metaclass = PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyType_Type), "s(O)O", "_StubType",
                                                    reinterpret_cast<PyObject*>(&PyType_Type), meta_dict.get());
@@ -470,6 +483,20 @@ void init_surface(PyObject* module) {
       PyObject_SetAttrString(it->second, row.name, as_method.get());
     }
   }
+  // Installed last: the stub rows above must see only real attributes.
+  for (const char* sub : {"torch._C._jit_tree_views", "torch._C._jit", "torch._C._te", "torch._C._functorch",
+                          "torch._C.cpp", "torch._C.cpp.nn", "torch._C._functions", "torch._C._cuda",
+                          "torch._C._itt", "torch._C._nvtx", "torch._C._cudnn", "torch._C._onnx",
+                          "torch._C._distributed_c10d", "torch._C._distributed_rpc", "torch._C._autograd",
+                          "torch._C._distributed_autograd", "torch._C._profiler", "torch._C._monitor",
+                          "torch._C._lazy", "torch._C._lazy_ts_backend", "torch._C._verbose"}) {
+    std::string name = sub;
+    PyObject* parent = module;
+    if (name == "torch._C.cpp.nn") parent = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C.cpp");
+    PyObject* m = add_submodule(parent, sub);
+    Ref getattr(PyCFunction_NewEx(&stubless_getattr_def, m, nullptr));
+    PyModule_AddObject(m, "__getattr__", getattr.release());
+  }
   Ref report(PyObject_GetAttrString(module, "ErrorReport"));
   Ref call_stack(PyCFunction_NewEx(&empty_call_stack_def, nullptr, nullptr));
   PyObject_SetAttrString(report.get(), "call_stack", Ref(PyStaticMethod_New(call_stack.get())).get());
@@ -504,6 +531,9 @@ PyMODINIT_FUNC PyInit__C() {
     for (const char* flag : {"has_cuda", "has_cudnn", "has_mps", "has_mkl", "has_mkldnn", "has_openmp", "has_lapack", "has_spectral", "_has_distributed"})
       PyModule_AddObject(module, flag, tn::py::Ref::borrow(Py_False).release());
     PyModule_AddObject(module, "_GLIBCXX_USE_CXX11_ABI", tn::py::Ref::borrow(Py_True).release());
+    PyModule_AddObject(module, "_LinAlgError", PyErr_NewException("torch._C._LinAlgError", PyExc_RuntimeError, nullptr));
+    PyModule_AddObject(module, "_OutOfMemoryError",
+                       PyErr_NewException("torch._C._OutOfMemoryError", PyExc_RuntimeError, nullptr));
     init_surface(module);
   } catch (const PythonErrorSet&) {
     Py_DECREF(module);
