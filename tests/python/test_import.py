@@ -1,5 +1,4 @@
 """The assembled tree resolves to our extension, and upstream's Python imports on it."""
-import importlib
 import os
 import subprocess
 import sys
@@ -14,17 +13,6 @@ UPSTREAM_TORCH = "/usr/lib/python3/dist-packages/torch"
 # cannot outlive the gap it records. See the issue note for where the import stops.
 IMPORT_GAP = pytest.mark.xfail(strict=True, reason="issue 2 in progress: upstream's torch/__init__.py "
                                "does not yet import to the end on the shim")
-
-
-def test_extension_module_loads_alone():
-    """torch._C itself (ours) initialises: schemas parsed, bindings and stub surface built."""
-    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('torch._C', sys.argv[1]); "
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
-            "print(len(dir(m._VariableFunctions)), m._TensorBase.add)")
-    ext = [f for f in os.listdir(os.path.join(REPO, "build", "shim")) if f.startswith("_C.") and f.endswith(".so")]
-    out = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "build", "shim", ext[0])],
-                         check=True, capture_output=True, text=True).stdout
-    assert int(out.split()[0]) > 1000
 
 
 @IMPORT_GAP
@@ -57,7 +45,8 @@ def test_no_libtorch_is_mapped():
     "torch.autograd", "torch.fx",
 ])
 def test_upstream_modules_import(module):
-    importlib.import_module(module)
+    # A fresh interpreter each: a failed `import torch` leaves a half-initialised module behind.
+    subprocess.run([sys.executable, "-c", "import " + module], check=True, capture_output=True)
 
 
 @IMPORT_GAP
