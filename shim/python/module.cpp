@@ -19,13 +19,17 @@ namespace {
 bool grad_enabled = true;
 PyObject* disabled_torch_function = nullptr;
 
-PyObject* add_submodule(PyObject* parent, const char* qualified) {
+// Creates (once) the submodule `qualified` under torch._C (`root`, not yet in
+// sys.modules while it initialises) or under an already created submodule.
+PyObject* add_submodule(PyObject* root, const char* qualified) {
   PyObject* sys_modules = PyImport_GetModuleDict();
   if (PyObject* existing = PyDict_GetItemString(sys_modules, qualified)) return existing;
+  std::string name = qualified;
+  std::string parent_name = name.substr(0, name.rfind('.'));
+  PyObject* parent = parent_name == "torch._C" ? root : add_submodule(root, parent_name.c_str());
   PyObject* module = PyModule_New(qualified);
   PyDict_SetItemString(sys_modules, qualified, module);
-  const char* leaf = strrchr(qualified, '.') + 1;
-  PyModule_AddObject(parent, leaf, module);  // steals; sys.modules keeps one more
+  PyModule_AddObject(parent, name.substr(name.rfind('.') + 1).c_str(), module);  // steals; sys.modules keeps one
   return module;
 }
 
@@ -490,10 +494,7 @@ void init_surface(PyObject* module) {
                           "torch._C._distributed_c10d", "torch._C._distributed_rpc", "torch._C._autograd",
                           "torch._C._distributed_autograd", "torch._C._profiler", "torch._C._monitor",
                           "torch._C._lazy", "torch._C._lazy_ts_backend", "torch._C._verbose"}) {
-    std::string name = sub;
-    PyObject* parent = module;
-    if (name == "torch._C.cpp.nn") parent = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C.cpp");
-    PyObject* m = add_submodule(parent, sub);
+    PyObject* m = add_submodule(module, sub);
     Ref getattr(PyCFunction_NewEx(&stubless_getattr_def, m, nullptr));
     PyModule_AddObject(m, "__getattr__", getattr.release());
   }
