@@ -15,7 +15,14 @@ def c_string(text):
 
 
 def is_enum(node):
-    return any(isinstance(b, ast.Name) and b.id in ("Enum", "IntEnum") for b in node.bases)
+    """An Enum subclass, or a class whose attributes are all annotated as the class itself
+    (how the stubs spell pybind11 enums such as _LinalgBackend)."""
+    if any(isinstance(b, ast.Name) and b.id in ("Enum", "IntEnum") for b in node.bases):
+        return True
+    annotated = [item for item in node.body if isinstance(item, ast.AnnAssign)]
+    return bool(annotated) and all(
+        isinstance(item.annotation, ast.Name) and item.annotation.id == node.name for item in annotated
+    ) and not any(isinstance(item, ast.FunctionDef) and item.name != "__init__" for item in node.body)
 
 
 def main(stub_dir, out_path):

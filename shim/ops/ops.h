@@ -178,7 +178,7 @@ std::vector<std::pair<std::string, Kernel>>& pending_kernels();
 #define TN_KERNEL(NAME, ...)                                                              \
   static ::tn::KernelRegistration TN_CONCAT(kernel_registration_, __COUNTER__)(              \
       NAME, [](::tn::Stack& stack) {                                                      \
-        ::tn::IValue result = [&](const ::tn::Args& a) -> ::tn::IValue __VA_ARGS__(       \
+        ::tn::IValue result = [&]([[maybe_unused]] const ::tn::Args& a) -> ::tn::IValue __VA_ARGS__(       \
             ::tn::Args(stack));                                                           \
         stack.clear();                                                                    \
         if (result.is<::tn::Stack>()) {                                                   \

@@ -1,6 +1,7 @@
 // Parser for upstream's operator schema language (the `func:` lines of
 // native_functions.yaml and the strings given to torch.library's define()).
 #include <cctype>
+#include <set>
 #include <sstream>
 
 #include "ops.h"
@@ -49,7 +50,9 @@ class SchemaParser {
     if (!lookahead("->")) fail_here("expected '->'");
     pos_ += 2;
     skip_space();
-    if (accept('(')) {
+    if (lookahead("...")) {
+      pos_ += 3;  // variadic returns (prim:: operators)
+    } else if (accept('(')) {
       while (!accept(')')) {
         if (!schema.returns.empty()) expect(',');
         schema.returns.push_back(argument(false));
@@ -97,9 +100,40 @@ class SchemaParser {
     return text_.substr(start, pos_ - start);
   }
 
+  // Text of a balanced "(...)" group starting at the current '('.
+  std::string balanced_group() {
+    size_t start = pos_;
+    int depth = 0;
+    do {
+      if (pos_ >= text_.size()) fail_here("unbalanced parentheses");
+      if (text_[pos_] == '(') ++depth;
+      if (text_[pos_] == ')') --depth;
+      ++pos_;
+    } while (depth > 0);
+    return text_.substr(start, pos_ - start);
+  }
+
+  void alias_annotation(SchemaType& t) {
+    size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] != ')') ++pos_;
+    t.alias = text_.substr(start, pos_ - start);
+    expect(')');
+  }
+
   SchemaType type() {
     SchemaType t;
-    t.base = identifier(".");
+    skip_space();
+    // TorchScript types beyond native_functions.yaml's: tuples "(int, int)" and
+    // containers "Dict(str, Tensor)", "Future(t)"; kept as spelled, kind Other.
+    static const std::set<std::string> containers = {"Dict", "Future", "Union", "RRef", "Optional",
+                                                     "Await", "List", "Tuple"};
+    if (pos_ < text_.size() && text_[pos_] == '(') {
+      t.base = balanced_group();
+    } else {
+      t.base = identifier(".");
+      skip_space();
+      if (containers.count(t.base) && pos_ < text_.size() && text_[pos_] == '(') t.base += balanced_group();
+    }
     static const std::map<std::string, SchemaType::Kind> kinds = {
         {"Tensor", SchemaType::Kind::Tensor},     {"int", SchemaType::Kind::Int},
         {"SymInt", SchemaType::Kind::SymInt},     {"float", SchemaType::Kind::Float},
@@ -113,12 +147,7 @@ class SchemaParser {
     };
     auto it = kinds.find(t.base);
     t.kind = it == kinds.end() ? SchemaType::Kind::Other : it->second;
-    if (accept('(')) {
-      size_t start = pos_;
-      while (pos_ < text_.size() && text_[pos_] != ')') ++pos_;
-      t.alias = text_.substr(start, pos_ - start);
-      expect(')');
-    }
+    if (accept('(')) alias_annotation(t);
     if (accept('?')) t.element_optional = true;  // provisional: becomes optional if no list follows
     if (accept('[')) {
       t.list = true;
@@ -127,6 +156,12 @@ class SchemaParser {
       while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
       if (pos_ > start) t.fixed_size = std::stoll(text_.substr(start, pos_ - start));
       expect(']');
+      while (accept('[')) {  // nested lists ("Tensor[][]"): kept as spelled, kind Other
+        expect(']');
+        t.base += "[]";
+        t.kind = SchemaType::Kind::Other;
+      }
+      if (accept('(')) alias_annotation(t);  // "t[](a!)": the list itself is aliased
       if (accept('?')) t.optional = true;
     } else if (t.element_optional) {
       t.element_optional = false;

@@ -18,10 +18,104 @@ PyObject* library_class = nullptr;
 PyObject* dispatch_key_enum = nullptr;
 
 // Python kernels registered through torch.library, by (operator, dispatch key).
+// Never destroyed: its references must not be released after the interpreter finalizes.
 std::map<std::pair<std::string, std::string>, Ref>& python_kernels() {
-  static std::map<std::pair<std::string, std::string>, Ref> kernels;
-  return kernels;
+  static auto* kernels = new std::map<std::pair<std::string, std::string>, Ref>();
+  return *kernels;
 }
+
+// ---- TorchScript type objects for schema arguments (FunctionSchema.arguments[i].type) ----
+// Instances of the stub classes TensorType, ListType, OptionalType, ... carrying their
+// spelling and contained types; plain Tensor is one singleton, as upstream's is.
+PyObject* torch_c_module = nullptr;
+PyObject* tensor_jit_type = nullptr;
+
+PyObject* new_jit_type(const char* class_name, const std::string& text, std::vector<Ref> contained) {
+  Ref cls(PyObject_GetAttrString(torch_c_module, class_name));
+  if (!cls) throw PythonErrorSet();
+  Ref obj(PyObject_CallNoArgs(cls.get()));
+  if (!obj) throw PythonErrorSet();
+  Ref items(PyList_New(0));
+  for (const Ref& c : contained) PyList_Append(items.get(), c.get());
+  PyObject_SetAttrString(obj.get(), "_contained", items.get());
+  PyObject_SetAttrString(obj.get(), "_text", Ref(PyUnicode_FromString(text.c_str())).get());
+  return obj.release();
+}
+
+PyObject* jit_type(const SchemaType& t) {
+  using K = SchemaType::Kind;
+  if (t.optional) {
+    SchemaType inner = t;
+    inner.optional = false;
+    inner.alias.clear();
+    return new_jit_type("OptionalType", inner.str() + "?", {Ref(jit_type(inner))});
+  }
+  if (t.list) {
+    SchemaType element = t;
+    element.list = false;
+    element.fixed_size = 0;
+    element.alias.clear();
+    element.optional = t.element_optional;
+    element.element_optional = false;
+    return new_jit_type("ListType", element.str() + "[]", {Ref(jit_type(element))});
+  }
+  switch (t.kind) {
+    case K::Tensor:
+      Py_INCREF(tensor_jit_type);
+      return tensor_jit_type;
+    case K::Int: return new_jit_type("IntType", "int", {});
+    case K::SymInt: return new_jit_type("IntType", "SymInt", {});  // the stubs have no SymIntType
+    case K::Float: return new_jit_type("FloatType", "float", {});
+    case K::Bool: return new_jit_type("BoolType", "bool", {});
+    case K::Str: return new_jit_type("StringType", "str", {});
+    case K::Scalar: return new_jit_type("NumberType", "Scalar", {});
+    case K::Device: return new_jit_type("DeviceObjType", "Device", {});
+    case K::ScalarType:
+    case K::Layout:
+    case K::MemoryFormat: return new_jit_type("IntType", t.base, {});
+    default: return new_jit_type("AnyType", t.base, {});
+  }
+}
+
+// Installed as plain functions on the classes: the instance arrives as the first argument.
+PyObject* jit_type_contained(PyObject*, PyObject* self) { return PyObject_GetAttrString(self, "_contained"); }
+PyObject* jit_type_str(PyObject*, PyObject* self) { return PyObject_GetAttrString(self, "_text"); }
+PyObject* jit_type_is_subtype_of(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "isSubtypeOf(other) takes one argument");
+    return nullptr;
+  }
+  PyObject* self = args[0];
+  PyObject* other = args[1];
+  if (self == other) Py_RETURN_TRUE;
+  // T <: Optional[T]; otherwise equal spelling of the same kind.
+  Ref other_name(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(other)), "__name__"));
+  if (PyUnicode_CompareWithASCIIString(other_name.get(), "OptionalType") == 0) {
+    Ref contained(PyObject_GetAttrString(other, "_contained"));
+    if (contained && PyList_GET_SIZE(contained.get()) == 1) {
+      PyObject* inner = PyList_GET_ITEM(contained.get(), 0);
+      PyObject* call_args[2] = {self, inner};
+      return jit_type_is_subtype_of(nullptr, call_args, 2);
+    }
+  }
+  if (Py_TYPE(self) != Py_TYPE(other)) Py_RETURN_FALSE;
+  Ref a(PyObject_GetAttrString(self, "_text")), b(PyObject_GetAttrString(other, "_text"));
+  return PyBool_FromLong(a && b && PyUnicode_Compare(a.get(), b.get()) == 0);
+}
+PyObject* tensor_type_get(PyObject*, PyObject*) {
+  Py_INCREF(tensor_jit_type);
+  return tensor_jit_type;
+}
+
+PyMethodDef jit_type_methods[] = {
+    {"containedTypes", jit_type_contained, METH_O, nullptr},
+    {"__str__", jit_type_str, METH_O, nullptr},
+    {"__repr__", jit_type_str, METH_O, nullptr},
+    {"annotation_str", jit_type_str, METH_O, nullptr},
+    {"isSubtypeOf", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(jit_type_is_subtype_of)), METH_FASTCALL, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+PyMethodDef tensor_type_get_def = {"get", tensor_type_get, METH_NOARGS, nullptr};
 
 Operator* lookup(const std::string& name_with_overload) {
   std::string name = name_with_overload, overload;
@@ -124,7 +218,7 @@ PyObject* f_get_operation_overload(PyObject*, PyObject* args) {
 PyObject* argument_object(const SchemaArgument& a) {
   Ref obj(PyObject_CallNoArgs(argument_class));
   PyObject_SetAttrString(obj.get(), "name", Ref(PyUnicode_FromString(a.name.c_str())).get());
-  PyObject_SetAttrString(obj.get(), "type", Ref(PyUnicode_FromString(a.type.str().c_str())).get());
+  PyObject_SetAttrString(obj.get(), "type", Ref(jit_type(a.type)).get());
   PyObject_SetAttrString(obj.get(), "kwarg_only", a.kwarg_only ? Py_True : Py_False);
   PyObject_SetAttrString(obj.get(), "default_value",
                          Ref(a.default_text ? PyUnicode_FromString(a.default_text->c_str()) : Ref::borrow(Py_None).release()).get());
@@ -165,7 +259,7 @@ PyObject* f_get_schema(PyObject*, PyObject* args) {
   return schema_object(*op);
 }
 
-PyObject* f_schema_str(PyObject* self, PyObject*) { return PyObject_GetAttrString(self, "_text"); }
+PyObject* f_schema_str(PyObject*, PyObject* self) { return PyObject_GetAttrString(self, "_text"); }
 
 bool has_key(const std::string& name, const std::string& key) {
   Operator* op = lookup(name);
@@ -186,9 +280,28 @@ PyObject* f_has_kernel_for_dispatch_key(PyObject*, PyObject* args) {
   Ref key_name(PyUnicode_Check(key) ? Ref::borrow(key) : Ref(PyObject_GetAttrString(key, "name")));
   return PyBool_FromLong(has_key(name, PyUnicode_AsUTF8(key_name.get())));
 }
+// Registered with the dispatcher at all (yaml operators and Python registrations), as
+// opposed to TorchScript-only overloads, which upstream's dispatcher never sees.
 PyObject* f_has_kernel(PyObject*, PyObject* arg) {
   Operator* op = lookup(PyUnicode_AsUTF8(arg));
-  return PyBool_FromLong(op && op->kernel);
+  if (!op) Py_RETURN_FALSE;
+  if (!op->dispatch_keys.empty()) Py_RETURN_TRUE;
+  for (const auto& [key, fn] : python_kernels())
+    if (key.first == op->schema.full_name()) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
+}
+
+// The "computed" table: a direct registration, or one through a composite alias key
+// (which covers every backend, Meta included).
+PyObject* f_has_computed_kernel_for_dispatch_key(PyObject*, PyObject* args) {
+  const char *name, *key;
+  if (!PyArg_ParseTuple(args, "ss", &name, &key)) return nullptr;
+  if (has_key(name, key)) Py_RETURN_TRUE;
+  Operator* op = lookup(name);
+  if (op)
+    for (const std::string& k : op->dispatch_keys)
+      if (k.rfind("Composite", 0) == 0) Py_RETURN_TRUE;
+  Py_RETURN_FALSE;
 }
 PyObject* f_false_any(PyObject*, PyObject*) { Py_RETURN_FALSE; }
 
@@ -320,6 +433,7 @@ PyMethodDef dispatch_functions[] = {
     {"_get_schema", f_get_schema, METH_VARARGS, nullptr},
     {"_dispatch_has_kernel_for_dispatch_key", f_has_kernel_for_dispatch_key, METH_VARARGS, nullptr},
     {"_dispatch_has_kernel", f_has_kernel, METH_O, nullptr},
+    {"_dispatch_has_computed_kernel_for_dispatch_key", f_has_computed_kernel_for_dispatch_key, METH_VARARGS, nullptr},
     {"_dispatch_has_kernel_for_any_dispatch_key", f_false_any, METH_VARARGS, nullptr},
     {"_dispatch_has_backend_fallback", f_false_any, METH_VARARGS, nullptr},
     {"_dispatch_dump", f_dispatch_dump, METH_O, nullptr},
@@ -330,6 +444,25 @@ PyMethodDef dispatch_functions[] = {
 };
 
 }  // namespace
+
+// Runs after the stub surface exists: gives its JIT type classes the behaviour schema
+// consumers use (isSubtypeOf, containedTypes, str) and TensorType.get().
+void init_jit_types(PyObject* module) {
+  torch_c_module = module;
+  for (const char* name : {"TensorType", "OptionalType", "ListType", "IntType", "FloatType",
+                           "BoolType", "StringType", "NumberType", "DeviceObjType", "AnyType"}) {
+    Ref cls(PyObject_GetAttrString(module, name));
+    if (!cls) throw PythonErrorSet();
+    for (PyMethodDef* def = jit_type_methods; def->ml_name; ++def) {
+      Ref f(PyCFunction_NewEx(def, nullptr, nullptr));
+      PyObject_SetAttrString(cls.get(), def->ml_name, Ref(PyInstanceMethod_New(f.get())).get());
+    }
+  }
+  Ref tensor_type(PyObject_GetAttrString(module, "TensorType"));
+  tensor_jit_type = new_jit_type("TensorType", "Tensor", {});
+  Ref get(PyCFunction_NewEx(&tensor_type_get_def, nullptr, nullptr));
+  PyObject_SetAttrString(tensor_type.get(), "get", Ref(PyStaticMethod_New(get.get())).get());
+}
 
 void init_dispatch(PyObject* module) {
   op_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&op_spec));

@@ -299,7 +299,12 @@ PyObject* m_cpu(PyObject* self, PyObject*, PyObject*) {
   return self;
 }
 PyObject* m_refuse_device(PyObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device: Tensor.cuda() is not available");
+  PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device: Tensor.cuda/ipu/xpu() are not available");
+  return nullptr;
+}
+PyObject* m_refuse_complex(PyObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_NotImplementedError,
+                  "torchnative does not store complex dtypes yet: Tensor.cfloat/cdouble() are not available");
   return nullptr;
 }
 
@@ -404,6 +409,10 @@ PyMethodDef handwritten_methods[] = {
     KW("bool", m_bool),
     KW("cpu", m_cpu),
     KW("cuda", m_refuse_device),
+    KW("ipu", m_refuse_device),
+    KW("xpu", m_refuse_device),
+    KW("cfloat", m_refuse_complex),
+    KW("cdouble", m_refuse_complex),
     KW("type", m_type),
     KW("new_tensor", m_new_tensor),
     NOARGS("storage", m_storage_refused),

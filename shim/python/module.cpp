@@ -477,6 +477,12 @@ void init_surface(PyObject* module) {
         classes[{row.module, row.name}] = cls.get();
         PyModule_AddObject(mod, row.name, cls.release());
       }
+    } else if (kind == "method" && std::string(row.owner) == "_TensorBase") {
+      // Tensor methods upstream writes by hand and we have not: refuse by name.
+      if (PyDict_GetItemString(tensor_base_type->tp_dict, row.name)) continue;
+      Ref f(refusing_function("torch.Tensor." + std::string(row.name), row.name));
+      PyDict_SetItemString(tensor_base_type->tp_dict, row.name, Ref(PyInstanceMethod_New(f.get())).get());
+      PyType_Modified(tensor_base_type);
     } else if (kind == "method") {
       auto it = classes.find({row.module, row.owner});
       if (it == classes.end()) continue;  // a class we implement ourselves
@@ -536,6 +542,7 @@ PyMODINIT_FUNC PyInit__C() {
     PyModule_AddObject(module, "_OutOfMemoryError",
                        PyErr_NewException("torch._C._OutOfMemoryError", PyExc_RuntimeError, nullptr));
     init_surface(module);
+    init_jit_types(module);
   } catch (const PythonErrorSet&) {
     Py_DECREF(module);
     return nullptr;

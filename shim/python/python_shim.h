@@ -97,6 +97,7 @@ PyObject* new_method_descriptor(const std::string& name, Binding* binding);
 // ---- torch.ops / torch.library surface ----
 void init_dispatch(PyObject* module);
 void init_surface(PyObject* module);
+void init_jit_types(PyObject* module);
 
 // Translates a C++ exception into the Python exception upstream raises.
 void set_python_error(const std::exception& e);

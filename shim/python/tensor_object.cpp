@@ -218,7 +218,17 @@ PyObject* get_mT(PyObject* self, void*) {
   TN_PY_CATCH(nullptr)
 }
 
+// Every stored dtype is real: .real is the tensor itself (as a view), .imag an error.
+PyObject* get_real(PyObject* self, void* closure) { return get_data(self, closure); }
+PyObject* get_imag(PyObject*, void*) {
+  PyErr_SetString(PyExc_RuntimeError, "imag is not implemented for tensors with non-complex dtypes.");
+  return nullptr;
+}
+
 PyGetSetDef tensor_getset[] = {
+    {"real", get_real, nullptr, nullptr, nullptr},
+    {"imag", get_imag, nullptr, nullptr, nullptr},
+    {"is_cpu", get_true, nullptr, nullptr, nullptr},
     {"shape", get_shape, nullptr, nullptr, nullptr},
     {"dtype", get_dtype, nullptr, nullptr, nullptr},
     {"device", get_device, nullptr, nullptr, nullptr},

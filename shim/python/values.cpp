@@ -385,6 +385,11 @@ void init_value_types(PyObject* module) {
   PyModule_AddObject(module, "strided", strided);
   const char* layouts[] = {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"};
   for (int i = 0; i < 6; ++i) PyModule_AddObject(module, layouts[i], make_enum(layout_type, i + 1, layouts[i]));
+  PyTypeObject* qscheme_type = make_enum_type("torch.qscheme", nullptr);
+  PyModule_AddObject(module, "qscheme", reinterpret_cast<PyObject*>(qscheme_type));
+  const char* qschemes[] = {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+                            "per_channel_affine_float_qparams"};
+  for (int i = 0; i < 5; ++i) PyModule_AddObject(module, qschemes[i], make_enum(qscheme_type, i, qschemes[i]));
   const char* formats[] = {"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"};
   for (int i = 0; i < 4; ++i) {
     memory_formats[i] = make_enum(memory_format_type, i, formats[i]);

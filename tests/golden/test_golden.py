@@ -24,9 +24,6 @@ def _run(*arguments):
     return process.returncode, process.stdout + process.stderr
 
 
-# Strict: the day `import torch` completes on the shim this XPASSes and fails, and the
-# marker must go. Until then the comparison cannot start (run.py exits 2).
-@pytest.mark.xfail(strict=True, reason="issue 2 in progress: `import torch` on the shim does not complete yet")
 def test_golden_cases():
     if not os.path.exists(SHIM):
         pytest.skip("shim interpreter %s not built" % SHIM)

@@ -9,13 +9,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 UPSTREAM_TORCH = "/usr/lib/python3/dist-packages/torch"
 
 
-# Strict xfail: each turns into a failure the moment it starts passing, so the marker
-# cannot outlive the gap it records. See the issue note for where the import stops.
-IMPORT_GAP = pytest.mark.xfail(strict=True, reason="issue 2 in progress: upstream's torch/__init__.py "
-                               "does not yet import to the end on the shim")
-
-
-@IMPORT_GAP
 def test_torch_resolves_to_our_tree_and_extension():
     import torch
     assert torch.__file__.startswith(os.path.join(REPO, "build", "pytree")) or os.path.realpath(
@@ -26,7 +19,6 @@ def test_torch_resolves_to_our_tree_and_extension():
     assert not ext.startswith(UPSTREAM_TORCH)
 
 
-@IMPORT_GAP
 def test_no_libtorch_is_mapped():
     # A fresh interpreter, so nothing imported by pytest plugins can interfere.
     code = "import torch, torch.nn, torch.optim; print(open('/proc/self/maps').read())"
@@ -39,17 +31,15 @@ def test_no_libtorch_is_mapped():
     assert any("/_C." in m for m in ours), ours
 
 
-@IMPORT_GAP
 @pytest.mark.parametrize("module", [
     "torch.nn", "torch.nn.functional", "torch.optim", "torch.utils.data", "torch.distributed",
-    "torch.autograd", "torch.fx",
+    "torch.autograd", "torch.fx", "torchvision", "torchvision.models",
 ])
 def test_upstream_modules_import(module):
     # A fresh interpreter each: a failed `import torch` leaves a half-initialised module behind.
     subprocess.run([sys.executable, "-c", "import " + module], check=True, capture_output=True)
 
 
-@IMPORT_GAP
 def test_unimplemented_operators_name_themselves():
     import torch
     x = torch.zeros(3, 3)

@@ -392,6 +392,8 @@ TN_KERNEL("aten::to.dtype_layout", {
   ScalarType to = a.optional_dtype(1).value_or(t.dtype());
   return (to == t.dtype() && !a.boolean(6)) ? t : t.to(to).clone();
 });
+// torchvision asks at import which CUDA its ops were built for; this is a CPU build.
+TN_KERNEL("torchvision::_cuda_version", { return int64_t{-1}; });
 TN_KERNEL("aten::type_as", { return a.tensor(0).to(a.tensor(1).dtype()); });
 
 }  // namespace tn
