@@ -355,6 +355,12 @@ PyMethodDef module_functions[] = {
     // torch.jit asks for its bindings to be set up; the JIT surface is the refusing stubs.
     NOARGS("_jit_init", f_true),
     NOARGS("_multiprocessing_init", f_multiprocessing_init),
+    {nullptr, nullptr, 0, nullptr},
+};
+
+// Upstream writes these torch.* functions by hand and exposes them through
+// torch._C._VariableFunctions, like the generated ones.
+PyMethodDef handwritten_variable_functions[] = {
     KW("tensor", f_tensor),
     KW("as_tensor", f_as_tensor),
     ONE("from_numpy", f_from_numpy),
@@ -529,6 +535,8 @@ PyMODINIT_FUNC PyInit__C() {
     init_value_types(module);
     init_generator(module);
     init_op_bindings(module);
+    PyModule_AddFunctions(PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C._VariableFunctions"),
+                          handwritten_variable_functions);
     init_dispatch(module);
     disabled_torch_function = PyCFunction_NewEx(&disabled_def, nullptr, nullptr);
     Py_INCREF(disabled_torch_function);

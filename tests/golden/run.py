@@ -175,10 +175,11 @@ def read_unsupported(path=UNSUPPORTED):
 def judge_all(names, upstream, reference, shim, unsupported):
     """[(name, verdict, reason)] in case order."""
     verdicts = []
+    floors = compare.error_floors(names, upstream, reference)
     for name in names:
         missing = {"name": name, "crash": "produced no result"}
         verdict, reason = compare.judge(upstream.get(name, missing), shim.get(name, missing),
-                                        reference.get(name), unsupported)
+                                        reference.get(name), unsupported, floors.get(name, 0.0))
         verdicts.append((name, verdict, reason))
     return verdicts
 
