@@ -108,6 +108,26 @@ const char* scalar_type_name(ScalarType type) {
   }
 }
 
+const char* upstream_type_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::Byte: return "Byte";
+    case ScalarType::Char: return "Char";
+    case ScalarType::Short: return "Short";
+    case ScalarType::Int: return "Int";
+    case ScalarType::Long: return "Long";
+    case ScalarType::Half: return "Half";
+    case ScalarType::Float: return "Float";
+    case ScalarType::Double: return "Double";
+    case ScalarType::Bool: return "Bool";
+    case ScalarType::BFloat16: return "BFloat16";
+    default: return "Undefined";
+  }
+}
+
+void dtype_not_implemented(const char* kernel, ScalarType type) {
+  throw Error(std::string("\"") + kernel + "\" not implemented for '" + upstream_type_name(type) + "'");
+}
+
 bool is_floating(ScalarType t) {
   return t == ScalarType::Half || t == ScalarType::Float || t == ScalarType::Double ||
          t == ScalarType::BFloat16;
@@ -289,6 +309,10 @@ Dst convert(Src value) {
 }  // namespace
 
 void Tensor::copy_from(const Tensor& src) const {
+  for (int64_t d = 0; d < dim(); ++d)
+    if (strides()[d] == 0 && sizes()[d] > 1)
+      throw Error("unsupported operation: more than one element of the written-to tensor refers to a single "
+                  "memory location. Please clone() the tensor before performing the operation.");
   Shape target = sizes();
   if (broadcast_shapes(src.sizes(), target) != target)
     throw Error("output with shape " + shape_str(target) +

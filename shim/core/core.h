@@ -65,7 +65,10 @@ struct BFloat16 {
 };
 
 size_t element_size(ScalarType type);
-const char* scalar_type_name(ScalarType type);  // "float32", ...
+const char* scalar_type_name(ScalarType type);    // "float32", ...
+const char* upstream_type_name(ScalarType type);  // "Float", as upstream's kernel errors spell it
+// Upstream's refusal for a dtype a CPU kernel lacks: "\"kernel\" not implemented for 'Half'".
+[[noreturn]] void dtype_not_implemented(const char* kernel, ScalarType type);
 bool is_floating(ScalarType type);
 bool is_integral(ScalarType type, bool include_bool);
 bool is_signed(ScalarType type);

@@ -34,6 +34,21 @@ bool same_signature(const Schema& a, const Schema& b) {
   return true;
 }
 
+const char* const kTensorOptionNames[] = {"dtype", "layout", "device", "pin_memory"};
+
+bool is_tensor_option(const std::string& name) {
+  for (const char* option : kTensorOptionNames)
+    if (name == option) return true;
+  return false;
+}
+
+// `functional` has the arguments of `out` (minus out tensors) plus TensorOptions.
+bool adds_only_tensor_options(const Schema& out, const Schema& functional) {
+  Schema trimmed = functional;
+  std::erase_if(trimmed.arguments, [](const SchemaArgument& a) { return is_tensor_option(a.name); });
+  return trimmed.arguments.size() < functional.arguments.size() && same_signature(out, trimmed);
+}
+
 void resize_output(const Tensor& out, const Shape& sizes) {
   if (out.sizes() == sizes) return;
   TensorImpl* impl = out.impl();
@@ -50,12 +65,30 @@ void resize_output(const Tensor& out, const Shape& sizes) {
 
 void write_result(const Tensor& target, const Tensor& result, bool resize) {
   if (!can_cast(result.dtype(), target.dtype()))
-    throw Error(std::string("result type ") +
-                (is_floating(result.dtype()) ? "Float" : "Long") +
-                " can't be cast to the desired output type " +
-                scalar_type_name(target.dtype()));
+    throw Error(std::string("result type ") + upstream_type_name(result.dtype()) +
+                " can't be cast to the desired output type " + upstream_type_name(target.dtype()));
   if (resize) resize_output(target, result.sizes());
   if (!target.same(result)) target.copy_from(result);
+}
+
+// Shim tensors never carry dimension names, so a lookup by name fails exactly as it
+// does upstream on an unnamed tensor.
+void refuse_dimnames(const Operator& op, const Stack& stack) {
+  int64_t ndim = -1;
+  for (const IValue& v : stack)
+    if (v.is<Tensor>()) {
+      ndim = v.get<Tensor>().dim();
+      break;
+    }
+  for (size_t i = 0; i < op.schema.arguments.size() && i < stack.size(); ++i) {
+    if (op.schema.arguments[i].type.kind != SchemaType::Kind::Dimname || ndim < 0) continue;
+    std::string name;
+    if (stack[i].is<std::string>()) name = stack[i].get<std::string>();
+    else continue;
+    std::string names;
+    for (int64_t d = 0; d < ndim; ++d) names += (d ? ", None" : "None");
+    throw Error("Name '" + name + "' not found in Tensor[" + names + "].");
+  }
 }
 
 }  // namespace
@@ -107,6 +140,7 @@ void Dispatcher::call(const Operator& op, Stack& stack) const {
     return;
   }
   const Operator* functional = op.functional;
+  if (!functional || !functional->kernel) refuse_dimnames(op, stack);
   if (!functional || !functional->kernel)
     throw NotImplemented("torchnative does not implement operator " + op.schema.full_name() +
                          " yet (schema: " + op.schema.str() + ")");
@@ -117,12 +151,18 @@ void Dispatcher::call(const Operator& op, Stack& stack) const {
     stack.assign(1, IValue(self));
     return;
   }
-  // out= overload: run the functional form, then resize and copy into the out tensors.
+  // out= overload: run the functional form (its arguments found by name; TensorOptions
+  // it adds take the out tensor's dtype), then resize and copy into the out tensors.
   std::vector<Tensor> outs;
-  Stack args;
-  for (size_t i = 0; i < op.schema.arguments.size(); ++i) {
+  for (size_t i = 0; i < op.schema.arguments.size(); ++i)
     if (op.schema.arguments[i].is_out) outs.push_back(std::get<Tensor>(stack[i].value));
-    else args.push_back(std::move(stack[i]));
+  Stack args;
+  for (const SchemaArgument& f : functional->schema.arguments) {
+    auto it = std::find_if(op.schema.arguments.begin(), op.schema.arguments.end(),
+                           [&](const SchemaArgument& a) { return a.name == f.name && !a.is_out; });
+    if (it != op.schema.arguments.end()) args.push_back(std::move(stack[size_t(it - op.schema.arguments.begin())]));
+    else if (f.name == "dtype") args.emplace_back(int64_t(outs.at(0).dtype()));
+    else args.emplace_back();
   }
   functional->kernel(args);
   if (args.size() != outs.size()) throw Error(op.schema.full_name() + ": result count mismatch");
@@ -135,6 +175,8 @@ void Dispatcher::call(const Operator& op, Stack& stack) const {
 
 void Dispatcher::link_derived_variants() {
   for (auto& [name, group] : by_name_) {
+    // out= overloads: the functional overload with the same arguments, or one that
+    // only adds TensorOptions (factories: zeros.out takes its dtype from `out`).
     for (Operator* op : group) {
       if (op->schema.out_count() == 0) continue;
       for (Operator* candidate : group)
@@ -142,12 +184,29 @@ void Dispatcher::link_derived_variants() {
           op->functional = candidate;
           break;
         }
+      if (op->functional) continue;
+      for (Operator* candidate : group)
+        if (candidate->schema.out_count() == 0 && adds_only_tensor_options(op->schema, candidate->schema)) {
+          op->functional = candidate;
+          break;
+        }
     }
+    // In-place overloads (add_.Tensor, pow_.Scalar, __iand__.Tensor): the functional
+    // overload of the base name with the same arguments, whatever its overload name.
     const std::string& base = group.front()->schema.name;
-    if (base.empty() || base.back() != '_' || base.substr(0, 2) == "__") continue;
-    std::string functional_name = name.substr(0, name.size() - 1);
+    std::string functional_name;
+    if (base.size() > 4 && base.substr(0, 3) == "__i" && base.substr(base.size() - 2) == "__")
+      functional_name = group.front()->schema.ns + "::__" + base.substr(3);
+    else if (!base.empty() && base.back() == '_' && base.substr(0, 2) != "__")
+      functional_name = name.substr(0, name.size() - 1);
+    else
+      continue;
     for (Operator* op : group)
-      if (Operator* f = find(functional_name, op->schema.overload)) op->functional = f;
+      for (Operator* f : overloads(functional_name))
+        if (f->schema.out_count() == 0 && same_signature(op->schema, f->schema)) {
+          op->functional = f;
+          break;
+        }
   }
 }
 
@@ -268,6 +327,11 @@ std::optional<std::string> Args::optional_string(size_t i) const {
 std::optional<ScalarType> Args::optional_dtype(size_t i) const {
   if (stack_[i].is_none()) return std::nullopt;
   return ScalarType(integer(i));
+}
+
+Generator& Args::generator(size_t i) const {
+  if (stack_[i].is<Generator*>()) return *stack_[i].get<Generator*>();
+  return default_generator();
 }
 
 }  // namespace tn

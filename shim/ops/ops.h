@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core.h"
+#include "random.h"
 
 namespace tn {
 
@@ -25,7 +26,7 @@ struct IValue {
   struct None {};
   using Storage = std::variant<None, Tensor, double, int64_t, bool, Scalar, std::string,
                                std::vector<int64_t>, std::vector<double>, std::vector<bool>,
-                               std::vector<Tensor>, std::vector<std::optional<Tensor>>, Stack>;
+                               std::vector<Tensor>, std::vector<std::optional<Tensor>>, Stack, Generator*>;
   Storage value;
 
   IValue() = default;
@@ -40,6 +41,7 @@ struct IValue {
   IValue(std::vector<bool> v) : value(std::move(v)) {}           // NOLINT
   IValue(std::vector<Tensor> v) : value(std::move(v)) {}         // NOLINT
   IValue(std::vector<std::optional<Tensor>> v) : value(std::move(v)) {}  // NOLINT
+  IValue(Generator* g) : value(g) {}                                     // NOLINT
   static IValue tuple(Stack items) {
     IValue v;
     v.value = std::move(items);
@@ -161,6 +163,7 @@ class Args {
   std::vector<std::optional<Tensor>> optional_tensor_list(size_t i) const;
   std::optional<std::string> optional_string(size_t i) const;
   std::optional<ScalarType> optional_dtype(size_t i) const;
+  Generator& generator(size_t i) const;  // the default generator when None
 
  private:
   Stack& stack_;

@@ -208,6 +208,16 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
         out->value = std::move(items);
         return true;
       }
+      case K::Dimname: {
+        // Names only ever reach refuse_dimnames (shim tensors are unnamed): keep the first.
+        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+        Ref seq(PySequence_Fast(obj, ""));
+        if (PySequence_Fast_GET_SIZE(seq.get()) == 0) return false;
+        PyObject* first = PySequence_Fast_GET_ITEM(seq.get(), 0);
+        if (!PyUnicode_Check(first)) return false;
+        out->value = std::string(PyUnicode_AsUTF8(first));
+        return true;
+      }
       default:
         return false;
     }
@@ -293,7 +303,7 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       return false;
     case K::Generator:
       if (!is_generator(obj)) return false;
-      *out = IValue();  // the default generator is the only one kernels use
+      out->value = generator_of(obj);
       return true;
     default:
       return false;
@@ -472,21 +482,31 @@ const std::unordered_map<std::string, bool>& numbers_as_tensors() {
 
 }  // namespace
 
+// A return value as Python sees it: ScalarType returns travel as ints but are dtypes.
+PyObject* return_to_python(const SchemaArgument& declared, const IValue& value) {
+  if (declared.type.kind == SchemaType::Kind::ScalarType && value.is<int64_t>()) {
+    PyObject* dtype = dtype_object(ScalarType(value.get<int64_t>()));
+    Py_INCREF(dtype);
+    return dtype;
+  }
+  return ivalue_to_python(value);
+}
+
 PyObject* returns_to_python(const Operator& op, Stack& stack) {
   const auto& returns = op.schema.returns;
   if (returns.empty()) Py_RETURN_NONE;
-  if (returns.size() == 1) return ivalue_to_python(stack.at(0));
+  if (returns.size() == 1) return return_to_python(returns[0], stack.at(0));
   bool named = std::all_of(returns.begin(), returns.end(),
                            [](const SchemaArgument& r) { return !r.name.empty(); });
   if (named) {
     PyObject* result = PyStructSequence_New(reinterpret_cast<PyTypeObject*>(return_type_for(op)));
     for (size_t i = 0; i < returns.size(); ++i)
-      PyStructSequence_SET_ITEM(result, Py_ssize_t(i), ivalue_to_python(stack.at(i)));
+      PyStructSequence_SET_ITEM(result, Py_ssize_t(i), return_to_python(returns[i], stack.at(i)));
     return result;
   }
   PyObject* tuple = PyTuple_New(Py_ssize_t(returns.size()));
   for (size_t i = 0; i < returns.size(); ++i)
-    PyTuple_SET_ITEM(tuple, Py_ssize_t(i), ivalue_to_python(stack.at(i)));
+    PyTuple_SET_ITEM(tuple, Py_ssize_t(i), return_to_python(returns[i], stack.at(i)));
   return tuple;
 }
 
@@ -498,9 +518,6 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
   bool numbers = allow_numbers_as_tensors || numbers_as_tensors().count(python_name);
   for (Operator* op : ops) {
     if (numbers && op->schema.overload.find("Scalar") != std::string::npos) continue;
-    if (op->schema.overload.find("dimname") != std::string::npos ||
-        op->schema.overload.find("names") != std::string::npos || op->schema.overload == "Dimname")
-      continue;
     binding->signatures.push_back(make_signature(op, is_method));
   }
   // Tensor overloads before Scalar ones, as upstream orders them: a 0-dim tensor

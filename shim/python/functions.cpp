@@ -159,8 +159,16 @@ PyObject* m_tolist(PyObject* self, PyObject*) {
   TN_PY_TRY return tensor_to_list(SELF);
   TN_PY_CATCH(nullptr)
 }
+// Python's number conversions of a tensor: one element only, else ValueError.
+bool require_one_element(const Tensor& t) {
+  if (t.numel() == 1) return true;
+  PyErr_SetString(PyExc_ValueError, "only one element tensors can be converted to Python scalars");
+  return false;
+}
 PyObject* m_item(PyObject* self, PyObject*) {
-  TN_PY_TRY return scalar_to_python(SELF.item());
+  TN_PY_TRY
+  if (!require_one_element(SELF)) return nullptr;
+  return scalar_to_python(SELF.item());
   TN_PY_CATCH(nullptr)
 }
 PyObject* m_is_contiguous(PyObject* self, PyObject* const*, Py_ssize_t) { return PyBool_FromLong(SELF.is_contiguous()); }
@@ -183,11 +191,14 @@ PyObject* m_bool_scalar(PyObject* self, PyObject*) {
   TN_PY_CATCH(nullptr)
 }
 PyObject* m_float_scalar(PyObject* self, PyObject*) {
-  TN_PY_TRY return PyFloat_FromDouble(SELF.item().to_double());
+  TN_PY_TRY
+  if (!require_one_element(SELF)) return nullptr;
+  return PyFloat_FromDouble(SELF.item().to_double());
   TN_PY_CATCH(nullptr)
 }
 PyObject* m_int_scalar(PyObject* self, PyObject*) {
   TN_PY_TRY
+  if (!require_one_element(SELF)) return nullptr;
   Scalar s = SELF.item();
   if (s.is_float()) return PyNumber_Long(Ref(PyFloat_FromDouble(s.to_double())).get());
   return PyLong_FromLongLong(s.to_int());
@@ -293,6 +304,79 @@ CONVERT(char, Char)
 CONVERT(byte, Byte)
 CONVERT(bool, Bool)
 #undef CONVERT
+
+Stack call_door(const char* name, const char* overload, Stack args) {
+  Operator* op = Dispatcher::instance().find(std::string("aten::") + name, overload);
+  Dispatcher::instance().call(*op, args);
+  return args;
+}
+
+// Tensor.to(...): upstream parses it by hand (device and dtype in either position,
+// a tensor to match); only dtype and copy matter on a cpu-only shim.
+PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  std::optional<ScalarType> dtype;
+  bool copy = false;
+  auto take_device = [](PyObject* obj) {
+    if (is_device(obj)) {
+      Ref type(PyObject_GetAttrString(obj, "type"));
+      return std::string(PyUnicode_AsUTF8(type.get())) == "cpu";
+    }
+    return PyUnicode_Check(obj) && std::string(PyUnicode_AsUTF8(obj)).rfind("cpu", 0) == 0;
+  };
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* arg = PyTuple_GET_ITEM(args, i);
+    if (is_dtype(arg)) {
+      dtype = dtype_of(arg);
+    } else if (is_tensor(arg) && i == 0) {
+      dtype = unpack(arg).dtype();
+    } else if (PyBool_Check(arg) && i >= 1) {
+      if (i == n - 1 && n >= 3) copy = arg == Py_True;  // to(dtype, non_blocking, copy)
+    } else if (is_device(arg) || PyUnicode_Check(arg) || PyLong_Check(arg)) {
+      if (!take_device(arg)) {
+        PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
+        return nullptr;
+      }
+    } else {
+      PyErr_Format(PyExc_TypeError, "to() received an invalid combination of arguments - got (%s)", Py_TYPE(arg)->tp_name);
+      return nullptr;
+    }
+  }
+  if (kwargs) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      std::string k = PyUnicode_AsUTF8(key);
+      if (k == "dtype" && value != Py_None) dtype = dtype_of(value);
+      else if (k == "copy") copy = value == Py_True;
+      else if (k == "device" && value != Py_None && !take_device(value)) {
+        PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
+        return nullptr;
+      } else if (k != "non_blocking" && k != "memory_format" && k != "device" && k != "dtype") {
+        PyErr_Format(PyExc_TypeError, "to() got an unexpected keyword argument '%s'", k.c_str());
+        return nullptr;
+      }
+    }
+  }
+  const Tensor& t = SELF;
+  ScalarType target = dtype.value_or(t.dtype());
+  Stack result = call_door("to", "dtype", {t, int64_t(target), false, copy, IValue()});
+  return wrap(std::get<Tensor>(result.at(0).value));
+  TN_PY_CATCH(nullptr)
+}
+
+// ~x: upstream refuses floats with TypeError before reaching bitwise_not.
+PyObject* m_invert(PyObject* self, PyObject*) {
+  TN_PY_TRY
+  const Tensor& t = SELF;
+  if (!is_integral(t.dtype(), true)) {
+    PyErr_SetString(PyExc_TypeError, "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
+    return nullptr;
+  }
+  return wrap(std::get<Tensor>(call_door("bitwise_not", "", {t}).at(0).value));
+  TN_PY_CATCH(nullptr)
+}
 
 PyObject* m_cpu(PyObject* self, PyObject*, PyObject*) {
   Py_INCREF(self);
@@ -408,6 +492,8 @@ PyMethodDef handwritten_methods[] = {
     KW("byte", m_byte),
     KW("bool", m_bool),
     KW("cpu", m_cpu),
+    KW("to", m_to),
+    NOARGS("__invert__", m_invert),
     KW("cuda", m_refuse_device),
     KW("ipu", m_refuse_device),
     KW("xpu", m_refuse_device),

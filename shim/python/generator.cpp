@@ -117,6 +117,7 @@ PyType_Spec generator_spec = {"torch._C.Generator", sizeof(GeneratorObject), 0, 
 }  // namespace
 
 bool is_generator(PyObject* obj) { return PyObject_TypeCheck(obj, generator_type); }
+Generator* generator_of(PyObject* obj) { return &gen(obj); }
 
 void init_generator(PyObject* module) {
   generator_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&generator_spec));

@@ -84,6 +84,9 @@ void init_op_bindings(PyObject* module) {
   }
   PyObject* type_dict = tensor_base_type->tp_dict;
   for (auto& [name, ops] : methods) {
+    // Properties upstream binds by hand (T, mT, H, mH, real, imag...) stay properties.
+    if (PyObject* existing = PyDict_GetItemString(type_dict, name.c_str()); existing && Py_TYPE(existing) == &PyGetSetDescr_Type)
+      continue;
     Ref m(new_method_descriptor(name, make_binding(name, ops, true, false)));
     PyDict_SetItemString(type_dict, name.c_str(), m.get());
   }
@@ -457,7 +460,10 @@ void init_surface(PyObject* module) {
     if (row.owner[0] == 0) {
       if (PyObject_HasAttrString(mod, row.name) || absent_by_design(row.name)) continue;
       if (kind == "function") {
-        PyModule_AddObject(mod, row.name, refusing_function(qualified, row.name));
+        // _VariableFunctions also lists functions torch._C defines at top level.
+        PyObject* top = std::string(row.module) == "torch._C._VariableFunctions"
+                            ? PyDict_GetItemString(PyModule_GetDict(module), row.name) : nullptr;
+        PyModule_AddObject(mod, row.name, top ? Ref::borrow(top).release() : refusing_function(qualified, row.name));
       } else if (kind == "enum") {
         // Enum members are data, not behaviour: create them with distinct values.
         Ref names(PyList_New(0));

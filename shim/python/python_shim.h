@@ -72,6 +72,7 @@ PyObject* strided_layout();  // borrowed
 PyObject* make_size(const Shape& sizes);  // torch.Size, new reference
 void init_value_types(PyObject* module);
 bool is_generator(PyObject* obj);
+Generator* generator_of(PyObject* obj);
 void init_generator(PyObject* module);
 
 // ---- conversions ----

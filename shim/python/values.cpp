@@ -495,15 +495,40 @@ void infer_shape(PyObject* data, size_t depth, Shape& shape, ScalarType& inferre
     return;
   }
   Scalar s;
+  if (PyUnicode_Check(data)) throw ValueError("too many dimensions 'str'");
   if (!python_to_scalar(data, &s))
-    throw TypeError(std::string("new(): invalid data type '") + Py_TYPE(data)->tp_name + "'");
+    throw Error(std::string("Could not infer dtype of ") + Py_TYPE(data)->tp_name);
   if (depth != shape.size()) throw ValueError("expected a sequence at dim " + std::to_string(depth));
   ScalarType t = s.type() == ScalarType::Double ? default_dtype() : s.type();
   inferred = inferred == ScalarType::Undefined ? t : promote_types(inferred, t);
 }
 
+// Upstream's checked conversion of Python numbers into a tensor's dtype: integers
+// outside the target's range are refused (negative ones may wrap into unsigned types);
+// float types take any value (overflow becomes inf).
 template <typename T>
-void fill_from(PyObject* data, T*& cursor) {
+void check_representable(const Scalar& s, ScalarType type) {
+  if constexpr (std::is_same_v<T, bool>) {
+    (void)s;
+    (void)type;
+  } else {
+    bool overflow = false;
+    if constexpr (std::is_integral_v<T>) {
+      if (!s.is_float() && !s.is_bool()) {
+        int64_t v = s.to_int();
+        if constexpr (std::is_unsigned_v<T>)
+          overflow = v > int64_t(std::numeric_limits<T>::max()) || (v < 0 && -v > int64_t(std::numeric_limits<T>::max()));
+        else
+          overflow = v > int64_t(std::numeric_limits<T>::max()) || v < int64_t(std::numeric_limits<T>::min());
+      }
+    }
+    if (overflow)
+      throw Error(std::string("value cannot be converted to type ") + scalar_type_name(type) + " without overflow");
+  }
+}
+
+template <typename T>
+void fill_from(PyObject* data, T*& cursor, ScalarType type) {
   if (is_tensor(data)) {
     Tensor src = unpack(data).to(ScalarType::Double);  // exact for every stored dtype but int64
     const Tensor& orig = unpack(data);
@@ -520,12 +545,13 @@ void fill_from(PyObject* data, T*& cursor) {
     Py_ssize_t n = PySequence_Size(data);
     for (Py_ssize_t i = 0; i < n; ++i) {
       Ref item(PySequence_GetItem(data, i));
-      fill_from(item.get(), cursor);
+      fill_from(item.get(), cursor, type);
     }
     return;
   }
   Scalar s;
   python_to_scalar(data, &s);
+  check_representable<T>(s, type);
   *cursor++ = s.to<T>();
 }
 
@@ -557,7 +583,7 @@ Tensor tensor_from_python_data(PyObject* data, std::optional<ScalarType> dtype) 
   TN_DISPATCH_ALL_TYPES(type, "tensor", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* cursor = out.data_as<scalar_t>();
-    fill_from(data, cursor);
+    fill_from(data, cursor, type);
   });
   return out;
 }

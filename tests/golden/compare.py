@@ -26,13 +26,14 @@ import struct
 K = 2.0
 
 # float64 cases have no more precise reference: their float64 reference run is the
-# case itself.  Their error floor is instead inherited from upstream's own error on
-# the same operation in float32 (the sibling case named with /float32/ instead of
-# /float64/), scaled by the ratio of the two unit roundoffs, 2**-53 / 2**-24.  An
-# operation upstream computes exactly in float32 (error 0) stays exact in float64;
-# a transcendental that upstream rounds within about an ulp in float32 may differ
-# by about an ulp in float64 (upstream's vectorized libm and ours round differently).
-FLOAT64_PER_FLOAT32 = 2.0 ** -29
+# case itself.  They inherit upstream's error on the same operation in float32 (the
+# sibling case named with /float32/ instead of /float64/), measured in float32 ulps
+# of the reference, and may differ from upstream's float64 result by K times that
+# many float64 ulps.  An operation upstream computes exactly in float32 (0 ulps)
+# stays exact in float64; a transcendental that upstream rounds within about an ulp
+# in float32 may differ by about an ulp in float64 (upstream's vectorized libm and
+# ours round differently).  Ulps, not relative error, because a one-ulp difference
+# is up to twice as large, relatively, at the bottom of a binade as at the top.
 
 PASS, FAIL, REFUSED = "pass", "fail", "refused"
 # Largest finite value of each float dtype.
@@ -40,12 +41,12 @@ FLOAT_MAX = {"torch.float32": 3.4028234663852886e38, "torch.float64": 1.79769313
              "torch.float16": 65504.0, "torch.bfloat16": 3.3895313892515355e38}
 
 
-def judge(up, shim, ref, unsupported, floor=0.0):
+def judge(up, shim, ref, unsupported, floor_ulps=0.0):
     """(verdict, reason) for one case; reason is None on PASS.
 
     ``ref`` is upstream's float64 reference record or None; ``unsupported`` is
-    the set of op names from unsupported.txt; ``floor`` the inherited error of a
-    float64 case (see FLOAT64_PER_FLOAT32).
+    the set of op names from unsupported.txt; ``floor_ulps`` the error a float64
+    case inherits from its float32 sibling, in ulps.
     """
     if "crash" in up:
         return FAIL, "upstream worker " + up["crash"]
@@ -66,30 +67,73 @@ def judge(up, shim, ref, unsupported, floor=0.0):
     if "exc" in shim:
         return FAIL, _outcome(shim)
     reference = ref.get("value") if ref else None
-    difference = compare_values(up["value"], shim["value"], reference, "result", floor)
+    difference = compare_values(up["value"], shim["value"], reference, "result", floor_ulps)
     return (FAIL, difference) if difference else (PASS, None)
 
 
 def error_floors(names, upstream, reference):
-    """{float64 case name: inherited error} from each case's float32 sibling."""
+    """{case name: inherited error in float64 ulps} for cases with float64 results.
+
+    The error comes from the case's float32 sibling (its dtype component replaced by
+    float32), or, without one, the largest over the operation's float32 cases.  An
+    operation upstream rounds at all is known only to within half an ulp in float64,
+    so a nonzero inheritance is at least 0.5 ulp: two implementations each within
+    half an ulp of the truth may differ by one.  Zero (an exact operation) stays zero.
+    """
+    def ulps(name):
+        if "value" not in upstream.get(name, {}) or "value" not in reference.get(name, {}):
+            return None
+        return case_ulps(upstream[name]["value"], reference[name]["value"])
+
+    by_op = {}
+    for name in names:
+        parts = name.split("/")
+        if len(parts) > 1 and parts[1] == "float32":
+            error = ulps(name)
+            if error is not None:
+                by_op[parts[0]] = max(by_op.get(parts[0], 0.0), error)
     floors = {}
     for name in names:
-        sibling = name.replace("/float64/", "/float32/")
-        if sibling == name or "value" not in upstream.get(sibling, {}) or "value" not in reference.get(sibling, {}):
+        parts = name.split("/")
+        if len(parts) < 2:
             continue
-        floors[name] = case_error(upstream[sibling]["value"], reference[sibling]["value"]) * FLOAT64_PER_FLOAT32
+        sibling = ulps("/".join([parts[0], "float32"] + parts[2:]))
+        error = sibling if sibling is not None and parts[1] != "float32" else by_op.get(parts[0], 0.0)
+        floors[name] = max(error, 0.5) if error > 0 else 0.0
     return floors
 
 
-def case_error(up, ref):
-    """The largest upstream error e over the float leaves of an encoded result."""
-    if up["kind"] == "tensor" and up["dtype"] in FLOAT_MAX:
+def case_ulps(up, ref):
+    """Upstream's largest error, in ulps of its dtype at the reference, over the float32
+    leaves of an encoded result (elements with a zero, subnormal or non-finite reference
+    are skipped: an ulp there says nothing about rounding)."""
+    if up["kind"] == "tensor" and up["dtype"] == "torch.float32":
         expected = flatten(up["data"])
-        return upstream_error(expected, reference_leaves(ref, len(expected)), FLOAT_MAX[up["dtype"]])
+        reference = reference_leaves(ref, len(expected)) or []
+        return max((abs(u - r) / float32_ulp(r) for u, r in zip(expected, reference)
+                    if type(u) is float and math.isfinite(u) and math.isfinite(r) and abs(r) >= FLOAT32_TINY
+                    and abs(r) <= FLOAT_MAX["torch.float32"]), default=0.0)
     if up["kind"] in ("tuple", "list") and ref and ref.get("kind") == up["kind"] \
             and len(ref["items"]) == len(up["items"]):
-        return max((case_error(u, r) for u, r in zip(up["items"], ref["items"])), default=0.0)
+        return max((case_ulps(u, r) for u, r in zip(up["items"], ref["items"])), default=0.0)
     return 0.0
+
+
+FLOAT32_TINY = 1.1754943508222875e-38
+
+
+def float32_ulp(x):
+    """The spacing of float32 numbers at |x| (a normal float32 magnitude)."""
+    return 2.0 ** (math.frexp(abs(x))[1] - 24)
+
+
+def float64_ulp(x):
+    return math.ulp(abs(x)) if x != 0 else 5e-324
+
+
+def tolerance(error, floor_ulps, reference_value):
+    """How far from the float64 reference a non-identical element may be (see K)."""
+    return K * max(error * max(1.0, abs(reference_value)), floor_ulps * float64_ulp(reference_value))
 
 
 def unsupported_ops(ops, unsupported):
@@ -103,7 +147,7 @@ def _outcome(shim):
     return "the shim returned a value"
 
 
-def compare_values(up, shim, ref, path, floor=0.0):
+def compare_values(up, shim, ref, path, floor_ulps=0.0):
     """A description of the first difference between two encoded values, or None."""
     if shim["kind"] != up["kind"]:
         return "%s: expected %s, got %s" % (path, up["kind"], shim["kind"])
@@ -119,7 +163,7 @@ def compare_values(up, shim, ref, path, floor=0.0):
         if up["dtype"] in FLOAT_MAX:
             reference = reference_leaves(ref, len(expected))
             return compare_floats(expected, actual, reference, FLOAT_MAX[up["dtype"]], path,
-                                  floor if up["dtype"] == "torch.float64" else 0.0)
+                                  floor_ulps if up["dtype"] == "torch.float64" else 0.0)
         return _compare_exact(expected, actual, path)
     if kind in ("tuple", "list", "size"):
         if len(shim["items"]) != len(up["items"]):
@@ -127,13 +171,13 @@ def compare_values(up, shim, ref, path, floor=0.0):
         references = ref["items"] if ref and ref["kind"] == kind and len(ref["items"]) == len(up["items"]) \
             else [None] * len(up["items"])
         for index, (u, s, r) in enumerate(zip(up["items"], shim["items"], references)):
-            difference = compare_values(u, s, r, "%s[%d]" % (path, index), floor)
+            difference = compare_values(u, s, r, "%s[%d]" % (path, index), floor_ulps)
             if difference:
                 return difference
         return None
     if kind == "float":
         reference = [ref["value"]] if ref and ref["kind"] == "float" else None
-        return compare_floats([up["value"]], [shim["value"]], reference, FLOAT_MAX["torch.float64"], path, floor)
+        return compare_floats([up["value"]], [shim["value"]], reference, FLOAT_MAX["torch.float64"], path, floor_ulps)
     if kind == "object" and shim["type"] != up["type"]:
         return "%s: expected a %s, got a %s" % (path, up["type"], shim["type"])
     if shim["value"] != up["value"]:  # int, bool, str, None, object: exact
@@ -168,17 +212,20 @@ def upstream_error(expected, reference, largest):
     return max(errors, default=0.0)
 
 
-def compare_floats(expected, actual, reference, largest, path, floor=0.0):
-    error = max(upstream_error(expected, reference, largest), floor if reference else 0.0)
+def compare_floats(expected, actual, reference, largest, path, floor_ulps=0.0):
+    error = upstream_error(expected, reference, largest)
+    floor_ulps = floor_ulps if reference else 0.0
     for index, (u, s) in enumerate(zip(expected, actual)):
         if same_float(u, s):
             continue
-        if error > 0 and type(s) is float and math.isfinite(s) and math.isfinite(reference[index]):
-            tolerance = K * error * max(1.0, abs(reference[index]))
-            if abs(s - reference[index]) <= tolerance:
+        if (error > 0 or floor_ulps > 0) and type(s) is float and math.isfinite(s) and math.isfinite(reference[index]):
+            if abs(s - reference[index]) <= tolerance(error, floor_ulps, reference[index]):
                 continue
-        detail = " (derived tolerance: %.3g relative to magnitude around float64 reference %r)" % (
-            K * error, reference[index]) if error > 0 else " (exact: upstream's own error is 0)" if reference else ""
+        if error > 0 or floor_ulps > 0:
+            detail = " (derived tolerance: %.3g around float64 reference %r)" % (
+                tolerance(error, floor_ulps, reference[index]), reference[index])
+        else:
+            detail = " (exact: upstream's own error is 0)" if reference else ""
         return "%s: element %d: expected %r, got %r%s" % (path, index, u, s, detail)
     return None
 

@@ -107,7 +107,7 @@ def _mutated(shim, path, change):
     return faulty
 
 
-def faults(shim, up, ref, floor=0.0):
+def faults(shim, up, ref, floor_ulps=0.0):
     """(kind, shim record with the fault, whether the comparator must reject it) for one case."""
     if "exc" in up:
         yield "swallowed-exception", {"name": up["name"], "value": {"kind": "none", "value": None}}, True
@@ -122,16 +122,16 @@ def faults(shim, up, ref, floor=0.0):
         if kind in ("tuple", "list", "size") and leaf["items"]:
             yield "missing-item", _mutated(shim, path, lambda value: value["items"].pop()), True
         elif kind == "tensor":
-            yield from _tensor_faults(shim, path, leaf, _at(reference, path), floor)
+            yield from _tensor_faults(shim, path, leaf, _at(reference, path), floor_ulps)
         elif kind == "int":
             yield "off-by-one", _mutated(shim, path, lambda value: value.update(value=value["value"] + 1)), True
         elif kind == "bool":
             yield "flip", _mutated(shim, path, lambda value: value.update(value=not value["value"])), True
         elif kind == "float":
-            yield from _float_faults(shim, path, leaf, _at(reference, path), "torch.float64", floor)
+            yield from _float_faults(shim, path, leaf, _at(reference, path), "torch.float64", floor_ulps)
 
 
-def _tensor_faults(shim, path, leaf, ref_leaf, floor):
+def _tensor_faults(shim, path, leaf, ref_leaf, floor_ulps):
     yield "wrong-dtype", _mutated(shim, path, lambda t: t.update(dtype=DTYPE_SWAP[t["dtype"]])), True
     yield "wrong-shape", _mutated(shim, path, lambda t: t.update(shape=[1] + t["shape"], data=[t["data"]])), True
     elements = compare.flatten(leaf["data"])
@@ -141,28 +141,28 @@ def _tensor_faults(shim, path, leaf, ref_leaf, floor):
         yield "flip", _mutated(shim, path, lambda t: _set_element(t, 0, not elements[0])), True
     elif leaf["dtype"] in compare.FLOAT_MAX:
         yield from _float_faults(shim, path, leaf, ref_leaf, leaf["dtype"],
-                                 floor if leaf["dtype"] == "torch.float64" else 0.0)
+                                 floor_ulps if leaf["dtype"] == "torch.float64" else 0.0)
     else:
         yield "off-by-one", _mutated(shim, path, lambda t: _set_element(t, 0, elements[0] + 1)), True
 
 
-def _float_faults(shim, path, leaf, ref_leaf, dtype, floor):
+def _float_faults(shim, path, leaf, ref_leaf, dtype, floor_ulps):
     error, reference = _float_error(leaf, ref_leaf)
-    if reference:
-        error = max(error, floor)
+    if not reference:
+        floor_ulps = 0.0
     elements = [leaf["value"]] if leaf["kind"] == "float" else compare.flatten(leaf["data"])
     finite = [i for i, x in enumerate(elements) if np.isfinite(x)]
     if not finite:
         return
     index = finite[0]
-    if error == 0:
+    if error == 0 and floor_ulps == 0:
         ulp_away = next_float(elements[index], dtype)
         yield "one-ulp", _mutated(shim, path, lambda t: _set_element(t, index, ulp_away)), True
         return
     anchor = reference[index]
     if not np.isfinite(anchor):
         return
-    tolerance = compare.K * error * max(1.0, abs(anchor))
+    tolerance = compare.tolerance(error, floor_ulps, anchor)
     away = anchor + 1.5 * tolerance
     while abs(away - anchor) <= tolerance:  # below a float64 ulp the sum rounds back
         away = float(np.nextafter(away, np.inf))
@@ -228,9 +228,9 @@ def run(python, names, log):
     for name in names:
         if name not in shim or "crash" in shim[name]:
             continue
-        floor = floors.get(name, 0.0)
-        for kind, faulty, must_fail in faults(shim[name], upstream[name], reference.get(name), floor):
-            verdict, _ = compare.judge(upstream[name], faulty, reference.get(name), set(), floor)
+        floor_ulps = floors.get(name, 0.0)
+        for kind, faulty, must_fail in faults(shim[name], upstream[name], reference.get(name), floor_ulps):
+            verdict, _ = compare.judge(upstream[name], faulty, reference.get(name), set(), floor_ulps)
             injected[kind] += 1
             if (verdict == compare.FAIL) == must_fail:
                 caught[kind] += 1

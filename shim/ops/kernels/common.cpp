@@ -60,6 +60,93 @@ Tensor call_tensor_op(const std::string& qualified_name, const std::string& over
   return std::get<Tensor>(call_op(qualified_name, overload, std::move(args)).value);
 }
 
+ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims_opt, bool keepdim) {
+  int64_t nd = self.dim();
+  std::vector<bool> reduce(size_t(std::max<int64_t>(nd, 0)), false);
+  bool all = !dims_opt || dims_opt->empty();
+  if (!all)
+    for (int64_t d : *dims_opt) {
+      int64_t w = wrap_dim(d, nd);
+      if (nd > 0) {
+        if (reduce[size_t(w)]) throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
+        reduce[size_t(w)] = true;
+      }
+    }
+  ReducePlan plan;
+  Shape order;
+  for (int64_t d = 0; d < nd; ++d) {
+    bool r = all || reduce[size_t(d)];
+    if (!r) {
+      order.push_back(d);
+      plan.kept_shape.push_back(self.sizes()[size_t(d)]);
+      plan.out_shape.push_back(self.sizes()[size_t(d)]);
+    } else if (keepdim) {
+      plan.out_shape.push_back(1);
+    }
+  }
+  for (int64_t d = 0; d < nd; ++d)
+    if (all || reduce[size_t(d)]) {
+      order.push_back(d);
+      plan.inner *= self.sizes()[size_t(d)];
+    }
+  Shape sizes, strides;
+  for (int64_t d : order) {
+    sizes.push_back(self.sizes()[size_t(d)]);
+    strides.push_back(self.strides()[size_t(d)]);
+  }
+  plan.values = self.view_as_strided(sizes, strides, self.offset()).contiguous();
+  return plan;
+}
+
+// Reduces with an accumulator functor: init(), step(acc, x), finish(acc, n) -> value.
+// The elements in order as a 1-D tensor (a view when already contiguous).
+Tensor flat(const Tensor& t) {
+  Tensor c = t.contiguous();
+  return c.view_as_strided({c.numel()}, {1}, c.offset());
+}
+
+Rows rows_along(const Tensor& t, int64_t dim) {
+  Rows rows;
+  Tensor x = t.dim() == 0 ? t.view_as_strided({1}, {1}, t.offset()) : t;
+  rows.dim = wrap_dim(dim, x.dim());
+  Shape sizes, strides;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != rows.dim) rows.perm.push_back(d);
+  rows.perm.push_back(rows.dim);
+  for (int64_t d : rows.perm) {
+    sizes.push_back(x.sizes()[size_t(d)]);
+    strides.push_back(x.strides()[size_t(d)]);
+  }
+  rows.moved = sizes;
+  rows.data = x.view_as_strided(sizes, strides, x.offset()).contiguous();
+  rows.length = sizes.back();
+  rows.count = 1;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) rows.count *= sizes[i];
+  rows.scalar = t.dim() == 0;
+  return rows;
+}
+
+Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keepdim) {
+  Shape moved = rows.moved;
+  moved.back() = length;
+  Shape strides = contiguous_strides(moved);
+  size_t n = moved.size();
+  Shape sizes(n), out_strides(n);
+  for (size_t i = 0; i < n; ++i) {
+    sizes[size_t(rows.perm[i])] = moved[i];
+    out_strides[size_t(rows.perm[i])] = strides[i];
+  }
+  Tensor back = data.view_as_strided(sizes, out_strides, data.offset());
+  if (!keepdim) {
+    sizes.erase(sizes.begin() + rows.dim);
+    out_strides.erase(out_strides.begin() + rows.dim);
+    back = data.view_as_strided(sizes, out_strides, data.offset());
+  }
+  Tensor out = back.contiguous();
+  if (rows.scalar) return out.view_as_strided({}, {}, out.offset());  // 0-dim in, 0-dim out
+  return out;
+}
+
 Tensor scalar_tensor(const Scalar& s) {
   Tensor t = Tensor::empty({}, s.type());
   TN_DISPATCH_ALL_TYPES(t.dtype(), "scalar_tensor", [&](auto tag_) {

@@ -9,9 +9,14 @@
 
 namespace tn {
 
-// The computation type of a storage type: half and bfloat16 compute in float.
+// The computation type of a storage type: every floating type computes in double and
+// rounds once when stored. For +, -, *, / and sqrt that equals computing in the
+// storage type (double has more than 2p+2 bits for each of them, so the double
+// rounding is innocuous); for everything else it is at least as accurate as upstream.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
+                                         std::is_same_v<T, float>,
+                                     double, T>;
 
 // Upstream's result_type over tensors and Python numbers (wrapped numbers rank lowest,
 // then 0-dim tensors, then the rest; a higher category from a lower rank still wins).
@@ -101,6 +106,66 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarTy
   else run(out.data_as<in_t>());
   return out;
 }
+
+// out = f(a, b, c) broadcast; typed like map_unary (output stored as in_t).
+template <typename in_t, typename F>
+Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType compute, F&& f) {
+  Shape shape = broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes()), c.sizes());
+  Tensor x = a.to(compute), y = b.to(compute), z = c.to(compute);
+  Tensor out = Tensor::empty(shape, compute);
+  const in_t* px = x.data_as<in_t>();
+  const in_t* py = y.data_as<in_t>();
+  const in_t* pz = z.data_as<in_t>();
+  in_t* po = out.data_as<in_t>();
+  strided_loop<4>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape), broadcast_strides(z, shape)},
+                  [&](const std::array<int64_t, 4>& o) {
+                    po[o[0]] = in_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]]), compute_t<in_t>(pz[o[3]])));
+                  });
+  return out;
+}
+
+// A reduction over some dims: reduced dims moved last and made contiguous, so each
+// output element reduces one contiguous run of `inner` values.
+struct ReducePlan {
+  Shape out_shape;    // with keepdim applied
+  Shape kept_shape;   // non-reduced dims in order
+  int64_t inner = 1;  // elements reduced per output
+  Tensor values;      // input permuted (kept dims first) and contiguous
+};
+// `dims` empty or absent reduces everything, as upstream's dim=[] does.
+ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+
+// Reduces with an accumulator: init, step(acc, x, j) per element, finish(acc, n).
+template <typename Acc, typename Out, typename In, typename Step, typename Finish>
+void reduce_loop(const ReducePlan& plan, Tensor& out, Acc init, Step step, Finish finish) {
+  const In* in = plan.values.template data_as<In>();
+  Out* o = out.template data_as<Out>();
+  int64_t outer = out.numel();
+  for (int64_t i = 0; i < outer; ++i) {
+    Acc acc = init;
+    const In* row = in + i * plan.inner;
+    for (int64_t j = 0; j < plan.inner; ++j) acc = step(acc, row[j], j);
+    o[i] = finish(acc, plan.inner);
+  }
+}
+
+// The elements in order as a 1-D tensor (a view when already contiguous).
+Tensor flat(const Tensor& t);
+
+// A tensor as rows along `dim` (moved last, contiguous), for scans and per-row work.
+struct Rows {
+  Tensor data;        // contiguous, shape = moved
+  int64_t length = 1; // row length (size of dim; 1 for 0-dim tensors)
+  int64_t count = 0;  // number of rows
+  Shape moved;        // the permuted shape
+  Shape perm;         // perm[i] = source dim of moved dim i
+  int64_t dim = 0;    // wrapped dim
+  bool scalar = false;  // the source was 0-dim (treated as one row of one)
+};
+Rows rows_along(const Tensor& t, int64_t dim);
+// Lays rows (contiguous, `count` rows of `length`) back with the row dim at `rows.dim`;
+// `length` may differ from the source's (1 for a per-row result), `keepdim` false drops it.
+Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keepdim);
 
 // Calls an operator through the door and returns its first result.
 IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args);

@@ -15,18 +15,22 @@ constexpr bool is_float_v = std::is_floating_point_v<T>;
 
 // ---- binary arithmetic ----
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  ScalarType t = result_type(a, b);
-  if (t == ScalarType::Bool && alpha.to_int() != 1 && !alpha.is_bool())
-    throw Error("Boolean alpha only supported for Boolean results.");
+// Upstream's alpha checks for add and sub.
+void check_alpha(ScalarType t, const Scalar& alpha) {
+  if (alpha.is_bool() && t != ScalarType::Bool) throw Error("Boolean alpha only supported for Boolean results.");
   if (is_integral(t, true) && alpha.is_float())
     throw Error("For integral input tensors, argument alpha must not be a floating point number.");
+}
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  ScalarType t = result_type(a, b);
+  check_alpha(t, alpha);
   return TN_DISPATCH_ALL_TYPES(t, "add", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     c al = alpha.to<c>();
     if constexpr (std::is_same_v<scalar_t, bool>)
-      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) { return x || y; });
+      return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) { return x || (al && y); });
     else
       return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) -> c { return x + al * y; });
   });
@@ -36,8 +40,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (a.dtype() == ScalarType::Bool || b.dtype() == ScalarType::Bool)
     throw Error("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
   ScalarType t = result_type(a, b);
-  if (is_integral(t, true) && alpha.is_float())
-    throw Error("For integral input tensors, argument alpha must not be a floating point number.");
+  check_alpha(t, alpha);
   return TN_DISPATCH_ALL_TYPES(t, "sub", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -95,6 +98,7 @@ Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& m
   if (*mode != "trunc" && *mode != "floor")
     throw Error("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '" + *mode + "'");
   bool trunc = *mode == "trunc";
+  if (t == ScalarType::Bool) dtype_not_implemented(trunc ? "div_trunc_cpu" : "div_floor_cpu", t);
   return TN_DISPATCH_ALL_TYPES(t, "div", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -250,9 +254,12 @@ Tensor S(const Args& a, size_t i) { return scalar_tensor(a.scalar(i)); }
 
 // ---- unary ----
 
+// `half_kernel`: upstream's kernel name when it has no float16 CPU kernel (most of
+// the vectorized math library), nullptr when float16 works.
 template <typename F>
-Tensor float_unary(const Tensor& a, F f) {
+Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
   ScalarType t = float_type(a.dtype());
+  if (t == ScalarType::Half && half_kernel) dtype_not_implemented(half_kernel, t);
   return TN_DISPATCH_ALL_TYPES(t, "unary", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -281,7 +288,9 @@ Tensor sign(const Tensor& a) {
   });
 }
 
-Tensor round_half_even(const Tensor& a, int64_t decimals) {
+Tensor round_half_even(const Tensor& a, int64_t decimals, bool with_decimals) {
+  if (a.dtype() == ScalarType::Half) dtype_not_implemented(with_decimals ? "round_cpu" : "round_vml_cpu", a.dtype());
+  if (with_decimals && !is_floating(a.dtype())) dtype_not_implemented("round_cpu", a.dtype());
   if (!is_floating(a.dtype())) return a.clone();
   return same_type_unary(a, "round", [decimals](auto x) -> decltype(x) {
     using c = decltype(x);
@@ -302,6 +311,7 @@ Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::option
   if (lo) r.add(*lo);
   if (hi) r.add(*hi);
   ScalarType t = r.get();
+  if (t == ScalarType::Half) dtype_not_implemented(lo && hi ? "clamp_scalar_cpu" : hi ? "clamp_max_scalar_cpu" : "clamp_min_scalar_cpu", t);
   Tensor out = a.to(t).clone();
   if (lo) out = minmax(out, *lo, [](auto x, auto y) { return x < y ? y : x; });
   if (hi) out = minmax(out, *hi, [](auto x, auto y) { return x > y ? y : x; });
@@ -332,6 +342,7 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   ScalarType t = start.dtype();
   if (end.dtype() != t) throw Error("expected dtype " + std::string(scalar_type_name(t)) + " for `end` but got dtype " + scalar_type_name(end.dtype()));
   if (!is_floating(t)) throw Error("lerp_kernel_scalar not implemented for integer types");
+  if (t == ScalarType::Half) dtype_not_implemented(weight.impl()->wrapped_number ? "lerp_kernel_scalar" : "lerp_kernel_tensor", t);
   Tensor w = weight.to(t);
   Tensor diff = call_tensor_op("aten::sub", "Tensor", {end, start, Scalar(int64_t{1})});
   // upstream: weight < 0.5 ? start + weight*diff : end - diff*(1-weight)
@@ -349,7 +360,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
                     [&](const std::array<int64_t, 4>& o) {
                       c x = c(ps[o[1]]), y = c(pe[o[2]]), wt = c(pw[o[3]]);
                       c d = y - x;
-                      po[o[0]] = scalar_t(std::abs(wt) < c(0.5) ? x + wt * d : y - d * (c(1) - wt));
+                      // Upstream's kernel is compiled with FMA contraction.
+                      po[o[0]] = scalar_t(std::abs(wt) < c(0.5) ? std::fma(wt, d, x) : std::fma(-d, c(1) - wt, y));
                     });
   });
   (void)diff;
@@ -434,33 +446,34 @@ TN_KERNEL("aten::bitwise_not", {
   });
 });
 
-#define TN_FLOAT_UNARY(NAME, EXPR) \
-  TN_KERNEL("aten::" NAME, { return float_unary(a.tensor(0), [](auto x) -> decltype(x) { return EXPR; }); });
-TN_FLOAT_UNARY("exp", std::exp(x))
-TN_FLOAT_UNARY("exp2", std::exp2(x))
-TN_FLOAT_UNARY("expm1", std::expm1(x))
-TN_FLOAT_UNARY("log", std::log(x))
-TN_FLOAT_UNARY("log2", std::log2(x))
-TN_FLOAT_UNARY("log10", std::log10(x))
-TN_FLOAT_UNARY("log1p", std::log1p(x))
-TN_FLOAT_UNARY("sqrt", std::sqrt(x))
-TN_FLOAT_UNARY("rsqrt", decltype(x)(1) / std::sqrt(x))
-TN_FLOAT_UNARY("sin", std::sin(x))
-TN_FLOAT_UNARY("cos", std::cos(x))
-TN_FLOAT_UNARY("tan", std::tan(x))
-TN_FLOAT_UNARY("asin", std::asin(x))
-TN_FLOAT_UNARY("acos", std::acos(x))
-TN_FLOAT_UNARY("atan", std::atan(x))
-TN_FLOAT_UNARY("sinh", std::sinh(x))
-TN_FLOAT_UNARY("cosh", std::cosh(x))
-TN_FLOAT_UNARY("tanh", std::tanh(x))
-TN_FLOAT_UNARY("sigmoid", decltype(x)(1) / (decltype(x)(1) + std::exp(-x)))
-TN_FLOAT_UNARY("erf", std::erf(x))
-TN_FLOAT_UNARY("erfc", std::erfc(x))
-TN_FLOAT_UNARY("reciprocal", decltype(x)(1) / x)
+#define TN_FLOAT_UNARY(NAME, HALF_KERNEL, EXPR) \
+  TN_KERNEL("aten::" NAME, { return float_unary(a.tensor(0), HALF_KERNEL, [](auto x) -> decltype(x) { return EXPR; }); });
+TN_FLOAT_UNARY("exp", "exp_vml_cpu", std::exp(x))
+TN_FLOAT_UNARY("exp2", nullptr, std::exp2(x))
+TN_FLOAT_UNARY("expm1", "expm1_vml_cpu", std::expm1(x))
+TN_FLOAT_UNARY("log", "log_vml_cpu", std::log(x))
+TN_FLOAT_UNARY("log2", "log2_vml_cpu", std::log2(x))
+TN_FLOAT_UNARY("log10", "log10_vml_cpu", std::log10(x))
+TN_FLOAT_UNARY("log1p", "log1p_vml_cpu", std::log1p(x))
+TN_FLOAT_UNARY("sqrt", "sqrt_vml_cpu", std::sqrt(x))
+TN_FLOAT_UNARY("rsqrt", "rsqrt_cpu", decltype(x)(1) / std::sqrt(x))
+TN_FLOAT_UNARY("sin", "sin_vml_cpu", std::sin(x))
+TN_FLOAT_UNARY("cos", "cos_vml_cpu", std::cos(x))
+TN_FLOAT_UNARY("tan", "tan_vml_cpu", std::tan(x))
+TN_FLOAT_UNARY("asin", "asin_vml_cpu", std::asin(x))
+TN_FLOAT_UNARY("acos", "acos_vml_cpu", std::acos(x))
+TN_FLOAT_UNARY("atan", "atan_vml_cpu", std::atan(x))
+TN_FLOAT_UNARY("sinh", "sinh_cpu", std::sinh(x))
+TN_FLOAT_UNARY("cosh", "cosh_cpu", std::cosh(x))
+TN_FLOAT_UNARY("tanh", "tanh_vml_cpu", std::tanh(x))
+TN_FLOAT_UNARY("sigmoid", "sigmoid_cpu", decltype(x)(1) / (decltype(x)(1) + std::exp(-x)))
+TN_FLOAT_UNARY("erf", "erf_vml_cpu", std::erf(x))
+TN_FLOAT_UNARY("erfc", "erfc_vml_cpu", std::erfc(x))
+TN_FLOAT_UNARY("reciprocal", nullptr, decltype(x)(1) / x)
 #undef TN_FLOAT_UNARY
 
 TN_KERNEL("aten::abs", {
+  if (a.tensor(0).dtype() == ScalarType::Bool) dtype_not_implemented("abs_cpu", ScalarType::Bool);
   return same_type_unary(a.tensor(0), "abs", [](auto x) -> decltype(x) {
     using c = decltype(x);
     if constexpr (std::is_same_v<c, bool> || std::is_unsigned_v<c>) return x;
@@ -474,11 +487,14 @@ TN_KERNEL("aten::neg", {
   return same_type_unary(a.tensor(0), "neg", [](auto x) -> decltype(x) { return decltype(x)(-x); });
 });
 TN_KERNEL("aten::sign", { return sign(a.tensor(0)); });
-TN_KERNEL("aten::floor", { return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "floor", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::floor(x); else return x; }) : a.tensor(0).clone(); });
-TN_KERNEL("aten::ceil", { return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "ceil", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::ceil(x); else return x; }) : a.tensor(0).clone(); });
-TN_KERNEL("aten::trunc", { return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "trunc", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::trunc(x); else return x; }) : a.tensor(0).clone(); });
-TN_KERNEL("aten::round", { return round_half_even(a.tensor(0), 0); });
-TN_KERNEL("aten::round.decimals", { return round_half_even(a.tensor(0), a.integer(1)); });
+TN_KERNEL("aten::floor", { if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("floor_vml_cpu", ScalarType::Half);
+  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "floor", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::floor(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::ceil", { if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("ceil_vml_cpu", ScalarType::Half);
+  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "ceil", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::ceil(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::trunc", { if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("trunc_vml_cpu", ScalarType::Half);
+  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "trunc", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::trunc(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::round", { return round_half_even(a.tensor(0), 0, false); });
+TN_KERNEL("aten::round.decimals", { return round_half_even(a.tensor(0), a.integer(1), true); });
 TN_KERNEL("aten::clamp", {
   auto lo = a.optional_scalar(1), hi = a.optional_scalar(2);
   return clamp(a.tensor(0), lo ? std::optional(scalar_tensor(*lo)) : std::nullopt, hi ? std::optional(scalar_tensor(*hi)) : std::nullopt);
@@ -491,16 +507,35 @@ TN_KERNEL("aten::where.ScalarSelf", { return where(a.tensor(0), S(a, 1), a.tenso
 TN_KERNEL("aten::where.ScalarOther", { return where(a.tensor(0), a.tensor(1), S(a, 2)); });
 TN_KERNEL("aten::lerp.Scalar", { return lerp(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
 TN_KERNEL("aten::lerp.Tensor", { return lerp(a.tensor(0), a.tensor(1), a.tensor(2)); });
-TN_KERNEL("aten::addcmul", {
-  Tensor prod = mul(a.tensor(1), a.tensor(2));
-  return add(a.tensor(0), prod, a.scalar(3));
-});
-TN_KERNEL("aten::addcdiv", {
-  if (is_integral(a.tensor(1).dtype(), true) && is_integral(a.tensor(2).dtype(), true))
+// self + value * t1 * t2 (or t1 / t2), rounded once like upstream's fused kernels.
+template <bool Divide>
+Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  ResultType r;
+  r.add(self);
+  r.add(t1);
+  r.add(t2);
+  ScalarType t = r.get();
+  if (t == ScalarType::Half) dtype_not_implemented(Divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
+  if (Divide && is_integral(t1.dtype(), true) && is_integral(t2.dtype(), true))
     throw Error("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
-  Tensor q = div(a.tensor(1), a.tensor(2), std::nullopt);
-  return add(a.tensor(0), q, a.scalar(3));
-});
+  return TN_DISPATCH_ALL_TYPES(t, Divide ? "addcdiv" : "addcmul", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    c v = value.to<c>();
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c { return x || (v && y && z); });
+    } else {
+      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
+        if constexpr (Divide) return x + v * (y / z);
+        // Upstream's kernel is compiled with FMA contraction: (v * y) * z + x fused.
+        else return std::fma(v * y, z, x);
+      });
+    }
+  });
+}
+
+TN_KERNEL("aten::addcmul", { return addc<false>(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3)); });
+TN_KERNEL("aten::addcdiv", { return addc<true>(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3)); });
 
 // ---- copies and fills ----
 TN_KERNEL("aten::copy_", {

@@ -9,6 +9,32 @@ namespace {
 
 ScalarType dtype_or_default(const Args& a, size_t i) { return a.optional_dtype(i).value_or(default_dtype()); }
 
+// memory_format=preserve (the default of *_like and clone): a dense, non-overlapping
+// input's stride order is kept; anything else gets contiguous strides.
+Tensor empty_like(const Tensor& self, ScalarType dtype, std::optional<int64_t> memory_format) {
+  bool preserve = !memory_format || *memory_format == int64_t(MemoryFormat::Preserve);
+  if (!preserve || self.is_contiguous()) return Tensor::empty(self.sizes(), dtype);
+  std::vector<int64_t> order(size_t(self.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return self.strides()[size_t(x)] > self.strides()[size_t(y)]; });
+  Shape strides(size_t(self.dim()));
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (self.sizes()[size_t(*it)] != 1 && self.strides()[size_t(*it)] != expected)
+      return Tensor::empty(self.sizes(), dtype);  // not dense and non-overlapping
+    strides[size_t(*it)] = expected;
+    expected *= self.sizes()[size_t(*it)];
+  }
+  auto storage = std::make_shared<Storage>(size_t(self.numel()) * element_size(dtype));
+  return Tensor::from_storage(storage, self.sizes(), strides, 0, dtype);
+}
+
+Tensor full_like(const Tensor& self, const Scalar& value, ScalarType dtype, std::optional<int64_t> memory_format) {
+  Tensor out = empty_like(self, dtype, memory_format);
+  out.copy_from(scalar_tensor(value));
+  return out;
+}
+
 Tensor full(const Shape& size, const Scalar& value, std::optional<ScalarType> dtype) {
   ScalarType t = dtype ? *dtype : (value.is_float() ? default_dtype() : value.type());
   Tensor out = Tensor::empty(size, t);
@@ -39,7 +65,8 @@ Tensor view(const Tensor& self, Shape shape) {
   const Shape& old_sizes = self.sizes();
   const Shape& old_strides = self.strides();
   Shape new_strides(shape.size());
-  if (numel == 0) return self.view_as_strided(shape, contiguous_strides(shape), self.offset());
+  // Empty and 0-dim tensors (one element, no strides to follow) take any valid shape.
+  if (numel == 0 || self.dim() == 0) return self.view_as_strided(shape, contiguous_strides(shape), self.offset());
   int64_t view_d = int64_t(shape.size()) - 1;
   int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
@@ -194,6 +221,7 @@ Tensor squeeze(const Tensor& self, std::optional<int64_t> only) {
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype) {
   bool any_float = start.is_float() || end.is_float() || step.is_float();
   ScalarType t = dtype.value_or(any_float ? default_dtype() : ScalarType::Long);
+  if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   if (st == 0) throw Error("step must be nonzero");
   if ((st > 0 && e < s) || (st < 0 && e > s)) throw Error("upper bound and larger bound inconsistent with step sign");
@@ -217,27 +245,25 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<ScalarType> dtype) {
   if (steps < 0) throw Error("number of steps must be non-negative");
   ScalarType t = dtype.value_or(default_dtype());
+  if (t == ScalarType::Bool) dtype_not_implemented("linspace_cpu", t);
   Tensor out = Tensor::empty({steps}, t);
-  double s = start.to_double(), e = end.to_double();
   TN_DISPATCH_ALL_TYPES(t, "linspace", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    scalar_t* p = out.data_as<scalar_t>();
+    // As upstream: the ends converted to the output type first (integers wrap), the
+    // step in the output type (double for integers), the first half counted from the
+    // start and the second half back from the end.
+    using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, compute_t<scalar_t>>;
+    scalar_t* p = out.template data_as<scalar_t>();
+    step_t first = step_t(compute_t<scalar_t>(start.to<scalar_t>()));
+    step_t last = step_t(compute_t<scalar_t>(end.to<scalar_t>()));
     if (steps == 1) {
-      p[0] = scalar_t(compute_t<scalar_t>(s));
+      p[0] = scalar_t(first);
       return;
     }
-    // Upstream fills the first half from the start and the second half from the end.
-    if (is_floating(t)) {
-      using c = compute_t<scalar_t>;
-      c cs = c(s), ce = c(e);
-      c step = (ce - cs) / c(steps - 1);
-      int64_t half = steps / 2;
-      for (int64_t i = 0; i < steps; ++i)
-        p[i] = scalar_t(i < half ? cs + step * c(i) : ce - step * c(steps - i - 1));
-    } else {
-      double step = (e - s) / double(steps - 1);
-      for (int64_t i = 0; i < steps; ++i) p[i] = scalar_t(int64_t(s + step * double(i)));
-    }
+    step_t step = (last - first) / step_t(steps - 1);
+    int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; ++i)
+      p[i] = scalar_t(i < half ? first + step * step_t(i) : last - step * step_t(steps - i - 1));
   });
   return out;
 }
@@ -245,6 +271,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::opti
 Tensor eye(int64_t n, int64_t m, std::optional<ScalarType> dtype) {
   if (n < 0) throw Error("n must be greater or equal to 0, got " + std::to_string(n));
   if (m < 0) throw Error("m must be greater or equal to 0, got " + std::to_string(m));
+  if (dtype == ScalarType::BFloat16) dtype_not_implemented("eye", *dtype);
   Tensor out = full({n, m}, Scalar(int64_t{0}), dtype.value_or(default_dtype()));
   TN_DISPATCH_ALL_TYPES(out.dtype(), "eye", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -272,10 +299,10 @@ TN_KERNEL("aten::scalar_tensor", {
   t.copy_from(scalar_tensor(a.scalar(0)));
   return t;
 });
-TN_KERNEL("aten::empty_like", { return Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(1).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::zeros_like", { return full(a.tensor(0).sizes(), Scalar(int64_t{0}), a.optional_dtype(1).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::ones_like", { return full(a.tensor(0).sizes(), Scalar(int64_t{1}), a.optional_dtype(1).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::full_like", { return full(a.tensor(0).sizes(), a.scalar(1), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
+TN_KERNEL("aten::empty_like", { return empty_like(a.tensor(0), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5)); });
+TN_KERNEL("aten::zeros_like", { return full_like(a.tensor(0), Scalar(int64_t{0}), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5)); });
+TN_KERNEL("aten::ones_like", { return full_like(a.tensor(0), Scalar(int64_t{1}), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5)); });
+TN_KERNEL("aten::full_like", { return full_like(a.tensor(0), a.scalar(1), a.optional_dtype(2).value_or(a.tensor(0).dtype()), a.optional_integer(6)); });
 TN_KERNEL("aten::new_empty", { return Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
 TN_KERNEL("aten::new_zeros", { return full(a.int_list(1), Scalar(int64_t{0}), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
 TN_KERNEL("aten::new_ones", { return full(a.int_list(1), Scalar(int64_t{1}), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
@@ -351,6 +378,28 @@ TN_KERNEL("aten::unfold", {
   return t.view_as_strided(sizes, strides, t.offset());
 });
 TN_KERNEL("aten::contiguous", { return a.tensor(0).contiguous(); });
+TN_KERNEL("aten::clone", {
+  const Tensor& self = a.tensor(0);
+  Tensor out = empty_like(self, self.dtype(), a.optional_integer(1));
+  out.copy_from(self);
+  return out;
+});
+// In-place views change the tensor's own shape and strides, keeping its storage.
+void restride(const Tensor& self, const Tensor& view) {
+  self.impl()->sizes = view.sizes();
+  self.impl()->strides = view.strides();
+  self.impl()->offset = view.offset();
+}
+TN_KERNEL("aten::t_", { restride(a.tensor(0), call_tensor_op("aten::t", "", {a.tensor(0)})); return a.tensor(0); });
+TN_KERNEL("aten::transpose_", { restride(a.tensor(0), transpose(a.tensor(0), a.integer(1), a.integer(2))); return a.tensor(0); });
+TN_KERNEL("aten::unsqueeze_", { restride(a.tensor(0), unsqueeze(a.tensor(0), a.integer(1))); return a.tensor(0); });
+TN_KERNEL("aten::squeeze_", { restride(a.tensor(0), squeeze(a.tensor(0), std::nullopt)); return a.tensor(0); });
+TN_KERNEL("aten::squeeze_.dim", { restride(a.tensor(0), squeeze(a.tensor(0), a.integer(1))); return a.tensor(0); });
+TN_KERNEL("aten::as_strided_", {
+  const Tensor& t = a.tensor(0);
+  restride(t, t.view_as_strided(a.int_list(1), a.int_list(2), a.optional_integer(3).value_or(t.offset())));
+  return t;
+});
 TN_KERNEL("aten::flatten.using_ints", {
   const Tensor& t = a.tensor(0);
   if (t.dim() == 0) return reshape(t, {1});

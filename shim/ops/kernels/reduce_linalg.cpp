@@ -9,66 +9,6 @@ namespace tn {
 
 namespace {
 
-// Moves reduced dims last, so each output element reduces one contiguous run.
-struct ReducePlan {
-  Shape out_shape;      // with keepdim applied
-  Shape kept_shape;     // non-reduced dims in order
-  int64_t inner = 1;    // elements reduced per output
-  Tensor values;        // input permuted (kept dims first) and contiguous
-};
-
-ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims_opt, bool keepdim) {
-  int64_t nd = self.dim();
-  std::vector<bool> reduce(size_t(std::max<int64_t>(nd, 0)), false);
-  bool all = !dims_opt || dims_opt->empty();
-  if (!all)
-    for (int64_t d : *dims_opt) {
-      int64_t w = wrap_dim(d, nd);
-      if (nd > 0) {
-        if (reduce[size_t(w)]) throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
-        reduce[size_t(w)] = true;
-      }
-    }
-  ReducePlan plan;
-  Shape order;
-  for (int64_t d = 0; d < nd; ++d) {
-    bool r = all || reduce[size_t(d)];
-    if (!r) {
-      order.push_back(d);
-      plan.kept_shape.push_back(self.sizes()[size_t(d)]);
-      plan.out_shape.push_back(self.sizes()[size_t(d)]);
-    } else if (keepdim) {
-      plan.out_shape.push_back(1);
-    }
-  }
-  for (int64_t d = 0; d < nd; ++d)
-    if (all || reduce[size_t(d)]) {
-      order.push_back(d);
-      plan.inner *= self.sizes()[size_t(d)];
-    }
-  Shape sizes, strides;
-  for (int64_t d : order) {
-    sizes.push_back(self.sizes()[size_t(d)]);
-    strides.push_back(self.strides()[size_t(d)]);
-  }
-  plan.values = self.view_as_strided(sizes, strides, self.offset()).contiguous();
-  return plan;
-}
-
-// Reduces with an accumulator functor: init(), step(acc, x), finish(acc, n) -> value.
-template <typename Acc, typename Out, typename In, typename Step, typename Finish>
-void reduce_loop(const ReducePlan& plan, Tensor& out, Acc init, Step step, Finish finish) {
-  const In* in = plan.values.template data_as<In>();
-  Out* o = out.template data_as<Out>();
-  int64_t outer = out.numel();
-  for (int64_t i = 0; i < outer; ++i) {
-    Acc acc = init;
-    const In* row = in + i * plan.inner;
-    for (int64_t j = 0; j < plan.inner; ++j) acc = step(acc, row[j], j);
-    o[i] = finish(acc, plan.inner);
-  }
-}
-
 Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<ScalarType> dtype) {
   ScalarType t = dtype.value_or(is_integral(self.dtype(), true) ? ScalarType::Long : self.dtype());
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
@@ -106,8 +46,10 @@ template <bool IsMax>
 std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim, bool keepdim, const char* name) {
   std::optional<std::vector<int64_t>> dims;
   if (dim) dims = std::vector<int64_t>{*dim};
-  if (self.numel() == 0 && (!dim || (self.dim() > 0 && self.size(*dim) == 0)))
-    throw IndexError(std::string(name) + "(): Expected reduction dim " + (dim ? std::to_string(*dim) + " " : "") + "to have non-zero size.");
+  if (self.numel() == 0 && !dim)
+    throw Error(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  if (dim && self.dim() > 0 && self.size(*dim) == 0)
+    throw IndexError(std::string(name) + "(): Expected reduction dim " + std::to_string(wrap_dim(*dim, self.dim())) + " to have non-zero size.");
   ReducePlan plan = plan_reduce(self, dims, keepdim);
   Tensor values = Tensor::empty(plan.out_shape, self.dtype());
   Tensor indices = Tensor::empty(plan.out_shape, ScalarType::Long);
@@ -136,7 +78,8 @@ std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim
 
 Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, bool log) {
   ScalarType t = dtype.value_or(self.dtype());
-  if (!is_floating(t)) throw Error(std::string("\"") + (log ? "log_softmax" : "softmax") + "_lastdim_kernel_impl\" not implemented for 'Long'");
+  if (!is_floating(t) || t == ScalarType::Half)
+    dtype_not_implemented(log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl", t);
   Tensor x = self.to(t);
   if (x.dim() == 0) x = x.view_as_strided({1}, {1}, x.offset());
   dim = wrap_dim(dim, x.dim());
@@ -179,6 +122,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     throw Error(std::string("expected scalar type ") + scalar_type_name(a.dtype()) + " but found " + scalar_type_name(b.dtype()));
   int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   ScalarType t = a.dtype();
+  if (t == ScalarType::Half) dtype_not_implemented("addmm_impl_cpu_", t);
   Tensor out = Tensor::empty({m, n}, t);
   Tensor x = a.contiguous(), y = b.contiguous();
   if (t == ScalarType::Float && m && n && k) {
@@ -214,6 +158,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   if (a.dim() != 3) throw Error("batch1 must be a 3D tensor");
   if (b.dim() != 3) throw Error("batch2 must be a 3D tensor");
   if (a.size(0) != b.size(0)) throw Error("batch1 and batch2 must have same number of batches");
+  if (a.dtype() == ScalarType::Half) dtype_not_implemented("bmm", a.dtype());
   Tensor out = Tensor::empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
   for (int64_t i = 0; i < a.size(0); ++i) {
     Tensor r = mm(call_tensor_op("aten::select", "int", {a, int64_t{0}, i}), call_tensor_op("aten::select", "int", {b, int64_t{0}, i}));
@@ -269,23 +214,31 @@ TN_KERNEL("aten::max.dim", { auto [v, i] = extreme<true>(a.tensor(0), a.integer(
 TN_KERNEL("aten::min.dim", { auto [v, i] = extreme<false>(a.tensor(0), a.integer(1), a.boolean(2), "min"); return IValue::tuple({v, i}); });
 TN_KERNEL("aten::argmax", {
   auto dim = a.optional_integer(1);
-  Tensor x = dim ? a.tensor(0) : a.tensor(0).contiguous().view_as_strided({a.tensor(0).numel()}, {1}, 0);
+  if (!dim && a.tensor(0).numel() == 0)
+    throw IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0.");
+  Tensor x = dim ? a.tensor(0) : flat(a.tensor(0));
   Tensor idx = extreme<true>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmax").second;
   return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
 });
 TN_KERNEL("aten::argmin", {
   auto dim = a.optional_integer(1);
-  Tensor x = dim ? a.tensor(0) : a.tensor(0).contiguous().view_as_strided({a.tensor(0).numel()}, {1}, 0);
+  if (!dim && a.tensor(0).numel() == 0)
+    throw IndexError("argmin(): Expected reduction dim to be specified for input.numel() == 0.");
+  Tensor x = dim ? a.tensor(0) : flat(a.tensor(0));
   Tensor idx = extreme<false>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmin").second;
   return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
 });
 TN_KERNEL("aten::amax", { auto d = a.int_list(1); Tensor v = a.tensor(0); for (int64_t k = int64_t(d.size()) - 1; k >= 0; --k) {} 
   if (d.size() != 1 && !d.empty()) throw NotImplemented("torchnative: aten::amax over several dims is not implemented yet");
-  if (d.empty()) return extreme<true>(v.contiguous().view_as_strided({v.numel()}, {1}, 0), 0, false, "amax").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
+  if (d.empty() && v.numel() == 0)
+    throw Error("amax(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  if (d.empty()) return extreme<true>(flat(v), 0, false, "amax").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
   return extreme<true>(v, d[0], a.boolean(2), "amax").first; });
 TN_KERNEL("aten::amin", { auto d = a.int_list(1); Tensor v = a.tensor(0);
   if (d.size() != 1 && !d.empty()) throw NotImplemented("torchnative: aten::amin over several dims is not implemented yet");
-  if (d.empty()) return extreme<false>(v.contiguous().view_as_strided({v.numel()}, {1}, 0), 0, false, "amin").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
+  if (d.empty() && v.numel() == 0)
+    throw Error("amin(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  if (d.empty()) return extreme<false>(flat(v), 0, false, "amin").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
   return extreme<false>(v, d[0], a.boolean(2), "amin").first; });
 TN_KERNEL("aten::_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, false); });
 TN_KERNEL("aten::_log_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, true); });

@@ -1,0 +1,589 @@
+// Indexing by tensors: gather/scatter, index_select/add/copy/fill, masked ops, take,
+// nonzero, advanced indexing (index, index_put_), sorting, topk, unique, one_hot,
+// embedding, bincount, histc.
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "common.h"
+
+namespace tn {
+
+namespace {
+
+Tensor op(const char* name, const char* overload, Stack args) { return call_tensor_op(name, overload, std::move(args)); }
+
+// Index tensors as int64 values, checked to be integral.
+Tensor long_index(const Tensor& index, const char* what) {
+  if (index.dtype() != ScalarType::Long && index.dtype() != ScalarType::Int)
+    throw Error(std::string(what) + "(): Expected dtype int64 for index");
+  return index.to(ScalarType::Long).contiguous();
+}
+
+int64_t checked_position(int64_t i, int64_t size, int64_t dim, bool index_error = false) {
+  if (i < -size || i >= size) {
+    std::string message = "index " + std::to_string(i) + " is out of bounds for dimension " + std::to_string(dim) +
+                          " with size " + std::to_string(size);
+    if (index_error) throw IndexError(message);
+    throw Error(message);
+  }
+  return i < 0 ? i + size : i;
+}
+
+// Calls f(position in index, source offset along every dim but `dim`, index value).
+// The walk shared by gather and scatter: positions of `index`, mapped into `target`
+// whose `dim` coordinate is replaced by the index value.
+template <typename F>
+void along_index(const Tensor& target, int64_t dim, const Tensor& index, const char* name, F f) {
+  if (index.dim() != target.dim() && !(index.dim() <= 1 && target.dim() <= 1))
+    throw Error(std::string("Index tensor must have the same number of dimensions as ") +
+                (std::string(name) == "gather" ? "input" : "self") + " tensor");
+  Tensor idx = long_index(index, name);
+  const int64_t* pi = idx.data_as<int64_t>();
+  int64_t n = idx.numel();
+  if (n == 0) return;
+  int64_t nd = std::max<int64_t>(target.dim(), 1);
+  Shape tsizes = target.dim() ? target.sizes() : Shape{1};
+  Shape tstrides = target.dim() ? target.strides() : Shape{1};
+  Shape isizes = idx.dim() ? idx.sizes() : Shape{1};
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim && isizes[size_t(d)] > tsizes[size_t(d)])
+      throw Error("Size does not match at dimension " + std::to_string(d) + " expected index " + shape_str(isizes) +
+                  " to be smaller than self " + shape_str(tsizes) + " apart from dimension " + std::to_string(dim));
+  IndexCounter counter(isizes);
+  for (int64_t p = 0; p < n; ++p, counter.next()) {
+    int64_t value = checked_position(pi[p], tsizes[size_t(dim)], dim);
+    int64_t offset = 0;
+    for (int64_t d = 0; d < nd; ++d)
+      offset += (d == dim ? value : counter.index()[size_t(d)]) * tstrides[size_t(d)];
+    f(p, counter.index(), offset);
+  }
+}
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  dim = wrap_dim(dim, self.dim());
+  Tensor out = Tensor::empty(index.sizes(), self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "gather", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* src = self.template data_as<scalar_t>();
+    scalar_t* o = out.template data_as<scalar_t>();
+    along_index(self, dim, index, "gather", [&](int64_t p, const Shape&, int64_t offset) { o[p] = src[offset]; });
+  });
+  return out;
+}
+
+enum class Reduce { None, Add, Multiply };
+
+Reduce parse_reduce(const std::optional<std::string>& r) {
+  if (!r) return Reduce::None;
+  if (*r == "add") return Reduce::Add;
+  if (*r == "multiply") return Reduce::Multiply;
+  throw Error("reduce argument must be either add or multiply.");
+}
+
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Reduce reduce) {
+  dim = wrap_dim(dim, self.dim());
+  Tensor out = self.clone();
+  bool scalar_src = src.dim() == 0 && src.impl()->wrapped_number;
+  Tensor source = src.to(self.dtype());
+  if (!scalar_src && src.dtype() != self.dtype())
+    throw Error("scatter(): Expected self.dtype to be equal to src.dtype");
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "scatter", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* o = out.template data_as<scalar_t>();
+    const scalar_t* s = source.template data_as<scalar_t>();
+    along_index(out, dim, index, "scatter", [&](int64_t, const Shape& at, int64_t offset) {
+      int64_t so = 0;
+      if (!scalar_src)
+        for (int64_t d = 0; d < source.dim(); ++d) so += at[size_t(d)] * source.strides()[size_t(d)];
+      scalar_t v = s[so];
+      if (reduce == Reduce::None) o[offset] = v;
+      else if constexpr (std::is_same_v<scalar_t, bool>) o[offset] = reduce == Reduce::Add ? (o[offset] || v) : (o[offset] && v);
+      else if (reduce == Reduce::Add) o[offset] = scalar_t(compute_t<scalar_t>(o[offset]) + compute_t<scalar_t>(v));
+      else o[offset] = scalar_t(compute_t<scalar_t>(o[offset]) * compute_t<scalar_t>(v));
+    });
+  });
+  return out;
+}
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  if (index.dim() > 1) throw IndexError("index_select(): Index is supposed to be a vector");
+  if (index.dtype() != ScalarType::Long && index.dtype() != ScalarType::Int)
+    throw Error("index_select(): Expected dtype int32 or int64 for index");
+  dim = wrap_dim(dim, self.dim());
+  Tensor idx = index.to(ScalarType::Long).contiguous();
+  Shape shape = self.sizes();
+  int64_t n = idx.numel();
+  if (self.dim() > 0) shape[size_t(dim)] = n;
+  Tensor out = Tensor::empty(self.dim() == 0 ? Shape{} : shape, self.dtype());
+  int64_t size = self.dim() ? self.size(dim) : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = idx.data_as<int64_t>()[i];
+    if (k < -size || k >= size) throw IndexError("index out of range in self");
+    if (k < 0) k += size;
+    if (self.dim() == 0) {
+      out.copy_from(self);
+      continue;
+    }
+    op("aten::select", "int", {out, dim, i}).copy_from(op("aten::select", "int", {self, dim, k}));
+  }
+  return out;
+}
+
+// index_add / index_copy / index_fill share one walk over (index, slice) pairs.
+template <typename F>
+void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, const char* name, F f) {
+  if (index.dim() > 1) throw IndexError(std::string(name) + "(): Index is supposed to be a vector");
+  Tensor idx = long_index(index, name);
+  int64_t size = target.dim() ? target.size(dim) : 1;
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t k = idx.data_as<int64_t>()[i];
+    if (k < -size || k >= size) throw IndexError(std::string(name) + "(): index " + std::to_string(k) + " is out of bounds");
+    if (k < 0) k += size;
+    f(i, target.dim() ? op("aten::select", "int", {target, dim, k}) : target);
+  }
+}
+
+Tensor slice_of(const Tensor& source, int64_t dim, int64_t i) {
+  return source.dim() ? op("aten::select", "int", {source, dim, i}) : source;
+}
+
+Tensor bool_mask(const Tensor& mask, const char* name) {
+  if (mask.dtype() != ScalarType::Bool && mask.dtype() != ScalarType::Byte)
+    throw Error(std::string(name) + " only supports boolean masks, but got mask with dtype " + scalar_type_name(mask.dtype()));
+  return mask.to(ScalarType::Bool);
+}
+
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  Tensor m = bool_mask(mask, "masked_fill_");
+  if (value.dim() != 0)
+    throw Error("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with " + std::to_string(value.dim()) + " dimension(s).");
+  if (broadcast_shapes(self.sizes(), m.sizes()) != self.sizes())
+    throw Error("The size of tensor a must match the size of tensor b");
+  return op("aten::where", "self", {m, value.to(self.dtype()), self});
+}
+
+Tensor nonzero(const Tensor& self) {
+  int64_t nd = self.dim();
+  std::vector<int64_t> coords;
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "nonzero", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if (self.numel() == 0) return;
+    Shape sizes = nd ? self.sizes() : Shape{1};
+    IndexCounter counter(sizes);
+    const scalar_t* p = self.template data_as<scalar_t>();
+    for (int64_t i = 0; i < self.numel(); ++i, counter.next()) {
+      int64_t o = 0;
+      for (int64_t d = 0; d < nd; ++d) o += counter.index()[size_t(d)] * self.strides()[size_t(d)];
+      if (compute_t<scalar_t>(p[o]) != compute_t<scalar_t>(0))
+        for (int64_t d = 0; d < nd; ++d) coords.push_back(counter.index()[size_t(d)]);
+      if (nd == 0 && compute_t<scalar_t>(p[o]) != compute_t<scalar_t>(0)) coords.push_back(0);
+    }
+  });
+  int64_t rows = nd ? int64_t(coords.size()) / nd : int64_t(coords.size());
+  Tensor out = Tensor::empty({rows, nd}, ScalarType::Long);
+  if (nd) std::copy(coords.begin(), coords.end(), out.data_as<int64_t>());
+  return out;
+}
+
+// Advanced indexing: masks become their nonzero coordinates, index tensors broadcast
+// together, and the result dims go where the first indexed dim was when the indexed
+// dims are adjacent, else to the front (numpy's rule, as upstream's).
+struct AdvancedIndex {
+  Tensor source;                 // self permuted so indexed dims come first when not adjacent
+  std::vector<Tensor> indices;   // one broadcast int64 tensor per indexed dim (undefined for None)
+  Shape index_shape;             // broadcast shape of the index tensors
+  Shape before, after;           // sizes of the non-indexed dims before/after the indexed block
+  int64_t first = 0, count = 0;  // position and number of indexed dims in `source`
+  Shape result_shape;
+};
+
+AdvancedIndex prepare_index(const Tensor& self, const std::vector<std::optional<Tensor>>& raw) {
+  std::vector<std::optional<Tensor>> expanded;
+  for (const auto& index : raw) {
+    if (index && (index->dtype() == ScalarType::Bool || index->dtype() == ScalarType::Byte)) {
+      Tensor coords = nonzero(*index);
+      int64_t mask_dim = index->dim();
+      size_t base = expanded.size();
+      for (int64_t d = 0; d < mask_dim; ++d) {
+        int64_t self_dim = int64_t(base) + d;
+        if (self_dim >= self.dim() || index->size(d) != self.size(self_dim))
+          throw IndexError("The shape of the mask " + shape_str(index->sizes()) + " at index " + std::to_string(d) +
+                           " does not match the shape of the indexed tensor " + shape_str(self.sizes()) + " at index " +
+                           std::to_string(self_dim));
+        expanded.emplace_back(op("aten::select", "int", {coords, int64_t{1}, d}));
+      }
+    } else if (index && !is_integral(index->dtype(), false)) {
+      throw IndexError("tensors used as indices must be long, byte or bool tensors");
+    } else {
+      expanded.push_back(index);
+    }
+  }
+  if (int64_t(expanded.size()) > self.dim())
+    throw IndexError("too many indices for tensor of dimension " + std::to_string(self.dim()) + " (got " +
+                     std::to_string(expanded.size()) + ")");
+  while (int64_t(expanded.size()) < self.dim()) expanded.emplace_back();
+  AdvancedIndex ai;
+  std::vector<int64_t> indexed;
+  for (size_t d = 0; d < expanded.size(); ++d)
+    if (expanded[d]) indexed.push_back(int64_t(d));
+  bool adjacent = !indexed.empty() && indexed.back() - indexed.front() + 1 == int64_t(indexed.size());
+  Shape perm;
+  if (adjacent) {
+    for (int64_t d = 0; d < self.dim(); ++d) perm.push_back(d);
+  } else {
+    perm = indexed;
+    for (int64_t d = 0; d < self.dim(); ++d)
+      if (!expanded[size_t(d)]) perm.push_back(d);
+  }
+  ai.source = op("aten::permute", "", {self, perm});
+  ai.first = adjacent ? indexed.front() : 0;
+  ai.count = int64_t(indexed.size());
+  for (int64_t d : indexed) ai.index_shape = broadcast_shapes(ai.index_shape, expanded[size_t(d)]->sizes());
+  for (int64_t k = 0; k < ai.count; ++k) {
+    int64_t src_dim = ai.first + k;
+    Tensor idx = op("aten::expand", "", {expanded[size_t(indexed[size_t(k)])]->to(ScalarType::Long), ai.index_shape, false}).contiguous();
+    int64_t size = ai.source.size(src_dim);
+    for (int64_t i = 0; i < idx.numel(); ++i) {
+      int64_t& v = idx.data_as<int64_t>()[i];
+      if (v < -size || v >= size)
+        throw IndexError("index " + std::to_string(v) + " is out of bounds for dimension " + std::to_string(indexed[size_t(k)]) +
+                         " with size " + std::to_string(size));
+      if (v < 0) v += size;
+    }
+    ai.indices.push_back(idx);
+  }
+  ai.before.assign(ai.source.sizes().begin(), ai.source.sizes().begin() + ai.first);
+  ai.after.assign(ai.source.sizes().begin() + ai.first + ai.count, ai.source.sizes().end());
+  ai.result_shape = ai.before;
+  ai.result_shape.insert(ai.result_shape.end(), ai.index_shape.begin(), ai.index_shape.end());
+  ai.result_shape.insert(ai.result_shape.end(), ai.after.begin(), ai.after.end());
+  return ai;
+}
+
+// Calls f(result position, source offset) for every element of the indexing result.
+template <typename F>
+void for_each_indexed(const AdvancedIndex& ai, F f) {
+  int64_t total = 1;
+  for (int64_t s : ai.result_shape) total *= s;
+  if (total == 0) return;
+  IndexCounter counter(ai.result_shape);
+  int64_t nb = int64_t(ai.before.size()), ni = int64_t(ai.index_shape.size());
+  Shape index_strides = contiguous_strides(ai.index_shape);
+  const Shape& st = ai.source.strides();
+  for (int64_t p = 0; p < total; ++p, counter.next()) {
+    const Shape& at = counter.index();
+    int64_t offset = 0;
+    for (int64_t d = 0; d < nb; ++d) offset += at[size_t(d)] * st[size_t(d)];
+    int64_t flat_index = 0;
+    for (int64_t d = 0; d < ni; ++d) flat_index += at[size_t(nb + d)] * index_strides[size_t(d)];
+    for (int64_t k = 0; k < ai.count; ++k) offset += ai.indices[size_t(k)].data_as<int64_t>()[flat_index] * st[size_t(ai.first + k)];
+    for (size_t d = 0; d < ai.after.size(); ++d) offset += at[size_t(nb + ni) + d] * st[size_t(ai.first + ai.count) + d];
+    f(p, offset);
+  }
+}
+
+Tensor index(const Tensor& self, const std::vector<std::optional<Tensor>>& indices) {
+  AdvancedIndex ai = prepare_index(self, indices);
+  Tensor out = Tensor::empty(ai.result_shape, self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "index", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* src = ai.source.template data_as<scalar_t>();
+    scalar_t* o = out.template data_as<scalar_t>();
+    for_each_indexed(ai, [&](int64_t p, int64_t offset) { o[p] = src[offset]; });
+  });
+  return out;
+}
+
+const Tensor& index_put_(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate) {
+  AdvancedIndex ai = prepare_index(self, indices);
+  if (values.dtype() != self.dtype())
+    throw Error("Index put requires the source and destination dtypes match, got " + std::string(upstream_type_name(self.dtype())) +
+                " for the destination and " + upstream_type_name(values.dtype()) + " for the source.");
+  Tensor v = op("aten::expand", "", {values, ai.result_shape, false}).contiguous();
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "index_put_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* dst = ai.source.template data_as<scalar_t>();
+    const scalar_t* pv = v.template data_as<scalar_t>();
+    for_each_indexed(ai, [&](int64_t p, int64_t offset) {
+      if (!accumulate) dst[offset] = pv[p];
+      else if constexpr (std::is_same_v<scalar_t, bool>) dst[offset] = dst[offset] || pv[p];
+      else dst[offset] = scalar_t(compute_t<scalar_t>(dst[offset]) + compute_t<scalar_t>(pv[p]));
+    });
+  });
+  self.bump_version();
+  return self;
+}
+
+// Sorting along a dim: NaN is larger than everything; equal elements keep their order
+// (upstream's CPU sort is stable whatever `stable` says).
+std::pair<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending) {
+  Rows rows = rows_along(self, dim);
+  Tensor values = Tensor::empty(rows.data.sizes(), self.dtype());
+  Tensor indices = Tensor::empty(rows.data.sizes(), ScalarType::Long);
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "sort", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    std::vector<int64_t> order(size_t(rows.length));
+    for (int64_t r = 0; r < rows.count; ++r) {
+      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
+      std::iota(order.begin(), order.end(), 0);
+      auto less = [&](int64_t a, int64_t b) {
+        auto x = compute_t<scalar_t>(in[a]), y = compute_t<scalar_t>(in[b]);
+        if constexpr (std::is_floating_point_v<decltype(x)>) {
+          if (std::isnan(x)) return false;
+          if (std::isnan(y)) return true;
+        }
+        return x < y;
+      };
+      if (descending) std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return less(b, a); });
+      else std::stable_sort(order.begin(), order.end(), less);
+      for (int64_t j = 0; j < rows.length; ++j) {
+        values.template data_as<scalar_t>()[r * rows.length + j] = in[order[size_t(j)]];
+        indices.template data_as<int64_t>()[r * rows.length + j] = order[size_t(j)];
+      }
+    }
+  });
+  return {from_rows(values, rows, rows.length, true), from_rows(indices, rows, rows.length, true)};
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest) {
+  if (self.dtype() == ScalarType::Half) dtype_not_implemented("topk_cpu", self.dtype());
+  int64_t length = self.dim() == 0 ? 1 : self.size(dim);
+  if (k < 0 || k > length) throw Error("selected index k out of range");
+  auto [values, indices] = sort(self, dim, largest);
+  int64_t d = self.dim() == 0 ? 0 : wrap_dim(dim, self.dim());
+  if (self.dim() == 0) return {values, indices};
+  return {op("aten::narrow", "", {values, d, int64_t{0}, k}).contiguous(),
+          op("aten::narrow", "", {indices, d, int64_t{0}, k}).contiguous()};
+}
+
+// torch.unique on the flattened input: sorted values, inverse indices, counts.
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& self, bool return_inverse, bool return_counts) {
+  if (self.dtype() == ScalarType::Half) dtype_not_implemented("unique", self.dtype());
+  Tensor flat_values = flat(self);
+  auto [sorted, order] = sort(flat_values, 0, false);
+  int64_t n = flat_values.numel();
+  std::vector<int64_t> starts;
+  Tensor inverse = Tensor::empty(return_inverse ? self.sizes() : Shape{0}, ScalarType::Long);
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "unique", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* s = sorted.template data_as<scalar_t>();
+    const int64_t* o = order.template data_as<int64_t>();
+    int64_t group = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      // NaNs are never equal, so each NaN is its own value (as upstream's sort-based unique).
+      bool same = i > 0 && compute_t<scalar_t>(s[i]) == compute_t<scalar_t>(s[i - 1]);
+      if (!same) {
+        starts.push_back(i);
+        ++group;
+      }
+      if (return_inverse) inverse.data_as<int64_t>()[o[i]] = group;
+    }
+  });
+  int64_t groups = int64_t(starts.size());
+  Tensor values = Tensor::empty({groups}, self.dtype());
+  Tensor counts = Tensor::empty({return_counts ? groups : 0}, ScalarType::Long);
+  for (int64_t g = 0; g < groups; ++g) {
+    op("aten::select", "int", {values, int64_t{0}, g}).copy_from(op("aten::select", "int", {sorted, int64_t{0}, starts[size_t(g)]}));
+    if (return_counts)
+      counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
+  }
+  return {values, inverse, counts};
+}
+
+}  // namespace
+
+TN_KERNEL("aten::gather", { return gather(a.tensor(0), a.integer(1), a.tensor(2)); });
+TN_KERNEL("aten::scatter.src", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), Reduce::None); });
+TN_KERNEL("aten::scatter.value", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)), Reduce::None); });
+TN_KERNEL("aten::scatter.reduce", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), parse_reduce(a.optional_string(4))); });
+TN_KERNEL("aten::scatter.value_reduce", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)), parse_reduce(a.optional_string(4))); });
+TN_KERNEL("aten::scatter_add", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), Reduce::Add); });
+TN_KERNEL("aten::index_select", { return index_select(a.tensor(0), a.integer(1), a.tensor(2)); });
+TN_KERNEL("aten::index_add", {
+  const Tensor& self = a.tensor(0);
+  int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
+  Tensor out = self.clone();
+  const Tensor& source = a.tensor(3);
+  Scalar alpha = a.scalar(4);
+  for_index_slices(out, dim, a.tensor(2), "index_add", [&](int64_t i, const Tensor& target) {
+    target.copy_from(op("aten::add", "Tensor", {target, slice_of(source, dim, i), alpha}));
+  });
+  return out;
+});
+TN_KERNEL("aten::index_copy", {
+  const Tensor& self = a.tensor(0);
+  int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
+  Tensor out = self.clone();
+  for_index_slices(out, dim, a.tensor(2), "index_copy", [&](int64_t i, const Tensor& target) { target.copy_from(slice_of(a.tensor(3), dim, i)); });
+  return out;
+});
+TN_KERNEL("aten::index_fill.int_Scalar", {
+  const Tensor& self = a.tensor(0);
+  int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
+  Tensor out = self.clone();
+  Tensor value = scalar_tensor(a.scalar(3));
+  for_index_slices(out, dim, a.tensor(2), "index_fill", [&](int64_t, const Tensor& target) { target.copy_from(value); });
+  return out;
+});
+TN_KERNEL("aten::index_fill.int_Tensor", {
+  const Tensor& self = a.tensor(0);
+  int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
+  Tensor out = self.clone();
+  for_index_slices(out, dim, a.tensor(2), "index_fill", [&](int64_t, const Tensor& target) { target.copy_from(a.tensor(3)); });
+  return out;
+});
+TN_KERNEL("aten::masked_fill.Scalar", { return masked_fill(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
+TN_KERNEL("aten::masked_fill.Tensor", { return masked_fill(a.tensor(0), a.tensor(1), a.tensor(2)); });
+TN_KERNEL("aten::masked_select", {
+  Tensor mask = bool_mask(a.tensor(1), "masked_select");
+  Shape shape = broadcast_shapes(a.tensor(0).sizes(), mask.sizes());
+  Tensor self = op("aten::expand", "", {a.tensor(0), shape, false});
+  return index(self, {op("aten::expand", "", {mask, shape, false})});
+});
+TN_KERNEL("aten::masked_scatter", {
+  const Tensor& self = a.tensor(0);
+  Tensor mask = bool_mask(a.tensor(1), "masked_scatter_");
+  Tensor out = self.clone();
+  Tensor m = op("aten::expand", "", {mask, self.sizes(), false}).contiguous();
+  Tensor source = flat(a.tensor(2));
+  int64_t used = 0;
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < m.numel(); ++i)
+    if (m.data_as<bool>()[i]) positions.push_back(i);
+  if (int64_t(positions.size()) > source.numel()) throw Error("masked_scatter: expected source to have at least as many elements as ones in mask");
+  Tensor out_flat = flat(out);
+  for (int64_t p : positions) op("aten::select", "int", {out_flat, int64_t{0}, p}).copy_from(op("aten::select", "int", {source, int64_t{0}, used++}));
+  return out;
+});
+TN_KERNEL("aten::take", {
+  Tensor source = flat(a.tensor(0));
+  Tensor idx = long_index(a.tensor(1), "take");
+  int64_t n = source.numel();
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t k = idx.data_as<int64_t>()[i];
+    if (k < -n || k >= n) throw IndexError("out of range: tried to access index " + std::to_string(k) + " on a tensor of " + std::to_string(n) + " elements.");
+  }
+  return index(source, {idx});
+});
+TN_KERNEL("aten::take_along_dim", {
+  const Tensor& self = a.tensor(0);
+  const Tensor& indices = a.tensor(1);
+  auto dim = a.optional_integer(2);
+  if (!dim) return gather(flat(self), 0, flat(indices));
+  int64_t d = wrap_dim(*dim, self.dim());
+  Shape self_shape = self.sizes(), index_shape = indices.sizes();
+  self_shape[size_t(d)] = 1;
+  index_shape[size_t(d)] = 1;
+  Shape common = broadcast_shapes(self_shape, index_shape);
+  Shape s = common, i = common;
+  s[size_t(d)] = self.size(d);
+  i[size_t(d)] = indices.size(d);
+  return gather(op("aten::expand", "", {self, s, false}), d, op("aten::expand", "", {indices, i, false}));
+});
+TN_KERNEL("aten::nonzero", { return nonzero(a.tensor(0)); });
+TN_KERNEL("aten::argwhere", { return nonzero(a.tensor(0)); });
+TN_KERNEL("aten::nonzero_numpy", {
+  const Tensor& self = a.tensor(0);
+  Tensor coords = nonzero(self.dim() == 0 ? op("aten::unsqueeze", "", {self, int64_t{0}}) : self);
+  std::vector<Tensor> columns;
+  for (int64_t d = 0; d < coords.size(1); ++d) columns.push_back(op("aten::select", "int", {coords, int64_t{1}, d}).contiguous());
+  return columns;
+});
+TN_KERNEL("aten::index.Tensor", { return index(a.tensor(0), a.optional_tensor_list(1)); });
+TN_KERNEL("aten::index_put_", { return index_put_(a.tensor(0), a.optional_tensor_list(1), a.tensor(2), a.boolean(3)); });
+TN_KERNEL("aten::_index_put_impl_", { return index_put_(a.tensor(0), a.optional_tensor_list(1), a.tensor(2), a.boolean(3)); });
+TN_KERNEL("aten::index_put", {
+  Tensor out = a.tensor(0).clone();
+  return index_put_(out, a.optional_tensor_list(1), a.tensor(2), a.boolean(3));
+});
+TN_KERNEL("aten::sort", { auto [v, i] = sort(a.tensor(0), a.integer(1), a.boolean(2)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::sort.stable", { auto [v, i] = sort(a.tensor(0), a.integer(2), a.boolean(3)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::argsort", { return sort(a.tensor(0), a.integer(1), a.boolean(2)).second; });
+TN_KERNEL("aten::argsort.stable", { return sort(a.tensor(0), a.integer(2), a.boolean(3)).second; });
+TN_KERNEL("aten::msort", { return sort(a.tensor(0), 0, false).first; });
+TN_KERNEL("aten::topk", { auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::_unique2", {
+  auto [v, inv, c] = unique(a.tensor(0), a.boolean(2), a.boolean(3));
+  return IValue::tuple({v, inv, c});
+});
+TN_KERNEL("aten::one_hot", {
+  const Tensor& self = a.tensor(0);
+  if (self.dtype() != ScalarType::Long) throw Error("one_hot is only applicable to index tensor.");
+  int64_t classes = a.integer(1);
+  Tensor values = self.contiguous();
+  int64_t max_value = -1;
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    int64_t v = values.data_as<int64_t>()[i];
+    if (v < 0) throw Error("Class values must be non-negative.");
+    max_value = std::max(max_value, v);
+  }
+  if (classes == -1) classes = max_value + 1;
+  if (max_value >= classes) throw Error("Class values must be smaller than num_classes.");
+  Shape shape = self.sizes();
+  shape.push_back(classes);
+  Tensor out = Tensor::empty(shape, ScalarType::Long);
+  std::fill_n(out.data_as<int64_t>(), out.numel(), 0);
+  for (int64_t i = 0; i < values.numel(); ++i) out.data_as<int64_t>()[i * classes + values.data_as<int64_t>()[i]] = 1;
+  return out;
+});
+TN_KERNEL("aten::embedding", {
+  const Tensor& weight = a.tensor(0);
+  Tensor indices = a.tensor(1);
+  if (indices.dtype() != ScalarType::Long && indices.dtype() != ScalarType::Int)
+    throw Error("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.FloatTensor instead (while checking arguments for embedding)");
+  if (weight.dim() != 2) throw Error("'weight' must be 2-D");
+  Tensor rows = index_select(weight, 0, flat(indices));
+  Shape shape = indices.sizes();
+  shape.push_back(weight.size(1));
+  return op("aten::reshape", "", {rows, shape});
+});
+TN_KERNEL("aten::bincount", {
+  const Tensor& self = a.tensor(0);
+  if (self.dim() != 1 || !is_integral(self.dtype(), false)) throw Error("bincount only supports 1-d non-negative integral inputs.");
+  auto weights = a.optional_tensor(1);
+  int64_t minlength = a.integer(2);
+  if (minlength < 0) throw Error("minlength should be >= 0");
+  Tensor v = self.to(ScalarType::Long).contiguous();
+  int64_t bins = minlength;
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    int64_t x = v.data_as<int64_t>()[i];
+    if (x < 0) throw Error("bincount only supports 1-d non-negative integral inputs.");
+    bins = std::max(bins, x + 1);
+  }
+  ScalarType t = weights ? (weights->dtype() == ScalarType::Float ? ScalarType::Float : ScalarType::Double) : ScalarType::Long;
+  Tensor out = Tensor::empty({bins}, ScalarType::Double);
+  std::fill_n(out.data_as<double>(), bins, 0.0);
+  Tensor w = weights ? weights->to(ScalarType::Double).contiguous() : Tensor();
+  for (int64_t i = 0; i < v.numel(); ++i) out.data_as<double>()[v.data_as<int64_t>()[i]] += weights ? w.data_as<double>()[i] : 1.0;
+  return out.to(t);
+});
+TN_KERNEL("aten::histc", {
+  const Tensor& self = a.tensor(0);
+  if (!is_floating(self.dtype())) dtype_not_implemented("histogram_cpu", self.dtype());
+  int64_t bins = a.integer(1);
+  if (bins <= 0) throw Error("bins must be > 0");
+  Tensor v = flat(self).to(ScalarType::Double).contiguous();
+  double lo = a.scalar(2).to_double(), hi = a.scalar(3).to_double();
+  if (lo == hi && v.numel() > 0) {
+    lo = *std::min_element(v.data_as<double>(), v.data_as<double>() + v.numel());
+    hi = *std::max_element(v.data_as<double>(), v.data_as<double>() + v.numel());
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  if (lo > hi) throw Error("max must be larger than min");
+  Tensor out = Tensor::empty({bins}, ScalarType::Double);
+  std::fill_n(out.data_as<double>(), bins, 0.0);
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    double x = v.data_as<double>()[i];
+    if (x < lo || x > hi || std::isnan(x)) continue;
+    int64_t b = int64_t((x - lo) * double(bins) / (hi - lo));
+    if (b == bins) b -= 1;
+    out.data_as<double>()[b] += 1;
+  }
+  return out.to(self.dtype());
+});
+
+}  // namespace tn

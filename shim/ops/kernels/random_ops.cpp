@@ -1,0 +1,335 @@
+// Random sampling on the CPU generator with upstream's transforms, in upstream's
+// element order, so a seeded run draws the same values.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common.h"
+
+namespace tn {
+
+namespace {
+
+constexpr double kPi = 3.141592653589793238462643383279502884;
+
+// uniform_real_distribution<T>: the top bits of one draw (float types) or of a 64-bit
+// draw (double), as many as the type's mantissa holds, scaled into [from, to).
+template <typename T>
+T uniform_value(Generator& g, double from, double to) {
+  if constexpr (std::is_same_v<T, double>) {
+    double x = double(g.random64() & ((1ull << 53) - 1)) * (1.0 / double(1ull << 53));
+    return std::fma(x, to - from, from);  // upstream's kernel is FMA-contracted
+  } else {
+    constexpr int digits = std::is_same_v<T, Half> ? 11 : std::is_same_v<T, BFloat16> ? 8 : 24;
+    float x = float(g.random() & ((1u << digits) - 1)) * (1.0f / float(1u << digits));
+    return T(std::fma(x, float(to) - float(from), float(from)));
+  }
+}
+
+void uniform_(const Tensor& self, double from, double to, Generator& g) {
+  if (from > to) throw Error("uniform_ expects to return a [from, to) range, but found from=" + std::to_string(from) + " > to=" + std::to_string(to));
+  if (!is_floating(self.dtype())) dtype_not_implemented("check_uniform_bounds", self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "uniform_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {
+      scalar_t* p = self.template data_as<scalar_t>();
+      strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) { p[o[0]] = uniform_value<scalar_t>(g, from, to); });
+    }
+  });
+  self.bump_version();
+}
+
+// normal_distribution<double>: Box-Muller on two uniform doubles; the sine half is
+// kept in the generator for the next draw, as upstream does.
+double normal_double(Generator& g, double mean, double std) {
+  double z;
+  if (g.next_double_normal) {
+    z = *g.next_double_normal;
+    g.next_double_normal.reset();
+  } else {
+    double u1 = uniform_value<double>(g, 0, 1), u2 = uniform_value<double>(g, 0, 1);
+    double r = std::sqrt(-2.0 * std::log(1.0 - u2));
+    double theta = 2.0 * kPi * u1;
+    g.next_double_normal = r * std::sin(theta);
+    z = r * std::cos(theta);
+  }
+  return std::fma(z, std, mean);
+}
+
+// normal_fill: for contiguous tensors of 16 or more, upstream fills uniforms first and
+// transforms them 16 at a time (Box-Muller pairs j, j+8), redrawing the last 16 when
+// the size is not a multiple of 16.
+template <typename T>
+void normal_fill(T* data, int64_t size, double mean, double std, Generator& g) {
+  using c = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  for (int64_t i = 0; i < size; ++i) data[i] = uniform_value<T>(g, 0, 1);
+  auto fill16 = [&](T* d) {
+    for (int j = 0; j < 8; ++j) {
+      T u1 = T(c(1) - c(d[j]));
+      T u2 = d[j + 8];
+      T radius = T(std::sqrt(c(-2) * std::log(c(u1))));
+      T theta = T(2.0f * kPi * double(c(u2)));
+      d[j] = T(std::fma(c(radius) * std::cos(c(theta)), c(T(std)), c(T(mean))));
+      d[j + 8] = T(std::fma(c(radius) * std::sin(c(theta)), c(T(std)), c(T(mean))));
+    }
+  };
+  for (int64_t i = 0; i + 16 <= size; i += 16) fill16(data + i);
+  if (size % 16 != 0) {
+    T* tail = data + size - 16;
+    for (int i = 0; i < 16; ++i) tail[i] = uniform_value<T>(g, 0, 1);
+    fill16(tail);
+  }
+}
+
+void normal_(const Tensor& self, double mean, double std, Generator& g) {
+  if (std < 0) throw Error("normal expects std >= 0.0, but found std " + std::to_string(std));
+  if (!is_floating(self.dtype())) dtype_not_implemented("normal_kernel_cpu", self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "normal_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {
+      scalar_t* p = self.template data_as<scalar_t>();
+      if (self.numel() >= 16 && self.is_contiguous()) {
+        normal_fill<scalar_t>(p, self.numel(), mean, std, g);
+      } else {
+        strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) { p[o[0]] = scalar_t(normal_double(g, mean, std)); });
+      }
+    }
+  });
+  self.bump_version();
+}
+
+// random_(from, to): (draw mod range) + from, one 32-bit draw while the range fits.
+void random_from_to(const Tensor& self, int64_t from, std::optional<int64_t> to_opt, Generator& g) {
+  uint64_t range;
+  if (to_opt) {
+    if (from >= *to_opt)
+      throw Error("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) + " >= to=" + std::to_string(*to_opt));
+    range = uint64_t(*to_opt) - uint64_t(from);
+  } else {
+    // random_() samples [0, the type's largest value] (floats: 2^mantissa digits).
+    TN_DISPATCH_ALL_TYPES(self.dtype(), "random_", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      if constexpr (std::is_same_v<scalar_t, bool>) range = 2;
+      else if constexpr (std::is_integral_v<scalar_t>) range = uint64_t(std::numeric_limits<scalar_t>::max()) + 1;
+      else if constexpr (std::is_same_v<scalar_t, double>) range = (uint64_t(1) << 53) + 1;
+      else if constexpr (std::is_same_v<scalar_t, float>) range = (uint64_t(1) << 24) + 1;
+      else if constexpr (std::is_same_v<scalar_t, Half>) range = (uint64_t(1) << 11) + 1;
+      else range = (uint64_t(1) << 8) + 1;
+    });
+  }
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "random_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* p = self.template data_as<scalar_t>();
+    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+      uint64_t draw = range >= (uint64_t(1) << 32) ? g.random64() : uint64_t(g.random());
+      int64_t v = int64_t(draw % range + uint64_t(from));
+      p[o[0]] = scalar_t(compute_t<scalar_t>(v));
+    });
+  });
+  self.bump_version();
+}
+
+void bernoulli_scalar(const Tensor& self, double p, Generator& g) {
+  if (p < 0 || p > 1) throw Error("bernoulli_ expects p to be in [0, 1], but got p=" + std::to_string(p));
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "bernoulli_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* d = self.template data_as<scalar_t>();
+    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+      d[o[0]] = scalar_t(compute_t<scalar_t>(uniform_value<double>(g, 0, 1) < p));
+    });
+  });
+  self.bump_version();
+}
+
+// bernoulli_(p tensor): float draws, except for double probabilities.
+void bernoulli_tensor(const Tensor& self, const Tensor& p_in, Generator& g) {
+  Tensor p = call_tensor_op("aten::expand", "", {p_in, self.sizes(), false});
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "bernoulli_", [&](auto tag_) {
+    using self_t = TN_TYPE(tag_);
+    self_t* d = self.template data_as<self_t>();
+    TN_DISPATCH_ALL_TYPES(p.dtype(), "bernoulli_", [&](auto ptag_) {
+      using p_t = TN_TYPE(ptag_);
+      const p_t* pp = p.template data_as<p_t>();
+      strided_loop<2>(self.sizes(), {self.strides(), p.strides()}, [&](const std::array<int64_t, 2>& o) {
+        double prob = double(compute_t<p_t>(pp[o[1]]));
+        if (!(prob >= 0 && prob <= 1)) throw Error("Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
+        bool hit = std::is_same_v<p_t, double> ? uniform_value<double>(g, 0, 1) < prob
+                                               : uniform_value<float>(g, 0, 1) < float(prob);
+        d[o[0]] = self_t(compute_t<self_t>(hit));
+      });
+    });
+  });
+  self.bump_version();
+}
+
+void exponential_(const Tensor& self, double lambda, Generator& g) {
+  if (lambda <= 0) throw Error("exponential_ expects lambda > 0.0, but found lambda=" + std::to_string(lambda));
+  if (!is_floating(self.dtype())) dtype_not_implemented("exponential_cpu", self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "exponential_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* d = self.template data_as<scalar_t>();
+    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+      double u = uniform_value<double>(g, 0, 1);
+      d[o[0]] = scalar_t(compute_t<scalar_t>(-1.0 / lambda * std::log1p(-u)));
+    });
+  });
+  self.bump_version();
+}
+
+Tensor randperm(int64_t n, ScalarType t, Generator& g) {
+  if (n < 0) throw Error("n must be non-negative, got" + std::to_string(n));
+  Tensor out = Tensor::empty({n}, t);
+  TN_DISPATCH_ALL_TYPES(t, "randperm", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* r = out.template data_as<scalar_t>();
+    for (int64_t i = 0; i < n; ++i) r[i] = scalar_t(compute_t<scalar_t>(i));
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      int64_t z = int64_t(g.random() % uint32_t(n - i));
+      std::swap(r[i], r[z + i]);
+    }
+  });
+  return out;
+}
+
+Tensor fresh(const Args& a, size_t size_index, size_t dtype_index) {
+  return Tensor::empty(a.int_list(size_index), a.optional_dtype(dtype_index).value_or(default_dtype()));
+}
+
+Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Generator& g) {
+  if (self.dim() < 1 || self.dim() > 2) throw Error("prob_dist must be 1 or 2 dim");
+  if (!is_floating(self.dtype())) throw Error("multinomial only supports floating-point dtypes for input, got: " + std::string(upstream_type_name(self.dtype())));
+  if (samples <= 0) throw Error("cannot sample n_sample <= 0 samples");
+  int64_t categories = self.size(-1);
+  if (!replacement && samples > categories) throw Error("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  Tensor probs = (self.dim() == 1 ? call_tensor_op("aten::unsqueeze", "", {self, int64_t{0}}) : self).to(ScalarType::Double).contiguous();
+  int64_t rows = probs.size(0);
+  for (int64_t i = 0; i < probs.numel(); ++i) {
+    double v = probs.data_as<double>()[i];
+    if (!std::isfinite(v) || v < 0) throw Error("probability tensor contains either `inf`, `nan` or element < 0");
+  }
+  Tensor result;
+  if (!replacement) {
+    // Upstream: probabilities divided by exponential draws, then the largest (topk).
+    Tensor q = Tensor::empty(self.sizes(), self.dtype());
+    exponential_(q, 1.0, g);
+    Tensor ratio = call_tensor_op("aten::div", "Tensor", {self, q});
+    if (samples == 1) {
+      result = call_tensor_op("aten::argmax", "", {ratio, int64_t{-1}, true});
+    } else {
+      Stack topk = {ratio, samples, int64_t{-1}, true, true};
+      Operator* op = Dispatcher::instance().find("aten::topk", "");
+      Dispatcher::instance().call(*op, topk);
+      result = std::get<Tensor>(topk[1].value);
+    }
+    return result;
+  }
+  result = Tensor::empty({rows, samples}, ScalarType::Long);
+  std::vector<double> cumulative(static_cast<size_t>(categories));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* p = probs.data_as<double>() + r * categories;
+    double total = 0;
+    for (int64_t j = 0; j < categories; ++j) cumulative[size_t(j)] = total += p[j];
+    if (total <= 0) throw Error("invalid multinomial distribution (sum of probabilities <= 0)");
+    for (double& c : cumulative) c /= total;
+    cumulative.back() = 1;
+    for (int64_t s = 0; s < samples; ++s) {
+      double u = uniform_value<double>(g, 0, 1);
+      int64_t left = 0, right = categories;
+      while (right - left > 0) {
+        int64_t mid = left + (right - left) / 2;
+        if (cumulative[size_t(mid)] < u) left = mid + 1;
+        else right = mid;
+      }
+      result.data_as<int64_t>()[r * samples + s] = left;
+    }
+  }
+  return self.dim() == 1 ? result.view_as_strided({samples}, {1}, 0) : result;
+}
+
+}  // namespace
+
+TN_KERNEL("aten::uniform_", { uniform_(a.tensor(0), a.real(1), a.real(2), a.generator(3)); return a.tensor(0); });
+TN_KERNEL("aten::normal_", { normal_(a.tensor(0), a.real(1), a.real(2), a.generator(3)); return a.tensor(0); });
+TN_KERNEL("aten::random_.from", { random_from_to(a.tensor(0), a.integer(1), a.optional_integer(2), a.generator(3)); return a.tensor(0); });
+TN_KERNEL("aten::random_.to", { random_from_to(a.tensor(0), 0, a.integer(1), a.generator(2)); return a.tensor(0); });
+TN_KERNEL("aten::random_", { random_from_to(a.tensor(0), 0, std::nullopt, a.generator(1)); return a.tensor(0); });
+TN_KERNEL("aten::bernoulli_.float", { bernoulli_scalar(a.tensor(0), a.real(1), a.generator(2)); return a.tensor(0); });
+TN_KERNEL("aten::bernoulli_.Tensor", { bernoulli_tensor(a.tensor(0), a.tensor(1), a.generator(2)); return a.tensor(0); });
+TN_KERNEL("aten::bernoulli", {
+  Tensor out = Tensor::empty(a.tensor(0).sizes(), a.tensor(0).dtype());
+  bernoulli_tensor(out, a.tensor(0), a.generator(1));
+  return out;
+});
+TN_KERNEL("aten::exponential_", { exponential_(a.tensor(0), a.real(1), a.generator(2)); return a.tensor(0); });
+TN_KERNEL("aten::rand", { Tensor t = fresh(a, 0, 1); uniform_(t, 0, 1, default_generator()); return t; });
+TN_KERNEL("aten::rand.generator", { Tensor t = fresh(a, 0, 2); uniform_(t, 0, 1, a.generator(1)); return t; });
+TN_KERNEL("aten::randn", { Tensor t = fresh(a, 0, 1); normal_(t, 0, 1, default_generator()); return t; });
+TN_KERNEL("aten::randn.generator", { Tensor t = fresh(a, 0, 2); normal_(t, 0, 1, a.generator(1)); return t; });
+TN_KERNEL("aten::rand_like", {
+  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(1).value_or(a.tensor(0).dtype()));
+  uniform_(t, 0, 1, default_generator());
+  return t;
+});
+TN_KERNEL("aten::randn_like", {
+  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(1).value_or(a.tensor(0).dtype()));
+  normal_(t, 0, 1, default_generator());
+  return t;
+});
+TN_KERNEL("aten::randint", {
+  Tensor t = Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(ScalarType::Long));
+  random_from_to(t, 0, a.integer(0), default_generator());
+  return t;
+});
+TN_KERNEL("aten::randint.generator", {
+  Tensor t = Tensor::empty(a.int_list(1), a.optional_dtype(3).value_or(ScalarType::Long));
+  random_from_to(t, 0, a.integer(0), a.generator(2));
+  return t;
+});
+TN_KERNEL("aten::randint.low", {
+  Tensor t = Tensor::empty(a.int_list(2), a.optional_dtype(3).value_or(ScalarType::Long));
+  random_from_to(t, a.integer(0), a.integer(1), default_generator());
+  return t;
+});
+TN_KERNEL("aten::randint.low_generator", {
+  Tensor t = Tensor::empty(a.int_list(2), a.optional_dtype(4).value_or(ScalarType::Long));
+  random_from_to(t, a.integer(0), a.integer(1), a.generator(3));
+  return t;
+});
+TN_KERNEL("aten::randint_like", {
+  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
+  random_from_to(t, 0, a.integer(1), default_generator());
+  return t;
+});
+TN_KERNEL("aten::randint_like.low_dtype", {
+  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(3).value_or(a.tensor(0).dtype()));
+  random_from_to(t, a.integer(1), a.integer(2), default_generator());
+  return t;
+});
+TN_KERNEL("aten::randperm", { return randperm(a.integer(0), a.optional_dtype(1).value_or(ScalarType::Long), default_generator()); });
+TN_KERNEL("aten::randperm.generator", { return randperm(a.integer(0), a.optional_dtype(2).value_or(ScalarType::Long), a.generator(1)); });
+TN_KERNEL("aten::normal.float_float", {
+  Tensor t = Tensor::empty(a.int_list(2), a.optional_dtype(4).value_or(default_dtype()));
+  normal_(t, a.real(0), a.real(1), a.generator(3));
+  return t;
+});
+TN_KERNEL("aten::normal.Tensor_float", {
+  const Tensor& mean = a.tensor(0);
+  Tensor t = Tensor::empty(mean.sizes(), mean.dtype());
+  normal_(t, 0, a.real(1), a.generator(2));
+  return call_tensor_op("aten::add", "Tensor", {t, mean, Scalar(int64_t{1})});
+});
+TN_KERNEL("aten::normal.float_Tensor", {
+  const Tensor& std = a.tensor(1);
+  Tensor t = Tensor::empty(std.sizes(), std.dtype());
+  normal_(t, 0, 1, a.generator(2));
+  return call_tensor_op("aten::add", "Tensor", {call_tensor_op("aten::mul", "Tensor", {t, std}), scalar_tensor(Scalar(a.real(0))), Scalar(int64_t{1})});
+});
+TN_KERNEL("aten::normal.Tensor_Tensor", {
+  const Tensor &mean = a.tensor(0), &std = a.tensor(1);
+  Tensor t = Tensor::empty(broadcast_shapes(mean.sizes(), std.sizes()), mean.dtype());
+  normal_(t, 0, 1, a.generator(2));
+  return call_tensor_op("aten::add", "Tensor", {call_tensor_op("aten::mul", "Tensor", {t, std}), mean, Scalar(int64_t{1})});
+});
+TN_KERNEL("aten::multinomial", { return multinomial(a.tensor(0), a.integer(1), a.boolean(2), a.generator(3)); });
+
+}  // namespace tn
