@@ -210,6 +210,10 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       }
       case K::Dimname: {
         // Names only ever reach refuse_dimnames (shim tensors are unnamed): keep the first.
+        if (PyUnicode_Check(obj) && type.fixed_size == 1) {
+          out->value = std::string(PyUnicode_AsUTF8(obj));
+          return true;
+        }
         if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
         Ref seq(PySequence_Fast(obj, ""));
         if (PySequence_Fast_GET_SIZE(seq.get()) == 0) return false;

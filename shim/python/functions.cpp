@@ -366,6 +366,59 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_CATCH(nullptr)
 }
 
+// nonzero(input, *, as_tuple=False, out=None): upstream binds it by hand; as_tuple
+// selects aten::nonzero_numpy.
+PyObject* nonzero_impl(PyObject* input, PyObject* kwargs) {
+  TN_PY_TRY
+  bool as_tuple = false;
+  PyObject* out = nullptr;
+  if (kwargs) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &key, &value)) {
+      std::string k = PyUnicode_AsUTF8(key);
+      if (k == "as_tuple") as_tuple = PyObject_IsTrue(value) == 1;
+      else if (k == "out" && value != Py_None) out = value;
+      else if (k != "out") {
+        PyErr_Format(PyExc_TypeError, "nonzero() got an unexpected keyword argument '%s'", k.c_str());
+        return nullptr;
+      }
+    }
+  }
+  if (!is_tensor(input)) {
+    PyErr_SetString(PyExc_TypeError, "nonzero(): argument 'input' (position 1) must be Tensor");
+    return nullptr;
+  }
+  if (as_tuple) {
+    if (out) {
+      PyErr_SetString(PyExc_RuntimeError, "nonzero: out= is not supported with as_tuple=True");
+      return nullptr;
+    }
+    Stack result = call_door("nonzero_numpy", "", {unpack(input)});
+    Operator* op = Dispatcher::instance().find("aten::nonzero_numpy", "");
+    return returns_to_python(*op, result);
+  }
+  if (out) {
+    if (!is_tensor(out)) {
+      PyErr_SetString(PyExc_TypeError, "nonzero(): argument 'out' must be Tensor");
+      return nullptr;
+    }
+    call_door("nonzero", "out", {unpack(input), unpack(out)});
+    Py_INCREF(out);
+    return out;
+  }
+  return wrap(std::get<Tensor>(call_door("nonzero", "", {unpack(input)}).at(0).value));
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* m_nonzero(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) != 0) {
+    PyErr_SetString(PyExc_TypeError, "nonzero() takes no positional arguments");
+    return nullptr;
+  }
+  return nonzero_impl(self, kwargs);
+}
+
 // ~x: upstream refuses floats with TypeError before reaching bitwise_not.
 PyObject* m_invert(PyObject* self, PyObject*) {
   TN_PY_TRY
@@ -493,6 +546,7 @@ PyMethodDef handwritten_methods[] = {
     KW("bool", m_bool),
     KW("cpu", m_cpu),
     KW("to", m_to),
+    KW("nonzero", m_nonzero),
     NOARGS("__invert__", m_invert),
     KW("cuda", m_refuse_device),
     KW("ipu", m_refuse_device),
@@ -508,6 +562,14 @@ PyMethodDef handwritten_methods[] = {
 };
 
 }  // namespace
+
+PyObject* nonzero_function(PyObject*, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) != 1) {
+    PyErr_SetString(PyExc_TypeError, "nonzero() takes exactly one positional argument (input)");
+    return nullptr;
+  }
+  return nonzero_impl(PyTuple_GET_ITEM(args, 0), kwargs);
+}
 
 void add_tensor_methods(PyObject* type_dict) {
   for (PyMethodDef* def = handwritten_methods; def->ml_name; ++def) {

@@ -117,6 +117,11 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
     return -1;
   }
   const Tensor& base = unpack(self);
+  if (PyUnicode_Check(value) || PyBytes_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "can't assign a %s to a %s", Py_TYPE(value)->tp_name,
+                 PyUnicode_AsUTF8(Ref(PyObject_CallMethod(self, "type", nullptr)).get()));
+    return -1;
+  }
   std::vector<std::optional<Tensor>> advanced;
   Tensor target = apply_slicing(base, index, advanced);
   Tensor source;

@@ -313,6 +313,7 @@ PyObject* f_multiprocessing_init(PyObject*, PyObject*) {
 }
 
 PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(1); }
+PyObject* f_default_device(PyObject*, PyObject*) { return PyUnicode_FromString("cpu"); }
 
 #define NOARGS(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr}
 #define ONE(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_O, nullptr}
@@ -335,8 +336,11 @@ PyMethodDef module_functions[] = {
     NOARGS("_is_torch_function_enabled", f_true),
     NOARGS("_is_torch_function_mode_enabled", f_false),
     NOARGS("get_num_threads", f_get_num_threads),
+    NOARGS("_get_default_device", f_default_device),  // the only device there is
     NOARGS("get_num_interop_threads", f_get_num_threads),
     ONE("_init_names", f_ignore),
+    // Upstream reports API usage to its telemetry hook; the shim reports nothing.
+    ONE("_log_api_usage_once", f_ignore),
     NOARGS("_get_backcompat_broadcast_warn", f_false),
     NOARGS("_get_backcompat_keepdim_warn", f_false),
     NOARGS("is_anomaly_enabled", f_false),
@@ -363,7 +367,19 @@ PyMethodDef module_functions[] = {
 
 // Upstream writes these torch.* functions by hand and exposes them through
 // torch._C._VariableFunctions, like the generated ones.
+PyObject* f_numel(PyObject*, PyObject* arg) {
+  if (!is_tensor(arg)) {
+    PyErr_Format(PyExc_TypeError, "numel(): argument 'input' (position 1) must be Tensor, not %s", Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  return PyLong_FromLongLong(unpack(arg).numel());
+}
+PyObject* f_minus_one(PyObject*, PyObject*) { return PyLong_FromLong(-1); }
+
 PyMethodDef handwritten_variable_functions[] = {
+    ONE("numel", f_numel),
+    ONE("_is_functional_tensor", f_false),  // no functionalization wrappers exist here
+    KW("nonzero", nonzero_function),
     KW("tensor", f_tensor),
     KW("as_tensor", f_as_tensor),
     ONE("from_numpy", f_from_numpy),
@@ -491,7 +507,7 @@ void init_surface(PyObject* module) {
       }
     } else if (kind == "method" && std::string(row.owner) == "_TensorBase") {
       // Tensor methods upstream writes by hand and we have not: refuse by name.
-      if (PyDict_GetItemString(tensor_base_type->tp_dict, row.name)) continue;
+      if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(tensor_base_type), row.name)) continue;  // own or inherited
       Ref f(refusing_function("torch.Tensor." + std::string(row.name), row.name));
       PyDict_SetItemString(tensor_base_type->tp_dict, row.name, Ref(PyInstanceMethod_New(f.get())).get());
       PyType_Modified(tensor_base_type);
@@ -523,6 +539,17 @@ void init_surface(PyObject* module) {
 
 namespace {
 
+// functorch's wrapper queries: the shim has no functorch transforms, so no tensor is
+// ever a wrapper (and _tensor_str asks on every repr).
+PyMethodDef functorch_functions[] = {
+    ONE("is_functorch_wrapped_tensor", f_false),
+    ONE("is_batchedtensor", f_false),
+    ONE("is_gradtrackingtensor", f_false),
+    ONE("is_functionaltensor", f_false),
+    ONE("maybe_get_level", f_minus_one),
+    {nullptr, nullptr, 0, nullptr},
+};
+
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch._C", "torchnative's torch._C", -1, module_functions,
                           nullptr, nullptr, nullptr, nullptr};
 
@@ -543,6 +570,7 @@ PyMODINIT_FUNC PyInit__C() {
     init_op_bindings(module);
     PyModule_AddFunctions(PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C._VariableFunctions"),
                           handwritten_variable_functions);
+    PyModule_AddFunctions(add_submodule(module, "torch._C._functorch"), functorch_functions);
     init_dispatch(module);
     disabled_torch_function = PyCFunction_NewEx(&disabled_def, nullptr, nullptr);
     Py_INCREF(disabled_torch_function);

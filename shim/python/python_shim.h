@@ -57,6 +57,7 @@ const Tensor& unpack(PyObject* obj);
 PyObject* wrap(const Tensor& tensor);  // new reference; reuses the live object of this impl
 void init_tensor_type(PyObject* module);
 void add_tensor_methods(PyObject* methods_dict_target);
+PyObject* nonzero_function(PyObject* module, PyObject* args, PyObject* kwargs);  // torch.nonzero
 
 // ---- value types: dtype, layout, device, memory_format, Size ----
 PyObject* dtype_object(ScalarType type);  // borrowed

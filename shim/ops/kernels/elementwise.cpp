@@ -190,13 +190,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
     } else if constexpr (is_float_v<c>) {
       return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return std::pow(x, y); });
     } else {
-      if (is_integral(b.dtype(), false)) {
-        // negative integer powers of integers are an error upstream
-      }
-      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
-        if (y < 0 && x != 1 && x != -1) throw Error("Integers to negative integer powers are not allowed.");
-        return int_pow<c>(x, y);
-      });
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return int_pow<c>(x, y); });
     }
   });
 }
@@ -396,7 +390,12 @@ TN_KERNEL("aten::remainder.Scalar_Tensor", { return remainder(S(a, 0), a.tensor(
 TN_KERNEL("aten::fmod.Tensor", { return fmod(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::fmod.Scalar", { return fmod(a.tensor(0), S(a, 1)); });
 TN_KERNEL("aten::pow.Tensor_Tensor", { return pow(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::pow.Tensor_Scalar", { return pow(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::pow.Tensor_Scalar", {
+  // Only a negative integer *scalar* exponent of an integer tensor is refused upstream.
+  if (is_integral(a.tensor(0).dtype(), false) && !a.scalar(1).is_float() && !a.scalar(1).is_bool() && a.scalar(1).to_int() < 0)
+    throw Error("Integers to negative integer powers are not allowed.");
+  return pow(a.tensor(0), S(a, 1));
+});
 TN_KERNEL("aten::pow.Scalar", { return pow(S(a, 0), a.tensor(1)); });
 TN_KERNEL("aten::maximum", { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x < y ? y : x; }); });
 TN_KERNEL("aten::minimum", { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x > y ? y : x; }); });

@@ -346,15 +346,41 @@ std::pair<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending)
   return {from_rows(values, rows, rows.length, true), from_rows(indices, rows, rows.length, true)};
 }
 
-std::pair<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest) {
+// topk: upstream's selection on (value, position) pairs with the standard library
+// (partial_sort when k is small against the row, else nth_element and a sort of the
+// first k-1); the same library calls reproduce its order among ties.
+std::pair<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
   if (self.dtype() == ScalarType::Half) dtype_not_implemented("topk_cpu", self.dtype());
-  int64_t length = self.dim() == 0 ? 1 : self.size(dim);
-  if (k < 0 || k > length) throw Error("selected index k out of range");
-  auto [values, indices] = sort(self, dim, largest);
-  int64_t d = self.dim() == 0 ? 0 : wrap_dim(dim, self.dim());
-  if (self.dim() == 0) return {values, indices};
-  return {op("aten::narrow", "", {values, d, int64_t{0}, k}).contiguous(),
-          op("aten::narrow", "", {indices, d, int64_t{0}, k}).contiguous()};
+  Rows rows = rows_along(self, dim);
+  if (k < 0 || k > rows.length) throw Error("selected index k out of range");
+  Tensor values = Tensor::empty({rows.count, k}, self.dtype());
+  Tensor indices = Tensor::empty({rows.count, k}, ScalarType::Long);
+  using elem_t = std::pair<double, int64_t>;
+  auto before = [largest](const elem_t& x, const elem_t& y) {
+    if (largest) return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
+    return (!std::isnan(x.first) && std::isnan(y.first)) || x.first < y.first;
+  };
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "topk", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    std::vector<elem_t> queue(static_cast<size_t>(rows.length));
+    for (int64_t r = 0; r < rows.count; ++r) {
+      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
+      for (int64_t j = 0; j < rows.length; ++j) queue[size_t(j)] = {double(compute_t<scalar_t>(in[j])), j};
+      if (k > 0) {
+        if (k * 64 <= rows.length) {
+          std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), before);
+        } else {
+          std::nth_element(queue.begin(), queue.begin() + k - 1, queue.end(), before);
+          if (sorted) std::sort(queue.begin(), queue.begin() + k - 1, before);
+        }
+      }
+      for (int64_t j = 0; j < k; ++j) {
+        values.template data_as<scalar_t>()[r * k + j] = in[queue[size_t(j)].second];
+        indices.template data_as<int64_t>()[r * k + j] = queue[size_t(j)].second;
+      }
+    }
+  });
+  return {from_rows(values, rows, k, true), from_rows(indices, rows, k, true)};
 }
 
 // torch.unique on the flattened input: sorted values, inverse indices, counts.
@@ -502,7 +528,7 @@ TN_KERNEL("aten::sort.stable", { auto [v, i] = sort(a.tensor(0), a.integer(2), a
 TN_KERNEL("aten::argsort", { return sort(a.tensor(0), a.integer(1), a.boolean(2)).second; });
 TN_KERNEL("aten::argsort.stable", { return sort(a.tensor(0), a.integer(2), a.boolean(3)).second; });
 TN_KERNEL("aten::msort", { return sort(a.tensor(0), 0, false).first; });
-TN_KERNEL("aten::topk", { auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::topk", { auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3), a.boolean(4)); return IValue::tuple({v, i}); });
 TN_KERNEL("aten::_unique2", {
   auto [v, inv, c] = unique(a.tensor(0), a.boolean(2), a.boolean(3));
   return IValue::tuple({v, inv, c});

@@ -1,6 +1,4 @@
-// Reductions over dimensions, softmax, and matrix products (GEMM on OpenBLAS).
-#include <cblas.h>
-
+// Reductions over dimensions, softmax, matmul and linear (products themselves in blas.cpp).
 #include <limits>
 
 #include "common.h"
@@ -111,70 +109,15 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
   return back.view_as_strided(self.sizes(), contiguous_strides(self.sizes()), 0);
 }
 
-// C = A @ B for 2-D tensors; float/double through OpenBLAS, the rest by a plain loop.
-Tensor mm(const Tensor& a, const Tensor& b) {
-  if (a.dim() != 2) throw Error("self must be a matrix");
-  if (b.dim() != 2) throw Error("mat2 must be a matrix");
-  if (a.size(1) != b.size(0))
-    throw Error("mat1 and mat2 shapes cannot be multiplied (" + std::to_string(a.size(0)) + "x" + std::to_string(a.size(1)) +
-                " and " + std::to_string(b.size(0)) + "x" + std::to_string(b.size(1)) + ")");
-  if (a.dtype() != b.dtype())
-    throw Error(std::string("expected scalar type ") + scalar_type_name(a.dtype()) + " but found " + scalar_type_name(b.dtype()));
-  int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  ScalarType t = a.dtype();
-  if (t == ScalarType::Half) dtype_not_implemented("addmm_impl_cpu_", t);
-  Tensor out = Tensor::empty({m, n}, t);
-  Tensor x = a.contiguous(), y = b.contiguous();
-  if (t == ScalarType::Float && m && n && k) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, x.data_as<float>(), int(k),
-                y.data_as<float>(), int(n), 0.0f, out.data_as<float>(), int(n));
-    return out;
-  }
-  if (t == ScalarType::Double && m && n && k) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0, x.data_as<double>(), int(k),
-                y.data_as<double>(), int(n), 0.0, out.data_as<double>(), int(n));
-    return out;
-  }
-  TN_DISPATCH_ALL_TYPES(t, "mm", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using acc_t = std::conditional_t<std::is_same_v<scalar_t, bool>, bool, compute_t<scalar_t>>;
-    const scalar_t* px = x.template data_as<scalar_t>();
-    const scalar_t* py = y.template data_as<scalar_t>();
-    scalar_t* po = out.template data_as<scalar_t>();
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        acc_t acc = acc_t(0);
-        for (int64_t p = 0; p < k; ++p) {
-          if constexpr (std::is_same_v<acc_t, bool>) acc = acc || (px[i * k + p] && py[p * n + j]);
-          else acc += acc_t(px[i * k + p]) * acc_t(py[p * n + j]);
-        }
-        po[i * n + j] = scalar_t(acc);
-      }
-  });
-  return out;
-}
-
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  if (a.dim() != 3) throw Error("batch1 must be a 3D tensor");
-  if (b.dim() != 3) throw Error("batch2 must be a 3D tensor");
-  if (a.size(0) != b.size(0)) throw Error("batch1 and batch2 must have same number of batches");
-  if (a.dtype() == ScalarType::Half) dtype_not_implemented("bmm", a.dtype());
-  Tensor out = Tensor::empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
-  for (int64_t i = 0; i < a.size(0); ++i) {
-    Tensor r = mm(call_tensor_op("aten::select", "int", {a, int64_t{0}, i}), call_tensor_op("aten::select", "int", {b, int64_t{0}, i}));
-    call_tensor_op("aten::select", "int", {out, int64_t{0}, i}).copy_from(r);
-  }
-  return out;
-}
+Tensor mm(const Tensor& a, const Tensor& b) { return call_tensor_op("aten::mm", "", {a, b}); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return call_tensor_op("aten::bmm", "", {a, b}); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
     throw Error("both arguments to matmul need to be at least 1D, but they are " + std::to_string(a.dim()) + "D and " + std::to_string(b.dim()) + "D");
-  if (a.dim() == 1 && b.dim() == 1) {
-    if (a.size(0) != b.size(0)) throw Error("inconsistent tensor size, expected tensor [" + std::to_string(a.size(0)) + "] and src [" + std::to_string(b.size(0)) + "] to have the same number of elements, but got " + std::to_string(a.size(0)) + " and " + std::to_string(b.size(0)) + " elements respectively");
-    Tensor r = mm(a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()), b.view_as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()));
-    return r.view_as_strided({}, {}, 0);
-  }
+  // As upstream: vector-vector is dot, matrix-vector is mv (BLAS gemv).
+  if (a.dim() == 1 && b.dim() == 1) return call_tensor_op("aten::dot", "", {a, b});
+  if (a.dim() == 2 && b.dim() == 1) return call_tensor_op("aten::mv", "", {a, b});
   if (a.dim() <= 2 && b.dim() <= 2) {
     Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;
     Tensor y = b.dim() == 1 ? b.view_as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()) : b;
@@ -244,20 +187,17 @@ TN_KERNEL("aten::_softmax", { return softmax(a.tensor(0), a.integer(1), std::nul
 TN_KERNEL("aten::_log_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, true); });
 TN_KERNEL("aten::softmax.int", { return softmax(a.tensor(0), a.integer(1), a.optional_dtype(2), false); });
 TN_KERNEL("aten::log_softmax.int", { return softmax(a.tensor(0), a.integer(1), a.optional_dtype(2), true); });
-TN_KERNEL("aten::mm", { return mm(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::bmm", { return bmm(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::matmul", { return matmul(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::addmm", {
-  Tensor prod = mm(a.tensor(1), a.tensor(2));
-  Tensor scaled = call_tensor_op("aten::mul", "Scalar", {prod, a.scalar(4)});
-  Tensor base = call_tensor_op("aten::mul", "Scalar", {a.tensor(0), a.scalar(3)});
-  return call_tensor_op("aten::add", "Tensor", {base, scaled, Scalar(int64_t{1})});
-});
+// linear: upstream's addmm(bias, x, w.t()) for a 2-D input with bias (one BLAS call
+// with beta = 1), else matmul plus bias.
 TN_KERNEL("aten::linear", {
-  const Tensor& w = a.tensor(1);
-  Tensor wt = call_tensor_op("aten::t", "", {w});
-  Tensor out = matmul(a.tensor(0), wt);
-  if (auto bias = a.optional_tensor(2)) out = call_tensor_op("aten::add", "Tensor", {out, *bias, Scalar(int64_t{1})});
+  const Tensor& x = a.tensor(0);
+  auto bias = a.optional_tensor(2);
+  Tensor wt = call_tensor_op("aten::t", "", {a.tensor(1)});
+  if (x.dim() == 2 && bias)
+    return call_tensor_op("aten::addmm", "", {*bias, x, wt, Scalar(int64_t{1}), Scalar(int64_t{1})});
+  Tensor out = matmul(x, wt);
+  if (bias) out = call_tensor_op("aten::add", "Tensor", {out, *bias, Scalar(int64_t{1})});
   return out;
 });
 

@@ -58,11 +58,16 @@ Tensor all_any(const Tensor& self, const Dims& dims, bool keepdim) {
 }
 
 // var/std over dims with a correction (Bessel's by default), accumulated in double.
+// Like upstream: a reduction over every dim (var/std without var_mean) is two-pass
+// (mean, then squared deviations); everything else runs Welford's update, whose
+// running mean is also var_mean's mean (so an inf among finite values gives nan).
 std::pair<Tensor, Tensor> var_mean(const Tensor& self, const Dims& dims, double correction, bool keepdim, bool take_sqrt,
-                                   const char* name) {
+                                   const char* name, bool with_mean = false) {
   if (!is_floating(self.dtype()))
     throw Error(std::string(name) + ": std and var only support floating point and complex dtypes");
   ReducePlan plan = plan_reduce(self, dims, keepdim);
+  bool all_dims = plan.kept_shape.empty();
+  bool two_pass = all_dims && !with_mean && self.dtype() != ScalarType::Half && self.dtype() != ScalarType::BFloat16;
   Tensor out = Tensor::empty(plan.out_shape, self.dtype());
   Tensor mean = Tensor::empty(plan.out_shape, self.dtype());
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
@@ -70,12 +75,22 @@ std::pair<Tensor, Tensor> var_mean(const Tensor& self, const Dims& dims, double 
     const scalar_t* in = plan.values.template data_as<scalar_t>();
     for (int64_t i = 0; i < out.numel(); ++i) {
       const scalar_t* row = in + i * plan.inner;
-      double m = 0;
-      for (int64_t j = 0; j < plan.inner; ++j) m += double(row[j]);
-      m /= double(plan.inner);
-      double squares = 0;
-      for (int64_t j = 0; j < plan.inner; ++j) squares += (double(row[j]) - m) * (double(row[j]) - m);
-      double v = squares / std::max(0.0, double(plan.inner) - correction);
+      double m = 0, m2 = 0;
+      if (two_pass) {
+        for (int64_t j = 0; j < plan.inner; ++j) m += double(row[j]);
+        m /= double(plan.inner);
+        for (int64_t j = 0; j < plan.inner; ++j) m2 += (double(row[j]) - m) * (double(row[j]) - m);
+      } else {
+        for (int64_t j = 0; j < plan.inner; ++j) {
+          double x = double(compute_t<scalar_t>(row[j]));
+          double delta = x - m;
+          m += delta / double(j + 1);
+          m2 = std::fma(delta, x - m, m2);  // upstream's reduction kernel is FMA-contracted
+        }
+      }
+      if (plan.inner == 0) m = std::numeric_limits<double>::quiet_NaN();  // no elements: nan mean
+      double divisor = double(plan.inner) > correction ? double(plan.inner) - correction : 0.0;
+      double v = m2 / divisor;
       out.template data_as<scalar_t>()[i] = scalar_t(take_sqrt ? std::sqrt(v) : v);
       mean.template data_as<scalar_t>()[i] = scalar_t(m);
     }
@@ -249,22 +264,63 @@ int64_t median_pick(const std::vector<double>& v, bool ignore_nan) {
   return order[size_t((valid - 1) / 2)];
 }
 
-// mode: the smallest of the most frequent values, at the last position it occurs.
+// mode: upstream sorts (value, position) pairs by value with std::sort and keeps the
+// first longest run, reporting the position of its last element; the same library
+// sort reproduces its choice among ties.
 int64_t mode_pick(const std::vector<double>& v) {
-  std::vector<int64_t> order = stable_order(v);
-  int64_t best = order[0], best_count = 0, run = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
+  std::vector<std::pair<double, int64_t>> elements;
+  for (size_t i = 0; i < v.size(); ++i) elements.emplace_back(v[i], int64_t(i));
+  std::sort(elements.begin(), elements.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  int64_t best = elements[0].second, best_count = 0, run = 0;
+  for (size_t i = 0; i < elements.size(); ++i) {
     ++run;
-    bool run_ends = i + 1 == order.size() || v[size_t(order[i])] != v[size_t(order[i + 1])];
-    if (run_ends) {
+    if (i + 1 == elements.size() || elements[i].first != elements[i + 1].first) {
       if (run > best_count) {
         best_count = run;
-        best = order[i];
+        best = elements[i].second;
       }
       run = 0;
     }
   }
   return best;
+}
+
+// kthvalue: upstream's quickselect (median-of-three, NaN largest) over (value,
+// position) pairs; replicated so ties resolve to the same position.
+int64_t kth_pick(const std::vector<double>& v, int64_t k) {
+  std::vector<double> values = v;
+  std::vector<int64_t> positions(v.size());
+  std::iota(positions.begin(), positions.end(), 0);
+  auto greater = [](double x, double y) { return (std::isnan(x) && !std::isnan(y)) || x > y; };
+  auto swap_at = [&](int64_t i, int64_t j) {
+    std::swap(values[size_t(i)], values[size_t(j)]);
+    std::swap(positions[size_t(i)], positions[size_t(j)]);
+  };
+  int64_t lo = 0, hi = int64_t(values.size()) - 1;
+  while (true) {
+    if (hi <= lo) break;
+    if (hi == lo + 1) {
+      if (greater(values[size_t(lo)], values[size_t(hi)])) swap_at(lo, hi);
+      break;
+    }
+    int64_t mid = lo + (hi - lo) / 2;
+    swap_at(mid, lo + 1);
+    if (greater(values[size_t(lo + 1)], values[size_t(hi)])) swap_at(lo + 1, hi);
+    if (greater(values[size_t(lo)], values[size_t(hi)])) swap_at(lo, hi);
+    if (greater(values[size_t(lo + 1)], values[size_t(lo)])) swap_at(lo + 1, lo);
+    int64_t i = lo + 1, j = hi;
+    double pivot = values[size_t(lo)];
+    while (true) {
+      do ++i; while (greater(pivot, values[size_t(i)]));
+      do --j; while (greater(values[size_t(j)], pivot));
+      if (j < i) break;
+      swap_at(i, j);
+    }
+    swap_at(lo, j);
+    if (j <= k) lo = i;
+    if (j >= k) hi = j - 1;
+  }
+  return positions[size_t(k)];
 }
 
 // The median of no elements is NaN.
@@ -320,8 +376,8 @@ std::pair<Tensor, Tensor> cumulative_extreme(const Tensor& self, int64_t dim) {
       int64_t best = 0;
       for (int64_t j = 0; j < rows.length; ++j) {
         double x = double(compute_t<scalar_t>(in[j])), b = double(compute_t<scalar_t>(in[best]));
-        // Upstream moves to a later equal element (>=), and a NaN, once seen, stays.
-        if (!std::isnan(b) && (std::isnan(x) || (IsMax ? x >= b : x <= b))) best = j;
+        // Upstream moves to a later equal element (>=), and to every NaN it meets.
+        if (std::isnan(x) || (!std::isnan(b) && (IsMax ? x >= b : x <= b))) best = j;
         v[j] = in[best];
         ix[j] = best;
       }
@@ -345,12 +401,12 @@ TN_KERNEL("aten::var.correction", { return var_mean(a.tensor(0), dims_of(a, 1), 
 TN_KERNEL("aten::std", { return var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std").first; });
 TN_KERNEL("aten::std.dim", { return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std").first; });
 TN_KERNEL("aten::std.correction", { return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std").first; });
-TN_KERNEL("aten::var_mean", { auto [v, m] = var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, false, "var_mean"); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::var_mean.dim", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), false, "var_mean"); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::var_mean.correction", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), false, "var_mean"); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::std_mean", { auto [v, m] = var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std_mean"); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::std_mean.dim", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std_mean"); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::std_mean.correction", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std_mean"); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::var_mean", { auto [v, m] = var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, false, "var_mean", true); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::var_mean.dim", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), false, "var_mean", true); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::var_mean.correction", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), false, "var_mean", true); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::std_mean", { auto [v, m] = var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std_mean", true); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::std_mean.dim", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std_mean", true); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::std_mean.correction", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std_mean", true); return IValue::tuple({v, m}); });
 
 TN_KERNEL("aten::logsumexp", { return logsumexp(a.tensor(0), dims_of(a, 1), a.boolean(2)); });
 TN_KERNEL("aten::norm.Scalar", { return vector_norm(a.tensor(0), a.scalar(1).to_double(), std::nullopt, false, std::nullopt, "norm"); });
@@ -398,7 +454,7 @@ TN_KERNEL("aten::kthvalue", {
   if (k < 1 || k > length)
     throw Error("kthvalue(): selected number k out of range for dimension " + std::to_string(a.integer(2)));
   auto [v, i] = select_per_row(self, a.integer(2), a.boolean(3), "kthvalue",
-                               [k](const std::vector<double>& v) { return stable_order(v)[size_t(k - 1)]; });
+                               [k](const std::vector<double>& v) { return kth_pick(v, k - 1); });
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::aminmax", {
@@ -433,10 +489,11 @@ TN_KERNEL("aten::logcumsumexp", {
   ScalarType t = a.tensor(0).dtype();
   if (!is_floating(t) || t == ScalarType::Half) dtype_not_implemented("logcumsumexp_out_cpu", t);
   return scan(a.tensor(0), a.integer(1), t, "logcumsumexp", [](auto acc, auto x) {
+    // Upstream's log_add_exp: NaN in the new element propagates; equal infinities stay.
     using T = decltype(acc);
-    T hi = std::max(acc, x), lo = std::min(acc, x);
-    if (std::isinf(hi) && hi < 0) return hi;  // both -inf
-    return T(hi + std::log1p(std::exp(lo - hi)));
+    T lo = std::isnan(x) ? x : std::min(acc, x), hi = std::isnan(x) ? x : std::max(acc, x);
+    if (lo != hi || std::isfinite(lo)) return T(std::log1p(std::exp(lo - hi)) + hi);
+    return acc;
   });
 });
 TN_KERNEL("aten::cummax", { auto [v, i] = cumulative_extreme<true>(a.tensor(0), a.integer(1)); return IValue::tuple({v, i}); });

@@ -207,7 +207,7 @@ Tensor repeat_interleave(const Tensor& self, const Tensor& repeats, std::optiona
 }
 
 Tensor triangle(const Tensor& self, int64_t diagonal, bool lower) {
-  if (self.dim() < 2) throw Error(std::string(lower ? "tril" : "triu") + ": input tensor must have at least 2 dimensions");
+  if (self.dim() < 2) wrap_dim(-2, self.dim());  // upstream's IndexError for the missing row dim
   Tensor out = self.clone();
   int64_t rows = self.size(-2), cols = self.size(-1);
   int64_t batch = rows * cols != 0 ? out.numel() / (rows * cols) : 0;
@@ -335,8 +335,6 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& ts, const std::string& i
     out.push_back(op("aten::expand", "", {op("aten::view", "", {inputs[i], view}), shape, false}));
   }
   if (swap) std::swap(out[0], out[1]);
-  if (swap)
-    for (Tensor& t : out) t = op("aten::transpose", "int", {t, int64_t{0}, int64_t{1}});
   return out;
 }
 
