@@ -17,7 +17,8 @@ bool can_cast(ScalarType from, ScalarType to) {
 }
 
 // Two overloads are variants of one another when their non-out arguments agree in name
-// and type (ignoring alias annotations).
+// and type (ignoring alias annotations; the first argument may be named self or input,
+// as dropout_ and dropout are).
 bool same_signature(const Schema& a, const Schema& b) {
   std::vector<const SchemaArgument*> x, y;
   for (const auto& arg : a.arguments)
@@ -27,7 +28,7 @@ bool same_signature(const Schema& a, const Schema& b) {
   if (x.size() != y.size()) return false;
   for (size_t i = 0; i < x.size(); ++i) {
     const auto &p = *x[i], &q = *y[i];
-    if (p.name != q.name || p.type.base != q.type.base || p.type.list != q.type.list ||
+    if ((p.name != q.name && i > 0) || p.type.base != q.type.base || p.type.list != q.type.list ||
         p.type.optional != q.type.optional || p.type.element_optional != q.type.element_optional)
       return false;
   }

@@ -334,7 +334,10 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
     } else if (PyBool_Check(arg) && i >= 1) {
       if (i == n - 1 && n >= 3) copy = arg == Py_True;  // to(dtype, non_blocking, copy)
     } else if (is_device(arg) || PyUnicode_Check(arg) || PyLong_Check(arg)) {
-      if (!take_device(arg)) {
+      // An unknown device string is upstream's RuntimeError (torch.device() raises it).
+      Ref device(is_device(arg) ? Ref::borrow(arg) : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(cpu_device())), arg)));
+      if (!device) return nullptr;
+      if (!take_device(device.get())) {
         PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
         return nullptr;
       }

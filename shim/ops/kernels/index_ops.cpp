@@ -533,6 +533,29 @@ TN_KERNEL("aten::_unique2", {
   auto [v, inv, c] = unique(a.tensor(0), a.boolean(2), a.boolean(3));
   return IValue::tuple({v, inv, c});
 });
+TN_KERNEL("aten::unique_consecutive", {
+  if (a.optional_integer(3)) throw NotImplemented("torchnative does not implement aten::unique_consecutive with dim= yet");
+  const Tensor& self = a.tensor(0);
+  Tensor values_in = flat(self);
+  std::vector<int64_t> starts;
+  int64_t n = values_in.numel();
+  Tensor inverse = Tensor::empty(a.boolean(1) ? self.sizes() : Shape{0}, ScalarType::Long);
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "unique_consecutive", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* v = values_in.template data_as<scalar_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (i == 0 || compute_t<scalar_t>(v[i]) != compute_t<scalar_t>(v[i - 1])) starts.push_back(i);
+      if (a.boolean(1)) inverse.data_as<int64_t>()[i] = int64_t(starts.size()) - 1;
+    }
+  });
+  int64_t groups = int64_t(starts.size());
+  Tensor index = Tensor::empty({groups}, ScalarType::Long);
+  std::copy(starts.begin(), starts.end(), index.data_as<int64_t>());
+  Tensor counts = Tensor::empty({a.boolean(2) ? groups : 0}, ScalarType::Long);
+  if (a.boolean(2))
+    for (int64_t g = 0; g < groups; ++g) counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
+  return IValue::tuple({index_select(values_in, 0, index), inverse, counts});
+});
 TN_KERNEL("aten::one_hot", {
   const Tensor& self = a.tensor(0);
   if (self.dtype() != ScalarType::Long) throw Error("one_hot is only applicable to index tensor.");

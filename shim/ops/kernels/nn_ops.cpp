@@ -204,6 +204,44 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
   return batched ? out : op("aten::squeeze", "dim", {out, int64_t{0}});
 }
 
+// Transposed 2-D convolution: per group, W^T @ X gives columns that col2im scatters
+// (sums) into the output.
+Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias, Shape stride, Shape padding,
+                        Shape output_padding, int64_t groups, Shape dilation) {
+  bool batched = input_in.dim() == 4;
+  Tensor input = (batched ? input_in : op("aten::unsqueeze", "", {input_in, int64_t{0}})).contiguous();
+  if (weight.dim() != 4) throw Error("conv_transpose2d: weight should be 4-D");
+  if (input.dtype() == ScalarType::Half) dtype_not_implemented("slow_conv_transpose2d_cpu", input.dtype());
+  int64_t n = input.size(0), cin = input.size(1), h = input.size(2), w = input.size(3);
+  if (cin != weight.size(0))
+    throw Error("Given transposed=1, weight of size " + shape_str(weight.sizes()) + ", expected input" + shape_str(input.sizes()) +
+                " to have " + std::to_string(weight.size(0)) + " channels, but got " + std::to_string(cin) + " channels instead");
+  int64_t kh = weight.size(2), kw = weight.size(3), cog = weight.size(1), cout = cog * groups, cig = cin / groups;
+  int64_t oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1;
+  int64_t ow = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1;
+  Tensor out = Tensor::empty({n, cout, oh, ow}, ScalarType::Double);
+  std::fill_n(out.data_as<double>(), out.numel(), 0.0);
+  for (int64_t g = 0; g < groups; ++g) {
+    Tensor wg = op("aten::reshape", "", {op("aten::narrow", "", {weight, int64_t{0}, g * cig, cig}), Shape{cig, cog * kh * kw}});
+    Tensor xg = op("aten::reshape", "", {op("aten::narrow", "", {input, int64_t{1}, g * cig, cig}), Shape{n, cig, h * w}});
+    Tensor cols = op("aten::matmul", "", {op("aten::t", "", {wg}), xg}).to(ScalarType::Double).contiguous();  // (n, cog*kh*kw, h*w)
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t r = 0; r < cog * kh * kw; ++r) {
+        int64_t co = r / (kh * kw), ki = (r / kw) % kh, kj = r % kw;
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) {
+            int64_t oy = y * stride[0] - padding[0] + ki * dilation[0], ox = x * stride[1] - padding[1] + kj * dilation[1];
+            if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+            out.data_as<double>()[((b * cout + g * cog + co) * oh + oy) * ow + ox] +=
+                cols.data_as<double>()[(b * cog * kh * kw + r) * h * w + y * w + x];
+          }
+      }
+  }
+  Tensor result = out.to(input.dtype());
+  if (bias) result = add(result, per_channel(*bias, 4));
+  return batched ? result : op("aten::squeeze", "dim", {result, int64_t{0}});
+}
+
 Shape same_padding(const Tensor& weight, const Shape& dilation, int64_t spatial) {
   Shape p;
   for (int64_t i = 0; i < spatial; ++i) {
@@ -611,6 +649,27 @@ TN_KERNEL("aten::conv1d", {
   Tensor out = conv2d(x2, w2, a.optional_tensor(2), {1, a.int_list(3)[0]}, {0, a.int_list(4)[0]}, {1, a.int_list(5)[0]}, a.integer(6));
   return op("aten::squeeze", "dim", {out, int64_t{-2}});
 });
+// The generic entry point the functional convolutions decompose into upstream.
+TN_KERNEL("aten::convolution", {
+  const Tensor &x = a.tensor(0), &weight = a.tensor(1);
+  auto bias = a.optional_tensor(2);
+  Shape stride = a.int_list(3), padding = a.int_list(4), dilation = a.int_list(5), output_padding = a.int_list(7);
+  bool transposed = a.boolean(6);
+  int64_t groups = a.integer(8);
+  int64_t spatial = weight.dim() - 2;
+  if (spatial == 1) {
+    Tensor x2 = op("aten::unsqueeze", "", {x, int64_t{-2}}), w2 = op("aten::unsqueeze", "", {weight, int64_t{-2}});
+    Shape s2{1, stride[0]}, p2{0, padding[0]}, d2{1, dilation[0]}, o2{0, output_padding.empty() ? 0 : output_padding[0]};
+    Tensor out = transposed ? conv_transpose2d(x2, w2, bias, s2, p2, o2, groups, d2) : conv2d(x2, w2, bias, s2, p2, d2, groups);
+    return op("aten::squeeze", "dim", {out, int64_t{-2}});
+  }
+  if (spatial != 2) throw NotImplemented("torchnative implements aten::convolution for 1-D and 2-D only (got " + std::to_string(spatial) + "-D)");
+  if (transposed) return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+  return conv2d(x, weight, bias, stride, padding, dilation, groups);
+});
+TN_KERNEL("aten::conv_transpose2d.input", {
+  return conv_transpose2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4), a.int_list(5), a.integer(6), a.int_list(7));
+});
 TN_KERNEL("aten::max_pool2d", { return max_pool2d(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4), a.boolean(5)).first; });
 TN_KERNEL("aten::max_pool2d_with_indices", {
   auto [v, i] = max_pool2d(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4), a.boolean(5));
@@ -649,15 +708,15 @@ TN_KERNEL("aten::cdist", {
   Tensor diff = sub(op("aten::unsqueeze", "", {x1, int64_t{-2}}), op("aten::unsqueeze", "", {x2, int64_t{-3}}));
   return p_distance(diff, a.real(2), -1, false);
 });
+// cosine_similarity as upstream (scipy's form): w12 / sqrt(max(w1 * w2, eps^2)).
 TN_KERNEL("aten::cosine_similarity", {
   const Tensor &x1 = a.tensor(0), &x2 = a.tensor(1);
   int64_t dim = a.integer(2);
   double eps = a.real(3);
-  Tensor dot = op("aten::sum", "dim_IntList", {mul(x1, x2), std::vector<int64_t>{dim}, false, IValue()});
-  Tensor n1 = op("aten::linalg_vector_norm", "", {x1, Scalar(2.0), std::vector<int64_t>{dim}, false, IValue()});
-  Tensor n2 = op("aten::linalg_vector_norm", "", {x2, Scalar(2.0), std::vector<int64_t>{dim}, false, IValue()});
-  Tensor denominator = op("aten::clamp_min", "", {mul(n1, n2), Scalar(eps)});
-  return op("aten::div", "Tensor", {dot, denominator});
+  auto sum = [&](const Tensor& t) { return op("aten::sum", "dim_IntList", {t, std::vector<int64_t>{dim}, false, IValue()}); };
+  Tensor w12 = sum(mul(x1, x2)), w1 = sum(mul(x1, x1)), w2 = sum(mul(x2, x2));
+  Tensor n12 = op("aten::sqrt", "", {op("aten::clamp_min", "", {mul(w1, w2), Scalar(eps * eps)})});
+  return op("aten::div", "Tensor", {w12, n12});
 });
 TN_KERNEL("aten::tril_indices", { return index_pairs(a.integer(0), a.integer(1), a.integer(2), true).to(a.optional_dtype(3).value_or(ScalarType::Long)); });
 TN_KERNEL("aten::triu_indices", { return index_pairs(a.integer(0), a.integer(1), a.integer(2), false).to(a.optional_dtype(3).value_or(ScalarType::Long)); });

@@ -176,6 +176,19 @@ void exponential_(const Tensor& self, double lambda, Generator& g) {
   self.bump_version();
 }
 
+// Per-element draws of upstream's serial kernels (cauchy, geometric, log-normal),
+// each from double uniforms or normals.
+template <typename F>
+void fill_serial(const Tensor& self, const char* name, F draw) {
+  if (!is_floating(self.dtype()) && std::string(name) != "geometric_") dtype_not_implemented(name, self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* d = self.template data_as<scalar_t>();
+    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) { d[o[0]] = scalar_t(compute_t<scalar_t>(draw())); });
+  });
+  self.bump_version();
+}
+
 Tensor randperm(int64_t n, ScalarType t, Generator& g) {
   if (n < 0) throw Error("n must be non-negative, got" + std::to_string(n));
   Tensor out = Tensor::empty({n}, t);
@@ -329,6 +342,26 @@ TN_KERNEL("aten::normal.Tensor_Tensor", {
   Tensor t = Tensor::empty(broadcast_shapes(mean.sizes(), std.sizes()), mean.dtype());
   normal_(t, 0, 1, a.generator(2));
   return call_tensor_op("aten::add", "Tensor", {call_tensor_op("aten::mul", "Tensor", {t, std}), mean, Scalar(int64_t{1})});
+});
+TN_KERNEL("aten::cauchy_", {
+  double median = a.real(1), sigma = a.real(2);
+  Generator& g = a.generator(3);
+  fill_serial(a.tensor(0), "cauchy_", [&] { return median + sigma * std::tan(kPi * (uniform_value<double>(g, 0, 1) - 0.5)); });
+  return a.tensor(0);
+});
+TN_KERNEL("aten::geometric_", {
+  double p = a.real(1);
+  if (!(p > 0 && p < 1)) throw Error("geometric_ expects p to be in (0, 1), but got p=" + std::to_string(p));
+  Generator& g = a.generator(2);
+  fill_serial(a.tensor(0), "geometric_", [&] { return std::ceil(std::log(uniform_value<double>(g, 0, 1)) / std::log1p(-p)); });
+  return a.tensor(0);
+});
+TN_KERNEL("aten::log_normal_", {
+  double mean = a.real(1), std = a.real(2);
+  if (std <= 0) throw Error("log_normal_ expects std > 0.0, but found std=" + std::to_string(std));
+  Generator& g = a.generator(3);
+  fill_serial(a.tensor(0), "log_normal_", [&] { return std::exp(normal_double(g, mean, std)); });
+  return a.tensor(0);
 });
 TN_KERNEL("aten::multinomial", { return multinomial(a.tensor(0), a.integer(1), a.boolean(2), a.generator(3)); });
 

@@ -171,18 +171,41 @@ TN_KERNEL("aten::argmin", {
   Tensor idx = extreme<false>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmin").second;
   return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
 });
-TN_KERNEL("aten::amax", { auto d = a.int_list(1); Tensor v = a.tensor(0); for (int64_t k = int64_t(d.size()) - 1; k >= 0; --k) {} 
-  if (d.size() != 1 && !d.empty()) throw NotImplemented("torchnative: aten::amax over several dims is not implemented yet");
-  if (d.empty() && v.numel() == 0)
-    throw Error("amax(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
-  if (d.empty()) return extreme<true>(flat(v), 0, false, "amax").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
-  return extreme<true>(v, d[0], a.boolean(2), "amax").first; });
-TN_KERNEL("aten::amin", { auto d = a.int_list(1); Tensor v = a.tensor(0);
-  if (d.size() != 1 && !d.empty()) throw NotImplemented("torchnative: aten::amin over several dims is not implemented yet");
-  if (d.empty() && v.numel() == 0)
-    throw Error("amin(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
-  if (d.empty()) return extreme<false>(flat(v), 0, false, "amin").first.view_as_strided(a.boolean(2) ? Shape(size_t(v.dim()), 1) : Shape{}, Shape(a.boolean(2) ? size_t(v.dim()) : 0, 1), 0);
-  return extreme<false>(v, d[0], a.boolean(2), "amin").first; });
+// amax/amin over any set of dims (all when empty): values only, NaN propagating.
+template <bool IsMax>
+Tensor amax_amin(const Tensor& self, const std::vector<int64_t>& dims, bool keepdim, const char* name) {
+  if (self.numel() == 0) {
+    if (dims.empty())
+      throw Error(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+    for (int64_t d : dims)
+      if (self.dim() > 0 && self.size(d) == 0)
+        throw IndexError(std::string(name) + "(): Expected reduction dim " + std::to_string(wrap_dim(d, self.dim())) + " to have non-zero size.");
+  }
+  ReducePlan plan = plan_reduce(self, dims, keepdim);
+  Tensor out = Tensor::empty(plan.out_shape, self.dtype());
+  TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    const scalar_t* in = plan.values.template data_as<scalar_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const scalar_t* row = in + i * plan.inner;
+      scalar_t best = row[0];
+      for (int64_t j = 1; j < plan.inner; ++j) {
+        c x = c(row[j]), b = c(best);
+        if constexpr (std::is_floating_point_v<c>) {
+          if (std::isnan(b)) break;
+          if (std::isnan(x)) { best = row[j]; break; }
+        }
+        if (IsMax ? x > b : x < b) best = row[j];
+      }
+      out.template data_as<scalar_t>()[i] = best;
+    }
+  });
+  return out;
+}
+
+TN_KERNEL("aten::amax", { return amax_amin<true>(a.tensor(0), a.int_list(1), a.boolean(2), "amax"); });
+TN_KERNEL("aten::amin", { return amax_amin<false>(a.tensor(0), a.int_list(1), a.boolean(2), "amin"); });
 TN_KERNEL("aten::_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, false); });
 TN_KERNEL("aten::_log_softmax", { return softmax(a.tensor(0), a.integer(1), std::nullopt, true); });
 TN_KERNEL("aten::softmax.int", { return softmax(a.tensor(0), a.integer(1), a.optional_dtype(2), false); });
