@@ -1,13 +1,14 @@
 """Assembles the torch package torchnative runs: upstream's Python files with our _C.
 
 Copies every Python file (and the data files the tree reads) of Debian's python3-torch
-and the torchgen package into BUILD/pytree, leaving out upstream's compiled parts
+and the torchgen package into BUILD/pytree and byte-compiles them, leaving out upstream's compiled parts
 (_C, _C_flatbuffer, the libtorch shared objects, functorch's extension). Our torch._C
 extension and our libtorch_global_deps stand-in are installed in their place. Nothing
 upstream is modified.
 
 usage: assemble_torch.py UPSTREAM_SITE BUILD_DIR
 """
+import compileall
 import os
 import shutil
 import sys
@@ -43,6 +44,10 @@ def main(site, build):
     lib = os.path.join(tree, "torch", "lib")
     os.makedirs(lib, exist_ok=True)
     shutil.copy2(os.path.join(build, "shim", "libtorch_global_deps.so"), os.path.join(lib, "libtorch_global_deps.so"))
+    # Byte-compile once, as Debian does when it installs python3-torch, so imports never
+    # recompile (PYTHONDONTWRITEBYTECODE may be set where the tree is used).
+    if not compileall.compile_dir(tree, quiet=1, workers=2):
+        sys.exit("assemble_torch: byte-compiling the assembled tree failed")
     bin_dir = os.path.join(tree, "torch", "bin")
     os.makedirs(bin_dir, exist_ok=True)
     shutil.copy2(os.path.join(build, "shim", "torch_shm_manager"), os.path.join(bin_dir, "torch_shm_manager"))
