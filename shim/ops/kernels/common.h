@@ -78,6 +78,11 @@ Tensor map_unary(const Tensor& a, ScalarType compute, ScalarType out_type, F&& f
   auto run = [&](auto* po) {
     using out_t = std::remove_pointer_t<decltype(po)>;
     const in_t* x = in.data_as<in_t>();
+    if (in.is_contiguous()) {  // the common case: one flat loop the compiler can vectorize
+      int64_t n = in.numel();
+      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
+      return;
+    }
     strided_loop<2>(a.sizes(), {out.strides(), in.strides()}, [&](const std::array<int64_t, 2>& o) {
       po[o[0]] = out_t(f(compute_t<in_t>(x[o[1]])));
     });
@@ -97,6 +102,24 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarTy
   const in_t* py = y.data_as<in_t>();
   auto run = [&](auto* po) {
     using out_t = std::remove_pointer_t<decltype(po)>;
+    // Flat loops for the common layouts: both operands dense in the output's shape, or
+    // one of them a single element.
+    int64_t n = out.numel();
+    bool x_dense = x.sizes() == shape && x.is_contiguous(), y_dense = y.sizes() == shape && y.is_contiguous();
+    if (x_dense && y_dense) {
+      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(px[i]), compute_t<in_t>(py[i])));
+      return;
+    }
+    if (x_dense && y.numel() == 1) {
+      compute_t<in_t> b = compute_t<in_t>(py[0]);
+      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(px[i]), b));
+      return;
+    }
+    if (y_dense && x.numel() == 1) {
+      compute_t<in_t> a0 = compute_t<in_t>(px[0]);
+      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(a0, compute_t<in_t>(py[i])));
+      return;
+    }
     strided_loop<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
                     [&](const std::array<int64_t, 3>& o) {
                       po[o[0]] = out_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]])));

@@ -15,9 +15,22 @@ Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, 
     using scalar_t = TN_TYPE(tag_);
     // Floats accumulate in double: at least as accurate as upstream's cascade sum.
     using acc_t = std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
-    reduce_loop<acc_t, scalar_t, scalar_t>(plan, out, acc_t(0),
-        [](acc_t acc, scalar_t x, int64_t) { return acc + acc_t(compute_t<scalar_t>(x)); },
-        [](acc_t acc, int64_t) { return scalar_t(compute_t<scalar_t>(acc)); });
+    const scalar_t* in = plan.values.template data_as<scalar_t>();
+    scalar_t* o = out.template data_as<scalar_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      // Narrower types: four running sums in double break the serial dependency and
+      // stay more accurate than upstream's float cascade. double keeps the plain order,
+      // which is upstream's for the row lengths it sums serially.
+      const scalar_t* row = in + i * plan.inner;
+      acc_t partial[4] = {0, 0, 0, 0};
+      int64_t j = 0;
+      constexpr bool split = !std::is_same_v<scalar_t, double>;
+      for (; split && j + 4 <= plan.inner; j += 4)
+        for (int k = 0; k < 4; ++k) partial[k] += acc_t(compute_t<scalar_t>(row[j + k]));
+      acc_t total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+      for (; j < plan.inner; ++j) total += acc_t(compute_t<scalar_t>(row[j]));
+      o[i] = scalar_t(compute_t<scalar_t>(total));
+    }
   });
   return out;
 }
@@ -81,32 +94,36 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
   Tensor x = self.to(t);
   if (x.dim() == 0) x = x.view_as_strided({1}, {1}, x.offset());
   dim = wrap_dim(dim, x.dim());
-  // Move `dim` last, compute row-wise, move it back.
+  // Move `dim` last, compute row-wise, move it back (no moves for the last dim).
   Shape perm;
   for (int64_t d = 0; d < x.dim(); ++d) if (d != dim) perm.push_back(d);
   perm.push_back(dim);
-  Tensor moved = call_tensor_op("aten::permute", "", {x, perm}).contiguous();
+  bool last = dim == x.dim() - 1;
+  Tensor moved = last ? x.contiguous() : call_tensor_op("aten::permute", "", {x, perm}).contiguous();
   Tensor out = Tensor::empty(moved.sizes(), t);
   int64_t n = moved.dim() ? moved.sizes().back() : 1;
   int64_t rows = n ? moved.numel() / n : 0;
   TN_DISPATCH_ALL_TYPES(t, "softmax", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
+    std::vector<c> exps;  // each exp computed once, reused for the output
     for (int64_t r = 0; r < rows; ++r) {
       const scalar_t* in = moved.template data_as<scalar_t>() + r * n;
       scalar_t* o = out.template data_as<scalar_t>() + r * n;
       c m = -std::numeric_limits<c>::infinity();
       for (int64_t j = 0; j < n; ++j) m = std::max(m, c(in[j]));
       c total = 0;
-      for (int64_t j = 0; j < n; ++j) total += std::exp(c(in[j]) - m);
-      for (int64_t j = 0; j < n; ++j)
-        o[j] = scalar_t(log ? c(in[j]) - m - std::log(total) : std::exp(c(in[j]) - m) / total);
+      exps.resize(size_t(n));
+      for (int64_t j = 0; j < n; ++j) total += exps[size_t(j)] = std::exp(c(in[j]) - m);
+      c log_total = std::log(total);
+      for (int64_t j = 0; j < n; ++j) o[j] = scalar_t(log ? c(in[j]) - m - log_total : exps[size_t(j)] / total);
     }
   });
+  if (last) return out.view_as_strided(self.sizes(), contiguous_strides(self.sizes()), 0);
   Shape inverse(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
   Tensor back = call_tensor_op("aten::permute", "", {out, inverse}).contiguous();
-  return back.view_as_strided(self.sizes(), contiguous_strides(self.sizes()), 0);
+  return back.view_as_strided(self.sizes(), contiguous_strides(self.sizes()), back.offset());
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) { return call_tensor_op("aten::mm", "", {a, b}); }
