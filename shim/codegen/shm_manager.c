@@ -3,6 +3,8 @@
 #include <stdio.h>
 
 int main(void) {
-  fprintf(stderr, "torchnative: torch_shm_manager (shared-memory tensors for torch.multiprocessing) is not implemented\n");
+  fprintf(stderr,
+          "torchnative: torch_shm_manager (shared-memory tensors for torch.multiprocessing) is not "
+          "implemented\n");
   return 2;
 }

@@ -36,7 +36,7 @@ Half::Half(float value) {
     bits = uint16_t(sign | 0x7c00u);
     return;
   }
-  if (abs < 0x38800000u) {  // result is subnormal or zero: scale by 2^24 and round
+  if (abs < 0x38800000u) {                         // result is subnormal or zero: scale by 2^24 and round
     float scaled = bits_float(abs) * 16777216.0f;  // exact: power of two
     // nearbyint honours round-to-nearest-even
     bits = uint16_t(sign | uint32_t(std::nearbyint(scaled)));
@@ -94,33 +94,55 @@ size_t element_size(ScalarType type) {
 
 const char* scalar_type_name(ScalarType type) {
   switch (type) {
-    case ScalarType::Byte: return "uint8";
-    case ScalarType::Char: return "int8";
-    case ScalarType::Short: return "int16";
-    case ScalarType::Int: return "int32";
-    case ScalarType::Long: return "int64";
-    case ScalarType::Half: return "float16";
-    case ScalarType::Float: return "float32";
-    case ScalarType::Double: return "float64";
-    case ScalarType::Bool: return "bool";
-    case ScalarType::BFloat16: return "bfloat16";
-    default: return "undefined";
+    case ScalarType::Byte:
+      return "uint8";
+    case ScalarType::Char:
+      return "int8";
+    case ScalarType::Short:
+      return "int16";
+    case ScalarType::Int:
+      return "int32";
+    case ScalarType::Long:
+      return "int64";
+    case ScalarType::Half:
+      return "float16";
+    case ScalarType::Float:
+      return "float32";
+    case ScalarType::Double:
+      return "float64";
+    case ScalarType::Bool:
+      return "bool";
+    case ScalarType::BFloat16:
+      return "bfloat16";
+    default:
+      return "undefined";
   }
 }
 
 const char* upstream_type_name(ScalarType type) {
   switch (type) {
-    case ScalarType::Byte: return "Byte";
-    case ScalarType::Char: return "Char";
-    case ScalarType::Short: return "Short";
-    case ScalarType::Int: return "Int";
-    case ScalarType::Long: return "Long";
-    case ScalarType::Half: return "Half";
-    case ScalarType::Float: return "Float";
-    case ScalarType::Double: return "Double";
-    case ScalarType::Bool: return "Bool";
-    case ScalarType::BFloat16: return "BFloat16";
-    default: return "Undefined";
+    case ScalarType::Byte:
+      return "Byte";
+    case ScalarType::Char:
+      return "Char";
+    case ScalarType::Short:
+      return "Short";
+    case ScalarType::Int:
+      return "Int";
+    case ScalarType::Long:
+      return "Long";
+    case ScalarType::Half:
+      return "Half";
+    case ScalarType::Float:
+      return "Float";
+    case ScalarType::Double:
+      return "Double";
+    case ScalarType::Bool:
+      return "Bool";
+    case ScalarType::BFloat16:
+      return "BFloat16";
+    default:
+      return "Undefined";
   }
 }
 
@@ -169,11 +191,16 @@ ScalarType promote_types(ScalarType a, ScalarType b) {
   }
   auto rank = [](S t) {
     switch (t) {
-      case S::Char: return 1;
-      case S::Short: return 2;
-      case S::Int: return 3;
-      case S::Long: return 4;
-      default: return 0;
+      case S::Char:
+        return 1;
+      case S::Short:
+        return 2;
+      case S::Int:
+        return 3;
+      case S::Long:
+        return 4;
+      default:
+        return 0;
     }
   };
   if (a == S::Byte || b == S::Byte) {
@@ -185,9 +212,12 @@ ScalarType promote_types(ScalarType a, ScalarType b) {
 
 ScalarType Scalar::type() const {
   switch (kind_) {
-    case Kind::Bool: return ScalarType::Bool;
-    case Kind::Int: return ScalarType::Long;
-    default: return ScalarType::Double;
+    case Kind::Bool:
+      return ScalarType::Bool;
+    case Kind::Int:
+      return ScalarType::Long;
+    default:
+      return ScalarType::Double;
   }
 }
 
@@ -219,16 +249,17 @@ Shape contiguous_strides(const Shape& sizes) {
 Tensor Tensor::empty(const Shape& sizes, ScalarType dtype) {
   int64_t n = 1;
   for (int64_t s : sizes) {
-    if (s < 0) throw Error("Trying to create tensor with negative dimension " + std::to_string(s) +
-                           ": " + shape_str(sizes));
+    if (s < 0)
+      throw Error("Trying to create tensor with negative dimension " + std::to_string(s) + ": " +
+                  shape_str(sizes));
     n *= s;
   }
   auto storage = std::make_shared<Storage>(size_t(n) * element_size(dtype));
   return from_storage(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype);
 }
 
-Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
-                            int64_t offset, ScalarType dtype) {
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, int64_t offset,
+                            ScalarType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->sizes = std::move(sizes);
@@ -311,12 +342,12 @@ Dst convert(Src value) {
 void Tensor::copy_from(const Tensor& src) const {
   for (int64_t d = 0; d < dim(); ++d)
     if (strides()[d] == 0 && sizes()[d] > 1)
-      throw Error("unsupported operation: more than one element of the written-to tensor refers to a single "
-                  "memory location. Please clone() the tensor before performing the operation.");
+      throw Error(
+          "unsupported operation: more than one element of the written-to tensor refers to a single "
+          "memory location. Please clone() the tensor before performing the operation.");
   Shape target = sizes();
   if (broadcast_shapes(src.sizes(), target) != target)
-    throw Error("output with shape " + shape_str(target) +
-                " doesn't match the broadcast shape " +
+    throw Error("output with shape " + shape_str(target) + " doesn't match the broadcast shape " +
                 shape_str(broadcast_shapes(src.sizes(), target)));
   int64_t n = numel();
   if (n == 0) return;
@@ -338,7 +369,7 @@ void Tensor::copy_from(const Tensor& src) const {
     using scalar_t = TN_TYPE(tag_);
     using dst_t = scalar_t;
     TN_DISPATCH_ALL_TYPES(source.dtype(), "copy_", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
+      using scalar_t = TN_TYPE(tag_);
       dst_t* out = data_as<dst_t>();
       const scalar_t* in = source.data_as<scalar_t>();
       IndexCounter counter(target);
@@ -357,22 +388,24 @@ void Tensor::copy_from(const Tensor& src) const {
 
 Scalar Tensor::item() const {
   if (numel() != 1)
-    throw Error("a Tensor with " + std::to_string(numel()) +
-                " elements cannot be converted to Scalar");
+    throw Error("a Tensor with " + std::to_string(numel()) + " elements cannot be converted to Scalar");
   return TN_DISPATCH_ALL_TYPES(dtype(), "item", [&](auto tag_) -> Scalar {
     using scalar_t = TN_TYPE(tag_);
     scalar_t v = *data_as<scalar_t>();
-    if constexpr (std::is_same_v<scalar_t, bool>) return Scalar(v);
-    else if constexpr (std::is_integral_v<scalar_t>) return Scalar(int64_t(v));
-    else return Scalar(double(v));
+    if constexpr (std::is_same_v<scalar_t, bool>)
+      return Scalar(v);
+    else if constexpr (std::is_integral_v<scalar_t>)
+      return Scalar(int64_t(v));
+    else
+      return Scalar(double(v));
   });
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t min = ndim > 0 ? -ndim : -1, max = ndim > 0 ? ndim - 1 : 0;
   if (dim < min || dim > max)
-    throw IndexError("Dimension out of range (expected to be in range of [" + std::to_string(min) +
-                     ", " + std::to_string(max) + "], but got " + std::to_string(dim) + ")");
+    throw IndexError("Dimension out of range (expected to be in range of [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "], but got " + std::to_string(dim) + ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
@@ -383,9 +416,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw Error("The size of tensor a (" + std::to_string(da) +
-                  ") must match the size of tensor b (" + std::to_string(db) +
-                  ") at non-singleton dimension " + std::to_string(i));
+      throw Error("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
+                  std::to_string(db) + ") at non-singleton dimension " + std::to_string(i));
     out[i] = da == 1 ? db : da;
   }
   return out;

@@ -79,9 +79,9 @@ class Scalar {
  public:
   enum class Kind : uint8_t { Bool, Int, Float };
   Scalar() : Scalar(int64_t{0}) {}
-  Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}            // NOLINT
-  Scalar(int64_t v) : kind_(Kind::Int), i_(v), d_(double(v)) {}  // NOLINT
-  Scalar(int v) : Scalar(int64_t{v}) {}                          // NOLINT
+  Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}              // NOLINT
+  Scalar(int64_t v) : kind_(Kind::Int), i_(v), d_(double(v)) {}    // NOLINT
+  Scalar(int v) : Scalar(int64_t{v}) {}                            // NOLINT
   Scalar(double v) : kind_(Kind::Float), i_(int64_t(v)), d_(v) {}  // NOLINT
   Kind kind() const { return kind_; }
   bool is_float() const { return kind_ == Kind::Float; }
@@ -108,32 +108,32 @@ struct TypeTag {
 // lambda taking a TypeTag, so `if constexpr` inside it discards per type:
 //   TN_DISPATCH_ALL_TYPES(t, "name", [&](auto tag) { using scalar_t = TN_TYPE(tag); ... })
 #define TN_TYPE(tag) typename decltype(tag)::type
-#define TN_DISPATCH_ALL_TYPES(TYPE, NAME, ...)                      \
-  [&] {                                                             \
-    switch (TYPE) {                                                 \
-      case ::tn::ScalarType::Byte:                                    \
-        return __VA_ARGS__(::tn::TypeTag<uint8_t>{});                                                             \
-      case ::tn::ScalarType::Char:                                    \
-        return __VA_ARGS__(::tn::TypeTag<int8_t>{});                                                             \
-      case ::tn::ScalarType::Short:                                   \
-        return __VA_ARGS__(::tn::TypeTag<int16_t>{});                                                             \
-      case ::tn::ScalarType::Int:                                     \
-        return __VA_ARGS__(::tn::TypeTag<int32_t>{});                                                             \
-      case ::tn::ScalarType::Long:                                    \
-        return __VA_ARGS__(::tn::TypeTag<int64_t>{});                                                             \
-      case ::tn::ScalarType::Half:                                    \
-        return __VA_ARGS__(::tn::TypeTag<::tn::Half>{});                                                             \
-      case ::tn::ScalarType::Float:                                   \
-        return __VA_ARGS__(::tn::TypeTag<float>{});                                                             \
-      case ::tn::ScalarType::Double:                                  \
-        return __VA_ARGS__(::tn::TypeTag<double>{});                                                             \
-      case ::tn::ScalarType::Bool:                                    \
-        return __VA_ARGS__(::tn::TypeTag<bool>{});                                                             \
-      case ::tn::ScalarType::BFloat16:                                \
-        return __VA_ARGS__(::tn::TypeTag<::tn::BFloat16>{});                                                             \
-      default:                                                      \
-        ::tn::fail(std::string(NAME) + ": unsupported dtype");      \
-    }                                                               \
+#define TN_DISPATCH_ALL_TYPES(TYPE, NAME, ...)                 \
+  [&] {                                                        \
+    switch (TYPE) {                                            \
+      case ::tn::ScalarType::Byte:                             \
+        return __VA_ARGS__(::tn::TypeTag<uint8_t>{});          \
+      case ::tn::ScalarType::Char:                             \
+        return __VA_ARGS__(::tn::TypeTag<int8_t>{});           \
+      case ::tn::ScalarType::Short:                            \
+        return __VA_ARGS__(::tn::TypeTag<int16_t>{});          \
+      case ::tn::ScalarType::Int:                              \
+        return __VA_ARGS__(::tn::TypeTag<int32_t>{});          \
+      case ::tn::ScalarType::Long:                             \
+        return __VA_ARGS__(::tn::TypeTag<int64_t>{});          \
+      case ::tn::ScalarType::Half:                             \
+        return __VA_ARGS__(::tn::TypeTag<::tn::Half>{});       \
+      case ::tn::ScalarType::Float:                            \
+        return __VA_ARGS__(::tn::TypeTag<float>{});            \
+      case ::tn::ScalarType::Double:                           \
+        return __VA_ARGS__(::tn::TypeTag<double>{});           \
+      case ::tn::ScalarType::Bool:                             \
+        return __VA_ARGS__(::tn::TypeTag<bool>{});             \
+      case ::tn::ScalarType::BFloat16:                         \
+        return __VA_ARGS__(::tn::TypeTag<::tn::BFloat16>{});   \
+      default:                                                 \
+        ::tn::fail(std::string(NAME) + ": unsupported dtype"); \
+    }                                                          \
   }()
 
 // Owned or borrowed bytes. Borrowed memory (numpy arrays) keeps its owner alive
@@ -180,8 +180,8 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   static Tensor empty(const Shape& sizes, ScalarType dtype);
-  static Tensor from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
-                             int64_t offset, ScalarType dtype);
+  static Tensor from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, int64_t offset,
+                             ScalarType dtype);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -210,8 +210,8 @@ class Tensor {
   // A new TensorImpl sharing this storage.
   Tensor view_as_strided(Shape sizes, Shape strides, int64_t offset) const;
   Tensor contiguous() const;
-  Tensor clone() const;  // contiguous copy
-  Tensor to(ScalarType dtype) const;  // same tensor when dtype already matches
+  Tensor clone() const;                     // contiguous copy
+  Tensor to(ScalarType dtype) const;        // same tensor when dtype already matches
   void copy_from(const Tensor& src) const;  // broadcasting, converting copy into this
   Scalar item() const;
   void bump_version() const { ++*impl_->version; }

@@ -84,8 +84,10 @@ void refuse_dimnames(const Operator& op, const Stack& stack) {
   for (size_t i = 0; i < op.schema.arguments.size() && i < stack.size(); ++i) {
     if (op.schema.arguments[i].type.kind != SchemaType::Kind::Dimname || ndim < 0) continue;
     std::string name;
-    if (stack[i].is<std::string>()) name = stack[i].get<std::string>();
-    else continue;
+    if (stack[i].is<std::string>())
+      name = stack[i].get<std::string>();
+    else
+      continue;
     std::string names;
     for (int64_t d = 0; d < ndim; ++d) names += (d ? ", None" : "None");
     throw Error("Name '" + name + "' not found in Tensor[" + names + "].");
@@ -130,8 +132,7 @@ const std::vector<Operator*>& Dispatcher::overloads(const std::string& qualified
 
 void Dispatcher::impl(const std::string& full_name, Kernel kernel) {
   auto it = by_full_name_.find(full_name);
-  if (it == by_full_name_.end())
-    throw Error("kernel registered for unknown operator " + full_name);
+  if (it == by_full_name_.end()) throw Error("kernel registered for unknown operator " + full_name);
   it->second->kernel = std::move(kernel);
 }
 
@@ -161,9 +162,12 @@ void Dispatcher::call(const Operator& op, Stack& stack) const {
   for (const SchemaArgument& f : functional->schema.arguments) {
     auto it = std::find_if(op.schema.arguments.begin(), op.schema.arguments.end(),
                            [&](const SchemaArgument& a) { return a.name == f.name && !a.is_out; });
-    if (it != op.schema.arguments.end()) args.push_back(std::move(stack[size_t(it - op.schema.arguments.begin())]));
-    else if (f.name == "dtype") args.emplace_back(int64_t(outs.at(0).dtype()));
-    else args.emplace_back();
+    if (it != op.schema.arguments.end())
+      args.push_back(std::move(stack[size_t(it - op.schema.arguments.begin())]));
+    else if (f.name == "dtype")
+      args.emplace_back(int64_t(outs.at(0).dtype()));
+    else
+      args.emplace_back();
   }
   functional->kernel(args);
   if (args.size() != outs.size()) throw Error(op.schema.full_name() + ": result count mismatch");

@@ -24,22 +24,22 @@ using Stack = std::vector<IValue>;
 // A boxed argument or return value.
 struct IValue {
   struct None {};
-  using Storage = std::variant<None, Tensor, double, int64_t, bool, Scalar, std::string,
-                               std::vector<int64_t>, std::vector<double>, std::vector<bool>,
-                               std::vector<Tensor>, std::vector<std::optional<Tensor>>, Stack, Generator*>;
+  using Storage = std::variant<None, Tensor, double, int64_t, bool, Scalar, std::string, std::vector<int64_t>,
+                               std::vector<double>, std::vector<bool>, std::vector<Tensor>,
+                               std::vector<std::optional<Tensor>>, Stack, Generator*>;
   Storage value;
 
   IValue() = default;
-  IValue(Tensor t) : value(std::move(t)) {}  // NOLINT
-  IValue(double d) : value(d) {}             // NOLINT
-  IValue(int64_t i) : value(i) {}            // NOLINT
-  IValue(bool b) : value(b) {}               // NOLINT
-  IValue(Scalar s) : value(s) {}             // NOLINT
-  IValue(std::string s) : value(std::move(s)) {}                 // NOLINT
-  IValue(std::vector<int64_t> v) : value(std::move(v)) {}        // NOLINT
-  IValue(std::vector<double> v) : value(std::move(v)) {}         // NOLINT
-  IValue(std::vector<bool> v) : value(std::move(v)) {}           // NOLINT
-  IValue(std::vector<Tensor> v) : value(std::move(v)) {}         // NOLINT
+  IValue(Tensor t) : value(std::move(t)) {}                              // NOLINT
+  IValue(double d) : value(d) {}                                         // NOLINT
+  IValue(int64_t i) : value(i) {}                                        // NOLINT
+  IValue(bool b) : value(b) {}                                           // NOLINT
+  IValue(Scalar s) : value(s) {}                                         // NOLINT
+  IValue(std::string s) : value(std::move(s)) {}                         // NOLINT
+  IValue(std::vector<int64_t> v) : value(std::move(v)) {}                // NOLINT
+  IValue(std::vector<double> v) : value(std::move(v)) {}                 // NOLINT
+  IValue(std::vector<bool> v) : value(std::move(v)) {}                   // NOLINT
+  IValue(std::vector<Tensor> v) : value(std::move(v)) {}                 // NOLINT
   IValue(std::vector<std::optional<Tensor>> v) : value(std::move(v)) {}  // NOLINT
   IValue(Generator* g) : value(g) {}                                     // NOLINT
   static IValue tuple(Stack items) {
@@ -62,16 +62,31 @@ struct IValue {
 // One parsed type of a schema argument: "Tensor(a!)", "int[1]?", "Tensor?[]" ...
 struct SchemaType {
   enum class Kind : uint8_t {
-    Tensor, Int, SymInt, Float, Bool, Str, Scalar, ScalarType, Layout, Device, MemoryFormat,
-    Generator, Dimname, Storage, Stream, QScheme, Other
+    Tensor,
+    Int,
+    SymInt,
+    Float,
+    Bool,
+    Str,
+    Scalar,
+    ScalarType,
+    Layout,
+    Device,
+    MemoryFormat,
+    Generator,
+    Dimname,
+    Storage,
+    Stream,
+    QScheme,
+    Other
   };
   Kind kind = Kind::Other;
-  std::string base;          // spelled name, e.g. "SymInt"
-  bool optional = false;     // trailing '?'
-  bool list = false;         // '[]' or '[N]'
-  int64_t fixed_size = 0;    // N in '[N]', 0 when unsized
+  std::string base;               // spelled name, e.g. "SymInt"
+  bool optional = false;          // trailing '?'
+  bool list = false;              // '[]' or '[N]'
+  int64_t fixed_size = 0;         // N in '[N]', 0 when unsized
   bool element_optional = false;  // "Tensor?[]"
-  std::string alias;         // "a", "a!", "a -> *"
+  std::string alias;              // "a", "a!", "a -> *"
   bool is_write() const { return alias.find('!') != std::string::npos; }
   std::string str() const;
 };
@@ -92,9 +107,7 @@ struct Schema {
   std::vector<SchemaArgument> returns;
   bool is_vararg = false;
   std::string qualified_name() const { return ns + "::" + name; }
-  std::string full_name() const {
-    return qualified_name() + (overload.empty() ? "" : "." + overload);
-  }
+  std::string full_name() const { return qualified_name() + (overload.empty() ? "" : "." + overload); }
   std::string str() const;  // canonical text, as in native_functions.yaml
   size_t out_count() const;
 };
@@ -108,10 +121,10 @@ using Kernel = std::function<void(Stack&)>;
 
 struct Operator {
   Schema schema;
-  Kernel kernel;                        // empty when we lack this operator
+  Kernel kernel;                           // empty when we lack this operator
   std::vector<std::string> dispatch_keys;  // upstream's registration keys, from the yaml
-  unsigned variants = 0;                // bit 0: function, bit 1: method
-  std::string python_module;            // "", "nn", "linalg", "special", "fft", ...
+  unsigned variants = 0;                   // bit 0: function, bit 1: method
+  std::string python_module;               // "", "nn", "linalg", "special", "fft", ...
   // For in-place and out= overloads: the functional overload they are derived from.
   const Operator* functional = nullptr;
   bool is_inplace() const { return !schema.name.empty() && schema.name.back() == '_'; }
@@ -178,17 +191,17 @@ std::vector<std::pair<std::string, Kernel>>& pending_kernels();
 // Shorthand: a kernel body receives `Args a` and returns one value to push.
 #define TN_CONCAT_INNER(a, b) a##b
 #define TN_CONCAT(a, b) TN_CONCAT_INNER(a, b)
-#define TN_KERNEL(NAME, ...)                                                              \
-  static ::tn::KernelRegistration TN_CONCAT(kernel_registration_, __COUNTER__)(              \
-      NAME, [](::tn::Stack& stack) {                                                      \
-        ::tn::IValue result = [&]([[maybe_unused]] const ::tn::Args& a) -> ::tn::IValue __VA_ARGS__(       \
-            ::tn::Args(stack));                                                           \
-        stack.clear();                                                                    \
-        if (result.is<::tn::Stack>()) {                                                   \
-          for (auto& item : std::get<::tn::Stack>(result.value)) stack.push_back(item);   \
-        } else {                                                                          \
-          stack.push_back(std::move(result));                                             \
-        }                                                                                 \
+#define TN_KERNEL(NAME, ...)                                                                         \
+  static ::tn::KernelRegistration TN_CONCAT(kernel_registration_, __COUNTER__)(                      \
+      NAME, [](::tn::Stack& stack) {                                                                 \
+        ::tn::IValue result = [&]([[maybe_unused]] const ::tn::Args& a) -> ::tn::IValue __VA_ARGS__( \
+                                                                            ::tn::Args(stack));      \
+        stack.clear();                                                                               \
+        if (result.is<::tn::Stack>()) {                                                              \
+          for (auto& item : std::get<::tn::Stack>(result.value)) stack.push_back(item);              \
+        } else {                                                                                     \
+          stack.push_back(std::move(result));                                                        \
+        }                                                                                            \
       })
 
 // Default dtype for floating results of integer inputs (torch.get_default_dtype()).

@@ -16,9 +16,7 @@ class Generator {
   uint64_t random64();  // two draws: first is the high word
   // Uniform in [0, 1) with the precision of float (24 bits) or double (53 bits).
   float uniform_float() { return float(random() & ((1u << 24) - 1)) * (1.0f / float(1u << 24)); }
-  double uniform_double() {
-    return double(random64() & ((1ull << 53) - 1)) * (1.0 / double(1ull << 53));
-  }
+  double uniform_double() { return double(random64() & ((1ull << 53) - 1)) * (1.0 / double(1ull << 53)); }
   std::optional<double> next_double_normal;  // Box-Muller's second value, as upstream caches it
 
   static constexpr int kStateSize = 624;

@@ -86,15 +86,14 @@ class SchemaParser {
     expect(',');
   }
   [[noreturn]] void fail_here(const std::string& what) const {
-    throw Error("schema parse error: " + what + " at position " + std::to_string(pos_) + " in '" +
-                text_ + "'");
+    throw Error("schema parse error: " + what + " at position " + std::to_string(pos_) + " in '" + text_ +
+                "'");
   }
   std::string identifier(const char* extra = "") {
     skip_space();
     size_t start = pos_;
-    while (pos_ < text_.size() &&
-           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' ||
-            std::strchr(extra, text_[pos_]) != nullptr))
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '_' || std::strchr(extra, text_[pos_]) != nullptr))
       ++pos_;
     if (start == pos_) fail_here("expected identifier");
     return text_.substr(start, pos_ - start);
@@ -125,8 +124,8 @@ class SchemaParser {
     skip_space();
     // TorchScript types beyond native_functions.yaml's: tuples "(int, int)" and
     // containers "Dict(str, Tensor)", "Future(t)"; kept as spelled, kind Other.
-    static const std::set<std::string> containers = {"Dict", "Future", "Union", "RRef", "Optional",
-                                                     "Await", "List", "Tuple"};
+    static const std::set<std::string> containers = {"Dict",     "Future", "Union", "RRef",
+                                                     "Optional", "Await",  "List",  "Tuple"};
     if (pos_ < text_.size() && text_[pos_] == '(') {
       t.base = balanced_group();
     } else {
@@ -135,14 +134,21 @@ class SchemaParser {
       if (containers.count(t.base) && pos_ < text_.size() && text_[pos_] == '(') t.base += balanced_group();
     }
     static const std::map<std::string, SchemaType::Kind> kinds = {
-        {"Tensor", SchemaType::Kind::Tensor},     {"int", SchemaType::Kind::Int},
-        {"SymInt", SchemaType::Kind::SymInt},     {"float", SchemaType::Kind::Float},
-        {"bool", SchemaType::Kind::Bool},         {"str", SchemaType::Kind::Str},
-        {"Scalar", SchemaType::Kind::Scalar},     {"ScalarType", SchemaType::Kind::ScalarType},
-        {"Layout", SchemaType::Kind::Layout},     {"Device", SchemaType::Kind::Device},
+        {"Tensor", SchemaType::Kind::Tensor},
+        {"int", SchemaType::Kind::Int},
+        {"SymInt", SchemaType::Kind::SymInt},
+        {"float", SchemaType::Kind::Float},
+        {"bool", SchemaType::Kind::Bool},
+        {"str", SchemaType::Kind::Str},
+        {"Scalar", SchemaType::Kind::Scalar},
+        {"ScalarType", SchemaType::Kind::ScalarType},
+        {"Layout", SchemaType::Kind::Layout},
+        {"Device", SchemaType::Kind::Device},
         {"MemoryFormat", SchemaType::Kind::MemoryFormat},
-        {"Generator", SchemaType::Kind::Generator}, {"Dimname", SchemaType::Kind::Dimname},
-        {"Storage", SchemaType::Kind::Storage},   {"Stream", SchemaType::Kind::Stream},
+        {"Generator", SchemaType::Kind::Generator},
+        {"Dimname", SchemaType::Kind::Dimname},
+        {"Storage", SchemaType::Kind::Storage},
+        {"Stream", SchemaType::Kind::Stream},
         {"QScheme", SchemaType::Kind::QScheme},
     };
     auto it = kinds.find(t.base);
@@ -174,8 +180,7 @@ class SchemaParser {
     SchemaArgument arg;
     arg.type = type();
     skip_space();
-    if (pos_ < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[pos_])) ||
-                                text_[pos_] == '_'))
+    if (pos_ < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
       arg.name = identifier();
     if (allow_default && accept('=')) {
       skip_space();
@@ -185,8 +190,10 @@ class SchemaParser {
       while (pos_ < text_.size()) {
         char c = text_[pos_];
         if (quote) {
-          if (c == '\\') ++pos_;  // an escaped character never ends the string
-          else if (c == quote) quote = 0;
+          if (c == '\\')
+            ++pos_;  // an escaped character never ends the string
+          else if (c == quote)
+            quote = 0;
         } else if (c == '"' || c == '\'') {
           quote = c;
         } else if (c == '[' || c == '(') {
@@ -199,8 +206,7 @@ class SchemaParser {
         ++pos_;
       }
       std::string value = text_.substr(start, pos_ - start);
-      while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back())))
-        value.pop_back();
+      while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
       arg.default_text = value;
     }
     return arg;
@@ -280,9 +286,12 @@ IValue parse_default(const SchemaType& type, const std::string& text) {
     std::string item;
     while (std::getline(items, item, ',')) {
       if (item.find_first_not_of(" ") == std::string::npos) continue;
-      if (type.kind == K::Bool) bools.push_back(item.find("True") != std::string::npos);
-      else if (type.kind == K::Float) reals.push_back(std::stod(item));
-      else ints.push_back(std::stoll(item));
+      if (type.kind == K::Bool)
+        bools.push_back(item.find("True") != std::string::npos);
+      else if (type.kind == K::Float)
+        reals.push_back(std::stod(item));
+      else
+        ints.push_back(std::stoll(item));
     }
     if (type.kind == K::Bool) return bools;
     if (type.kind == K::Float) return reals;

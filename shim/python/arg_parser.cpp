@@ -22,8 +22,8 @@ struct Param {
 struct Signature {
   Operator* op = nullptr;
   std::vector<Param> params;
-  size_t positional = 0;   // params accepting a positional argument
-  int self_index = -1;     // stack slot of the bound self (methods)
+  size_t positional = 0;  // params accepting a positional argument
+  int self_index = -1;    // stack slot of the bound self (methods)
   bool intlist_varargs = false;
 };
 
@@ -160,9 +160,12 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
           std::vector<std::optional<Tensor>> items;
           for (Py_ssize_t i = 0; i < n; ++i) {
             PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
-            if (item == Py_None) items.emplace_back();
-            else if (is_tensor(item)) items.emplace_back(unpack(item));
-            else return false;
+            if (item == Py_None)
+              items.emplace_back();
+            else if (is_tensor(item))
+              items.emplace_back(unpack(item));
+            else
+              return false;
           }
           out->value = std::move(items);
         } else {
@@ -179,8 +182,8 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       case K::Float: {
         if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
           if (!PyFloat_Check(obj) && !is_int_like(obj)) return false;
-          out->value = std::vector<double>(size_t(std::max<int64_t>(type.fixed_size, 1)),
-                                           PyFloat_AsDouble(obj));
+          out->value =
+              std::vector<double>(size_t(std::max<int64_t>(type.fixed_size, 1)), PyFloat_AsDouble(obj));
           return true;
         }
         Ref seq(PySequence_Fast(obj, ""));
@@ -315,9 +318,8 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
 }
 
 // Tries one signature; true and a filled stack when the call matches it.
-bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self,
-                   PyObject* const* args, size_t nargs, PyObject* kwnames, Stack& stack,
-                   bool* requires_grad) {
+bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self, PyObject* const* args,
+                   size_t nargs, PyObject* kwnames, Stack& stack, bool* requires_grad) {
   const Schema& schema = sig.op->schema;
   std::vector<PyObject*> given(sig.params.size(), nullptr);
   Ref varargs;
@@ -383,7 +385,8 @@ std::string describe_call(PyObject* const* args, size_t nargs, PyObject* kwnames
   size_t total = nargs + (kwnames ? size_t(PyTuple_GET_SIZE(kwnames)) : 0);
   for (size_t i = 0; i < total; ++i) {
     if (i) s += ", ";
-    if (i >= nargs) s += std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, Py_ssize_t(i - nargs)))) + "=";
+    if (i >= nargs)
+      s += std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, Py_ssize_t(i - nargs)))) + "=";
     s += is_tensor(args[i]) ? "Tensor" : Py_TYPE(args[i])->tp_name;
   }
   return s + ")";
@@ -417,12 +420,10 @@ PyObject* return_type_for(const Operator& op) {
   if (auto it = types.find(name); it != types.end()) return it->second;
   const auto& returns = op.schema.returns;
   auto* fields = new PyStructSequence_Field[returns.size() + 1];
-  for (size_t i = 0; i < returns.size(); ++i)
-    fields[i] = {strdup(returns[i].name.c_str()), nullptr};
+  for (size_t i = 0; i < returns.size(); ++i) fields[i] = {strdup(returns[i].name.c_str()), nullptr};
   fields[returns.size()] = {nullptr, nullptr};
   std::string qualified = "torch.return_types." + name;
-  auto* desc = new PyStructSequence_Desc{strdup(qualified.c_str()), nullptr, fields,
-                                         int(returns.size())};
+  auto* desc = new PyStructSequence_Desc{strdup(qualified.c_str()), nullptr, fields, int(returns.size())};
   PyObject* type = reinterpret_cast<PyObject*>(PyStructSequence_NewType(desc));
   if (!type) throw PythonErrorSet();
   types[name] = type;
@@ -473,8 +474,8 @@ const std::unordered_map<std::string, bool>& numbers_as_tensors() {
   // Upstream lets these accept a Python number where the schema says Tensor.
   static const std::unordered_map<std::string, bool> names = [] {
     std::unordered_map<std::string, bool> m;
-    for (const char* base : {"add", "div", "divide", "mul", "multiply", "sub", "subtract",
-                             "true_divide", "floor_divide"}) {
+    for (const char* base :
+         {"add", "div", "divide", "mul", "multiply", "sub", "subtract", "true_divide", "floor_divide"}) {
       m[base] = true;
       m[std::string(base) + "_"] = true;
     }
@@ -500,8 +501,8 @@ PyObject* returns_to_python(const Operator& op, Stack& stack) {
   const auto& returns = op.schema.returns;
   if (returns.empty()) Py_RETURN_NONE;
   if (returns.size() == 1) return return_to_python(returns[0], stack.at(0));
-  bool named = std::all_of(returns.begin(), returns.end(),
-                           [](const SchemaArgument& r) { return !r.name.empty(); });
+  bool named =
+      std::all_of(returns.begin(), returns.end(), [](const SchemaArgument& r) { return !r.name.empty(); });
   if (named) {
     PyObject* result = PyStructSequence_New(reinterpret_cast<PyTypeObject*>(return_type_for(op)));
     for (size_t i = 0; i < returns.size(); ++i)
@@ -514,8 +515,8 @@ PyObject* returns_to_python(const Operator& op, Stack& stack) {
   return tuple;
 }
 
-Binding* make_binding(const std::string& python_name, const std::vector<Operator*>& ops,
-                      bool is_method, bool allow_numbers_as_tensors) {
+Binding* make_binding(const std::string& python_name, const std::vector<Operator*>& ops, bool is_method,
+                      bool allow_numbers_as_tensors) {
   auto* binding = new Binding();  // lives as long as the interpreter
   binding->name = python_name;
   binding->is_method = is_method;
@@ -532,9 +533,7 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
     return n;
   };
   std::stable_sort(binding->signatures.begin(), binding->signatures.end(),
-                   [&](const Signature& a, const Signature& b) {
-                     return scalar_count(a) < scalar_count(b);
-                   });
+                   [&](const Signature& a, const Signature& b) { return scalar_count(a) < scalar_count(b); });
   if (numbers) binding->name = "#numbers#" + python_name;
   return binding;
 }
@@ -550,9 +549,7 @@ PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, 
       if (PyErr_Occurred()) return nullptr;
       continue;
     }
-    {
-      Dispatcher::instance().call(*sig.op, stack);
-    }
+    { Dispatcher::instance().call(*sig.op, stack); }
     if (requires_grad && !stack.empty() && stack[0].is<Tensor>())
       stack[0].get<Tensor>().impl()->requires_grad = true;
     return returns_to_python(*sig.op, stack);
@@ -607,10 +604,10 @@ PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwar
   if (!try_signature(it->second, true, nullptr, flat.data(), size_t(nargs), kwnames.get(), stack,
                      &requires_grad)) {
     if (PyErr_Occurred()) return nullptr;
-    PyErr_SetString(PyExc_RuntimeError, (op.schema.full_name() + "() expected arguments matching " +
-                                         op.schema.str() + " but got " +
-                                         describe_call(flat.data(), size_t(nargs), kwnames.get()))
-                                            .c_str());
+    PyErr_SetString(PyExc_RuntimeError,
+                    (op.schema.full_name() + "() expected arguments matching " + op.schema.str() +
+                     " but got " + describe_call(flat.data(), size_t(nargs), kwnames.get()))
+                        .c_str());
     return nullptr;
   }
   Dispatcher::instance().call(op, stack);

@@ -3,7 +3,6 @@
 #include <map>
 #include <set>
 
-
 #include "python_shim.h"
 // After Python.h, which it needs.
 #include <structmember.h>
@@ -63,17 +62,26 @@ PyObject* jit_type(const SchemaType& t) {
     case K::Tensor:
       Py_INCREF(tensor_jit_type);
       return tensor_jit_type;
-    case K::Int: return new_jit_type("IntType", "int", {});
-    case K::SymInt: return new_jit_type("IntType", "SymInt", {});  // the stubs have no SymIntType
-    case K::Float: return new_jit_type("FloatType", "float", {});
-    case K::Bool: return new_jit_type("BoolType", "bool", {});
-    case K::Str: return new_jit_type("StringType", "str", {});
-    case K::Scalar: return new_jit_type("NumberType", "Scalar", {});
-    case K::Device: return new_jit_type("DeviceObjType", "Device", {});
+    case K::Int:
+      return new_jit_type("IntType", "int", {});
+    case K::SymInt:
+      return new_jit_type("IntType", "SymInt", {});  // the stubs have no SymIntType
+    case K::Float:
+      return new_jit_type("FloatType", "float", {});
+    case K::Bool:
+      return new_jit_type("BoolType", "bool", {});
+    case K::Str:
+      return new_jit_type("StringType", "str", {});
+    case K::Scalar:
+      return new_jit_type("NumberType", "Scalar", {});
+    case K::Device:
+      return new_jit_type("DeviceObjType", "Device", {});
     case K::ScalarType:
     case K::Layout:
-    case K::MemoryFormat: return new_jit_type("IntType", t.base, {});
-    default: return new_jit_type("AnyType", t.base, {});
+    case K::MemoryFormat:
+      return new_jit_type("IntType", t.base, {});
+    default:
+      return new_jit_type("AnyType", t.base, {});
   }
 }
 
@@ -112,7 +120,8 @@ PyMethodDef jit_type_methods[] = {
     {"__str__", jit_type_str, METH_O, nullptr},
     {"__repr__", jit_type_str, METH_O, nullptr},
     {"annotation_str", jit_type_str, METH_O, nullptr},
-    {"isSubtypeOf", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(jit_type_is_subtype_of)), METH_FASTCALL, nullptr},
+    {"isSubtypeOf", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(jit_type_is_subtype_of)),
+     METH_FASTCALL, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 PyMethodDef tensor_type_get_def = {"get", tensor_type_get, METH_NOARGS, nullptr};
@@ -130,8 +139,7 @@ Operator* lookup(const std::string& name_with_overload) {
 
 // An operator as a Python callable: boxed call with schema argument names.
 struct OpObject {
-  PyObject_HEAD
-  Operator* op;     // null for an overload packet: resolves by trying each overload
+  PyObject_HEAD Operator* op;  // null for an overload packet: resolves by trying each overload
   PyObject* name;
   PyObject* dict;
 };
@@ -149,7 +157,8 @@ PyObject* op_call(PyObject* self, PyObject* args, PyObject* kwargs) {
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace);
     Ref text(value ? PyObject_Str(value) : nullptr);
-    bool mismatch = text && std::string(PyUnicode_AsUTF8(text.get())).find("expected arguments matching") != std::string::npos;
+    bool mismatch = text && std::string(PyUnicode_AsUTF8(text.get())).find("expected arguments matching") !=
+                                std::string::npos;
     if (!mismatch) {
       PyErr_Restore(type, value, trace);
       return nullptr;
@@ -169,7 +178,9 @@ void op_dealloc(PyObject* self) {
   type->tp_free(self);
   Py_DECREF(type);
 }
-PyObject* op_repr(PyObject* self) { return PyUnicode_FromFormat("<torch op %U>", reinterpret_cast<OpObject*>(self)->name); }
+PyObject* op_repr(PyObject* self) {
+  return PyUnicode_FromFormat("<torch op %U>", reinterpret_cast<OpObject*>(self)->name);
+}
 PyMemberDef op_members[] = {
     {"__dictoffset__", T_PYSSIZET, offsetof(OpObject, dict), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr},
@@ -199,7 +210,8 @@ PyObject* f_jit_get_operation(PyObject*, PyObject* arg) {
     return nullptr;
   }
   Ref names(PyList_New(0));
-  for (Operator* op : overloads) PyList_Append(names.get(), Ref(PyUnicode_FromString(op->schema.overload.c_str())).get());
+  for (Operator* op : overloads)
+    PyList_Append(names.get(), Ref(PyUnicode_FromString(op->schema.overload.c_str())).get());
   return Py_BuildValue("(NO)", new_op(nullptr, name), names.get());
 }
 
@@ -220,8 +232,10 @@ PyObject* argument_object(const SchemaArgument& a) {
   PyObject_SetAttrString(obj.get(), "name", Ref(PyUnicode_FromString(a.name.c_str())).get());
   PyObject_SetAttrString(obj.get(), "type", Ref(jit_type(a.type)).get());
   PyObject_SetAttrString(obj.get(), "kwarg_only", a.kwarg_only ? Py_True : Py_False);
-  PyObject_SetAttrString(obj.get(), "default_value",
-                         Ref(a.default_text ? PyUnicode_FromString(a.default_text->c_str()) : Ref::borrow(Py_None).release()).get());
+  PyObject_SetAttrString(
+      obj.get(), "default_value",
+      Ref(a.default_text ? PyUnicode_FromString(a.default_text->c_str()) : Ref::borrow(Py_None).release())
+          .get());
   PyObject* alias = Py_None;
   Ref alias_obj;
   if (!a.type.alias.empty()) {
@@ -382,11 +396,16 @@ PyObject* library_impl(PyObject*, PyObject* args) {
       stack.clear();
       PyObject* value = result.get();
       auto push = [&](PyObject* item) {
-        if (is_tensor(item)) stack.emplace_back(unpack(item));
-        else if (PyBool_Check(item)) stack.emplace_back(item == Py_True);
-        else if (PyLong_Check(item)) stack.emplace_back(int64_t(PyLong_AsLongLong(item)));
-        else if (PyFloat_Check(item)) stack.emplace_back(PyFloat_AsDouble(item));
-        else stack.emplace_back();
+        if (is_tensor(item))
+          stack.emplace_back(unpack(item));
+        else if (PyBool_Check(item))
+          stack.emplace_back(item == Py_True);
+        else if (PyLong_Check(item))
+          stack.emplace_back(int64_t(PyLong_AsLongLong(item)));
+        else if (PyFloat_Check(item))
+          stack.emplace_back(PyFloat_AsDouble(item));
+        else
+          stack.emplace_back();
       };
       if (target->schema.returns.size() > 1 && PyTuple_Check(value)) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) push(PyTuple_GET_ITEM(value, i));
@@ -433,7 +452,8 @@ PyMethodDef dispatch_functions[] = {
     {"_get_schema", f_get_schema, METH_VARARGS, nullptr},
     {"_dispatch_has_kernel_for_dispatch_key", f_has_kernel_for_dispatch_key, METH_VARARGS, nullptr},
     {"_dispatch_has_kernel", f_has_kernel, METH_O, nullptr},
-    {"_dispatch_has_computed_kernel_for_dispatch_key", f_has_computed_kernel_for_dispatch_key, METH_VARARGS, nullptr},
+    {"_dispatch_has_computed_kernel_for_dispatch_key", f_has_computed_kernel_for_dispatch_key, METH_VARARGS,
+     nullptr},
     {"_dispatch_has_kernel_for_any_dispatch_key", f_false_any, METH_VARARGS, nullptr},
     {"_dispatch_has_backend_fallback", f_false_any, METH_VARARGS, nullptr},
     {"_dispatch_dump", f_dispatch_dump, METH_O, nullptr},
@@ -449,8 +469,8 @@ PyMethodDef dispatch_functions[] = {
 // consumers use (isSubtypeOf, containedTypes, str) and TensorType.get().
 void init_jit_types(PyObject* module) {
   torch_c_module = module;
-  for (const char* name : {"TensorType", "OptionalType", "ListType", "IntType", "FloatType",
-                           "BoolType", "StringType", "NumberType", "DeviceObjType", "AnyType"}) {
+  for (const char* name : {"TensorType", "OptionalType", "ListType", "IntType", "FloatType", "BoolType",
+                           "StringType", "NumberType", "DeviceObjType", "AnyType"}) {
     Ref cls(PyObject_GetAttrString(module, name));
     if (!cls) throw PythonErrorSet();
     for (PyMethodDef* def = jit_type_methods; def->ml_name; ++def) {
@@ -475,12 +495,13 @@ void init_dispatch(PyObject* module) {
   PyModule_AddFunctions(module, dispatch_functions);
   // DispatchKey comes from the stub surface (an enum); fetch it lazily at first use.
   Ref enum_module(PyImport_ImportModule("enum"));
-  const char* keys = "Undefined CatchAll CPU CUDA Meta Python PythonTLSSnapshot PythonDispatcher Functionalize "
-                     "Autograd AutogradCPU AutogradCUDA AutogradOther ADInplaceOrView BackendSelect "
-                     "CompositeImplicitAutograd CompositeExplicitAutograd CompositeExplicitAutogradNonFunctional "
-                     "Conjugate Negative ZeroTensor Sparse SparseCPU QuantizedCPU AutocastCPU AutocastCUDA "
-                     "FuncTorchBatched FuncTorchDynamicLayerFrontMode FuncTorchDynamicLayerBackMode "
-                     "FuncTorchGradWrapper Batched VmapMode Tracer Lazy XLA MPS HPU XPU IPU PrivateUse1 Dense";
+  const char* keys =
+      "Undefined CatchAll CPU CUDA Meta Python PythonTLSSnapshot PythonDispatcher Functionalize "
+      "Autograd AutogradCPU AutogradCUDA AutogradOther ADInplaceOrView BackendSelect "
+      "CompositeImplicitAutograd CompositeExplicitAutograd CompositeExplicitAutogradNonFunctional "
+      "Conjugate Negative ZeroTensor Sparse SparseCPU QuantizedCPU AutocastCPU AutocastCUDA "
+      "FuncTorchBatched FuncTorchDynamicLayerFrontMode FuncTorchDynamicLayerBackMode "
+      "FuncTorchGradWrapper Batched VmapMode Tracer Lazy XLA MPS HPU XPU IPU PrivateUse1 Dense";
   dispatch_key_enum = PyObject_CallMethod(enum_module.get(), "IntEnum", "ss", "DispatchKey", keys);
   if (!dispatch_key_enum) throw PythonErrorSet();
   PyObject_SetAttrString(dispatch_key_enum, "__module__", Ref(PyUnicode_FromString("torch._C")).get());

@@ -3,7 +3,6 @@
 // also writes by hand (size, tolist, numpy, __getitem__, ...).
 #include <map>
 
-
 #include "python_shim.h"
 // After Python.h, which it needs.
 #include <structmember.h>
@@ -14,16 +13,14 @@ namespace {
 
 // ---- torch.* functions: PyCFunction objects whose self is a capsule of the Binding ----
 
-PyObject* function_trampoline(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs,
-                              PyObject* kwnames) {
+PyObject* function_trampoline(PyObject* capsule, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   auto* binding = static_cast<Binding*>(PyCapsule_GetPointer(capsule, nullptr));
   return call_binding(binding, nullptr, args, size_t(PyVectorcall_NARGS(nargs)), kwnames);
 }
 
 // ---- Tensor methods: a descriptor that binds self like a method descriptor ----
 struct MethodObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   Binding* binding;
   PyObject* name;
   PyObject* doc;
@@ -171,8 +168,12 @@ PyObject* m_item(PyObject* self, PyObject*) {
   return scalar_to_python(SELF.item());
   TN_PY_CATCH(nullptr)
 }
-PyObject* m_is_contiguous(PyObject* self, PyObject* const*, Py_ssize_t) { return PyBool_FromLong(SELF.is_contiguous()); }
-PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(SELF.dtype())); }
+PyObject* m_is_contiguous(PyObject* self, PyObject* const*, Py_ssize_t) {
+  return PyBool_FromLong(SELF.is_contiguous());
+}
+PyObject* m_is_floating_point(PyObject* self, PyObject*) {
+  return PyBool_FromLong(is_floating(SELF.dtype()));
+}
 PyObject* m_is_complex(PyObject*, PyObject*) { Py_RETURN_FALSE; }
 PyObject* m_false(PyObject*, PyObject*) { Py_RETURN_FALSE; }
 PyObject* m_get_device(PyObject*, PyObject*) { return PyLong_FromLong(-1); }
@@ -217,12 +218,12 @@ PyObject* m_index(PyObject* self, PyObject*) {
 
 // Tensor.numpy(): an ndarray sharing this tensor's memory (the array keeps the tensor alive).
 PyObject* m_numpy(PyObject* self, PyObject* args, PyObject* kwargs) {
-  TN_PY_TRY
-  (void)args;
+  TN_PY_TRY(void) args;
   (void)kwargs;
   const Tensor& t = SELF;
   if (t.impl()->requires_grad) {
-    PyErr_SetString(PyExc_RuntimeError, "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
+    PyErr_SetString(PyExc_RuntimeError,
+                    "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
     return nullptr;
   }
   if (t.dtype() == ScalarType::BFloat16) {
@@ -230,17 +231,17 @@ PyObject* m_numpy(PyObject* self, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   static const std::map<ScalarType, const char*> typestr = {
-      {ScalarType::Byte, "|u1"}, {ScalarType::Char, "|i1"}, {ScalarType::Short, "<i2"},
-      {ScalarType::Int, "<i4"},  {ScalarType::Long, "<i8"}, {ScalarType::Half, "<f2"},
+      {ScalarType::Byte, "|u1"},  {ScalarType::Char, "|i1"},   {ScalarType::Short, "<i2"},
+      {ScalarType::Int, "<i4"},   {ScalarType::Long, "<i8"},   {ScalarType::Half, "<f2"},
       {ScalarType::Float, "<f4"}, {ScalarType::Double, "<f8"}, {ScalarType::Bool, "|b1"}};
   Ref shape(PyTuple_New(t.dim())), strides(PyTuple_New(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) {
     PyTuple_SET_ITEM(shape.get(), d, PyLong_FromLongLong(t.sizes()[d]));
     PyTuple_SET_ITEM(strides.get(), d, PyLong_FromLongLong(t.strides()[d] * int64_t(t.itemsize())));
   }
-  Ref iface(Py_BuildValue("{s:O,s:s,s:(N,O),s:O,s:i}", "shape", shape.get(), "typestr",
-                          typestr.at(t.dtype()), "data", PyLong_FromVoidPtr(t.data()), Py_False,
-                          "strides", strides.get(), "version", 3));
+  Ref iface(Py_BuildValue("{s:O,s:s,s:(N,O),s:O,s:i}", "shape", shape.get(), "typestr", typestr.at(t.dtype()),
+                          "data", PyLong_FromVoidPtr(t.data()), Py_False, "strides", strides.get(), "version",
+                          3));
   // A holder object exposing __array_interface__ keeps `self` alive as the array's base.
   Ref types(PyImport_ImportModule("types"));
   Ref ns(PyObject_CallMethod(types.get(), "SimpleNamespace", nullptr));
@@ -254,11 +255,20 @@ PyObject* m_numpy(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
-  static const char* keywords[] = {"cls", "data", "require_grad", "dispatch_strides", "dispatch_device", "dispatch_layout", "dispatch_sizes_strides_policy", nullptr};
+  static const char* keywords[] = {"cls",
+                                   "data",
+                                   "require_grad",
+                                   "dispatch_strides",
+                                   "dispatch_device",
+                                   "dispatch_layout",
+                                   "dispatch_sizes_strides_policy",
+                                   nullptr};
   PyObject *cls, *data, *rg = Py_False, *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOOO", const_cast<char**>(keywords), &cls, &data, &rg, &a, &b, &c, &d))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOOOO", const_cast<char**>(keywords), &cls, &data, &rg,
+                                   &a, &b, &c, &d))
     return nullptr;
-  if (!PyType_Check(cls) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), tensor_base_type) || !is_tensor(data)) {
+  if (!PyType_Check(cls) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), tensor_base_type) ||
+      !is_tensor(data)) {
     PyErr_SetString(PyExc_TypeError, "_make_subclass(): expected a Tensor subclass and a Tensor");
     return nullptr;
   }
@@ -279,7 +289,8 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
   int flag = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(keywords), &flag)) return nullptr;
   if (flag && !is_floating(SELF.dtype())) {
-    PyErr_SetString(PyExc_RuntimeError, "only Tensors of floating point and complex dtype can require gradients");
+    PyErr_SetString(PyExc_RuntimeError,
+                    "only Tensors of floating point and complex dtype can require gradients");
     return nullptr;
   }
   SELF.impl()->requires_grad = flag;
@@ -335,14 +346,17 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
       if (i == n - 1 && n >= 3) copy = arg == Py_True;  // to(dtype, non_blocking, copy)
     } else if (is_device(arg) || PyUnicode_Check(arg) || PyLong_Check(arg)) {
       // An unknown device string is upstream's RuntimeError (torch.device() raises it).
-      Ref device(is_device(arg) ? Ref::borrow(arg) : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(cpu_device())), arg)));
+      Ref device(is_device(arg)
+                     ? Ref::borrow(arg)
+                     : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(cpu_device())), arg)));
       if (!device) return nullptr;
       if (!take_device(device.get())) {
         PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
         return nullptr;
       }
     } else {
-      PyErr_Format(PyExc_TypeError, "to() received an invalid combination of arguments - got (%s)", Py_TYPE(arg)->tp_name);
+      PyErr_Format(PyExc_TypeError, "to() received an invalid combination of arguments - got (%s)",
+                   Py_TYPE(arg)->tp_name);
       return nullptr;
     }
   }
@@ -351,8 +365,10 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(kwargs, &pos, &key, &value)) {
       std::string k = PyUnicode_AsUTF8(key);
-      if (k == "dtype" && value != Py_None) dtype = dtype_of(value);
-      else if (k == "copy") copy = value == Py_True;
+      if (k == "dtype" && value != Py_None)
+        dtype = dtype_of(value);
+      else if (k == "copy")
+        copy = value == Py_True;
       else if (k == "device" && value != Py_None && !take_device(value)) {
         PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
         return nullptr;
@@ -380,8 +396,10 @@ PyObject* nonzero_impl(PyObject* input, PyObject* kwargs) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(kwargs, &pos, &key, &value)) {
       std::string k = PyUnicode_AsUTF8(key);
-      if (k == "as_tuple") as_tuple = PyObject_IsTrue(value) == 1;
-      else if (k == "out" && value != Py_None) out = value;
+      if (k == "as_tuple")
+        as_tuple = PyObject_IsTrue(value) == 1;
+      else if (k == "out" && value != Py_None)
+        out = value;
       else if (k != "out") {
         PyErr_Format(PyExc_TypeError, "nonzero() got an unexpected keyword argument '%s'", k.c_str());
         return nullptr;
@@ -427,7 +445,8 @@ PyObject* m_invert(PyObject* self, PyObject*) {
   TN_PY_TRY
   const Tensor& t = SELF;
   if (!is_integral(t.dtype(), true)) {
-    PyErr_SetString(PyExc_TypeError, "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
+    PyErr_SetString(PyExc_TypeError,
+                    "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
     return nullptr;
   }
   return wrap(std::get<Tensor>(call_door("bitwise_not", "", {t}).at(0).value));
@@ -439,7 +458,8 @@ PyObject* m_cpu(PyObject* self, PyObject*, PyObject*) {
   return self;
 }
 PyObject* m_refuse_device(PyObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device: Tensor.cuda/ipu/xpu() are not available");
+  PyErr_SetString(PyExc_NotImplementedError,
+                  "torchnative has only the cpu device: Tensor.cuda/ipu/xpu() are not available");
   return nullptr;
 }
 PyObject* m_refuse_complex(PyObject*, PyObject*, PyObject*) {
@@ -456,16 +476,18 @@ PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op", const_cast<char**>(keywords), &dtype, &non_blocking))
     return nullptr;
   static const std::map<ScalarType, const char*> names = {
-      {ScalarType::Byte, "torch.ByteTensor"},  {ScalarType::Char, "torch.CharTensor"},
+      {ScalarType::Byte, "torch.ByteTensor"},   {ScalarType::Char, "torch.CharTensor"},
       {ScalarType::Short, "torch.ShortTensor"}, {ScalarType::Int, "torch.IntTensor"},
-      {ScalarType::Long, "torch.LongTensor"},  {ScalarType::Half, "torch.HalfTensor"},
+      {ScalarType::Long, "torch.LongTensor"},   {ScalarType::Half, "torch.HalfTensor"},
       {ScalarType::Float, "torch.FloatTensor"}, {ScalarType::Double, "torch.DoubleTensor"},
-      {ScalarType::Bool, "torch.BoolTensor"},  {ScalarType::BFloat16, "torch.BFloat16Tensor"}};
+      {ScalarType::Bool, "torch.BoolTensor"},   {ScalarType::BFloat16, "torch.BFloat16Tensor"}};
   if (!dtype || dtype == Py_None) return PyUnicode_FromString(names.at(SELF.dtype()));
   if (is_dtype(dtype)) return wrap(SELF.to(dtype_of(dtype)));
   std::string name;
-  if (PyUnicode_Check(dtype)) name = PyUnicode_AsUTF8(dtype);
-  else if (PyType_Check(dtype)) name = std::string("torch.") + reinterpret_cast<PyTypeObject*>(dtype)->tp_name;
+  if (PyUnicode_Check(dtype))
+    name = PyUnicode_AsUTF8(dtype);
+  else if (PyType_Check(dtype))
+    name = std::string("torch.") + reinterpret_cast<PyTypeObject*>(dtype)->tp_name;
   for (const auto& [type, spelled] : names)
     if (name == spelled || name == std::string(spelled).substr(6)) return wrap(SELF.to(type));
   PyErr_Format(PyExc_ValueError, "invalid type: '%s'", name.c_str());
@@ -478,7 +500,8 @@ PyObject* m_new_tensor(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"data", "dtype", "device", "requires_grad", nullptr};
   PyObject *data, *dtype = Py_None, *device = Py_None;
   int requires_grad = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOp", const_cast<char**>(keywords), &data, &dtype, &device, &requires_grad))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOp", const_cast<char**>(keywords), &data, &dtype,
+                                   &device, &requires_grad))
     return nullptr;
   Tensor t = tensor_from_python_data(data, dtype == Py_None ? SELF.dtype() : dtype_of(dtype));
   t.impl()->requires_grad = requires_grad;
@@ -492,15 +515,19 @@ PyObject* m_is_view(PyObject* self, PyObject*) {
 }
 
 PyObject* m_storage_refused(PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_NotImplementedError,
-                  "torchnative does not implement Tensor storages yet (Tensor.storage/_storage/untyped_storage); "
-                  "it needs torch._C.StorageBase over the shim's Storage");
+  PyErr_SetString(
+      PyExc_NotImplementedError,
+      "torchnative does not implement Tensor storages yet (Tensor.storage/_storage/untyped_storage); "
+      "it needs torch._C.StorageBase over the shim's Storage");
   return nullptr;
 }
 
-#define FAST(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_FASTCALL, nullptr}
-#define NOARGS(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr}
-#define KW(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS | METH_KEYWORDS, nullptr}
+#define FAST(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_FASTCALL, nullptr }
+#define NOARGS(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr }
+#define KW(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS | METH_KEYWORDS, nullptr }
 
 PyMethodDef handwritten_methods[] = {
     FAST("size", m_size),

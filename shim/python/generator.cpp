@@ -9,8 +9,7 @@ namespace tn::py {
 namespace {
 
 struct GeneratorObject {
-  PyObject_HEAD
-  Generator* generator;  // the default generator is shared, others owned
+  PyObject_HEAD Generator* generator;  // the default generator is shared, others owned
   bool owned;
 };
 PyTypeObject* generator_type = nullptr;
@@ -21,8 +20,10 @@ PyObject* generator_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"device", nullptr};
   PyObject* device = nullptr;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", const_cast<char**>(keywords), &device)) return nullptr;
-  if (device && !is_device(device) && !(PyUnicode_Check(device) && std::string(PyUnicode_AsUTF8(device)) == "cpu")) {
-    PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device: a Generator for another device is not available");
+  if (device && !is_device(device) &&
+      !(PyUnicode_Check(device) && std::string(PyUnicode_AsUTF8(device)) == "cpu")) {
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "torchnative has only the cpu device: a Generator for another device is not available");
     return nullptr;
   }
   auto* obj = reinterpret_cast<GeneratorObject*>(type->tp_alloc(type, 0));
@@ -46,7 +47,9 @@ PyObject* g_manual_seed(PyObject* self, PyObject* seed) {
   Py_INCREF(self);
   return self;
 }
-PyObject* g_initial_seed(PyObject* self, PyObject*) { return PyLong_FromUnsignedLongLong(gen(self).initial_seed()); }
+PyObject* g_initial_seed(PyObject* self, PyObject*) {
+  return PyLong_FromUnsignedLongLong(gen(self).initial_seed());
+}
 PyObject* g_seed(PyObject* self, PyObject*) {
   uint64_t seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   gen(self).manual_seed(seed);
@@ -94,12 +97,9 @@ PyObject* g_device(PyObject*, void*) {
   return cpu_device();
 }
 PyMethodDef generator_methods[] = {
-    {"manual_seed", g_manual_seed, METH_O, nullptr},
-    {"initial_seed", g_initial_seed, METH_NOARGS, nullptr},
-    {"seed", g_seed, METH_NOARGS, nullptr},
-    {"get_state", g_get_state, METH_NOARGS, nullptr},
-    {"set_state", g_set_state, METH_O, nullptr},
-    {nullptr, nullptr, 0, nullptr},
+    {"manual_seed", g_manual_seed, METH_O, nullptr}, {"initial_seed", g_initial_seed, METH_NOARGS, nullptr},
+    {"seed", g_seed, METH_NOARGS, nullptr},          {"get_state", g_get_state, METH_NOARGS, nullptr},
+    {"set_state", g_set_state, METH_O, nullptr},     {nullptr, nullptr, 0, nullptr},
 };
 PyGetSetDef generator_getset[] = {
     {"device", g_device, nullptr, nullptr, nullptr},
@@ -112,7 +112,8 @@ PyType_Slot generator_slots[] = {
     {Py_tp_getset, generator_getset},
     {0, nullptr},
 };
-PyType_Spec generator_spec = {"torch._C.Generator", sizeof(GeneratorObject), 0, Py_TPFLAGS_DEFAULT, generator_slots};
+PyType_Spec generator_spec = {"torch._C.Generator", sizeof(GeneratorObject), 0, Py_TPFLAGS_DEFAULT,
+                              generator_slots};
 
 }  // namespace
 

@@ -31,7 +31,8 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PyTuple_GET_ITEM(items.get(), i);
     if (item == Py_None || item == Py_Ellipsis || PyBool_Check(item)) continue;
-    if (is_tensor(item) && (unpack(item).dtype() == ScalarType::Bool || unpack(item).dtype() == ScalarType::Byte))
+    if (is_tensor(item) &&
+        (unpack(item).dtype() == ScalarType::Bool || unpack(item).dtype() == ScalarType::Byte))
       specified += std::max<int64_t>(unpack(item).dim(), 1);
     else
       specified += 1;
@@ -49,8 +50,8 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       int64_t k = PyLong_AsLongLong(item);
       int64_t size = result.size(dim);
       if (k < -size || k >= size)
-        throw IndexError("index " + std::to_string(k) + " is out of bounds for dimension " + std::to_string(dim) +
-                         " with size " + std::to_string(size));
+        throw IndexError("index " + std::to_string(k) + " is out of bounds for dimension " +
+                         std::to_string(dim) + " with size " + std::to_string(size));
       result = call_tensor("select", "int", {result, dim, k});
     } else if (PySlice_Check(item)) {
       Py_ssize_t start, stop, step;
@@ -64,7 +65,8 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       for (Py_ssize_t j = i + 1; j < n; ++j) {
         PyObject* rest = PyTuple_GET_ITEM(items.get(), j);
         if (rest == Py_None || rest == Py_Ellipsis || PyBool_Check(rest)) continue;
-        if (is_tensor(rest) && (unpack(rest).dtype() == ScalarType::Bool || unpack(rest).dtype() == ScalarType::Byte))
+        if (is_tensor(rest) &&
+            (unpack(rest).dtype() == ScalarType::Bool || unpack(rest).dtype() == ScalarType::Byte))
           after += std::max<int64_t>(unpack(rest).dim(), 1);
         else
           after += 1;
@@ -86,10 +88,14 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
         throw IndexError("tensors used as indices must be long, byte or bool tensors");
       pad_advanced();
       advanced.emplace_back(idx);
-      dim += (idx.dtype() == ScalarType::Bool || idx.dtype() == ScalarType::Byte) ? std::max<int64_t>(idx.dim(), 1) : 1;
+      dim += (idx.dtype() == ScalarType::Bool || idx.dtype() == ScalarType::Byte)
+                 ? std::max<int64_t>(idx.dim(), 1)
+                 : 1;
     } else {
-      throw IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices (got " +
-                       std::string(Py_TYPE(item)->tp_name) + ")");
+      throw IndexError(
+          "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices "
+          "(got " +
+          std::string(Py_TYPE(item)->tp_name) + ")");
     }
   }
   return result;
@@ -126,9 +132,12 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   Tensor target = apply_slicing(base, index, advanced);
   Tensor source;
   Scalar scalar;
-  if (is_tensor(value)) source = unpack(value);
-  else if (python_to_scalar(value, &scalar)) source = wrapped_number(scalar);
-  else source = tensor_from_python_data(value, base.dtype());
+  if (is_tensor(value))
+    source = unpack(value);
+  else if (python_to_scalar(value, &scalar))
+    source = wrapped_number(scalar);
+  else
+    source = tensor_from_python_data(value, base.dtype());
   if (!advanced.empty()) {
     call("index_put_", "", {target, IValue(advanced), source.to(base.dtype()), false});
   } else {

@@ -1,9 +1,9 @@
 // PyInit__C: assembles torch._C from the tensor type, the value types, the generated
 // operator bindings, the dispatcher surface, and the refusing remainder of the stubs.
+#include <sys/prctl.h>
+
 #include <map>
 #include <set>
-
-#include <sys/prctl.h>
 
 #include "python_shim.h"
 #include "surface_table.h"
@@ -29,22 +29,40 @@ PyObject* add_submodule(PyObject* root, const char* qualified) {
   PyObject* parent = parent_name == "torch._C" ? root : add_submodule(root, parent_name.c_str());
   PyObject* module = PyModule_New(qualified);
   PyDict_SetItemString(sys_modules, qualified, module);
-  PyModule_AddObject(parent, name.substr(name.rfind('.') + 1).c_str(), module);  // steals; sys.modules keeps one
+  PyModule_AddObject(parent, name.substr(name.rfind('.') + 1).c_str(),
+                     module);  // steals; sys.modules keeps one
   return module;
 }
 
 // Maps Python operator dunders onto the aten operator that implements them.
 const std::map<std::string, std::string>& dunder_ops() {
   static const std::map<std::string, std::string> m = {
-      {"__add__", "add"},       {"__radd__", "add"},       {"__iadd__", "add_"},
-      {"__sub__", "sub"},       {"__isub__", "sub_"},      {"__mul__", "mul"},
-      {"__rmul__", "mul"},      {"__imul__", "mul_"},      {"__truediv__", "div"},
-      {"__div__", "div"},       {"__idiv__", "div_"},      {"__itruediv__", "div_"},
-      {"__mod__", "remainder"}, {"__imod__", "remainder_"}, {"__eq__", "eq"},
-      {"__ne__", "ne"},         {"__lt__", "lt"},          {"__le__", "le"},
-      {"__gt__", "gt"},         {"__ge__", "ge"},          {"__matmul__", "matmul"},
-      {"__floordiv__", "floor_divide"}, {"__ifloordiv__", "floor_divide_"},
-      {"__invert__", "bitwise_not"}, {"__rand__", "__and__"}, {"__ror__", "__or__"},
+      {"__add__", "add"},
+      {"__radd__", "add"},
+      {"__iadd__", "add_"},
+      {"__sub__", "sub"},
+      {"__isub__", "sub_"},
+      {"__mul__", "mul"},
+      {"__rmul__", "mul"},
+      {"__imul__", "mul_"},
+      {"__truediv__", "div"},
+      {"__div__", "div"},
+      {"__idiv__", "div_"},
+      {"__itruediv__", "div_"},
+      {"__mod__", "remainder"},
+      {"__imod__", "remainder_"},
+      {"__eq__", "eq"},
+      {"__ne__", "ne"},
+      {"__lt__", "lt"},
+      {"__le__", "le"},
+      {"__gt__", "gt"},
+      {"__ge__", "ge"},
+      {"__matmul__", "matmul"},
+      {"__floordiv__", "floor_divide"},
+      {"__ifloordiv__", "floor_divide_"},
+      {"__invert__", "bitwise_not"},
+      {"__rand__", "__and__"},
+      {"__ror__", "__or__"},
       {"__rxor__", "__xor__"},
   };
   return m;
@@ -74,7 +92,8 @@ void init_op_bindings(PyObject* module) {
     std::string python_name = key.first.empty() ? name : name;
     if (!key.first.empty() && python_name.rfind(key.first + "_", 0) == 0)
       python_name = python_name.substr(key.first.size() + 1);  // linalg_det -> det
-    const char* module_name = key.first.empty() ? "torch._C._VariableFunctions" : PyModule_GetName(it->second);
+    const char* module_name =
+        key.first.empty() ? "torch._C._VariableFunctions" : PyModule_GetName(it->second);
     Ref f(new_function(python_name, make_binding(name, ops, false, false), module_name));
     PyModule_AddObject(it->second, python_name.c_str(), f.release());
     if (!key.first.empty() && python_name != name) {
@@ -85,7 +104,8 @@ void init_op_bindings(PyObject* module) {
   PyObject* type_dict = tensor_base_type->tp_dict;
   for (auto& [name, ops] : methods) {
     // Properties upstream binds by hand (T, mT, H, mH, real, imag...) stay properties.
-    if (PyObject* existing = PyDict_GetItemString(type_dict, name.c_str()); existing && Py_TYPE(existing) == &PyGetSetDescr_Type)
+    if (PyObject* existing = PyDict_GetItemString(type_dict, name.c_str());
+        existing && Py_TYPE(existing) == &PyGetSetDescr_Type)
       continue;
     Ref m(new_method_descriptor(name, make_binding(name, ops, true, false)));
     PyDict_SetItemString(type_dict, name.c_str(), m.get());
@@ -113,7 +133,8 @@ PyObject* f_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"data", "dtype", "device", "requires_grad", "pin_memory", nullptr};
   PyObject *data, *dtype = Py_None, *device = Py_None;
   int requires_grad = 0, pin = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOpp", const_cast<char**>(keywords), &data, &dtype, &device, &requires_grad, &pin))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOpp", const_cast<char**>(keywords), &data, &dtype,
+                                   &device, &requires_grad, &pin))
     return nullptr;
   if (dtype != Py_None && !is_dtype(dtype)) {
     PyErr_SetString(PyExc_TypeError, "tensor(): argument 'dtype' must be torch.dtype");
@@ -121,7 +142,8 @@ PyObject* f_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   }
   Tensor t = tensor_from_python_data(data, dtype == Py_None ? std::nullopt : std::optional(dtype_of(dtype)));
   if (requires_grad && !is_floating(t.dtype())) {
-    PyErr_SetString(PyExc_RuntimeError, "Only Tensors of floating point and complex dtype can require gradients");
+    PyErr_SetString(PyExc_RuntimeError,
+                    "Only Tensors of floating point and complex dtype can require gradients");
     return nullptr;
   }
   t.impl()->requires_grad = requires_grad;
@@ -133,7 +155,8 @@ PyObject* f_as_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
   static const char* keywords[] = {"data", "dtype", "device", nullptr};
   PyObject *data, *dtype = Py_None, *device = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO", const_cast<char**>(keywords), &data, &dtype, &device))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO", const_cast<char**>(keywords), &data, &dtype,
+                                   &device))
     return nullptr;
   std::optional<ScalarType> type;
   if (dtype != Py_None) type = dtype_of(dtype);
@@ -159,8 +182,8 @@ PyObject* f_from_numpy(PyObject*, PyObject* array) {
   if (!iface) return nullptr;
   std::string typestr = PyUnicode_AsUTF8(PyDict_GetItemString(iface.get(), "typestr"));
   static const std::map<std::string, ScalarType> types = {
-      {"|u1", ScalarType::Byte}, {"|i1", ScalarType::Char}, {"<i2", ScalarType::Short},
-      {"<i4", ScalarType::Int},  {"<i8", ScalarType::Long}, {"<f2", ScalarType::Half},
+      {"|u1", ScalarType::Byte},  {"|i1", ScalarType::Char},   {"<i2", ScalarType::Short},
+      {"<i4", ScalarType::Int},   {"<i8", ScalarType::Long},   {"<f2", ScalarType::Half},
       {"<f4", ScalarType::Float}, {"<f8", ScalarType::Double}, {"|b1", ScalarType::Bool}};
   auto it = types.find(typestr);
   if (it == types.end()) {
@@ -176,7 +199,8 @@ PyObject* f_from_numpy(PyObject*, PyObject* array) {
   PyObject* strides_obj = PyDict_GetItemString(iface.get(), "strides");
   size_t itemsize = element_size(it->second);
   Shape shape, strides;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape_obj); ++i) shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape_obj, i)));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape_obj); ++i)
+    shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape_obj, i)));
   if (strides_obj == Py_None) {
     strides = contiguous_strides(shape);
   } else {
@@ -315,10 +339,14 @@ PyObject* f_multiprocessing_init(PyObject*, PyObject*) {
 PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(1); }
 PyObject* f_default_device(PyObject*, PyObject*) { return PyUnicode_FromString("cpu"); }
 
-#define NOARGS(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr}
-#define ONE(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_O, nullptr}
-#define VAR(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS, nullptr}
-#define KW(NAME, FN) {NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS | METH_KEYWORDS, nullptr}
+#define NOARGS(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr }
+#define ONE(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_O, nullptr }
+#define VAR(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS, nullptr }
+#define KW(NAME, FN) \
+  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS | METH_KEYWORDS, nullptr }
 
 PyMethodDef module_functions[] = {
     ONE("_initExtension", f_init_extension),
@@ -332,7 +360,9 @@ PyMethodDef module_functions[] = {
     NOARGS("_is_tracing", f_false),
     ONE("_has_torch_function", f_has_torch_function),
     ONE("_has_torch_function_unary", f_has_torch_function_unary),
-    {"_has_torch_function_variadic", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_has_torch_function_variadic)), METH_FASTCALL, nullptr},
+    {"_has_torch_function_variadic",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_has_torch_function_variadic)), METH_FASTCALL,
+     nullptr},
     NOARGS("_is_torch_function_enabled", f_true),
     NOARGS("_is_torch_function_mode_enabled", f_false),
     NOARGS("get_num_threads", f_get_num_threads),
@@ -369,7 +399,8 @@ PyMethodDef module_functions[] = {
 // torch._C._VariableFunctions, like the generated ones.
 PyObject* f_numel(PyObject*, PyObject* arg) {
   if (!is_tensor(arg)) {
-    PyErr_Format(PyExc_TypeError, "numel(): argument 'input' (position 1) must be Tensor, not %s", Py_TYPE(arg)->tp_name);
+    PyErr_Format(PyExc_TypeError, "numel(): argument 'input' (position 1) must be Tensor, not %s",
+                 Py_TYPE(arg)->tp_name);
     return nullptr;
   }
   return PyLong_FromLongLong(unpack(arg).numel());
@@ -386,16 +417,16 @@ PyMethodDef handwritten_variable_functions[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-PyMethodDef disabled_def = {"_disabled_torch_function_impl",
-                            reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_disabled_torch_function_impl)),
-                            METH_VARARGS, nullptr};
+PyMethodDef disabled_def = {
+    "_disabled_torch_function_impl",
+    reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_disabled_torch_function_impl)), METH_VARARGS,
+    nullptr};
 
 // ---- the refusing remainder of the stubs ----
 
 PyObject* refuse(PyObject* self, PyObject*, PyObject*) {
   PyErr_Format(PyExc_NotImplementedError,
-               "torchnative does not implement %U; upstream provides it in libtorch_python",
-               self);
+               "torchnative does not implement %U; upstream provides it in libtorch_python", self);
   return nullptr;
 }
 PyMethodDef refuse_def = {"refused", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(refuse)),
@@ -408,7 +439,8 @@ PyObject* refusing_function(const std::string& qualified, const char* name) {
 }
 
 PyObject* accept_anything(PyObject*, PyObject*, PyObject*) { Py_RETURN_NONE; }
-PyMethodDef accept_anything_def = {"__init__", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(accept_anything)),
+PyMethodDef accept_anything_def = {"__init__",
+                                   reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(accept_anything)),
                                    METH_VARARGS | METH_KEYWORDS, nullptr};
 // The TorchScript call stack, which is empty whenever no script is being compiled (always, here).
 PyObject* empty_call_stack(PyObject*, PyObject*) { return PyUnicode_FromString(""); }
@@ -455,8 +487,9 @@ void init_surface(PyObject* module) {
   PyModule_AddObject(c10d, "_DEFAULT_FIRST_BUCKET_BYTES", PyLong_FromLong(1024 * 1024));
   PyModule_AddObject(c10d, "_DEFAULT_NO_TIMEOUT", PyLong_FromLong(-1));
   Ref meta_dict(PyDict_New());
-  PyObject* stub_metaclass = PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyType_Type), "s(O)O", "_StubType",
-                                                   reinterpret_cast<PyObject*>(&PyType_Type), meta_dict.get());
+  PyObject* stub_metaclass =
+      PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyType_Type), "s(O)O", "_StubType",
+                            reinterpret_cast<PyObject*>(&PyType_Type), meta_dict.get());
   if (!stub_metaclass) throw PythonErrorSet();
   Ref enum_module(PyImport_ImportModule("enum"));
   std::map<std::pair<std::string, std::string>, PyObject*> classes;
@@ -472,20 +505,24 @@ void init_surface(PyObject* module) {
     const SurfaceRow& row = kSurfaceTable[i];
     std::string kind = row.kind;
     PyObject* mod = module_for(row.module);
-    std::string qualified = std::string(row.module) + "." + (row.owner[0] ? std::string(row.owner) + "." : "") + row.name;
+    std::string qualified =
+        std::string(row.module) + "." + (row.owner[0] ? std::string(row.owner) + "." : "") + row.name;
     if (row.owner[0] == 0) {
       if (PyObject_HasAttrString(mod, row.name) || absent_by_design(row.name)) continue;
       if (kind == "function") {
         // _VariableFunctions also lists functions torch._C defines at top level.
         PyObject* top = std::string(row.module) == "torch._C._VariableFunctions"
-                            ? PyDict_GetItemString(PyModule_GetDict(module), row.name) : nullptr;
-        PyModule_AddObject(mod, row.name, top ? Ref::borrow(top).release() : refusing_function(qualified, row.name));
+                            ? PyDict_GetItemString(PyModule_GetDict(module), row.name)
+                            : nullptr;
+        PyModule_AddObject(mod, row.name,
+                           top ? Ref::borrow(top).release() : refusing_function(qualified, row.name));
       } else if (kind == "enum") {
         // Enum members are data, not behaviour: create them with distinct values.
         Ref names(PyList_New(0));
         for (const std::string& m : enum_members[{row.module, row.name}])
           PyList_Append(names.get(), Ref(PyUnicode_FromString(m.c_str())).get());
-        if (PyList_GET_SIZE(names.get()) == 0) PyList_Append(names.get(), Ref(PyUnicode_FromString("Undefined")).get());
+        if (PyList_GET_SIZE(names.get()) == 0)
+          PyList_Append(names.get(), Ref(PyUnicode_FromString("Undefined")).get());
         Ref e(PyObject_CallMethod(enum_module.get(), "IntEnum", "sO", row.name, names.get()));
         if (!e) throw PythonErrorSet();
         PyObject_SetAttrString(e.get(), "__module__", Ref(PyUnicode_FromString(row.module)).get());
@@ -496,9 +533,11 @@ void init_surface(PyObject* module) {
         // Their own metaclass, like upstream's pybind11 classes, so Python code that
         // combines type(cls) with other metaclasses gets distinct bases.
         // Upstream's raw CPython types (not pybind11) have plain `type` as metaclass.
-        static const std::set<std::string> raw_types = {"_LegacyVariableBase", "_FunctionBase", "_ImperativeEngine",
-                                                        "StorageBase", "_CudaStreamBase", "_CudaEventBase"};
-        PyObject* metaclass = raw_types.count(row.name) ? reinterpret_cast<PyObject*>(&PyType_Type) : stub_metaclass;
+        static const std::set<std::string> raw_types = {"_LegacyVariableBase", "_FunctionBase",
+                                                        "_ImperativeEngine",   "StorageBase",
+                                                        "_CudaStreamBase",     "_CudaEventBase"};
+        PyObject* metaclass =
+            raw_types.count(row.name) ? reinterpret_cast<PyObject*>(&PyType_Type) : stub_metaclass;
         Ref cls(PyObject_CallFunction(metaclass, "s(O)O", row.name,
                                       reinterpret_cast<PyObject*>(&PyBaseObject_Type), dict.get()));
         if (!cls) throw PythonErrorSet();
@@ -507,7 +546,8 @@ void init_surface(PyObject* module) {
       }
     } else if (kind == "method" && std::string(row.owner) == "_TensorBase") {
       // Tensor methods upstream writes by hand and we have not: refuse by name.
-      if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(tensor_base_type), row.name)) continue;  // own or inherited
+      if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(tensor_base_type), row.name))
+        continue;  // own or inherited
       Ref f(refusing_function("torch.Tensor." + std::string(row.name), row.name));
       PyDict_SetItemString(tensor_base_type->tp_dict, row.name, Ref(PyInstanceMethod_New(f.get())).get());
       PyType_Modified(tensor_base_type);
@@ -522,12 +562,27 @@ void init_surface(PyObject* module) {
     }
   }
   // Installed last: the stub rows above must see only real attributes.
-  for (const char* sub : {"torch._C._jit_tree_views", "torch._C._jit", "torch._C._te", "torch._C._functorch",
-                          "torch._C.cpp", "torch._C.cpp.nn", "torch._C._functions", "torch._C._cuda",
-                          "torch._C._itt", "torch._C._nvtx", "torch._C._cudnn", "torch._C._onnx",
-                          "torch._C._distributed_c10d", "torch._C._distributed_rpc", "torch._C._autograd",
-                          "torch._C._distributed_autograd", "torch._C._profiler", "torch._C._monitor",
-                          "torch._C._lazy", "torch._C._lazy_ts_backend", "torch._C._verbose"}) {
+  for (const char* sub : {"torch._C._jit_tree_views",
+                          "torch._C._jit",
+                          "torch._C._te",
+                          "torch._C._functorch",
+                          "torch._C.cpp",
+                          "torch._C.cpp.nn",
+                          "torch._C._functions",
+                          "torch._C._cuda",
+                          "torch._C._itt",
+                          "torch._C._nvtx",
+                          "torch._C._cudnn",
+                          "torch._C._onnx",
+                          "torch._C._distributed_c10d",
+                          "torch._C._distributed_rpc",
+                          "torch._C._autograd",
+                          "torch._C._distributed_autograd",
+                          "torch._C._profiler",
+                          "torch._C._monitor",
+                          "torch._C._lazy",
+                          "torch._C._lazy_ts_backend",
+                          "torch._C._verbose"}) {
     PyObject* m = add_submodule(module, sub);
     Ref getattr(PyCFunction_NewEx(&stubless_getattr_def, m, nullptr));
     PyModule_AddObject(m, "__getattr__", getattr.release());
@@ -542,16 +597,20 @@ namespace {
 // functorch's wrapper queries: the shim has no functorch transforms, so no tensor is
 // ever a wrapper (and _tensor_str asks on every repr).
 PyMethodDef functorch_functions[] = {
-    ONE("is_functorch_wrapped_tensor", f_false),
-    ONE("is_batchedtensor", f_false),
-    ONE("is_gradtrackingtensor", f_false),
-    ONE("is_functionaltensor", f_false),
-    ONE("maybe_get_level", f_minus_one),
-    {nullptr, nullptr, 0, nullptr},
+    ONE("is_functorch_wrapped_tensor", f_false), ONE("is_batchedtensor", f_false),
+    ONE("is_gradtrackingtensor", f_false),       ONE("is_functionaltensor", f_false),
+    ONE("maybe_get_level", f_minus_one),         {nullptr, nullptr, 0, nullptr},
 };
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "torch._C", "torchnative's torch._C", -1, module_functions,
-                          nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                          "torch._C",
+                          "torchnative's torch._C",
+                          -1,
+                          module_functions,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr};
 
 }  // namespace
 
@@ -577,10 +636,12 @@ PyMODINIT_FUNC PyInit__C() {
     PyModule_AddObject(module, "_disabled_torch_function_impl", disabled_torch_function);
     Py_INCREF(disabled_torch_function);
     PyModule_AddObject(module, "_disabled_torch_dispatch_impl", disabled_torch_function);
-    for (const char* flag : {"has_cuda", "has_cudnn", "has_mps", "has_mkl", "has_mkldnn", "has_openmp", "has_lapack", "has_spectral", "_has_distributed"})
+    for (const char* flag : {"has_cuda", "has_cudnn", "has_mps", "has_mkl", "has_mkldnn", "has_openmp",
+                             "has_lapack", "has_spectral", "_has_distributed"})
       PyModule_AddObject(module, flag, tn::py::Ref::borrow(Py_False).release());
     PyModule_AddObject(module, "_GLIBCXX_USE_CXX11_ABI", tn::py::Ref::borrow(Py_True).release());
-    PyModule_AddObject(module, "_LinAlgError", PyErr_NewException("torch._C._LinAlgError", PyExc_RuntimeError, nullptr));
+    PyModule_AddObject(module, "_LinAlgError",
+                       PyErr_NewException("torch._C._LinAlgError", PyExc_RuntimeError, nullptr));
     PyModule_AddObject(module, "_OutOfMemoryError",
                        PyErr_NewException("torch._C._OutOfMemoryError", PyExc_RuntimeError, nullptr));
     init_surface(module);

@@ -45,9 +45,8 @@ struct PythonErrorSet {};
 
 // ---- Tensor objects ----
 struct TensorObject {
-  PyObject_HEAD
-  Tensor tensor;        // placement-constructed
-  PyObject* grad;       // .grad, owned
+  PyObject_HEAD Tensor tensor;  // placement-constructed
+  PyObject* grad;               // .grad, owned
   PyObject* backward_hooks;
 };
 extern PyTypeObject* tensor_base_type;  // torch._C._TensorBase
@@ -68,8 +67,8 @@ bool is_memory_format(PyObject* obj);
 int64_t memory_format_of(PyObject* obj);
 PyObject* memory_format_object(int64_t format);  // borrowed
 bool is_device(PyObject* obj);
-PyObject* cpu_device();    // borrowed
-PyObject* strided_layout();  // borrowed
+PyObject* cpu_device();                   // borrowed
+PyObject* strided_layout();               // borrowed
 PyObject* make_size(const Shape& sizes);  // torch.Size, new reference
 void init_value_types(PyObject* module);
 bool is_generator(PyObject* obj);
@@ -86,8 +85,8 @@ Tensor wrapped_number(const Scalar& s);  // 0-dim tensor marked as a wrapped num
 // ---- operator bindings ----
 // A set of overloads reachable under one Python name (torch.add, Tensor.add, ...).
 struct Binding;
-Binding* make_binding(const std::string& python_name, const std::vector<Operator*>& ops,
-                      bool is_method, bool allow_numbers_as_tensors);
+Binding* make_binding(const std::string& python_name, const std::vector<Operator*>& ops, bool is_method,
+                      bool allow_numbers_as_tensors);
 PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
                        PyObject* kwnames);
 PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwargs);
@@ -105,14 +104,14 @@ void init_jit_types(PyObject* module);
 void set_python_error(const std::exception& e);
 
 #define TN_PY_TRY try {
-#define TN_PY_CATCH(RET)                                          \
-  }                                                               \
-  catch (const ::tn::py::PythonErrorSet&) {                       \
-    return RET;                                                   \
-  }                                                               \
-  catch (const std::exception& e) {                               \
-    ::tn::py::set_python_error(e);                                \
-    return RET;                                                   \
+#define TN_PY_CATCH(RET)                    \
+  }                                         \
+  catch (const ::tn::py::PythonErrorSet&) { \
+    return RET;                             \
+  }                                         \
+  catch (const std::exception& e) {         \
+    ::tn::py::set_python_error(e);          \
+    return RET;                             \
   }
 
 }  // namespace tn::py

@@ -9,7 +9,7 @@ struct SurfaceRow {
   const char* module;  // "torch._C", "torch._C._autograd", ...
   const char* owner;   // class name for methods/members, "" at module level
   const char* name;
-  const char* kind;    // function, class, enum, method, member, attribute
+  const char* kind;  // function, class, enum, method, member, attribute
 };
 
 extern const SurfaceRow kSurfaceTable[];

@@ -193,9 +193,7 @@ int set_data(PyObject* self, PyObject* value, void*) {
 PyObject* get_version(PyObject* self, void*) {
   return PyLong_FromUnsignedLong(unpack(self).impl()->version->load());
 }
-PyObject* get_cdata(PyObject* self, void*) {
-  return PyLong_FromVoidPtr(unpack(self).impl());
-}
+PyObject* get_cdata(PyObject* self, void*) { return PyLong_FromVoidPtr(unpack(self).impl()); }
 PyObject* get_T(PyObject* self, void*) {
   TN_PY_TRY
   const Tensor& t = unpack(self);
@@ -208,7 +206,8 @@ PyObject* get_mT(PyObject* self, void*) {
   TN_PY_TRY
   const Tensor& t = unpack(self);
   if (t.dim() < 2) {
-    PyErr_SetString(PyExc_RuntimeError, "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
+    PyErr_SetString(PyExc_RuntimeError,
+                    "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
     return nullptr;
   }
   Shape sizes = t.sizes(), strides = t.strides();
@@ -243,7 +242,7 @@ PyGetSetDef tensor_getset[] = {
     {"_cdata", get_cdata, nullptr, nullptr, nullptr},
     {"T", get_T, nullptr, nullptr, nullptr},
     {"mT", get_mT, nullptr, nullptr, nullptr},
-    {"H", get_T, nullptr, nullptr, nullptr},   // real dtypes only: conj is the identity
+    {"H", get_T, nullptr, nullptr, nullptr},  // real dtypes only: conj is the identity
     {"mH", get_mT, nullptr, nullptr, nullptr},
     {"is_leaf", get_true, nullptr, nullptr, nullptr},  // no autograd graph yet: every tensor is a leaf
     {"grad_fn", get_none, nullptr, nullptr, nullptr},

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 
-
 #include "python_shim.h"
 // After Python.h, which it needs.
 #include <structmember.h>
@@ -15,8 +14,7 @@ namespace {
 
 // dtype, layout and memory_format objects: an enum code and the name they print as.
 struct EnumObject {
-  PyObject_HEAD
-  int64_t code;
+  PyObject_HEAD int64_t code;
   PyObject* name;  // "float32", "strided", "contiguous_format"
 };
 
@@ -88,9 +86,8 @@ PyObject* make_enum(PyTypeObject* type, int64_t code, const char* name) {
 
 // ---- device ----
 struct DeviceObject {
-  PyObject_HEAD
-  PyObject* type;  // str
-  int64_t index;   // -1 when unspecified
+  PyObject_HEAD PyObject* type;  // str
+  int64_t index;                 // -1 when unspecified
 };
 
 PyObject* device_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
@@ -123,12 +120,15 @@ PyObject* device_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
     }
     type = type.substr(0, colon);
   }
-  static const char* known[] = {"cpu", "cuda", "meta", "mps", "xpu", "hpu", "ipu", "xla", "lazy", "vulkan", "ort", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "privateuseone"};
+  static const char* known[] = {"cpu",   "cuda", "meta",   "mps",  "xpu",          "hpu",    "ipu",
+                                "xla",   "lazy", "vulkan", "ort",  "mkldnn",       "opengl", "opencl",
+                                "ideep", "hip",  "ve",     "fpga", "privateuseone"};
   bool ok = false;
   for (const char* k : known) ok = ok || type == k;
   if (!ok) {
     PyErr_Format(PyExc_RuntimeError,
-                 "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, ort, xla, lazy, vulkan, mps, meta, hpu, privateuseone device type at start of device string: %s",
+                 "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, ort, "
+                 "xla, lazy, vulkan, mps, meta, hpu, privateuseone device type at start of device string: %s",
                  type.c_str());
     return nullptr;
   }
@@ -227,7 +227,8 @@ PyObject* size_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 }
 PyObject* size_subscript(PyObject* self, PyObject* key) {
   Ref result(PyTuple_Type.tp_as_mapping->mp_subscript(self, key));
-  if (result && PySlice_Check(key)) return PyObject_CallOneArg(reinterpret_cast<PyObject*>(size_type), result.get());
+  if (result && PySlice_Check(key))
+    return PyObject_CallOneArg(reinterpret_cast<PyObject*>(size_type), result.get());
   return result.release();
 }
 PyObject* size_reduce(PyObject* self, PyObject*) {
@@ -260,10 +261,34 @@ PyObject* finfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
   double eps, max, tiny, resolution;
   int bits;
   switch (t) {
-    case ScalarType::Half: bits = 16; eps = 0.0009765625; max = 65504.0; tiny = 6.103515625e-05; resolution = 0.001; break;
-    case ScalarType::BFloat16: bits = 16; eps = 0.0078125; max = 3.3895313892515355e+38; tiny = 1.1754943508222875e-38; resolution = 0.01; break;
-    case ScalarType::Float: bits = 32; eps = FLT_EPSILON; max = FLT_MAX; tiny = FLT_MIN; resolution = 1e-06; break;
-    default: bits = 64; eps = DBL_EPSILON; max = DBL_MAX; tiny = DBL_MIN; resolution = 1e-15; break;
+    case ScalarType::Half:
+      bits = 16;
+      eps = 0.0009765625;
+      max = 65504.0;
+      tiny = 6.103515625e-05;
+      resolution = 0.001;
+      break;
+    case ScalarType::BFloat16:
+      bits = 16;
+      eps = 0.0078125;
+      max = 3.3895313892515355e+38;
+      tiny = 1.1754943508222875e-38;
+      resolution = 0.01;
+      break;
+    case ScalarType::Float:
+      bits = 32;
+      eps = FLT_EPSILON;
+      max = FLT_MAX;
+      tiny = FLT_MIN;
+      resolution = 1e-06;
+      break;
+    default:
+      bits = 64;
+      eps = DBL_EPSILON;
+      max = DBL_MAX;
+      tiny = DBL_MIN;
+      resolution = 1e-15;
+      break;
   }
   PyObject* obj = type->tp_alloc(type, 0);
   Ref dict(PyObject_GenericGetDict(obj, nullptr));
@@ -282,18 +307,35 @@ PyObject* iinfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
   if (!PyArg_ParseTuple(args, "O", &dtype)) return nullptr;
   ScalarType t = is_dtype(dtype) ? dtype_of(dtype) : ScalarType::Undefined;
   if (!is_integral(t, true)) {
-    PyErr_SetString(PyExc_TypeError, "torch.iinfo() requires an integer input type. Use torch.finfo to handle 'float32'");
+    PyErr_SetString(PyExc_TypeError,
+                    "torch.iinfo() requires an integer input type. Use torch.finfo to handle 'float32'");
     return nullptr;
   }
   long long min = 0, max = 1;
   int bits = int(element_size(t) * 8);
   switch (t) {
-    case ScalarType::Byte: max = 255; break;
-    case ScalarType::Char: min = -128; max = 127; break;
-    case ScalarType::Short: min = -32768; max = 32767; break;
-    case ScalarType::Int: min = INT32_MIN; max = INT32_MAX; break;
-    case ScalarType::Long: min = INT64_MIN; max = INT64_MAX; break;
-    default: bits = 8; break;
+    case ScalarType::Byte:
+      max = 255;
+      break;
+    case ScalarType::Char:
+      min = -128;
+      max = 127;
+      break;
+    case ScalarType::Short:
+      min = -32768;
+      max = 32767;
+      break;
+    case ScalarType::Int:
+      min = INT32_MIN;
+      max = INT32_MAX;
+      break;
+    case ScalarType::Long:
+      min = INT64_MIN;
+      max = INT64_MAX;
+      break;
+    default:
+      bits = 8;
+      break;
   }
   PyObject* obj = type->tp_alloc(type, 0);
   Ref dict(PyObject_GenericGetDict(obj, nullptr));
@@ -305,12 +347,10 @@ PyObject* iinfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
 }
 
 PyTypeObject* make_info_type(const char* name, newfunc create) {
-  PyMemberDef members[] = {
-      {"__dictoffset__", T_PYSSIZET, Py_ssize_t(sizeof(PyObject)), READONLY, nullptr},
-      {nullptr, 0, 0, 0, nullptr}};
-  PyType_Slot slots[] = {{Py_tp_new, reinterpret_cast<void*>(create)},
-                         {Py_tp_members, members},
-                         {0, nullptr}};
+  PyMemberDef members[] = {{"__dictoffset__", T_PYSSIZET, Py_ssize_t(sizeof(PyObject)), READONLY, nullptr},
+                           {nullptr, 0, 0, 0, nullptr}};
+  PyType_Slot slots[] = {
+      {Py_tp_new, reinterpret_cast<void*>(create)}, {Py_tp_members, members}, {0, nullptr}};
   PyType_Spec spec = {name, int(sizeof(PyObject) + sizeof(PyObject*)), 0, Py_TPFLAGS_DEFAULT, slots};
   auto* type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
   if (!type) throw PythonErrorSet();
@@ -332,7 +372,8 @@ PyObject* strided_layout() { return strided; }
 
 PyObject* make_size(const Shape& sizes) {
   PyObject* tuple = PyTuple_New(Py_ssize_t(sizes.size()));
-  for (size_t i = 0; i < sizes.size(); ++i) PyTuple_SET_ITEM(tuple, Py_ssize_t(i), PyLong_FromLongLong(sizes[i]));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    PyTuple_SET_ITEM(tuple, Py_ssize_t(i), PyLong_FromLongLong(sizes[i]));
   PyObject* size = PyTuple_Type.tp_new(size_type, Ref(PyTuple_Pack(1, tuple)).get(), nullptr);
   Py_DECREF(tuple);
   if (!size) throw PythonErrorSet();
@@ -384,12 +425,14 @@ void init_value_types(PyObject* module) {
   Py_INCREF(strided);
   PyModule_AddObject(module, "strided", strided);
   const char* layouts[] = {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"};
-  for (int i = 0; i < 6; ++i) PyModule_AddObject(module, layouts[i], make_enum(layout_type, i + 1, layouts[i]));
+  for (int i = 0; i < 6; ++i)
+    PyModule_AddObject(module, layouts[i], make_enum(layout_type, i + 1, layouts[i]));
   PyTypeObject* qscheme_type = make_enum_type("torch.qscheme", nullptr);
   PyModule_AddObject(module, "qscheme", reinterpret_cast<PyObject*>(qscheme_type));
-  const char* qschemes[] = {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
-                            "per_channel_affine_float_qparams"};
-  for (int i = 0; i < 5; ++i) PyModule_AddObject(module, qschemes[i], make_enum(qscheme_type, i, qschemes[i]));
+  const char* qschemes[] = {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric",
+                            "per_channel_symmetric", "per_channel_affine_float_qparams"};
+  for (int i = 0; i < 5; ++i)
+    PyModule_AddObject(module, qschemes[i], make_enum(qscheme_type, i, qschemes[i]));
   const char* formats[] = {"contiguous_format", "preserve_format", "channels_last", "channels_last_3d"};
   for (int i = 0; i < 4; ++i) {
     memory_formats[i] = make_enum(memory_format_type, i, formats[i]);
@@ -438,8 +481,10 @@ bool python_to_scalar(PyObject* obj, Scalar* out) {
       return false;
     }
     std::string type_name = Py_TYPE(obj)->tp_name;
-    if (type_name == "numpy.bool_") *out = Scalar(PyObject_IsTrue(obj) == 1);
-    else *out = Scalar(int64_t(PyLong_AsLongLong(index.get())));
+    if (type_name == "numpy.bool_")
+      *out = Scalar(PyObject_IsTrue(obj) == 1);
+    else
+      *out = Scalar(int64_t(PyLong_AsLongLong(index.get())));
     return true;
   }
   if (PyNumber_Check(obj) && Py_TYPE(obj)->tp_as_number->nb_float) {
@@ -456,16 +501,21 @@ bool python_to_scalar(PyObject* obj, Scalar* out) {
 
 PyObject* scalar_to_python(const Scalar& s) {
   switch (s.kind()) {
-    case Scalar::Kind::Bool: return PyBool_FromLong(s.to_int());
-    case Scalar::Kind::Int: return PyLong_FromLongLong(s.to_int());
-    default: return PyFloat_FromDouble(s.to_double());
+    case Scalar::Kind::Bool:
+      return PyBool_FromLong(s.to_int());
+    case Scalar::Kind::Int:
+      return PyLong_FromLongLong(s.to_int());
+    default:
+      return PyFloat_FromDouble(s.to_double());
   }
 }
 
 Tensor wrapped_number(const Scalar& s) {
   Tensor t = Tensor::empty({}, s.type());
   TN_DISPATCH_ALL_TYPES(t.dtype(), "wrapped_number", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_); *t.data_as<scalar_t>() = s.to<scalar_t>(); });
+    using scalar_t = TN_TYPE(tag_);
+    *t.data_as<scalar_t>() = s.to<scalar_t>();
+  });
   t.impl()->wrapped_number = true;
   return t;
 }
@@ -483,7 +533,8 @@ void infer_shape(PyObject* data, size_t depth, Shape& shape, ScalarType& inferre
   if (PySequence_Check(data) && !PyUnicode_Check(data) && !PyBytes_Check(data)) {
     Py_ssize_t n = PySequence_Size(data);
     if (n < 0) throw PythonErrorSet();
-    if (depth == shape.size()) shape.push_back(n);
+    if (depth == shape.size())
+      shape.push_back(n);
     else if (shape[depth] != n)
       throw ValueError("expected sequence of length " + std::to_string(shape[depth]) + " at dim " +
                        std::to_string(depth) + " (got " + std::to_string(n) + ")");
@@ -517,13 +568,15 @@ void check_representable(const Scalar& s, ScalarType type) {
       if (!s.is_float() && !s.is_bool()) {
         int64_t v = s.to_int();
         if constexpr (std::is_unsigned_v<T>)
-          overflow = v > int64_t(std::numeric_limits<T>::max()) || (v < 0 && -v > int64_t(std::numeric_limits<T>::max()));
+          overflow = v > int64_t(std::numeric_limits<T>::max()) ||
+                     (v < 0 && -v > int64_t(std::numeric_limits<T>::max()));
         else
           overflow = v > int64_t(std::numeric_limits<T>::max()) || v < int64_t(std::numeric_limits<T>::min());
       }
     }
     if (overflow)
-      throw Error(std::string("value cannot be converted to type ") + scalar_type_name(type) + " without overflow");
+      throw Error(std::string("value cannot be converted to type ") + scalar_type_name(type) +
+                  " without overflow");
   }
 }
 
@@ -536,7 +589,7 @@ void fill_from(PyObject* data, T*& cursor, ScalarType type) {
     int64_t n = values.numel();
     for (int64_t i = 0; i < n; ++i) {
       Scalar s = values.dtype() == ScalarType::Long ? Scalar(values.data_as<int64_t>()[i])
-                                                   : Scalar(values.data_as<double>()[i]);
+                                                    : Scalar(values.data_as<double>()[i]);
       *cursor++ = s.to<T>();
     }
     return;
@@ -594,11 +647,14 @@ PyObject* tensor_to_list(const Tensor& t) {
   std::function<PyObject*(size_t, int64_t)> build = [&](size_t dim, int64_t offset) -> PyObject* {
     if (dim == shape.size()) {
       return TN_DISPATCH_ALL_TYPES(c.dtype(), "tolist", [&](auto tag_) -> PyObject* {
-    using scalar_t = TN_TYPE(tag_);
+        using scalar_t = TN_TYPE(tag_);
         scalar_t v = c.data_as<scalar_t>()[offset];
-        if constexpr (std::is_same_v<scalar_t, bool>) return PyBool_FromLong(v);
-        else if constexpr (std::is_integral_v<scalar_t>) return PyLong_FromLongLong(int64_t(v));
-        else return PyFloat_FromDouble(double(v));
+        if constexpr (std::is_same_v<scalar_t, bool>)
+          return PyBool_FromLong(v);
+        else if constexpr (std::is_integral_v<scalar_t>)
+          return PyLong_FromLongLong(int64_t(v));
+        else
+          return PyFloat_FromDouble(double(v));
       });
     }
     PyObject* list = PyList_New(Py_ssize_t(shape[dim]));
@@ -611,12 +667,18 @@ PyObject* tensor_to_list(const Tensor& t) {
 }
 
 void set_python_error(const std::exception& e) {
-  if (dynamic_cast<const NotImplemented*>(&e)) PyErr_SetString(PyExc_NotImplementedError, e.what());
-  else if (dynamic_cast<const IndexError*>(&e)) PyErr_SetString(PyExc_IndexError, e.what());
-  else if (dynamic_cast<const TypeError*>(&e)) PyErr_SetString(PyExc_TypeError, e.what());
-  else if (dynamic_cast<const ValueError*>(&e)) PyErr_SetString(PyExc_ValueError, e.what());
-  else if (dynamic_cast<const std::bad_alloc*>(&e)) PyErr_NoMemory();
-  else PyErr_SetString(PyExc_RuntimeError, e.what());
+  if (dynamic_cast<const NotImplemented*>(&e))
+    PyErr_SetString(PyExc_NotImplementedError, e.what());
+  else if (dynamic_cast<const IndexError*>(&e))
+    PyErr_SetString(PyExc_IndexError, e.what());
+  else if (dynamic_cast<const TypeError*>(&e))
+    PyErr_SetString(PyExc_TypeError, e.what());
+  else if (dynamic_cast<const ValueError*>(&e))
+    PyErr_SetString(PyExc_ValueError, e.what());
+  else if (dynamic_cast<const std::bad_alloc*>(&e))
+    PyErr_NoMemory();
+  else
+    PyErr_SetString(PyExc_RuntimeError, e.what());
 }
 
 }  // namespace tn::py

@@ -1,10 +1,10 @@
 // Unit tests of the shim's C++ layers (the golden harness compares against upstream).
 #include <gtest/gtest.h>
 
-#include "core.h"
-#include "ops.h"
 #include <random>
 
+#include "core.h"
+#include "ops.h"
 #include "random.h"
 
 namespace tn {
@@ -26,7 +26,8 @@ TEST(Promotion, MixedSignIntegersWiden) {
 }
 
 TEST(Schema, ParsesOutOverloadAndPrintsItBack) {
-  const char* text = "aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)";
+  const char* text =
+      "aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)";
   Schema s = parse_schema(text);
   EXPECT_EQ(s.full_name(), "aten::add.out");
   EXPECT_EQ(s.out_count(), 1u);
@@ -50,6 +51,58 @@ TEST(Generator, MatchesTheReferenceMt19937Stream) {
   Generator g(5489);
   std::mt19937 reference(5489);
   for (int i = 0; i < 2000; ++i) ASSERT_EQ(g.random(), reference());
+}
+
+TEST(Tensor, ViewsShareStorageAndCopiesBroadcast) {
+  Tensor base = Tensor::empty({2, 3}, ScalarType::Float);
+  for (int i = 0; i < 6; ++i) base.data_as<float>()[i] = float(i);
+  Tensor transposed = base.view_as_strided({3, 2}, {1, 3}, 0);
+  EXPECT_FALSE(transposed.is_contiguous());
+  EXPECT_EQ(transposed.storage(), base.storage());
+  Tensor copy = transposed.contiguous();
+  EXPECT_EQ(copy.data_as<float>()[1], 3.0f);  // element (0, 1) of the transpose
+  Tensor row = Tensor::empty({3}, ScalarType::Int);
+  for (int i = 0; i < 3; ++i) row.data_as<int32_t>()[i] = 10 * i;
+  base.copy_from(row);  // broadcast over the 2 rows, converting int32 -> float
+  EXPECT_EQ(base.data_as<float>()[4], 10.0f);
+  Tensor expanded = row.view_as_strided({2, 3}, {0, 1}, 0);
+  EXPECT_THROW(expanded.copy_from(base), Error);  // writes into overlapping memory are refused
+}
+
+TEST(Dispatcher, InPlaceAndOutOverloadsDeriveFromTheFunctionalKernel) {
+  Dispatcher& d = Dispatcher::instance();
+  Tensor a = Tensor::empty({2}, ScalarType::Long), b = Tensor::empty({2}, ScalarType::Long);
+  for (int i = 0; i < 2; ++i) {
+    a.data_as<int64_t>()[i] = i + 1;
+    b.data_as<int64_t>()[i] = 5;
+  }
+  Stack inplace{a, b, Scalar(int64_t{2})};
+  d.call(*d.find("aten::add_", "Tensor"), inplace);
+  EXPECT_TRUE(std::get<Tensor>(inplace[0].value).same(a));
+  EXPECT_EQ(a.data_as<int64_t>()[1], 12);  // 2 + 2 * 5
+  Tensor out = Tensor::empty({0}, ScalarType::Double);
+  Stack with_out{a, b, Scalar(int64_t{1}), out};
+  d.call(*d.find("aten::add", "out"), with_out);
+  EXPECT_EQ(out.sizes(), Shape{2});  // resized like upstream's resize_output
+  EXPECT_EQ(out.data_as<double>()[0], 16.0);
+  Tensor float_input = Tensor::empty({2}, ScalarType::Float);
+  Stack narrowing{a, float_input, Scalar(int64_t{1})};
+  EXPECT_THROW(d.call(*d.find("aten::add_", "Tensor"), narrowing), Error);  // Float can't be cast to Long
+}
+
+TEST(Promotion, WrappedNumbersRankBelowTensors) {
+  Tensor ints = Tensor::empty({2}, ScalarType::Int);
+  Tensor half = Tensor::empty({2}, ScalarType::Half);
+  std::memset(half.data(), 0, 2 * sizeof(Half));
+  Stack int_plus_float{ints, Scalar(2.5), Scalar(int64_t{1})};
+  Dispatcher& d = Dispatcher::instance();
+  for (int i = 0; i < 2; ++i) ints.data_as<int32_t>()[i] = i;
+  d.call(*d.find("aten::add", "Scalar"), int_plus_float);
+  EXPECT_EQ(std::get<Tensor>(int_plus_float[0].value).dtype(), ScalarType::Float);  // the default dtype
+  Stack half_plus_float{half, Scalar(2.5), Scalar(int64_t{1})};
+  d.call(*d.find("aten::add", "Scalar"), half_plus_float);
+  EXPECT_EQ(std::get<Tensor>(half_plus_float[0].value).dtype(),
+            ScalarType::Half);  // same category: the tensor wins
 }
 
 }  // namespace tn

@@ -60,7 +60,8 @@ Tensor call_tensor_op(const std::string& qualified_name, const std::string& over
   return std::get<Tensor>(call_op(qualified_name, overload, std::move(args)).value);
 }
 
-ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims_opt, bool keepdim) {
+ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims_opt,
+                       bool keepdim) {
   int64_t nd = self.dim();
   std::vector<bool> reduce(size_t(std::max<int64_t>(nd, 0)), false);
   bool all = !dims_opt || dims_opt->empty();
@@ -68,7 +69,8 @@ ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64
     for (int64_t d : *dims_opt) {
       int64_t w = wrap_dim(d, nd);
       if (nd > 0) {
-        if (reduce[size_t(w)]) throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
+        if (reduce[size_t(w)])
+          throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
         reduce[size_t(w)] = true;
       }
     }
@@ -150,7 +152,9 @@ Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keep
 Tensor scalar_tensor(const Scalar& s) {
   Tensor t = Tensor::empty({}, s.type());
   TN_DISPATCH_ALL_TYPES(t.dtype(), "scalar_tensor", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_); *t.data_as<scalar_t>() = s.to<scalar_t>(); });
+    using scalar_t = TN_TYPE(tag_);
+    *t.data_as<scalar_t>() = s.to<scalar_t>();
+  });
   t.impl()->wrapped_number = true;
   return t;
 }

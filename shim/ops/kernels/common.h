@@ -14,9 +14,9 @@ namespace tn {
 // storage type (double has more than 2p+2 bits for each of them, so the double
 // rounding is innocuous); for everything else it is at least as accurate as upstream.
 template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
-                                         std::is_same_v<T, float>,
-                                     double, T>;
+using compute_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || std::is_same_v<T, float>,
+                       double, T>;
 
 // Upstream's result_type over tensors and Python numbers (wrapped numbers rank lowest,
 // then 0-dim tensors, then the rest; a higher category from a lower rank still wins).
@@ -27,8 +27,7 @@ class ResultType {
   ScalarType get() const;
 
  private:
-  ScalarType dim_ = ScalarType::Undefined, zero_ = ScalarType::Undefined,
-             wrapped_ = ScalarType::Undefined;
+  ScalarType dim_ = ScalarType::Undefined, zero_ = ScalarType::Undefined, wrapped_ = ScalarType::Undefined;
 };
 
 ScalarType result_type(const Tensor& a, const Tensor& b);
@@ -83,12 +82,13 @@ Tensor map_unary(const Tensor& a, ScalarType compute, ScalarType out_type, F&& f
       for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
       return;
     }
-    strided_loop<2>(a.sizes(), {out.strides(), in.strides()}, [&](const std::array<int64_t, 2>& o) {
-      po[o[0]] = out_t(f(compute_t<in_t>(x[o[1]])));
-    });
+    strided_loop<2>(a.sizes(), {out.strides(), in.strides()},
+                    [&](const std::array<int64_t, 2>& o) { po[o[0]] = out_t(f(compute_t<in_t>(x[o[1]]))); });
   };
-  if (out_type == ScalarType::Bool) run(out.data_as<bool>());
-  else run(out.data_as<in_t>());
+  if (out_type == ScalarType::Bool)
+    run(out.data_as<bool>());
+  else
+    run(out.data_as<in_t>());
   return out;
 }
 
@@ -125,8 +125,10 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarTy
                       po[o[0]] = out_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]])));
                     });
   };
-  if (out_type == ScalarType::Bool) run(out.data_as<bool>());
-  else run(out.data_as<in_t>());
+  if (out_type == ScalarType::Bool)
+    run(out.data_as<bool>());
+  else
+    run(out.data_as<in_t>());
   return out;
 }
 
@@ -140,10 +142,12 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType
   const in_t* py = y.data_as<in_t>();
   const in_t* pz = z.data_as<in_t>();
   in_t* po = out.data_as<in_t>();
-  strided_loop<4>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape), broadcast_strides(z, shape)},
-                  [&](const std::array<int64_t, 4>& o) {
-                    po[o[0]] = in_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]]), compute_t<in_t>(pz[o[3]])));
-                  });
+  strided_loop<4>(
+      shape,
+      {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape), broadcast_strides(z, shape)},
+      [&](const std::array<int64_t, 4>& o) {
+        po[o[0]] = in_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]]), compute_t<in_t>(pz[o[3]])));
+      });
   return out;
 }
 
@@ -177,12 +181,12 @@ Tensor flat(const Tensor& t);
 
 // A tensor as rows along `dim` (moved last, contiguous), for scans and per-row work.
 struct Rows {
-  Tensor data;        // contiguous, shape = moved
-  int64_t length = 1; // row length (size of dim; 1 for 0-dim tensors)
-  int64_t count = 0;  // number of rows
-  Shape moved;        // the permuted shape
-  Shape perm;         // perm[i] = source dim of moved dim i
-  int64_t dim = 0;    // wrapped dim
+  Tensor data;          // contiguous, shape = moved
+  int64_t length = 1;   // row length (size of dim; 1 for 0-dim tensors)
+  int64_t count = 0;    // number of rows
+  Shape moved;          // the permuted shape
+  Shape perm;           // perm[i] = source dim of moved dim i
+  int64_t dim = 0;      // wrapped dim
   bool scalar = false;  // the source was 0-dim (treated as one row of one)
 };
 Rows rows_along(const Tensor& t, int64_t dim);

@@ -17,7 +17,8 @@ constexpr bool is_float_v = std::is_floating_point_v<T>;
 
 // Upstream's alpha checks for add and sub.
 void check_alpha(ScalarType t, const Scalar& alpha) {
-  if (alpha.is_bool() && t != ScalarType::Bool) throw Error("Boolean alpha only supported for Boolean results.");
+  if (alpha.is_bool() && t != ScalarType::Bool)
+    throw Error("Boolean alpha only supported for Boolean results.");
   if (is_integral(t, true) && alpha.is_float())
     throw Error("For integral input tensors, argument alpha must not be a floating point number.");
 }
@@ -38,7 +39,9 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
 
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (a.dtype() == ScalarType::Bool || b.dtype() == ScalarType::Bool)
-    throw Error("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+    throw Error(
+        "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+        "`logical_xor()` operator instead.");
   ScalarType t = result_type(a, b);
   check_alpha(t, alpha);
   return TN_DISPATCH_ALL_TYPES(t, "sub", [&](auto tag_) {
@@ -90,13 +93,14 @@ Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& m
   if (!mode) {
     ScalarType f = float_type(t);
     return TN_DISPATCH_ALL_TYPES(f, "div", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
+      using scalar_t = TN_TYPE(tag_);
       using c = compute_t<scalar_t>;
       return map_binary<scalar_t>(a, b, f, f, [](c x, c y) -> c { return x / y; });
     });
   }
   if (*mode != "trunc" && *mode != "floor")
-    throw Error("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '" + *mode + "'");
+    throw Error("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '" + *mode +
+                "'");
   bool trunc = *mode == "trunc";
   if (t == ScalarType::Bool) dtype_not_implemented(trunc ? "div_trunc_cpu" : "div_floor_cpu", t);
   return TN_DISPATCH_ALL_TYPES(t, "div", [&](auto tag_) {
@@ -108,9 +112,8 @@ Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& m
         return x / y;
       });
     } else if constexpr (is_float_v<c>) {
-      return map_binary<scalar_t>(a, b, t, t, [trunc](c x, c y) -> c {
-        return trunc ? std::trunc(x / y) : floor_div<c>(x, y);
-      });
+      return map_binary<scalar_t>(
+          a, b, t, t, [trunc](c x, c y) -> c { return trunc ? std::trunc(x / y) : floor_div<c>(x, y); });
     } else {
       return map_binary<scalar_t>(a, b, t, t, [trunc](c x, c y) -> c {
         if (y == 0) throw Error("ZeroDivisionError");
@@ -186,7 +189,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     if constexpr (std::is_same_v<scalar_t, bool>) {
-      return map_binary<int64_t>(a, b, ScalarType::Long, t, [](int64_t x, int64_t y) { return int_pow(x, y) != 0; });
+      return map_binary<int64_t>(a, b, ScalarType::Long, t,
+                                 [](int64_t x, int64_t y) { return int_pow(x, y) != 0; });
     } else if constexpr (is_float_v<c>) {
       return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return std::pow(x, y); });
     } else {
@@ -212,19 +216,24 @@ Tensor logical(const Tensor& a, const Tensor& b, F f) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_binary<scalar_t>(a, b, t, ScalarType::Bool,
-                      [&](c x, c y) -> bool { return f(x != c(0), y != c(0)); });
+                                [&](c x, c y) -> bool { return f(x != c(0), y != c(0)); });
   });
 }
 
 template <typename F>
 Tensor bitwise(const Tensor& a, const Tensor& b, const char* name, F f) {
   ScalarType t = result_type(a, b);
-  if (is_floating(t)) throw Error(std::string("\"") + name + "_cpu\" not implemented for '" +
-                                  (t == ScalarType::Float ? "Float" : t == ScalarType::Double ? "Double" : "Half") + "'");
+  if (is_floating(t))
+    throw Error(std::string("\"") + name + "_cpu\" not implemented for '" +
+                (t == ScalarType::Float    ? "Float"
+                 : t == ScalarType::Double ? "Double"
+                                           : "Half") +
+                "'");
   return TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_integral_v<scalar_t>)
-      return map_binary<scalar_t>(a, b, t, t, [&](scalar_t x, scalar_t y) -> scalar_t { return scalar_t(f(x, y)); });
+      return map_binary<scalar_t>(a, b, t, t,
+                                  [&](scalar_t x, scalar_t y) -> scalar_t { return scalar_t(f(x, y)); });
     else
       return Tensor();
   });
@@ -277,13 +286,16 @@ Tensor same_type_unary(const Tensor& a, const char* name, F f) {
 Tensor sign(const Tensor& a) {
   return same_type_unary(a, "sign", [](auto x) -> decltype(x) {
     using c = decltype(x);
-    if constexpr (std::is_same_v<c, bool>) return x;
-    else return c((c(0) < x) - (x < c(0)));
+    if constexpr (std::is_same_v<c, bool>)
+      return x;
+    else
+      return c((c(0) < x) - (x < c(0)));
   });
 }
 
 Tensor round_half_even(const Tensor& a, int64_t decimals, bool with_decimals) {
-  if (a.dtype() == ScalarType::Half) dtype_not_implemented(with_decimals ? "round_cpu" : "round_vml_cpu", a.dtype());
+  if (a.dtype() == ScalarType::Half)
+    dtype_not_implemented(with_decimals ? "round_cpu" : "round_vml_cpu", a.dtype());
   if (with_decimals && !is_floating(a.dtype())) dtype_not_implemented("round_cpu", a.dtype());
   if (!is_floating(a.dtype())) return a.clone();
   return same_type_unary(a, "round", [decimals](auto x) -> decltype(x) {
@@ -305,7 +317,11 @@ Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::option
   if (lo) r.add(*lo);
   if (hi) r.add(*hi);
   ScalarType t = r.get();
-  if (t == ScalarType::Half) dtype_not_implemented(lo && hi ? "clamp_scalar_cpu" : hi ? "clamp_max_scalar_cpu" : "clamp_min_scalar_cpu", t);
+  if (t == ScalarType::Half)
+    dtype_not_implemented(lo && hi ? "clamp_scalar_cpu"
+                          : hi     ? "clamp_max_scalar_cpu"
+                                   : "clamp_min_scalar_cpu",
+                          t);
   Tensor out = a.to(t).clone();
   if (lo) out = minmax(out, *lo, [](auto x, auto y) { return x < y ? y : x; });
   if (hi) out = minmax(out, *hi, [](auto x, auto y) { return x > y ? y : x; });
@@ -326,7 +342,9 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
     const scalar_t* px = xx.data_as<scalar_t>();
     const scalar_t* py = yy.data_as<scalar_t>();
     scalar_t* po = out.data_as<scalar_t>();
-    strided_loop<4>(shape, {out.strides(), broadcast_strides(c, shape), broadcast_strides(xx, shape), broadcast_strides(yy, shape)},
+    strided_loop<4>(shape,
+                    {out.strides(), broadcast_strides(c, shape), broadcast_strides(xx, shape),
+                     broadcast_strides(yy, shape)},
                     [&](const std::array<int64_t, 4>& o) { po[o[0]] = pc[o[1]] ? px[o[2]] : py[o[3]]; });
   });
   return out;
@@ -334,9 +352,12 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   ScalarType t = start.dtype();
-  if (end.dtype() != t) throw Error("expected dtype " + std::string(scalar_type_name(t)) + " for `end` but got dtype " + scalar_type_name(end.dtype()));
+  if (end.dtype() != t)
+    throw Error("expected dtype " + std::string(scalar_type_name(t)) + " for `end` but got dtype " +
+                scalar_type_name(end.dtype()));
   if (!is_floating(t)) throw Error("lerp_kernel_scalar not implemented for integer types");
-  if (t == ScalarType::Half) dtype_not_implemented(weight.impl()->wrapped_number ? "lerp_kernel_scalar" : "lerp_kernel_tensor", t);
+  if (t == ScalarType::Half)
+    dtype_not_implemented(weight.impl()->wrapped_number ? "lerp_kernel_scalar" : "lerp_kernel_tensor", t);
   Tensor w = weight.to(t);
   Tensor diff = call_tensor_op("aten::sub", "Tensor", {end, start, Scalar(int64_t{1})});
   // upstream: weight < 0.5 ? start + weight*diff : end - diff*(1-weight)
@@ -350,12 +371,15 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
     const scalar_t* pe = e.data_as<scalar_t>();
     const scalar_t* pw = w.data_as<scalar_t>();
     scalar_t* po = out.data_as<scalar_t>();
-    strided_loop<4>(shape, {out.strides(), broadcast_strides(s, shape), broadcast_strides(e, shape), broadcast_strides(w, shape)},
+    strided_loop<4>(shape,
+                    {out.strides(), broadcast_strides(s, shape), broadcast_strides(e, shape),
+                     broadcast_strides(w, shape)},
                     [&](const std::array<int64_t, 4>& o) {
                       c x = c(ps[o[1]]), y = c(pe[o[2]]), wt = c(pw[o[3]]);
                       c d = y - x;
                       // Upstream's kernel is compiled with FMA contraction.
-                      po[o[0]] = scalar_t(std::abs(wt) < c(0.5) ? std::fma(wt, d, x) : std::fma(-d, c(1) - wt, y));
+                      po[o[0]] =
+                          scalar_t(std::abs(wt) < c(0.5) ? std::fma(wt, d, x) : std::fma(-d, c(1) - wt, y));
                     });
   });
   (void)diff;
@@ -392,17 +416,22 @@ TN_KERNEL("aten::fmod.Scalar", { return fmod(a.tensor(0), S(a, 1)); });
 TN_KERNEL("aten::pow.Tensor_Tensor", { return pow(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::pow.Tensor_Scalar", {
   // Only a negative integer *scalar* exponent of an integer tensor is refused upstream.
-  if (is_integral(a.tensor(0).dtype(), false) && !a.scalar(1).is_float() && !a.scalar(1).is_bool() && a.scalar(1).to_int() < 0)
+  if (is_integral(a.tensor(0).dtype(), false) && !a.scalar(1).is_float() && !a.scalar(1).is_bool() &&
+      a.scalar(1).to_int() < 0)
     throw Error("Integers to negative integer powers are not allowed.");
   return pow(a.tensor(0), S(a, 1));
 });
 TN_KERNEL("aten::pow.Scalar", { return pow(S(a, 0), a.tensor(1)); });
-TN_KERNEL("aten::maximum", { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x < y ? y : x; }); });
-TN_KERNEL("aten::minimum", { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x > y ? y : x; }); });
+TN_KERNEL("aten::maximum",
+          { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x < y ? y : x; }); });
+TN_KERNEL("aten::minimum",
+          { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x > y ? y : x; }); });
 
-#define TN_COMPARE(NAME, EXPR)                                                                        \
-  TN_KERNEL("aten::" NAME ".Tensor", { return compare(a.tensor(0), a.tensor(1), [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" NAME ".Scalar", { return compare(a.tensor(0), S(a, 1), [](auto x, auto y) { return EXPR; }); });
+#define TN_COMPARE(NAME, EXPR)                                                                   \
+  TN_KERNEL("aten::" NAME ".Tensor",                                                             \
+            { return compare(a.tensor(0), a.tensor(1), [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" NAME ".Scalar",                                                             \
+            { return compare(a.tensor(0), S(a, 1), [](auto x, auto y) { return EXPR; }); });
 TN_COMPARE("eq", x == y)
 TN_COMPARE("ne", x != y)
 TN_COMPARE("lt", x < y)
@@ -411,23 +440,31 @@ TN_COMPARE("gt", x > y)
 TN_COMPARE("ge", x >= y)
 #undef TN_COMPARE
 
-TN_KERNEL("aten::logical_and", { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x && y; }); });
-TN_KERNEL("aten::logical_or", { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x || y; }); });
-TN_KERNEL("aten::logical_xor", { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x != y; }); });
+TN_KERNEL("aten::logical_and",
+          { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x && y; }); });
+TN_KERNEL("aten::logical_or",
+          { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x || y; }); });
+TN_KERNEL("aten::logical_xor",
+          { return logical(a.tensor(0), a.tensor(1), [](bool x, bool y) { return x != y; }); });
 TN_KERNEL("aten::logical_not", {
   return TN_DISPATCH_ALL_TYPES(a.tensor(0).dtype(), "logical_not", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(a.tensor(0), a.tensor(0).dtype(), ScalarType::Bool, [](c x) { return !(x != c(0)); });
+    return map_unary<scalar_t>(a.tensor(0), a.tensor(0).dtype(), ScalarType::Bool,
+                               [](c x) { return !(x != c(0)); });
   });
 });
 
-#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                            \
-  TN_KERNEL("aten::" NAME ".Tensor", { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" NAME ".Scalar", { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });     \
-  TN_KERNEL("aten::" DUNDER ".Tensor", { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" DUNDER ".Scalar", { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });
-TN_BITWISE("bitwise_and", "__and__", x & y)
+#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                 \
+  TN_KERNEL("aten::" NAME ".Tensor",                                                                   \
+            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" NAME ".Scalar",                                                                   \
+            { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });     \
+  TN_KERNEL("aten::" DUNDER ".Tensor",                                                                 \
+            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" DUNDER ".Scalar",                                                                 \
+            { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });
+TN_BITWISE("bitwise_and", "__and__", x& y)
 TN_BITWISE("bitwise_or", "__or__", x | y)
 TN_BITWISE("bitwise_xor", "__xor__", x ^ y)
 #undef TN_BITWISE
@@ -446,7 +483,8 @@ TN_KERNEL("aten::bitwise_not", {
 });
 
 #define TN_FLOAT_UNARY(NAME, HALF_KERNEL, EXPR) \
-  TN_KERNEL("aten::" NAME, { return float_unary(a.tensor(0), HALF_KERNEL, [](auto x) -> decltype(x) { return EXPR; }); });
+  TN_KERNEL("aten::" NAME,                      \
+            { return float_unary(a.tensor(0), HALF_KERNEL, [](auto x) -> decltype(x) { return EXPR; }); });
 TN_FLOAT_UNARY("exp", "exp_vml_cpu", std::exp(x))
 TN_FLOAT_UNARY("exp2", nullptr, std::exp2(x))
 TN_FLOAT_UNARY("expm1", "expm1_vml_cpu", std::expm1(x))
@@ -475,28 +513,61 @@ TN_KERNEL("aten::abs", {
   if (a.tensor(0).dtype() == ScalarType::Bool) dtype_not_implemented("abs_cpu", ScalarType::Bool);
   return same_type_unary(a.tensor(0), "abs", [](auto x) -> decltype(x) {
     using c = decltype(x);
-    if constexpr (std::is_same_v<c, bool> || std::is_unsigned_v<c>) return x;
-    else if constexpr (is_float_v<c>) return std::abs(x);
-    else return c(x < 0 ? -x : x);
+    if constexpr (std::is_same_v<c, bool> || std::is_unsigned_v<c>)
+      return x;
+    else if constexpr (is_float_v<c>)
+      return std::abs(x);
+    else
+      return c(x < 0 ? -x : x);
   });
 });
 TN_KERNEL("aten::neg", {
   if (a.tensor(0).dtype() == ScalarType::Bool)
-    throw Error("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    throw Error(
+        "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+        "use the `~` or `logical_not()` operator instead.");
   return same_type_unary(a.tensor(0), "neg", [](auto x) -> decltype(x) { return decltype(x)(-x); });
 });
 TN_KERNEL("aten::sign", { return sign(a.tensor(0)); });
-TN_KERNEL("aten::floor", { if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("floor_vml_cpu", ScalarType::Half);
-  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "floor", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::floor(x); else return x; }) : a.tensor(0).clone(); });
-TN_KERNEL("aten::ceil", { if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("ceil_vml_cpu", ScalarType::Half);
-  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "ceil", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::ceil(x); else return x; }) : a.tensor(0).clone(); });
-TN_KERNEL("aten::trunc", { if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("trunc_vml_cpu", ScalarType::Half);
-  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "trunc", [](auto x) -> decltype(x) { if constexpr (is_float_v<decltype(x)>) return std::trunc(x); else return x; }) : a.tensor(0).clone(); });
+TN_KERNEL("aten::floor", {
+  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("floor_vml_cpu", ScalarType::Half);
+  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "floor",
+                                                            [](auto x) -> decltype(x) {
+                                                              if constexpr (is_float_v<decltype(x)>)
+                                                                return std::floor(x);
+                                                              else
+                                                                return x;
+                                                            })
+                                          : a.tensor(0).clone();
+});
+TN_KERNEL("aten::ceil", {
+  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("ceil_vml_cpu", ScalarType::Half);
+  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "ceil",
+                                                            [](auto x) -> decltype(x) {
+                                                              if constexpr (is_float_v<decltype(x)>)
+                                                                return std::ceil(x);
+                                                              else
+                                                                return x;
+                                                            })
+                                          : a.tensor(0).clone();
+});
+TN_KERNEL("aten::trunc", {
+  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("trunc_vml_cpu", ScalarType::Half);
+  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "trunc",
+                                                            [](auto x) -> decltype(x) {
+                                                              if constexpr (is_float_v<decltype(x)>)
+                                                                return std::trunc(x);
+                                                              else
+                                                                return x;
+                                                            })
+                                          : a.tensor(0).clone();
+});
 TN_KERNEL("aten::round", { return round_half_even(a.tensor(0), 0, false); });
 TN_KERNEL("aten::round.decimals", { return round_half_even(a.tensor(0), a.integer(1), true); });
 TN_KERNEL("aten::clamp", {
   auto lo = a.optional_scalar(1), hi = a.optional_scalar(2);
-  return clamp(a.tensor(0), lo ? std::optional(scalar_tensor(*lo)) : std::nullopt, hi ? std::optional(scalar_tensor(*hi)) : std::nullopt);
+  return clamp(a.tensor(0), lo ? std::optional(scalar_tensor(*lo)) : std::nullopt,
+               hi ? std::optional(scalar_tensor(*hi)) : std::nullopt);
 });
 TN_KERNEL("aten::clamp.Tensor", { return clamp(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2)); });
 TN_KERNEL("aten::clamp_min", { return clamp(a.tensor(0), scalar_tensor(a.scalar(1)), std::nullopt); });
@@ -516,7 +587,12 @@ Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar
   ScalarType t = r.get();
   if (t == ScalarType::Half) dtype_not_implemented(Divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
   if (Divide && is_integral(t1.dtype(), true) && is_integral(t2.dtype(), true))
-    throw Error("Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+    throw Error(
+        "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
+        "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input "
+        "+ value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value "
+        "* tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
+        "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
   return TN_DISPATCH_ALL_TYPES(t, Divide ? "addcdiv" : "addcmul", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -527,7 +603,8 @@ Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar
       return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
         if constexpr (Divide) return x + v * (y / z);
         // Upstream's kernel is compiled with FMA contraction: (v * y) * z + x fused.
-        else return std::fma(v * y, z, x);
+        else
+          return std::fma(v * y, z, x);
       });
     }
   });
@@ -550,7 +627,8 @@ TN_KERNEL("aten::fill_.Scalar", {
 TN_KERNEL("aten::fill_.Tensor", {
   const Tensor& self = a.tensor(0);
   if (a.tensor(1).dim() != 0)
-    throw Error("fill_ only supports 0-dimension value tensor but got tensor with " + std::to_string(a.tensor(1).dim()) + " dimensions.");
+    throw Error("fill_ only supports 0-dimension value tensor but got tensor with " +
+                std::to_string(a.tensor(1).dim()) + " dimensions.");
   self.copy_from(a.tensor(1));
   return self;
 });
@@ -573,8 +651,10 @@ TN_KERNEL("aten::isnan", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
-      if constexpr (is_float_v<c>) return std::isnan(v);
-      else return false;
+      if constexpr (is_float_v<c>)
+        return std::isnan(v);
+      else
+        return false;
     });
   });
 });
@@ -584,8 +664,10 @@ TN_KERNEL("aten::isinf", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
-      if constexpr (is_float_v<c>) return std::isinf(v);
-      else return false;
+      if constexpr (is_float_v<c>)
+        return std::isinf(v);
+      else
+        return false;
     });
   });
 });
@@ -595,8 +677,10 @@ TN_KERNEL("aten::isfinite", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
-      if constexpr (is_float_v<c>) return std::isfinite(v);
-      else return true;
+      if constexpr (is_float_v<c>)
+        return std::isfinite(v);
+      else
+        return true;
     });
   });
 });

@@ -68,8 +68,9 @@ double digamma(double x) {
     x += 1;
   }
   if (x == 10) return result + psi_10;
-  constexpr double coefficients[] = {8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
-                                     -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+  constexpr double coefficients[] = {8.33333333333333333333E-2, -2.10927960927960927961E-2,
+                                     7.57575757575757575758E-3, -4.16666666666666666667E-3,
+                                     3.96825396825396825397E-3, -8.33333333333333333333E-3,
                                      8.33333333333333333333E-2};
   double y = 0;
   if (x < 1.0e17) {
@@ -131,9 +132,12 @@ Tensor shift(const Tensor& a, const Tensor& b) {
         using wide_t = std::conditional_t<sizeof(scalar_t) == 8, int64_t, int32_t>;
         using uwide_t = std::make_unsigned_t<wide_t>;
         int count = int(uint64_t(y) & (sizeof(wide_t) * 8 - 1));
-        if constexpr (Left) return scalar_t(uwide_t(std::make_unsigned_t<scalar_t>(x)) << count);
-        else if constexpr (std::is_signed_v<scalar_t>) return scalar_t(wide_t(x) >> count);
-        else return scalar_t(uwide_t(x) >> count);
+        if constexpr (Left)
+          return scalar_t(uwide_t(std::make_unsigned_t<scalar_t>(x)) << count);
+        else if constexpr (std::is_signed_v<scalar_t>)
+          return scalar_t(wide_t(x) >> count);
+        else
+          return scalar_t(uwide_t(x) >> count);
       });
     } else {
       return Tensor();
@@ -141,14 +145,18 @@ Tensor shift(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf, std::optional<double> neginf) {
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
   if (!is_floating(x.dtype())) return x.clone();
   return TN_DISPATCH_ALL_TYPES(x.dtype(), "nan_to_num", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_floating_point_v<compute_t<scalar_t>> && !std::is_integral_v<scalar_t>) {
-      double largest = std::is_same_v<scalar_t, Half> ? 65504.0
-                       : std::is_same_v<scalar_t, BFloat16> ? 3.3895313892515355e38
-                       : double(std::numeric_limits<std::conditional_t<std::is_same_v<scalar_t, double>, double, float>>::max());
+      double largest =
+          std::is_same_v<scalar_t, Half> ? 65504.0
+          : std::is_same_v<scalar_t, BFloat16>
+              ? 3.3895313892515355e38
+              : double(std::numeric_limits<
+                       std::conditional_t<std::is_same_v<scalar_t, double>, double, float>>::max());
       double hi = posinf.value_or(largest), lo = neginf.value_or(-largest), n = nan.value_or(0.0);
       return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [=](double v) -> double {
         if (std::isnan(v)) return n;
@@ -164,7 +172,8 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
 // Activations keep the input's floating dtype (integers are refused by name).
 template <typename F>
 Tensor activation(const Tensor& x, const char* kernel, bool half_ok, F f) {
-  if (!is_floating(x.dtype()) || (!half_ok && x.dtype() == ScalarType::Half)) dtype_not_implemented(kernel, x.dtype());
+  if (!is_floating(x.dtype()) || (!half_ok && x.dtype() == ScalarType::Half))
+    dtype_not_implemented(kernel, x.dtype());
   return float_map(x, nullptr, f);
 }
 
@@ -181,18 +190,31 @@ Tensor fminmax(const Tensor& a, const Tensor& b) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
-      if constexpr (std::is_floating_point_v<c>) return Max ? std::fmax(x, y) : std::fmin(x, y);
-      else return Max ? std::max(x, y) : std::min(x, y);
+      if constexpr (std::is_floating_point_v<c>)
+        return Max ? std::fmax(x, y) : std::fmin(x, y);
+      else
+        return Max ? std::max(x, y) : std::min(x, y);
     });
   });
 }
 
 TN_KERNEL("aten::fmax", { return fminmax<true>(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::fmin", { return fminmax<false>(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::atan2", { return float_binary(a.tensor(0), a.tensor(1), "atan2_cpu", [](double x, double y) { return std::atan2(x, y); }); });
-TN_KERNEL("aten::hypot", { return floating_only_binary(a.tensor(0), a.tensor(1), "hypot_cpu", [](double x, double y) { return std::hypot(x, y); }); });
-TN_KERNEL("aten::copysign.Tensor", { return float_binary(a.tensor(0), a.tensor(1), nullptr, [](double x, double y) { return std::copysign(x, y); }); });
-TN_KERNEL("aten::copysign.Scalar", { return float_binary(a.tensor(0), S(a, 1), nullptr, [](double x, double y) { return std::copysign(x, y); }); });
+TN_KERNEL("aten::atan2", {
+  return float_binary(a.tensor(0), a.tensor(1), "atan2_cpu",
+                      [](double x, double y) { return std::atan2(x, y); });
+});
+TN_KERNEL("aten::hypot", {
+  return floating_only_binary(a.tensor(0), a.tensor(1), "hypot_cpu",
+                              [](double x, double y) { return std::hypot(x, y); });
+});
+TN_KERNEL("aten::copysign.Tensor", {
+  return float_binary(a.tensor(0), a.tensor(1), nullptr,
+                      [](double x, double y) { return std::copysign(x, y); });
+});
+TN_KERNEL("aten::copysign.Scalar", {
+  return float_binary(a.tensor(0), S(a, 1), nullptr, [](double x, double y) { return std::copysign(x, y); });
+});
 TN_KERNEL("aten::logaddexp", {
   return floating_only_binary(a.tensor(0), a.tensor(1), "logaddexp_cpu", [](double x, double y) {
     if (std::isinf(x) && x == y) return x;
@@ -219,8 +241,9 @@ TN_KERNEL("aten::nextafter", {
       const scalar_t *px = x.template data_as<scalar_t>(), *py = y.template data_as<scalar_t>();
       scalar_t* po = out.template data_as<scalar_t>();
       // In the storage type: the next representable float32 is not the next double.
-      strided_loop<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
-                      [&](const std::array<int64_t, 3>& o) { po[o[0]] = std::nextafter(px[o[1]], py[o[2]]); });
+      strided_loop<3>(
+          shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
+          [&](const std::array<int64_t, 3>& o) { po[o[0]] = std::nextafter(px[o[1]], py[o[2]]); });
       return out;
     } else {
       dtype_not_implemented("nextafter_cpu", t);
@@ -235,10 +258,14 @@ TN_KERNEL("aten::xlogy.Tensor", {
   });
 });
 TN_KERNEL("aten::xlogy.Scalar_Other", {
-  return float_binary(a.tensor(0), S(a, 1), nullptr, [](double x, double y) { return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y); });
+  return float_binary(a.tensor(0), S(a, 1), nullptr, [](double x, double y) {
+    return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y);
+  });
 });
 TN_KERNEL("aten::xlogy.Scalar_Self", {
-  return float_binary(S(a, 0), a.tensor(1), nullptr, [](double x, double y) { return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y); });
+  return float_binary(S(a, 0), a.tensor(1), nullptr, [](double x, double y) {
+    return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y);
+  });
 });
 TN_KERNEL("aten::bitwise_left_shift.Tensor", { return shift<true>(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::bitwise_left_shift.Tensor_Scalar", { return shift<true>(a.tensor(0), S(a, 1)); });
@@ -250,8 +277,11 @@ TN_KERNEL("aten::__lshift__.Tensor", { return shift<true>(a.tensor(0), a.tensor(
 TN_KERNEL("aten::__lshift__.Scalar", { return shift<true>(a.tensor(0), S(a, 1)); });
 TN_KERNEL("aten::__rshift__.Tensor", { return shift<false>(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::__rshift__.Scalar", { return shift<false>(a.tensor(0), S(a, 1)); });
-TN_KERNEL("aten::nan_to_num", { return nan_to_num(a.tensor(0), a.optional_real(1), a.optional_real(2), a.optional_real(3)); });
-TN_KERNEL("aten::square", { return call_tensor_op("aten::pow", "Tensor_Scalar", {a.tensor(0), Scalar(int64_t{2})}); });
+TN_KERNEL("aten::nan_to_num",
+          { return nan_to_num(a.tensor(0), a.optional_real(1), a.optional_real(2), a.optional_real(3)); });
+TN_KERNEL("aten::square", {
+  return call_tensor_op("aten::pow", "Tensor_Scalar", {a.tensor(0), Scalar(int64_t{2})});
+});
 TN_KERNEL("aten::positive", {
   const Tensor& x = a.tensor(0);
   if (x.dtype() == ScalarType::Bool) throw Error("The `+` operator, on a bool tensor is not supported.");
@@ -263,9 +293,12 @@ TN_KERNEL("aten::signbit", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) -> bool {
-      if constexpr (std::is_floating_point_v<c>) return std::signbit(v);
-      else if constexpr (std::is_signed_v<c>) return v < 0;
-      else return false;
+      if constexpr (std::is_floating_point_v<c>)
+        return std::signbit(v);
+      else if constexpr (std::is_signed_v<c>)
+        return v < 0;
+      else
+        return false;
     });
   });
 });
@@ -276,8 +309,10 @@ TN_KERNEL("aten::isposinf", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) -> bool {
-      if constexpr (std::is_floating_point_v<c>) return std::isinf(v) && v > 0;
-      else return false;
+      if constexpr (std::is_floating_point_v<c>)
+        return std::isinf(v) && v > 0;
+      else
+        return false;
     });
   });
 });
@@ -287,16 +322,21 @@ TN_KERNEL("aten::isneginf", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) -> bool {
-      if constexpr (std::is_floating_point_v<c>) return std::isinf(v) && v < 0;
-      else return false;
+      if constexpr (std::is_floating_point_v<c>)
+        return std::isinf(v) && v < 0;
+      else
+        return false;
     });
   });
 });
 TN_KERNEL("aten::sinc", {
-  return float_map(a.tensor(0), "sinc_cpu", [](double v) { return v == 0 ? 1.0 : std::sin(kPi * v) / (kPi * v); });
+  return float_map(a.tensor(0), "sinc_cpu",
+                   [](double v) { return v == 0 ? 1.0 : std::sin(kPi * v) / (kPi * v); });
 });
-TN_KERNEL("aten::rad2deg", { return float_map(a.tensor(0), nullptr, [](double v) { return v * (180.0 / kPi); }); });
-TN_KERNEL("aten::deg2rad", { return float_map(a.tensor(0), nullptr, [](double v) { return v * (kPi / 180.0); }); });
+TN_KERNEL("aten::rad2deg",
+          { return float_map(a.tensor(0), nullptr, [](double v) { return v * (180.0 / kPi); }); });
+TN_KERNEL("aten::deg2rad",
+          { return float_map(a.tensor(0), nullptr, [](double v) { return v * (kPi / 180.0); }); });
 TN_KERNEL("aten::logit", {
   auto eps = a.optional_real(1);
   return float_map(a.tensor(0), "logit_cpu", [eps](double v) {
@@ -304,13 +344,20 @@ TN_KERNEL("aten::logit", {
     return std::log(v / (1 - v));
   });
 });
-TN_KERNEL("aten::lgamma", { return float_map(a.tensor(0), "lgamma_vml_cpu", [](double v) { return std::lgamma(v); }); });
+TN_KERNEL("aten::lgamma",
+          { return float_map(a.tensor(0), "lgamma_vml_cpu", [](double v) { return std::lgamma(v); }); });
 TN_KERNEL("aten::digamma", { return float_map(a.tensor(0), "digamma", digamma); });
 TN_KERNEL("aten::erfinv", { return float_map(a.tensor(0), "erfinv_vml_cpu", erfinv); });
-TN_KERNEL("aten::i0", { return float_map(a.tensor(0), "i0_vml_cpu", [](double v) { return std::isinf(v) ? std::numeric_limits<double>::quiet_NaN() : i0(v); }); });
-TN_KERNEL("aten::atanh", { return float_map(a.tensor(0), "atanh_cpu", [](double v) { return std::atanh(v); }); });
-TN_KERNEL("aten::asinh", { return float_map(a.tensor(0), "asinh_cpu", [](double v) { return std::asinh(v); }); });
-TN_KERNEL("aten::acosh", { return float_map(a.tensor(0), "acosh_cpu", [](double v) { return std::acosh(v); }); });
+TN_KERNEL("aten::i0", {
+  return float_map(a.tensor(0), "i0_vml_cpu",
+                   [](double v) { return std::isinf(v) ? std::numeric_limits<double>::quiet_NaN() : i0(v); });
+});
+TN_KERNEL("aten::atanh",
+          { return float_map(a.tensor(0), "atanh_cpu", [](double v) { return std::atanh(v); }); });
+TN_KERNEL("aten::asinh",
+          { return float_map(a.tensor(0), "asinh_cpu", [](double v) { return std::asinh(v); }); });
+TN_KERNEL("aten::acosh",
+          { return float_map(a.tensor(0), "acosh_cpu", [](double v) { return std::acosh(v); }); });
 TN_KERNEL("aten::angle", {
   return float_map(a.tensor(0), nullptr, [](double v) { return std::isnan(v) ? v : v < 0 ? kPi : 0.0; });
 });
@@ -324,7 +371,9 @@ TN_KERNEL("aten::relu", {
   if (x.dtype() == ScalarType::Bool) dtype_not_implemented("clamp_min_scalar_cpu", x.dtype());
   return call_tensor_op("aten::clamp_min", "", {x, Scalar(int64_t{0})});
 });
-TN_KERNEL("aten::relu6", { return call_tensor_op("aten::hardtanh", "", {a.tensor(0), Scalar(int64_t{0}), Scalar(int64_t{6})}); });
+TN_KERNEL("aten::relu6", {
+  return call_tensor_op("aten::hardtanh", "", {a.tensor(0), Scalar(int64_t{0}), Scalar(int64_t{6})});
+});
 TN_KERNEL("aten::hardtanh", {
   const Tensor& x = a.tensor(0);
   if (x.dtype() == ScalarType::Bool) dtype_not_implemented("hardtanh_cpu", x.dtype());
@@ -332,14 +381,16 @@ TN_KERNEL("aten::hardtanh", {
 });
 TN_KERNEL("aten::threshold", {
   double th = a.scalar(1).to_double(), value = a.scalar(2).to_double();
-  return float_map(a.tensor(0), "threshold_cpu", [=](double v) { return v <= th ? value : v; }).to(a.tensor(0).dtype());
+  return float_map(a.tensor(0), "threshold_cpu", [=](double v) { return v <= th ? value : v; })
+      .to(a.tensor(0).dtype());
 });
 TN_KERNEL("aten::leaky_relu", {
   double slope = a.scalar(1).to_double();
   return activation(a.tensor(0), "leaky_relu_cpu", true, [=](double v) { return v > 0 ? v : v * slope; });
 });
 TN_KERNEL("aten::elu", {
-  double alpha = a.scalar(1).to_double(), scale = a.scalar(2).to_double(), input_scale = a.scalar(3).to_double();
+  double alpha = a.scalar(1).to_double(), scale = a.scalar(2).to_double(),
+         input_scale = a.scalar(3).to_double();
   // Upstream's formula: exp(x * input_scale) - 1, not expm1.
   return activation(a.tensor(0), "elu_cpu", true, [=](double v) {
     return v > 0 ? v * scale : (std::exp(v * input_scale) - 1) * (alpha * scale);
@@ -347,19 +398,25 @@ TN_KERNEL("aten::elu", {
 });
 TN_KERNEL("aten::celu", {
   double alpha = a.scalar(1).to_double();
-  return activation(a.tensor(0), "elu_cpu", true, [=](double v) { return v > 0 ? v : (std::exp(v * (1 / alpha)) - 1) * alpha; });
+  return activation(a.tensor(0), "elu_cpu", true,
+                    [=](double v) { return v > 0 ? v : (std::exp(v * (1 / alpha)) - 1) * alpha; });
 });
 TN_KERNEL("aten::selu", {
   constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
-  return activation(a.tensor(0), "elu_cpu", true, [](double v) { return v > 0 ? v * scale : (std::exp(v) - 1) * (alpha * scale); });
+  return activation(a.tensor(0), "elu_cpu", true,
+                    [](double v) { return v > 0 ? v * scale : (std::exp(v) - 1) * (alpha * scale); });
 });
-TN_KERNEL("aten::silu", { return activation(a.tensor(0), "silu_cpu", true, [](double v) { return v * sigmoid(v); }); });
+TN_KERNEL("aten::silu",
+          { return activation(a.tensor(0), "silu_cpu", true, [](double v) { return v * sigmoid(v); }); });
 TN_KERNEL("aten::mish", {
   if (a.tensor(0).dtype() == ScalarType::BFloat16) dtype_not_implemented("mish_cpu", ScalarType::BFloat16);
-  return activation(a.tensor(0), "mish_cpu", true, [](double v) { return v * std::tanh(std::log1p(std::exp(v))); }); });
+  return activation(a.tensor(0), "mish_cpu", true,
+                    [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });
+});
 TN_KERNEL("aten::gelu", {
   std::string approximate = a.optional_string(1).value_or("none");
-  if (approximate != "none" && approximate != "tanh") throw Error("approximate argument must be either none or tanh.");
+  if (approximate != "none" && approximate != "tanh")
+    throw Error("approximate argument must be either none or tanh.");
   bool tanh = approximate == "tanh";
   return activation(a.tensor(0), "GeluKernelImpl", true, [tanh](double v) {
     if (tanh) return 0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v)));
@@ -367,31 +424,41 @@ TN_KERNEL("aten::gelu", {
   });
 });
 TN_KERNEL("aten::hardsigmoid", {
-  return activation(a.tensor(0), "hardsigmoid_cpu", true, [](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; });
+  return activation(a.tensor(0), "hardsigmoid_cpu", true,
+                    [](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; });
 });
 TN_KERNEL("aten::hardswish", {
-  return activation(a.tensor(0), "hardswish_cpu", true, [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; });
+  return activation(a.tensor(0), "hardswish_cpu", true,
+                    [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; });
 });
 TN_KERNEL("aten::hardshrink", {
   double lambd = a.scalar(1).to_double();
-  return activation(a.tensor(0), "hardshrink_cpu", true, [=](double v) { return v >= -lambd && v <= lambd ? 0.0 : v; });
+  return activation(a.tensor(0), "hardshrink_cpu", true,
+                    [=](double v) { return v >= -lambd && v <= lambd ? 0.0 : v; });
 });
 TN_KERNEL("aten::softshrink", {
   double lambd = a.scalar(1).to_double();
-  return activation(a.tensor(0), "softshrink_cpu", true, [=](double v) { return v > lambd ? v - lambd : v < -lambd ? v + lambd : 0.0; });
+  return activation(a.tensor(0), "softshrink_cpu", true, [=](double v) {
+    return v > lambd ? v - lambd : v < -lambd ? v + lambd : 0.0;
+  });
 });
 TN_KERNEL("aten::softplus", {
   double beta = a.scalar(1).to_double(), threshold = a.scalar(2).to_double();
-  return activation(a.tensor(0), "softplus_cpu", true, [=](double v) { return v * beta > threshold ? v : std::log1p(std::exp(v * beta)) / beta; });
+  return activation(a.tensor(0), "softplus_cpu", true, [=](double v) {
+    return v * beta > threshold ? v : std::log1p(std::exp(v * beta)) / beta;
+  });
 });
 TN_KERNEL("aten::log_sigmoid", {
-  return activation(a.tensor(0), "log_sigmoid_cpu", true, [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::abs(v))); });
+  return activation(a.tensor(0), "log_sigmoid_cpu", true,
+                    [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::abs(v))); });
 });
 TN_KERNEL("aten::glu", {
   const Tensor& x = a.tensor(0);
   if (x.dim() == 0) throw Error("glu does not support scalars because halving size must be even");
   int64_t d = wrap_dim(a.integer(1), x.dim());
-  if (x.size(d) % 2 != 0) throw Error("Halving dimension must be even, but dimension " + std::to_string(d) + " is size " + std::to_string(x.size(d)));
+  if (x.size(d) % 2 != 0)
+    throw Error("Halving dimension must be even, but dimension " + std::to_string(d) + " is size " +
+                std::to_string(x.size(d)));
   int64_t half = x.size(d) / 2;
   Tensor first = call_tensor_op("aten::narrow", "", {x, d, int64_t{0}, half});
   Tensor second = call_tensor_op("aten::narrow", "", {x, d, half, half});
@@ -403,7 +470,8 @@ TN_KERNEL("aten::prelu", {
   Tensor weight = w;
   if (w.numel() != 1) {
     if (x.dim() < 2 || w.numel() != x.size(1))
-      throw Error("Mismatch of parameter numbers and input channel size. Found parameter numbers = " + std::to_string(w.numel()) +
+      throw Error("Mismatch of parameter numbers and input channel size. Found parameter numbers = " +
+                  std::to_string(w.numel()) +
                   " and channel size = " + std::to_string(x.dim() >= 2 ? x.size(1) : 1) + ".");
     Shape shape(size_t(x.dim()), 1);
     shape[1] = w.numel();
@@ -412,13 +480,15 @@ TN_KERNEL("aten::prelu", {
   return float_binary(x, weight, nullptr, [](double v, double k) { return v > 0 ? v : v * k; });
 });
 TN_KERNEL("aten::rrelu", {
-  if (a.boolean(3)) throw NotImplemented("torchnative does not implement aten::rrelu with training=True yet (random slopes)");
+  if (a.boolean(3))
+    throw NotImplemented("torchnative does not implement aten::rrelu with training=True yet (random slopes)");
   double slope = (a.scalar(1).to_double() + a.scalar(2).to_double()) / 2;
   return activation(a.tensor(0), "leaky_relu_cpu", true, [=](double v) { return v > 0 ? v : v * slope; });
 });
 TN_KERNEL("aten::heaviside", {
   const Tensor &x = a.tensor(0), &values = a.tensor(1);
-  if (x.dtype() != values.dtype()) throw Error("heaviside is not yet implemented for tensors with different dtypes");
+  if (x.dtype() != values.dtype())
+    throw Error("heaviside is not yet implemented for tensors with different dtypes");
   ScalarType t = x.dtype();
   return TN_DISPATCH_ALL_TYPES(t, "heaviside", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -427,13 +497,16 @@ TN_KERNEL("aten::heaviside", {
   });
 });
 TN_KERNEL("aten::float_power.Tensor_Tensor", {
-  return call_tensor_op("aten::pow", "Tensor_Tensor", {a.tensor(0).to(ScalarType::Double), a.tensor(1).to(ScalarType::Double)});
+  return call_tensor_op("aten::pow", "Tensor_Tensor",
+                        {a.tensor(0).to(ScalarType::Double), a.tensor(1).to(ScalarType::Double)});
 });
 TN_KERNEL("aten::float_power.Tensor_Scalar", {
-  return call_tensor_op("aten::pow", "Tensor_Tensor", {a.tensor(0).to(ScalarType::Double), scalar_tensor(Scalar(a.scalar(1).to_double()))});
+  return call_tensor_op("aten::pow", "Tensor_Tensor",
+                        {a.tensor(0).to(ScalarType::Double), scalar_tensor(Scalar(a.scalar(1).to_double()))});
 });
 TN_KERNEL("aten::float_power.Scalar", {
-  return call_tensor_op("aten::pow", "Tensor_Tensor", {scalar_tensor(Scalar(a.scalar(0).to_double())), a.tensor(1).to(ScalarType::Double)});
+  return call_tensor_op("aten::pow", "Tensor_Tensor",
+                        {scalar_tensor(Scalar(a.scalar(0).to_double())), a.tensor(1).to(ScalarType::Double)});
 });
 TN_KERNEL("aten::fix", { return call_tensor_op("aten::trunc", "", {a.tensor(0)}); });
 TN_KERNEL("aten::ldexp.Tensor", {

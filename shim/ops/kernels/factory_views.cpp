@@ -16,7 +16,9 @@ Tensor empty_like(const Tensor& self, ScalarType dtype, std::optional<int64_t> m
   if (!preserve || self.is_contiguous()) return Tensor::empty(self.sizes(), dtype);
   std::vector<int64_t> order(size_t(self.dim()));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return self.strides()[size_t(x)] > self.strides()[size_t(y)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return self.strides()[size_t(x)] > self.strides()[size_t(y)];
+  });
   Shape strides(size_t(self.dim()));
   int64_t expected = 1;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -29,7 +31,8 @@ Tensor empty_like(const Tensor& self, ScalarType dtype, std::optional<int64_t> m
   return Tensor::from_storage(storage, self.sizes(), strides, 0, dtype);
 }
 
-Tensor full_like(const Tensor& self, const Scalar& value, ScalarType dtype, std::optional<int64_t> memory_format) {
+Tensor full_like(const Tensor& self, const Scalar& value, ScalarType dtype,
+                 std::optional<int64_t> memory_format) {
   Tensor out = empty_like(self, dtype, memory_format);
   out.copy_from(scalar_tensor(value));
   return out;
@@ -66,20 +69,24 @@ Tensor view(const Tensor& self, Shape shape) {
   const Shape& old_strides = self.strides();
   Shape new_strides(shape.size());
   // Empty and 0-dim tensors (one element, no strides to follow) take any valid shape.
-  if (numel == 0 || self.dim() == 0) return self.view_as_strided(shape, contiguous_strides(shape), self.offset());
+  if (numel == 0 || self.dim() == 0)
+    return self.view_as_strided(shape, contiguous_strides(shape), self.offset());
   int64_t view_d = int64_t(shape.size()) - 1;
   int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t tensor_d = int64_t(old_sizes.size()) - 1; tensor_d >= 0; tensor_d--) {
     tensor_numel *= old_sizes[tensor_d];
-    if (tensor_d == 0 || (old_sizes[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 ||
+        (old_sizes[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
         new_strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= shape[view_d];
         view_d--;
       }
       if (view_numel != tensor_numel)
-        throw Error("view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+        throw Error(
+            "view size is not compatible with input tensor's size and stride (at least one dimension spans "
+            "across two contiguous subspaces). Use .reshape(...) instead.");
       if (tensor_d > 0) {
         chunk_base_stride = old_strides[tensor_d - 1];
         tensor_numel = 1;
@@ -88,7 +95,9 @@ Tensor view(const Tensor& self, Shape shape) {
     }
   }
   if (view_d != -1)
-    throw Error("view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+    throw Error(
+        "view size is not compatible with input tensor's size and stride (at least one dimension spans "
+        "across two contiguous subspaces). Use .reshape(...) instead.");
   return self.view_as_strided(shape, new_strides, self.offset());
 }
 
@@ -104,8 +113,10 @@ Tensor reshape(const Tensor& self, const Shape& shape) {
 Tensor permute(const Tensor& self, const Shape& dims) {
   int64_t n = self.dim();
   if (int64_t(dims.size()) != n)
-    throw Error("permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of dimensions i.e. input.dim() = " +
-                std::to_string(n) + " is not equal to len(dims) = " + std::to_string(dims.size()));
+    throw Error(
+        "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
+        "desired ordering of dimensions i.e. input.dim() = " +
+        std::to_string(n) + " is not equal to len(dims) = " + std::to_string(dims.size()));
   Shape sizes(static_cast<size_t>(n)), strides(static_cast<size_t>(n));
   std::vector<bool> seen(size_t(n), false);
   for (int64_t i = 0; i < n; ++i) {
@@ -137,7 +148,8 @@ Tensor expand(const Tensor& self, const Shape& size) {
   if (int64_t(size.size()) < self.dim())
     throw Error("expand(torch.FloatTensor{" + shape_str(self.sizes()) + "}, size=" + shape_str(size) +
                 "): the number of sizes provided (" + std::to_string(size.size()) +
-                ") must be greater or equal to the number of dimensions in the tensor (" + std::to_string(self.dim()) + ")");
+                ") must be greater or equal to the number of dimensions in the tensor (" +
+                std::to_string(self.dim()) + ")");
   size_t n = size.size();
   Shape sizes(n), strides(n);
   int64_t offset = int64_t(n) - self.dim();
@@ -150,14 +162,17 @@ Tensor expand(const Tensor& self, const Shape& size) {
       if (own != target) {
         if (own != 1)
           throw Error("The expanded size of the tensor (" + std::to_string(target) +
-                      ") must match the existing size (" + std::to_string(own) + ") at non-singleton dimension " +
-                      std::to_string(i) + ".  Target sizes: " + shape_str(size) + ".  Tensor sizes: " + shape_str(self.sizes()));
+                      ") must match the existing size (" + std::to_string(own) +
+                      ") at non-singleton dimension " + std::to_string(i) +
+                      ".  Target sizes: " + shape_str(size) + ".  Tensor sizes: " + shape_str(self.sizes()));
         stride = 0;
       }
       sizes[size_t(i)] = target;
       strides[size_t(i)] = stride;
     } else {
-      if (target < 0) throw Error("The expanded size of the tensor (" + std::to_string(target) + ") isn't allowed in a leading, non-existing dimension " + std::to_string(i));
+      if (target < 0)
+        throw Error("The expanded size of the tensor (" + std::to_string(target) +
+                    ") isn't allowed in a leading, non-existing dimension " + std::to_string(i));
       sizes[size_t(i)] = target;
       strides[size_t(i)] = 0;
     }
@@ -165,7 +180,8 @@ Tensor expand(const Tensor& self, const Shape& size) {
   return self.view_as_strided(sizes, strides, self.offset());
 }
 
-Tensor slice(const Tensor& self, int64_t dim, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) {
+Tensor slice(const Tensor& self, int64_t dim, std::optional<int64_t> start_opt,
+             std::optional<int64_t> end_opt, int64_t step) {
   if (self.dim() == 0) throw IndexError("slice() cannot be applied to a 0-dim tensor.");
   dim = wrap_dim(dim, self.dim());
   if (step <= 0) throw Error("slice step must be positive");
@@ -224,10 +240,13 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   if (st == 0) throw Error("step must be nonzero");
-  if ((st > 0 && e < s) || (st < 0 && e > s)) throw Error("upper bound and larger bound inconsistent with step sign");
+  if ((st > 0 && e < s) || (st < 0 && e > s))
+    throw Error("upper bound and larger bound inconsistent with step sign");
   int64_t n;
-  if (any_float || is_floating(t)) n = int64_t(std::ceil((e - s) / st));
-  else n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
+  if (any_float || is_floating(t))
+    n = int64_t(std::ceil((e - s) / st));
+  else
+    n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
   Tensor out = Tensor::empty({n}, t);
   TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -275,7 +294,8 @@ Tensor eye(int64_t n, int64_t m, std::optional<ScalarType> dtype) {
   Tensor out = full({n, m}, Scalar(int64_t{0}), dtype.value_or(default_dtype()));
   TN_DISPATCH_ALL_TYPES(out.dtype(), "eye", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    for (int64_t i = 0; i < std::min(n, m); ++i) out.data_as<scalar_t>()[i * m + i] = Scalar(int64_t{1}).to<scalar_t>();
+    for (int64_t i = 0; i < std::min(n, m); ++i)
+      out.data_as<scalar_t>()[i * m + i] = Scalar(int64_t{1}).to<scalar_t>();
   });
   return out;
 }
@@ -299,18 +319,39 @@ TN_KERNEL("aten::scalar_tensor", {
   t.copy_from(scalar_tensor(a.scalar(0)));
   return t;
 });
-TN_KERNEL("aten::empty_like", { return empty_like(a.tensor(0), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5)); });
-TN_KERNEL("aten::zeros_like", { return full_like(a.tensor(0), Scalar(int64_t{0}), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5)); });
-TN_KERNEL("aten::ones_like", { return full_like(a.tensor(0), Scalar(int64_t{1}), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5)); });
-TN_KERNEL("aten::full_like", { return full_like(a.tensor(0), a.scalar(1), a.optional_dtype(2).value_or(a.tensor(0).dtype()), a.optional_integer(6)); });
-TN_KERNEL("aten::new_empty", { return Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::new_zeros", { return full(a.int_list(1), Scalar(int64_t{0}), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::new_ones", { return full(a.int_list(1), Scalar(int64_t{1}), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::new_full", { return full(a.int_list(1), a.scalar(2), a.optional_dtype(3).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::arange", { return arange(Scalar(int64_t{0}), a.scalar(0), Scalar(int64_t{1}), a.optional_dtype(1)); });
-TN_KERNEL("aten::arange.start", { return arange(a.scalar(0), a.scalar(1), Scalar(int64_t{1}), a.optional_dtype(2)); });
-TN_KERNEL("aten::arange.start_step", { return arange(a.scalar(0), a.scalar(1), a.scalar(2), a.optional_dtype(3)); });
-TN_KERNEL("aten::linspace", { return linspace(a.scalar(0), a.scalar(1), a.integer(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::empty_like", {
+  return empty_like(a.tensor(0), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5));
+});
+TN_KERNEL("aten::zeros_like", {
+  return full_like(a.tensor(0), Scalar(int64_t{0}), a.optional_dtype(1).value_or(a.tensor(0).dtype()),
+                   a.optional_integer(5));
+});
+TN_KERNEL("aten::ones_like", {
+  return full_like(a.tensor(0), Scalar(int64_t{1}), a.optional_dtype(1).value_or(a.tensor(0).dtype()),
+                   a.optional_integer(5));
+});
+TN_KERNEL("aten::full_like", {
+  return full_like(a.tensor(0), a.scalar(1), a.optional_dtype(2).value_or(a.tensor(0).dtype()),
+                   a.optional_integer(6));
+});
+TN_KERNEL("aten::new_empty",
+          { return Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
+TN_KERNEL("aten::new_zeros", {
+  return full(a.int_list(1), Scalar(int64_t{0}), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
+});
+TN_KERNEL("aten::new_ones", {
+  return full(a.int_list(1), Scalar(int64_t{1}), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
+});
+TN_KERNEL("aten::new_full",
+          { return full(a.int_list(1), a.scalar(2), a.optional_dtype(3).value_or(a.tensor(0).dtype())); });
+TN_KERNEL("aten::arange",
+          { return arange(Scalar(int64_t{0}), a.scalar(0), Scalar(int64_t{1}), a.optional_dtype(1)); });
+TN_KERNEL("aten::arange.start",
+          { return arange(a.scalar(0), a.scalar(1), Scalar(int64_t{1}), a.optional_dtype(2)); });
+TN_KERNEL("aten::arange.start_step",
+          { return arange(a.scalar(0), a.scalar(1), a.scalar(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::linspace",
+          { return linspace(a.scalar(0), a.scalar(1), a.integer(2), a.optional_dtype(3)); });
 TN_KERNEL("aten::eye", { return eye(a.integer(0), a.integer(0), a.optional_dtype(1)); });
 TN_KERNEL("aten::eye.m", { return eye(a.integer(0), a.integer(1), a.optional_dtype(2)); });
 
@@ -326,7 +367,8 @@ TN_KERNEL("aten::view.dtype", {
   return Tensor(impl);
 });
 TN_KERNEL("aten::reshape", { return reshape(a.tensor(0), a.int_list(1)); });
-TN_KERNEL("aten::_reshape_alias", { return a.tensor(0).view_as_strided(a.int_list(1), a.int_list(2), a.tensor(0).offset()); });
+TN_KERNEL("aten::_reshape_alias",
+          { return a.tensor(0).view_as_strided(a.int_list(1), a.int_list(2), a.tensor(0).offset()); });
 TN_KERNEL("aten::view_as", { return view(a.tensor(0), a.tensor(1).sizes()); });
 TN_KERNEL("aten::reshape_as", { return reshape(a.tensor(0), a.tensor(1).sizes()); });
 TN_KERNEL("aten::permute", { return permute(a.tensor(0), a.int_list(1)); });
@@ -335,7 +377,8 @@ TN_KERNEL("aten::swapaxes", { return transpose(a.tensor(0), a.integer(1), a.inte
 TN_KERNEL("aten::swapdims", { return transpose(a.tensor(0), a.integer(1), a.integer(2)); });
 TN_KERNEL("aten::t", {
   const Tensor& t = a.tensor(0);
-  if (t.dim() > 2) throw Error("t() expects a tensor with <= 2 dimensions, but self is " + std::to_string(t.dim()) + "D");
+  if (t.dim() > 2)
+    throw Error("t() expects a tensor with <= 2 dimensions, but self is " + std::to_string(t.dim()) + "D");
   return t.dim() < 2 ? t.view_as_strided(t.sizes(), t.strides(), t.offset()) : transpose(t, 0, 1);
 });
 TN_KERNEL("aten::expand", { return expand(a.tensor(0), a.int_list(1)); });
@@ -346,13 +389,19 @@ TN_KERNEL("aten::narrow", {
   if (t.dim() == 0) throw Error("narrow() cannot be applied to a 0-dim tensor.");
   int64_t dim = wrap_dim(a.integer(1), t.dim()), start = a.integer(2), length = a.integer(3);
   int64_t size = t.sizes()[size_t(dim)];
-  if (start < -size || start > size) throw IndexError("start out of range (expected to be in range of [" + std::to_string(-size) + ", " + std::to_string(size) + "], but got " + std::to_string(start) + ")");
+  if (start < -size || start > size)
+    throw IndexError("start out of range (expected to be in range of [" + std::to_string(-size) + ", " +
+                     std::to_string(size) + "], but got " + std::to_string(start) + ")");
   if (start < 0) start += size;
-  if (start + length > size || length < 0) throw Error("start (" + std::to_string(start) + ") + length (" + std::to_string(length) + ") exceeds dimension size (" + std::to_string(size) + ").");
+  if (start + length > size || length < 0)
+    throw Error("start (" + std::to_string(start) + ") + length (" + std::to_string(length) +
+                ") exceeds dimension size (" + std::to_string(size) + ").");
   return slice(t, dim, start, start + length, 1);
 });
 TN_KERNEL("aten::select.int", { return select(a.tensor(0), a.integer(1), a.integer(2)); });
-TN_KERNEL("aten::slice.Tensor", { return slice(a.tensor(0), a.integer(1), a.optional_integer(2), a.optional_integer(3), a.integer(4)); });
+TN_KERNEL("aten::slice.Tensor", {
+  return slice(a.tensor(0), a.integer(1), a.optional_integer(2), a.optional_integer(3), a.integer(4));
+});
 TN_KERNEL("aten::as_strided", {
   const Tensor& t = a.tensor(0);
   return t.view_as_strided(a.int_list(1), a.int_list(2), a.optional_integer(3).value_or(t.offset()));
@@ -364,7 +413,9 @@ TN_KERNEL("aten::unfold", {
   const Tensor& t = a.tensor(0);
   int64_t dim = t.dim() == 0 ? 0 : wrap_dim(a.integer(1), t.dim()), size = a.integer(2), step = a.integer(3);
   int64_t len = t.dim() == 0 ? 1 : t.sizes()[size_t(dim)];
-  if (size > len) throw Error("maximum size for tensor at dimension " + std::to_string(dim) + " is " + std::to_string(len) + " but size is " + std::to_string(size));
+  if (size > len)
+    throw Error("maximum size for tensor at dimension " + std::to_string(dim) + " is " + std::to_string(len) +
+                " but size is " + std::to_string(size));
   if (step <= 0) throw Error("step is " + std::to_string(step) + " but must be > 0");
   Shape sizes = t.sizes(), strides = t.strides();
   if (t.dim() == 0) {
@@ -390,11 +441,26 @@ void restride(const Tensor& self, const Tensor& view) {
   self.impl()->strides = view.strides();
   self.impl()->offset = view.offset();
 }
-TN_KERNEL("aten::t_", { restride(a.tensor(0), call_tensor_op("aten::t", "", {a.tensor(0)})); return a.tensor(0); });
-TN_KERNEL("aten::transpose_", { restride(a.tensor(0), transpose(a.tensor(0), a.integer(1), a.integer(2))); return a.tensor(0); });
-TN_KERNEL("aten::unsqueeze_", { restride(a.tensor(0), unsqueeze(a.tensor(0), a.integer(1))); return a.tensor(0); });
-TN_KERNEL("aten::squeeze_", { restride(a.tensor(0), squeeze(a.tensor(0), std::nullopt)); return a.tensor(0); });
-TN_KERNEL("aten::squeeze_.dim", { restride(a.tensor(0), squeeze(a.tensor(0), a.integer(1))); return a.tensor(0); });
+TN_KERNEL("aten::t_", {
+  restride(a.tensor(0), call_tensor_op("aten::t", "", {a.tensor(0)}));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::transpose_", {
+  restride(a.tensor(0), transpose(a.tensor(0), a.integer(1), a.integer(2)));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::unsqueeze_", {
+  restride(a.tensor(0), unsqueeze(a.tensor(0), a.integer(1)));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::squeeze_", {
+  restride(a.tensor(0), squeeze(a.tensor(0), std::nullopt));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::squeeze_.dim", {
+  restride(a.tensor(0), squeeze(a.tensor(0), a.integer(1)));
+  return a.tensor(0);
+});
 TN_KERNEL("aten::as_strided_", {
   const Tensor& t = a.tensor(0);
   restride(t, t.view_as_strided(a.int_list(1), a.int_list(2), a.optional_integer(3).value_or(t.offset())));
@@ -412,8 +478,14 @@ TN_KERNEL("aten::flatten.using_ints", {
   shape.insert(shape.end(), t.sizes().begin() + e + 1, t.sizes().end());
   return reshape(t, shape);
 });
-TN_KERNEL("aten::alias", { const Tensor& t = a.tensor(0); return t.view_as_strided(t.sizes(), t.strides(), t.offset()); });
-TN_KERNEL("aten::detach", { const Tensor& t = a.tensor(0); return t.view_as_strided(t.sizes(), t.strides(), t.offset()); });
+TN_KERNEL("aten::alias", {
+  const Tensor& t = a.tensor(0);
+  return t.view_as_strided(t.sizes(), t.strides(), t.offset());
+});
+TN_KERNEL("aten::detach", {
+  const Tensor& t = a.tensor(0);
+  return t.view_as_strided(t.sizes(), t.strides(), t.offset());
+});
 TN_KERNEL("aten::detach_", { return a.tensor(0); });
 TN_KERNEL("aten::size.int", { return a.tensor(0).size(a.integer(1)); });
 TN_KERNEL("aten::stride.int", { return a.tensor(0).stride(a.integer(1)); });

@@ -11,7 +11,9 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) { return call_tensor_op(name, overload, std::move(args)); }
+Tensor op(const char* name, const char* overload, Stack args) {
+  return call_tensor_op(name, overload, std::move(args));
+}
 
 // Index tensors as int64 values, checked to be integral.
 Tensor long_index(const Tensor& index, const char* what) {
@@ -22,8 +24,8 @@ Tensor long_index(const Tensor& index, const char* what) {
 
 int64_t checked_position(int64_t i, int64_t size, int64_t dim, bool index_error = false) {
   if (i < -size || i >= size) {
-    std::string message = "index " + std::to_string(i) + " is out of bounds for dimension " + std::to_string(dim) +
-                          " with size " + std::to_string(size);
+    std::string message = "index " + std::to_string(i) + " is out of bounds for dimension " +
+                          std::to_string(dim) + " with size " + std::to_string(size);
     if (index_error) throw IndexError(message);
     throw Error(message);
   }
@@ -48,8 +50,9 @@ void along_index(const Tensor& target, int64_t dim, const Tensor& index, const c
   Shape isizes = idx.dim() ? idx.sizes() : Shape{1};
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim && isizes[size_t(d)] > tsizes[size_t(d)])
-      throw Error("Size does not match at dimension " + std::to_string(d) + " expected index " + shape_str(isizes) +
-                  " to be smaller than self " + shape_str(tsizes) + " apart from dimension " + std::to_string(dim));
+      throw Error("Size does not match at dimension " + std::to_string(d) + " expected index " +
+                  shape_str(isizes) + " to be smaller than self " + shape_str(tsizes) +
+                  " apart from dimension " + std::to_string(dim));
   IndexCounter counter(isizes);
   for (int64_t p = 0; p < n; ++p, counter.next()) {
     int64_t value = checked_position(pi[p], tsizes[size_t(dim)], dim);
@@ -67,7 +70,8 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* src = self.template data_as<scalar_t>();
     scalar_t* o = out.template data_as<scalar_t>();
-    along_index(self, dim, index, "gather", [&](int64_t p, const Shape&, int64_t offset) { o[p] = src[offset]; });
+    along_index(self, dim, index, "gather",
+                [&](int64_t p, const Shape&, int64_t offset) { o[p] = src[offset]; });
   });
   return out;
 }
@@ -97,10 +101,14 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tenso
       if (!scalar_src)
         for (int64_t d = 0; d < source.dim(); ++d) so += at[size_t(d)] * source.strides()[size_t(d)];
       scalar_t v = s[so];
-      if (reduce == Reduce::None) o[offset] = v;
-      else if constexpr (std::is_same_v<scalar_t, bool>) o[offset] = reduce == Reduce::Add ? (o[offset] || v) : (o[offset] && v);
-      else if (reduce == Reduce::Add) o[offset] = scalar_t(compute_t<scalar_t>(o[offset]) + compute_t<scalar_t>(v));
-      else o[offset] = scalar_t(compute_t<scalar_t>(o[offset]) * compute_t<scalar_t>(v));
+      if (reduce == Reduce::None)
+        o[offset] = v;
+      else if constexpr (std::is_same_v<scalar_t, bool>)
+        o[offset] = reduce == Reduce::Add ? (o[offset] || v) : (o[offset] && v);
+      else if (reduce == Reduce::Add)
+        o[offset] = scalar_t(compute_t<scalar_t>(o[offset]) + compute_t<scalar_t>(v));
+      else
+        o[offset] = scalar_t(compute_t<scalar_t>(o[offset]) * compute_t<scalar_t>(v));
     });
   });
   return out;
@@ -138,7 +146,8 @@ void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, co
   int64_t size = target.dim() ? target.size(dim) : 1;
   for (int64_t i = 0; i < idx.numel(); ++i) {
     int64_t k = idx.data_as<int64_t>()[i];
-    if (k < -size || k >= size) throw IndexError(std::string(name) + "(): index " + std::to_string(k) + " is out of bounds");
+    if (k < -size || k >= size)
+      throw IndexError(std::string(name) + "(): index " + std::to_string(k) + " is out of bounds");
     if (k < 0) k += size;
     f(i, target.dim() ? op("aten::select", "int", {target, dim, k}) : target);
   }
@@ -150,14 +159,16 @@ Tensor slice_of(const Tensor& source, int64_t dim, int64_t i) {
 
 Tensor bool_mask(const Tensor& mask, const char* name) {
   if (mask.dtype() != ScalarType::Bool && mask.dtype() != ScalarType::Byte)
-    throw Error(std::string(name) + " only supports boolean masks, but got mask with dtype " + scalar_type_name(mask.dtype()));
+    throw Error(std::string(name) + " only supports boolean masks, but got mask with dtype " +
+                scalar_type_name(mask.dtype()));
   return mask.to(ScalarType::Bool);
 }
 
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
   Tensor m = bool_mask(mask, "masked_fill_");
   if (value.dim() != 0)
-    throw Error("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with " + std::to_string(value.dim()) + " dimension(s).");
+    throw Error("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
+                std::to_string(value.dim()) + " dimension(s).");
   if (broadcast_shapes(self.sizes(), m.sizes()) != self.sizes())
     throw Error("The size of tensor a must match the size of tensor b");
   return op("aten::where", "self", {m, value.to(self.dtype()), self});
@@ -208,9 +219,9 @@ AdvancedIndex prepare_index(const Tensor& self, const std::vector<std::optional<
       for (int64_t d = 0; d < mask_dim; ++d) {
         int64_t self_dim = int64_t(base) + d;
         if (self_dim >= self.dim() || index->size(d) != self.size(self_dim))
-          throw IndexError("The shape of the mask " + shape_str(index->sizes()) + " at index " + std::to_string(d) +
-                           " does not match the shape of the indexed tensor " + shape_str(self.sizes()) + " at index " +
-                           std::to_string(self_dim));
+          throw IndexError("The shape of the mask " + shape_str(index->sizes()) + " at index " +
+                           std::to_string(d) + " does not match the shape of the indexed tensor " +
+                           shape_str(self.sizes()) + " at index " + std::to_string(self_dim));
         expanded.emplace_back(op("aten::select", "int", {coords, int64_t{1}, d}));
       }
     } else if (index && !is_integral(index->dtype(), false)) {
@@ -242,13 +253,15 @@ AdvancedIndex prepare_index(const Tensor& self, const std::vector<std::optional<
   for (int64_t d : indexed) ai.index_shape = broadcast_shapes(ai.index_shape, expanded[size_t(d)]->sizes());
   for (int64_t k = 0; k < ai.count; ++k) {
     int64_t src_dim = ai.first + k;
-    Tensor idx = op("aten::expand", "", {expanded[size_t(indexed[size_t(k)])]->to(ScalarType::Long), ai.index_shape, false}).contiguous();
+    Tensor idx = op("aten::expand", "",
+                    {expanded[size_t(indexed[size_t(k)])]->to(ScalarType::Long), ai.index_shape, false})
+                     .contiguous();
     int64_t size = ai.source.size(src_dim);
     for (int64_t i = 0; i < idx.numel(); ++i) {
       int64_t& v = idx.data_as<int64_t>()[i];
       if (v < -size || v >= size)
-        throw IndexError("index " + std::to_string(v) + " is out of bounds for dimension " + std::to_string(indexed[size_t(k)]) +
-                         " with size " + std::to_string(size));
+        throw IndexError("index " + std::to_string(v) + " is out of bounds for dimension " +
+                         std::to_string(indexed[size_t(k)]) + " with size " + std::to_string(size));
       if (v < 0) v += size;
     }
     ai.indices.push_back(idx);
@@ -277,8 +290,10 @@ void for_each_indexed(const AdvancedIndex& ai, F f) {
     for (int64_t d = 0; d < nb; ++d) offset += at[size_t(d)] * st[size_t(d)];
     int64_t flat_index = 0;
     for (int64_t d = 0; d < ni; ++d) flat_index += at[size_t(nb + d)] * index_strides[size_t(d)];
-    for (int64_t k = 0; k < ai.count; ++k) offset += ai.indices[size_t(k)].data_as<int64_t>()[flat_index] * st[size_t(ai.first + k)];
-    for (size_t d = 0; d < ai.after.size(); ++d) offset += at[size_t(nb + ni) + d] * st[size_t(ai.first + ai.count) + d];
+    for (int64_t k = 0; k < ai.count; ++k)
+      offset += ai.indices[size_t(k)].data_as<int64_t>()[flat_index] * st[size_t(ai.first + k)];
+    for (size_t d = 0; d < ai.after.size(); ++d)
+      offset += at[size_t(nb + ni) + d] * st[size_t(ai.first + ai.count) + d];
     f(p, offset);
   }
 }
@@ -295,20 +310,25 @@ Tensor index(const Tensor& self, const std::vector<std::optional<Tensor>>& indic
   return out;
 }
 
-const Tensor& index_put_(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate) {
+const Tensor& index_put_(const Tensor& self, const std::vector<std::optional<Tensor>>& indices,
+                         const Tensor& values, bool accumulate) {
   AdvancedIndex ai = prepare_index(self, indices);
   if (values.dtype() != self.dtype())
-    throw Error("Index put requires the source and destination dtypes match, got " + std::string(upstream_type_name(self.dtype())) +
-                " for the destination and " + upstream_type_name(values.dtype()) + " for the source.");
+    throw Error("Index put requires the source and destination dtypes match, got " +
+                std::string(upstream_type_name(self.dtype())) + " for the destination and " +
+                upstream_type_name(values.dtype()) + " for the source.");
   Tensor v = op("aten::expand", "", {values, ai.result_shape, false}).contiguous();
   TN_DISPATCH_ALL_TYPES(self.dtype(), "index_put_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* dst = ai.source.template data_as<scalar_t>();
     const scalar_t* pv = v.template data_as<scalar_t>();
     for_each_indexed(ai, [&](int64_t p, int64_t offset) {
-      if (!accumulate) dst[offset] = pv[p];
-      else if constexpr (std::is_same_v<scalar_t, bool>) dst[offset] = dst[offset] || pv[p];
-      else dst[offset] = scalar_t(compute_t<scalar_t>(dst[offset]) + compute_t<scalar_t>(pv[p]));
+      if (!accumulate)
+        dst[offset] = pv[p];
+      else if constexpr (std::is_same_v<scalar_t, bool>)
+        dst[offset] = dst[offset] || pv[p];
+      else
+        dst[offset] = scalar_t(compute_t<scalar_t>(dst[offset]) + compute_t<scalar_t>(pv[p]));
     });
   });
   self.bump_version();
@@ -335,8 +355,10 @@ std::pair<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending)
         }
         return x < y;
       };
-      if (descending) std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return less(b, a); });
-      else std::stable_sort(order.begin(), order.end(), less);
+      if (descending)
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return less(b, a); });
+      else
+        std::stable_sort(order.begin(), order.end(), less);
       for (int64_t j = 0; j < rows.length; ++j) {
         values.template data_as<scalar_t>()[r * rows.length + j] = in[order[size_t(j)]];
         indices.template data_as<int64_t>()[r * rows.length + j] = order[size_t(j)];
@@ -410,7 +432,8 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& self, bool return_invers
   Tensor values = Tensor::empty({groups}, self.dtype());
   Tensor counts = Tensor::empty({return_counts ? groups : 0}, ScalarType::Long);
   for (int64_t g = 0; g < groups; ++g) {
-    op("aten::select", "int", {values, int64_t{0}, g}).copy_from(op("aten::select", "int", {sorted, int64_t{0}, starts[size_t(g)]}));
+    op("aten::select", "int", {values, int64_t{0}, g})
+        .copy_from(op("aten::select", "int", {sorted, int64_t{0}, starts[size_t(g)]}));
     if (return_counts)
       counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
   }
@@ -420,11 +443,20 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& self, bool return_invers
 }  // namespace
 
 TN_KERNEL("aten::gather", { return gather(a.tensor(0), a.integer(1), a.tensor(2)); });
-TN_KERNEL("aten::scatter.src", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), Reduce::None); });
-TN_KERNEL("aten::scatter.value", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)), Reduce::None); });
-TN_KERNEL("aten::scatter.reduce", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), parse_reduce(a.optional_string(4))); });
-TN_KERNEL("aten::scatter.value_reduce", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)), parse_reduce(a.optional_string(4))); });
-TN_KERNEL("aten::scatter_add", { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), Reduce::Add); });
+TN_KERNEL("aten::scatter.src",
+          { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), Reduce::None); });
+TN_KERNEL("aten::scatter.value", {
+  return scatter(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)), Reduce::None);
+});
+TN_KERNEL("aten::scatter.reduce", {
+  return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), parse_reduce(a.optional_string(4)));
+});
+TN_KERNEL("aten::scatter.value_reduce", {
+  return scatter(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)),
+                 parse_reduce(a.optional_string(4)));
+});
+TN_KERNEL("aten::scatter_add",
+          { return scatter(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3), Reduce::Add); });
 TN_KERNEL("aten::index_select", { return index_select(a.tensor(0), a.integer(1), a.tensor(2)); });
 TN_KERNEL("aten::index_add", {
   const Tensor& self = a.tensor(0);
@@ -441,7 +473,8 @@ TN_KERNEL("aten::index_copy", {
   const Tensor& self = a.tensor(0);
   int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
   Tensor out = self.clone();
-  for_index_slices(out, dim, a.tensor(2), "index_copy", [&](int64_t i, const Tensor& target) { target.copy_from(slice_of(a.tensor(3), dim, i)); });
+  for_index_slices(out, dim, a.tensor(2), "index_copy",
+                   [&](int64_t i, const Tensor& target) { target.copy_from(slice_of(a.tensor(3), dim, i)); });
   return out;
 });
 TN_KERNEL("aten::index_fill.int_Scalar", {
@@ -449,17 +482,20 @@ TN_KERNEL("aten::index_fill.int_Scalar", {
   int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
   Tensor out = self.clone();
   Tensor value = scalar_tensor(a.scalar(3));
-  for_index_slices(out, dim, a.tensor(2), "index_fill", [&](int64_t, const Tensor& target) { target.copy_from(value); });
+  for_index_slices(out, dim, a.tensor(2), "index_fill",
+                   [&](int64_t, const Tensor& target) { target.copy_from(value); });
   return out;
 });
 TN_KERNEL("aten::index_fill.int_Tensor", {
   const Tensor& self = a.tensor(0);
   int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
   Tensor out = self.clone();
-  for_index_slices(out, dim, a.tensor(2), "index_fill", [&](int64_t, const Tensor& target) { target.copy_from(a.tensor(3)); });
+  for_index_slices(out, dim, a.tensor(2), "index_fill",
+                   [&](int64_t, const Tensor& target) { target.copy_from(a.tensor(3)); });
   return out;
 });
-TN_KERNEL("aten::masked_fill.Scalar", { return masked_fill(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
+TN_KERNEL("aten::masked_fill.Scalar",
+          { return masked_fill(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
 TN_KERNEL("aten::masked_fill.Tensor", { return masked_fill(a.tensor(0), a.tensor(1), a.tensor(2)); });
 TN_KERNEL("aten::masked_select", {
   Tensor mask = bool_mask(a.tensor(1), "masked_select");
@@ -477,9 +513,12 @@ TN_KERNEL("aten::masked_scatter", {
   std::vector<int64_t> positions;
   for (int64_t i = 0; i < m.numel(); ++i)
     if (m.data_as<bool>()[i]) positions.push_back(i);
-  if (int64_t(positions.size()) > source.numel()) throw Error("masked_scatter: expected source to have at least as many elements as ones in mask");
+  if (int64_t(positions.size()) > source.numel())
+    throw Error("masked_scatter: expected source to have at least as many elements as ones in mask");
   Tensor out_flat = flat(out);
-  for (int64_t p : positions) op("aten::select", "int", {out_flat, int64_t{0}, p}).copy_from(op("aten::select", "int", {source, int64_t{0}, used++}));
+  for (int64_t p : positions)
+    op("aten::select", "int", {out_flat, int64_t{0}, p})
+        .copy_from(op("aten::select", "int", {source, int64_t{0}, used++}));
   return out;
 });
 TN_KERNEL("aten::take", {
@@ -488,7 +527,9 @@ TN_KERNEL("aten::take", {
   int64_t n = source.numel();
   for (int64_t i = 0; i < idx.numel(); ++i) {
     int64_t k = idx.data_as<int64_t>()[i];
-    if (k < -n || k >= n) throw IndexError("out of range: tried to access index " + std::to_string(k) + " on a tensor of " + std::to_string(n) + " elements.");
+    if (k < -n || k >= n)
+      throw IndexError("out of range: tried to access index " + std::to_string(k) + " on a tensor of " +
+                       std::to_string(n) + " elements.");
   }
   return index(source, {idx});
 });
@@ -513,28 +554,41 @@ TN_KERNEL("aten::nonzero_numpy", {
   const Tensor& self = a.tensor(0);
   Tensor coords = nonzero(self.dim() == 0 ? op("aten::unsqueeze", "", {self, int64_t{0}}) : self);
   std::vector<Tensor> columns;
-  for (int64_t d = 0; d < coords.size(1); ++d) columns.push_back(op("aten::select", "int", {coords, int64_t{1}, d}).contiguous());
+  for (int64_t d = 0; d < coords.size(1); ++d)
+    columns.push_back(op("aten::select", "int", {coords, int64_t{1}, d}).contiguous());
   return columns;
 });
 TN_KERNEL("aten::index.Tensor", { return index(a.tensor(0), a.optional_tensor_list(1)); });
-TN_KERNEL("aten::index_put_", { return index_put_(a.tensor(0), a.optional_tensor_list(1), a.tensor(2), a.boolean(3)); });
-TN_KERNEL("aten::_index_put_impl_", { return index_put_(a.tensor(0), a.optional_tensor_list(1), a.tensor(2), a.boolean(3)); });
+TN_KERNEL("aten::index_put_",
+          { return index_put_(a.tensor(0), a.optional_tensor_list(1), a.tensor(2), a.boolean(3)); });
+TN_KERNEL("aten::_index_put_impl_",
+          { return index_put_(a.tensor(0), a.optional_tensor_list(1), a.tensor(2), a.boolean(3)); });
 TN_KERNEL("aten::index_put", {
   Tensor out = a.tensor(0).clone();
   return index_put_(out, a.optional_tensor_list(1), a.tensor(2), a.boolean(3));
 });
-TN_KERNEL("aten::sort", { auto [v, i] = sort(a.tensor(0), a.integer(1), a.boolean(2)); return IValue::tuple({v, i}); });
-TN_KERNEL("aten::sort.stable", { auto [v, i] = sort(a.tensor(0), a.integer(2), a.boolean(3)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::sort", {
+  auto [v, i] = sort(a.tensor(0), a.integer(1), a.boolean(2));
+  return IValue::tuple({v, i});
+});
+TN_KERNEL("aten::sort.stable", {
+  auto [v, i] = sort(a.tensor(0), a.integer(2), a.boolean(3));
+  return IValue::tuple({v, i});
+});
 TN_KERNEL("aten::argsort", { return sort(a.tensor(0), a.integer(1), a.boolean(2)).second; });
 TN_KERNEL("aten::argsort.stable", { return sort(a.tensor(0), a.integer(2), a.boolean(3)).second; });
 TN_KERNEL("aten::msort", { return sort(a.tensor(0), 0, false).first; });
-TN_KERNEL("aten::topk", { auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3), a.boolean(4)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::topk", {
+  auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3), a.boolean(4));
+  return IValue::tuple({v, i});
+});
 TN_KERNEL("aten::_unique2", {
   auto [v, inv, c] = unique(a.tensor(0), a.boolean(2), a.boolean(3));
   return IValue::tuple({v, inv, c});
 });
 TN_KERNEL("aten::unique_consecutive", {
-  if (a.optional_integer(3)) throw NotImplemented("torchnative does not implement aten::unique_consecutive with dim= yet");
+  if (a.optional_integer(3))
+    throw NotImplemented("torchnative does not implement aten::unique_consecutive with dim= yet");
   const Tensor& self = a.tensor(0);
   Tensor values_in = flat(self);
   std::vector<int64_t> starts;
@@ -553,7 +607,8 @@ TN_KERNEL("aten::unique_consecutive", {
   std::copy(starts.begin(), starts.end(), index.data_as<int64_t>());
   Tensor counts = Tensor::empty({a.boolean(2) ? groups : 0}, ScalarType::Long);
   if (a.boolean(2))
-    for (int64_t g = 0; g < groups; ++g) counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
+    for (int64_t g = 0; g < groups; ++g)
+      counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
   return IValue::tuple({index_select(values_in, 0, index), inverse, counts});
 });
 TN_KERNEL("aten::one_hot", {
@@ -573,14 +628,17 @@ TN_KERNEL("aten::one_hot", {
   shape.push_back(classes);
   Tensor out = Tensor::empty(shape, ScalarType::Long);
   std::fill_n(out.data_as<int64_t>(), out.numel(), 0);
-  for (int64_t i = 0; i < values.numel(); ++i) out.data_as<int64_t>()[i * classes + values.data_as<int64_t>()[i]] = 1;
+  for (int64_t i = 0; i < values.numel(); ++i)
+    out.data_as<int64_t>()[i * classes + values.data_as<int64_t>()[i]] = 1;
   return out;
 });
 TN_KERNEL("aten::embedding", {
   const Tensor& weight = a.tensor(0);
   Tensor indices = a.tensor(1);
   if (indices.dtype() != ScalarType::Long && indices.dtype() != ScalarType::Int)
-    throw Error("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.FloatTensor instead (while checking arguments for embedding)");
+    throw Error(
+        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but "
+        "got torch.FloatTensor instead (while checking arguments for embedding)");
   if (weight.dim() != 2) throw Error("'weight' must be 2-D");
   Tensor rows = index_select(weight, 0, flat(indices));
   Shape shape = indices.sizes();
@@ -589,7 +647,8 @@ TN_KERNEL("aten::embedding", {
 });
 TN_KERNEL("aten::bincount", {
   const Tensor& self = a.tensor(0);
-  if (self.dim() != 1 || !is_integral(self.dtype(), false)) throw Error("bincount only supports 1-d non-negative integral inputs.");
+  if (self.dim() != 1 || !is_integral(self.dtype(), false))
+    throw Error("bincount only supports 1-d non-negative integral inputs.");
   auto weights = a.optional_tensor(1);
   int64_t minlength = a.integer(2);
   if (minlength < 0) throw Error("minlength should be >= 0");
@@ -600,11 +659,13 @@ TN_KERNEL("aten::bincount", {
     if (x < 0) throw Error("bincount only supports 1-d non-negative integral inputs.");
     bins = std::max(bins, x + 1);
   }
-  ScalarType t = weights ? (weights->dtype() == ScalarType::Float ? ScalarType::Float : ScalarType::Double) : ScalarType::Long;
+  ScalarType t = weights ? (weights->dtype() == ScalarType::Float ? ScalarType::Float : ScalarType::Double)
+                         : ScalarType::Long;
   Tensor out = Tensor::empty({bins}, ScalarType::Double);
   std::fill_n(out.data_as<double>(), bins, 0.0);
   Tensor w = weights ? weights->to(ScalarType::Double).contiguous() : Tensor();
-  for (int64_t i = 0; i < v.numel(); ++i) out.data_as<double>()[v.data_as<int64_t>()[i]] += weights ? w.data_as<double>()[i] : 1.0;
+  for (int64_t i = 0; i < v.numel(); ++i)
+    out.data_as<double>()[v.data_as<int64_t>()[i]] += weights ? w.data_as<double>()[i] : 1.0;
   return out.to(t);
 });
 TN_KERNEL("aten::histc", {

@@ -8,10 +8,10 @@
 extern "C" {
 void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
 void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
-void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv, float* b,
-             const int* ldb, int* info);
-void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv, double* b,
-             const int* ldb, int* info);
+void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda,
+             const int* ipiv, float* b, const int* ldb, int* info);
+void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda,
+             const int* ipiv, double* b, const int* ldb, int* info);
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
 }
@@ -20,28 +20,34 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) { return call_tensor_op(name, overload, std::move(args)); }
+Tensor op(const char* name, const char* overload, Stack args) {
+  return call_tensor_op(name, overload, std::move(args));
+}
 
 void check_square(const Tensor& a, const char* name) {
   if (a.dim() < 2) throw Error(std::string(name) + ": The input tensor A must have at least 2 dimensions.");
   if (a.size(-1) != a.size(-2))
-    throw Error(std::string(name) + ": A must be batches of square matrices, but they are " + std::to_string(a.size(-2)) + " by " +
-                std::to_string(a.size(-1)) + " matrices");
+    throw Error(std::string(name) + ": A must be batches of square matrices, but they are " +
+                std::to_string(a.size(-2)) + " by " + std::to_string(a.size(-1)) + " matrices");
   if (a.dtype() != ScalarType::Float && a.dtype() != ScalarType::Double)
-    throw Error(std::string(name) + ": Expected a floating point or complex tensor as input. Got " + upstream_type_name(a.dtype()));
+    throw Error(std::string(name) + ": Expected a floating point or complex tensor as input. Got " +
+                upstream_type_name(a.dtype()));
 }
 
 // Column-major copies of each matrix in a batch: (batch, n, n) laid out as transposes.
 Tensor column_major(const Tensor& a) {
   int64_t n = a.size(-1), rows = a.size(-2);
   Tensor batch = op("aten::reshape", "", {a, Shape{-1, rows, n}});
-  return op("aten::transpose", "int", {batch, int64_t{1}, int64_t{2}}).contiguous();  // (batch, n, rows): column-major
+  return op("aten::transpose", "int", {batch, int64_t{1}, int64_t{2}})
+      .contiguous();  // (batch, n, rows): column-major
 }
 
 template <typename T>
 void getrf(int n, T* a, int* pivots, int* info) {
-  if constexpr (std::is_same_v<T, float>) sgetrf_(&n, &n, a, &n, pivots, info);
-  else dgetrf_(&n, &n, a, &n, pivots, info);
+  if constexpr (std::is_same_v<T, float>)
+    sgetrf_(&n, &n, a, &n, pivots, info);
+  else
+    dgetrf_(&n, &n, a, &n, pivots, info);
 }
 
 // LU factors of each matrix: (factors column-major, pivots, infos).
@@ -63,7 +69,9 @@ Lu lu(const Tensor& a) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>)
       for (int64_t b = 0; b < f.batch; ++b)
-        if (f.n > 0) getrf<scalar_t>(int(f.n), f.factors.template data_as<scalar_t>() + b * f.n * f.n, f.pivots.data() + b * f.n, &f.infos[size_t(b)]);
+        if (f.n > 0)
+          getrf<scalar_t>(int(f.n), f.factors.template data_as<scalar_t>() + b * f.n * f.n,
+                          f.pivots.data() + b * f.n, &f.infos[size_t(b)]);
   });
   return f;
 }
@@ -74,7 +82,8 @@ Shape batch_shape(const Tensor& a) { return Shape(a.sizes().begin(), a.sizes().e
 std::tuple<Tensor, Tensor, Tensor> determinants(const Tensor& a) {
   Lu f = lu(a);
   Shape shape = batch_shape(a);
-  Tensor det = Tensor::empty(shape, a.dtype()), sign = Tensor::empty(shape, a.dtype()), logabs = Tensor::empty(shape, a.dtype());
+  Tensor det = Tensor::empty(shape, a.dtype()), sign = Tensor::empty(shape, a.dtype()),
+         logabs = Tensor::empty(shape, a.dtype());
   TN_DISPATCH_ALL_TYPES(a.dtype(), "det", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
@@ -95,7 +104,8 @@ std::tuple<Tensor, Tensor, Tensor> determinants(const Tensor& a) {
         }
         det.template data_as<scalar_t>()[b] = product;
         sign.template data_as<scalar_t>()[b] = s;
-        logabs.template data_as<scalar_t>()[b] = s == 0 ? -std::numeric_limits<scalar_t>::infinity() : log_sum;
+        logabs.template data_as<scalar_t>()[b] =
+            s == 0 ? -std::numeric_limits<scalar_t>::infinity() : log_sum;
       }
     }
   });
@@ -119,8 +129,10 @@ Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
         const scalar_t* lu_data = f.factors.template data_as<scalar_t>() + i * f.n * f.n;
         scalar_t* x = rhs.template data_as<scalar_t>() + i * f.n * nrhs;
         if (n == 0) continue;
-        if constexpr (std::is_same_v<scalar_t, float>) sgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
-        else dgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
+        if constexpr (std::is_same_v<scalar_t, float>)
+          sgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
+        else
+          dgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
       }
     }
   });
@@ -135,8 +147,14 @@ Tensor identity_like(const Tensor& a) {
 
 }  // namespace
 
-TN_KERNEL("aten::linalg_det", { check_square(a.tensor(0), "linalg.det"); return std::get<0>(determinants(a.tensor(0))); });
-TN_KERNEL("aten::det", { check_square(a.tensor(0), "linalg.det"); return std::get<0>(determinants(a.tensor(0))); });
+TN_KERNEL("aten::linalg_det", {
+  check_square(a.tensor(0), "linalg.det");
+  return std::get<0>(determinants(a.tensor(0)));
+});
+TN_KERNEL("aten::det", {
+  check_square(a.tensor(0), "linalg.det");
+  return std::get<0>(determinants(a.tensor(0)));
+});
 TN_KERNEL("aten::linalg_slogdet", {
   check_square(a.tensor(0), "linalg.slogdet");
   auto [det, sign, logabs] = determinants(a.tensor(0));
@@ -151,10 +169,12 @@ TN_KERNEL("aten::logdet", {
   check_square(a.tensor(0), "logdet");
   auto [det, sign, logabs] = determinants(a.tensor(0));
   Tensor negative = op("aten::lt", "Scalar", {sign, Scalar(int64_t{0})});
-  return op("aten::masked_fill", "Scalar", {logabs, negative, Scalar(std::numeric_limits<double>::quiet_NaN())});
+  return op("aten::masked_fill", "Scalar",
+            {logabs, negative, Scalar(std::numeric_limits<double>::quiet_NaN())});
 });
 TN_KERNEL("aten::linalg_solve", {
-  if (!a.boolean(2)) throw NotImplemented("torchnative does not implement aten::linalg_solve with left=False yet");
+  if (!a.boolean(2))
+    throw NotImplemented("torchnative does not implement aten::linalg_solve with left=False yet");
   const Tensor &A = a.tensor(0), &B = a.tensor(1);
   bool vector = B.dim() == A.dim() - 1;
   Tensor rhs = vector ? op("aten::unsqueeze", "", {B, int64_t{-1}}) : B;
@@ -176,21 +196,29 @@ TN_KERNEL("aten::linalg_cholesky", {
       for (int64_t i = 0; i < factors.size(0); ++i) {
         scalar_t* m = factors.template data_as<scalar_t>() + i * n * n;
         if (n == 0) continue;
-        if constexpr (std::is_same_v<scalar_t, float>) spotrf_(&uplo, &n, m, &n, &info);
-        else dpotrf_(&uplo, &n, m, &n, &info);
+        if constexpr (std::is_same_v<scalar_t, float>)
+          spotrf_(&uplo, &n, m, &n, &info);
+        else
+          dpotrf_(&uplo, &n, m, &n, &info);
         if (info > 0)
-          throw Error("linalg.cholesky: The factorization could not be completed because the input is not positive-definite (the leading minor of order " +
-                      std::to_string(info) + " is not positive-definite).");
+          throw Error(
+              "linalg.cholesky: The factorization could not be completed because the input is not "
+              "positive-definite (the leading minor of order " +
+              std::to_string(info) + " is not positive-definite).");
       }
     }
   });
-  Tensor lower = op("aten::tril", "", {op("aten::reshape", "", {op("aten::transpose", "int", {factors, int64_t{1}, int64_t{2}}), A.sizes()}), int64_t{0}});
+  Tensor lower = op(
+      "aten::tril", "",
+      {op("aten::reshape", "", {op("aten::transpose", "int", {factors, int64_t{1}, int64_t{2}}), A.sizes()}),
+       int64_t{0}});
   return upper ? op("aten::transpose", "int", {lower, int64_t{-2}, int64_t{-1}}).contiguous() : lower;
 });
 TN_KERNEL("aten::linalg_matrix_power", {
   const Tensor& A = a.tensor(0);
   int64_t n = a.integer(1);
-  if (A.dim() < 2 || A.size(-1) != A.size(-2)) throw Error("linalg.matrix_power: A must be batches of square matrices");
+  if (A.dim() < 2 || A.size(-1) != A.size(-2))
+    throw Error("linalg.matrix_power: A must be batches of square matrices");
   if (n == 0) return identity_like(A);
   Tensor base = n < 0 ? op("aten::linalg_inv", "", {A}) : A;
   n = std::abs(n);
@@ -208,33 +236,45 @@ TN_KERNEL("aten::linalg_matrix_power", {
 });
 
 // Matrix norms that need no SVD: Frobenius and the 1/inf column/row-sum norms.
-Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bool keepdim, std::optional<ScalarType> dtype) {
+Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bool keepdim,
+                   std::optional<ScalarType> dtype) {
   if (self.dim() < 2) throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
   if (dims.size() != 2) throw Error("linalg.matrix_norm: dim must be a 2-tuple. Got " + shape_str(dims));
   Tensor x = dtype ? self.to(*dtype) : self;
   int64_t d0 = wrap_dim(dims[0], x.dim()), d1 = wrap_dim(dims[1], x.dim());
-  if (std::abs(ord) == 2) throw NotImplemented("torchnative does not implement linalg.matrix_norm with ord=+-2 yet (needs an SVD)");
+  if (std::abs(ord) == 2)
+    throw NotImplemented("torchnative does not implement linalg.matrix_norm with ord=+-2 yet (needs an SVD)");
   if (std::isinf(ord) || std::abs(ord) == 1) {
     // ord 1: max over columns of the column sums; inf: the same over rows.
     int64_t summed = std::isinf(ord) ? d1 : d0, over = std::isinf(ord) ? d0 : d1;
-    Tensor sums = op("aten::sum", "dim_IntList", {op("aten::abs", "", {x}), std::vector<int64_t>{summed}, true, IValue()});
-    Tensor r = ord > 0 ? op("aten::amax", "", {sums, std::vector<int64_t>{over}, true}) : op("aten::amin", "", {sums, std::vector<int64_t>{over}, true});
-    if (!keepdim) r = op("aten::squeeze", "dim", {op("aten::squeeze", "dim", {r, std::max(d0, d1)}), std::min(d0, d1)});
+    Tensor sums = op("aten::sum", "dim_IntList",
+                     {op("aten::abs", "", {x}), std::vector<int64_t>{summed}, true, IValue()});
+    Tensor r = ord > 0 ? op("aten::amax", "", {sums, std::vector<int64_t>{over}, true})
+                       : op("aten::amin", "", {sums, std::vector<int64_t>{over}, true});
+    if (!keepdim)
+      r = op("aten::squeeze", "dim", {op("aten::squeeze", "dim", {r, std::max(d0, d1)}), std::min(d0, d1)});
     return r;
   }
   throw Error("linalg.matrix_norm: Order " + std::to_string(ord) + " not supported.");
 }
 
-Tensor frobenius(const Tensor& self, std::vector<int64_t> dims, bool keepdim, std::optional<ScalarType> dtype) {
-  return op("aten::linalg_vector_norm", "", {self, Scalar(2.0), dims, keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
+Tensor frobenius(const Tensor& self, std::vector<int64_t> dims, bool keepdim,
+                 std::optional<ScalarType> dtype) {
+  return op("aten::linalg_vector_norm", "",
+            {self, Scalar(2.0), dims, keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
 }
 
-TN_KERNEL("aten::linalg_matrix_norm", { return matrix_norm(a.tensor(0), a.scalar(1).to_double(), a.int_list(2), a.boolean(3), a.optional_dtype(4)); });
+TN_KERNEL("aten::linalg_matrix_norm", {
+  return matrix_norm(a.tensor(0), a.scalar(1).to_double(), a.int_list(2), a.boolean(3), a.optional_dtype(4));
+});
 TN_KERNEL("aten::linalg_matrix_norm.str_ord", {
   std::string ord = *a.optional_string(1);
-  if (ord == "nuc") throw NotImplemented("torchnative does not implement linalg.matrix_norm with ord='nuc' yet (needs an SVD)");
+  if (ord == "nuc")
+    throw NotImplemented(
+        "torchnative does not implement linalg.matrix_norm with ord='nuc' yet (needs an SVD)");
   if (ord != "fro") throw Error("linalg.matrix_norm: Order " + ord + " not supported.");
-  if (a.tensor(0).dim() < 2) throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
+  if (a.tensor(0).dim() < 2)
+    throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
   return frobenius(a.tensor(0), a.int_list(2), a.boolean(3), a.optional_dtype(4));
 });
 TN_KERNEL("aten::linalg_norm", {
@@ -245,15 +285,23 @@ TN_KERNEL("aten::linalg_norm", {
   auto dtype = a.optional_dtype(4);
   if (!ord) {
     if (dims && dims->size() == 2) return frobenius(x, *dims, keepdim, dtype);
-    return op("aten::linalg_vector_norm", "", {x, Scalar(2.0), dims ? IValue(*dims) : IValue(), keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
+    return op("aten::linalg_vector_norm", "",
+              {x, Scalar(2.0), dims ? IValue(*dims) : IValue(), keepdim,
+               dtype ? IValue(int64_t(*dtype)) : IValue()});
   }
   bool matrix = dims ? dims->size() == 2 : x.dim() == 2;
-  if (matrix) return matrix_norm(x, ord->to_double(), dims.value_or(std::vector<int64_t>{-2, -1}), keepdim, dtype);
-  if (!dims && x.dim() != 1) throw Error("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got " + std::to_string(x.dim()) + "D.");
-  return op("aten::linalg_vector_norm", "", {x, *ord, dims ? IValue(*dims) : IValue(), keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
+  if (matrix)
+    return matrix_norm(x, ord->to_double(), dims.value_or(std::vector<int64_t>{-2, -1}), keepdim, dtype);
+  if (!dims && x.dim() != 1)
+    throw Error("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got " +
+                std::to_string(x.dim()) + "D.");
+  return op("aten::linalg_vector_norm", "",
+            {x, *ord, dims ? IValue(*dims) : IValue(), keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
 });
 TN_KERNEL("aten::linalg_norm.ord_str", {
-  return op("aten::linalg_matrix_norm", "str_ord", {a.tensor(0), a[1], a.optional_int_list(2).value_or(std::vector<int64_t>{-2, -1}), a.boolean(3), a[4]});
+  return op(
+      "aten::linalg_matrix_norm", "str_ord",
+      {a.tensor(0), a[1], a.optional_int_list(2).value_or(std::vector<int64_t>{-2, -1}), a.boolean(3), a[4]});
 });
 
 }  // namespace tn

@@ -9,12 +9,15 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) { return call_tensor_op(name, overload, std::move(args)); }
+Tensor op(const char* name, const char* overload, Stack args) {
+  return call_tensor_op(name, overload, std::move(args));
+}
 
 // beta * self + alpha * product, rounded once in the product's dtype (float16/bfloat16
 // accumulate wider, as upstream's blas kernels do); integer results take integer
 // scalars; beta == 0 ignores self entirely (NaN included), as upstream.
-Tensor scaled_sum(const Tensor& self, const Tensor& product_in, const Scalar& beta_in, const Scalar& alpha_in) {
+Tensor scaled_sum(const Tensor& self, const Tensor& product_in, const Scalar& beta_in,
+                  const Scalar& alpha_in) {
   ScalarType t = result_type(self, product_in);
   bool integral = is_integral(t, true);
   Scalar beta = integral && beta_in.is_float() ? Scalar(beta_in.to_int()) : beta_in;
@@ -24,7 +27,9 @@ Tensor scaled_sum(const Tensor& self, const Tensor& product_in, const Scalar& be
   const Tensor& product = product_in;
   Tensor scaled = op("aten::mul", "Scalar", {product, alpha});
   if (!beta.is_float() && beta.to_int() == 0)
-    return op("aten::expand", "", {scaled, broadcast_shapes(self.sizes(), scaled.sizes()), false}).to(result_type(self, product)).clone();
+    return op("aten::expand", "", {scaled, broadcast_shapes(self.sizes(), scaled.sizes()), false})
+        .to(result_type(self, product))
+        .clone();
   return op("aten::add", "Tensor", {op("aten::mul", "Scalar", {self, beta}), scaled, Scalar(int64_t{1})});
 }
 
@@ -40,8 +45,10 @@ Operand take_diagonals(Operand o) {
     for (size_t j = i + 1; j < o.labels.size(); ++j)
       if (o.labels[i] == o.labels[j]) {
         if (o.tensor.size(int64_t(i)) != o.tensor.size(int64_t(j)))
-          throw Error(std::string("einsum(): subscript ") + o.labels[i] + " is repeated for operand but the sizes don't match, " +
-                      std::to_string(o.tensor.size(int64_t(i))) + " != " + std::to_string(o.tensor.size(int64_t(j))));
+          throw Error(std::string("einsum(): subscript ") + o.labels[i] +
+                      " is repeated for operand but the sizes don't match, " +
+                      std::to_string(o.tensor.size(int64_t(i))) +
+                      " != " + std::to_string(o.tensor.size(int64_t(j))));
         Tensor d = op("aten::diagonal", "", {o.tensor, int64_t{0}, int64_t(i), int64_t(j)});
         std::string labels = o.labels;
         labels.erase(j, 1);
@@ -57,8 +64,10 @@ Operand sum_unneeded(Operand o, const std::set<char>& keep) {
   std::vector<int64_t> dims;
   std::string labels;
   for (size_t i = 0; i < o.labels.size(); ++i) {
-    if (keep.count(o.labels[i])) labels.push_back(o.labels[i]);
-    else dims.push_back(int64_t(i));
+    if (keep.count(o.labels[i]))
+      labels.push_back(o.labels[i]);
+    else
+      dims.push_back(int64_t(i));
   }
   if (dims.empty()) return o;
   // Summed in the operand's own dtype (integers stay, e.g., int32).
@@ -82,8 +91,10 @@ Operand contract(const Operand& a, const Operand& b, const std::set<char>& neede
   std::string batch, only_a, only_b, summed;
   for (char c : a.labels) {
     bool in_b = b.labels.find(c) != std::string::npos;
-    if (in_b) (needed.count(c) ? batch : summed).push_back(c);
-    else only_a.push_back(c);
+    if (in_b)
+      (needed.count(c) ? batch : summed).push_back(c);
+    else
+      only_a.push_back(c);
   }
   for (char c : b.labels)
     if (a.labels.find(c) == std::string::npos) only_b.push_back(c);
@@ -91,7 +102,8 @@ Operand contract(const Operand& a, const Operand& b, const std::set<char>& neede
     if (a.tensor.size(int64_t(a.labels.find(c))) != b.tensor.size(int64_t(b.labels.find(c))) &&
         a.tensor.size(int64_t(a.labels.find(c))) != 1 && b.tensor.size(int64_t(b.labels.find(c))) != 1)
       throw Error("einsum(): operands do not broadcast with remapped shapes (original->remapped)");
-  int64_t nb = product_of(a, batch), na = product_of(a, only_a), nb_ = product_of(b, only_b), ns = product_of(a, summed);
+  int64_t nb = product_of(a, batch), na = product_of(a, only_a), nb_ = product_of(b, only_b),
+          ns = product_of(a, summed);
   if (ns != product_of(b, summed))
     throw Error("einsum(): operands do not broadcast with remapped shapes (original->remapped)");
   Tensor left = op("aten::reshape", "", {permuted(a, batch + only_a + summed), Shape{nb, na, ns}});
@@ -139,10 +151,12 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors) {
     }
     for (char c : labels)
       if (!std::isalpha(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)))
-        throw Error(std::string("einsum(): invalid subscript given at index ") + std::to_string(i) + " in the equation string, subscripts must be in [a-zA-Z]");
+        throw Error(std::string("einsum(): invalid subscript given at index ") + std::to_string(i) +
+                    " in the equation string, subscripts must be in [a-zA-Z]");
     if (int64_t(labels.size()) != t.dim())
       throw Error("einsum(): the number of subscripts in the equation (" + std::to_string(labels.size()) +
-                  ") does not match the number of dimensions (" + std::to_string(t.dim()) + ") for operand " + std::to_string(i) +
+                  ") does not match the number of dimensions (" + std::to_string(t.dim()) + ") for operand " +
+                  std::to_string(i) +
                   (terms[i].find("...") == std::string::npos ? " and no ellipsis was given" : ""));
     for (char c : labels) ++counts[c];
     operands.push_back(take_diagonals({t, labels}));
@@ -152,7 +166,9 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors) {
     output = spec.substr(arrow + 2);
     if (auto e = output.find("..."); e != std::string::npos) output.replace(e, 3, ellipsis_labels);
     for (char c : output)
-      if (!counts.count(c)) throw Error(std::string("einsum(): output subscript ") + c + " does not appear in the equation for any input operand");
+      if (!counts.count(c))
+        throw Error(std::string("einsum(): output subscript ") + c +
+                    " does not appear in the equation for any input operand");
   } else {
     // Implicit output: the ellipsis dims, then labels seen once, alphabetically.
     output = ellipsis_labels;
@@ -163,7 +179,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors) {
   Operand result = operands[0];
   for (size_t i = 1; i <= operands.size(); ++i) {
     std::set<char> needed = out_labels;
-    for (size_t j = i; j < operands.size(); ++j) needed.insert(operands[j].labels.begin(), operands[j].labels.end());
+    for (size_t j = i; j < operands.size(); ++j)
+      needed.insert(operands[j].labels.begin(), operands[j].labels.end());
     if (i == operands.size()) {
       result = sum_unneeded(result, needed);
       break;
@@ -179,7 +196,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors) {
 
 // tensordot as upstream: contracted dims moved last in `a` and first in `b`, both
 // flattened to matrices, one mm.
-Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& da, const std::vector<int64_t>& db) {
+Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& da,
+                 const std::vector<int64_t>& db) {
   if (da.size() != db.size()) throw Error("both dimension lists should have same length");
   std::vector<bool> contracted_a(size_t(a.dim()), false), contracted_b(size_t(b.dim()), false);
   int64_t size = 1;
@@ -187,8 +205,9 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& d
   for (size_t i = 0; i < da.size(); ++i) {
     int64_t x = wrap_dim(da[i], a.dim()), y = wrap_dim(db[i], b.dim());
     if (a.size(x) != b.size(y))
-      throw Error("contracted dimensions need to match, but first has size " + std::to_string(a.size(x)) + " in dim " +
-                  std::to_string(da[i]) + " and second has size " + std::to_string(b.size(y)) + " in dim " + std::to_string(db[i]));
+      throw Error("contracted dimensions need to match, but first has size " + std::to_string(a.size(x)) +
+                  " in dim " + std::to_string(da[i]) + " and second has size " + std::to_string(b.size(y)) +
+                  " in dim " + std::to_string(db[i]));
     contracted_a[size_t(x)] = contracted_b[size_t(y)] = true;
     size *= a.size(x);
   }
@@ -231,7 +250,8 @@ TN_KERNEL("aten::inner", {
   const Tensor &x = a.tensor(0), &y = a.tensor(1);
   if (x.dim() == 0 || y.dim() == 0) return op("aten::mul", "Tensor", {x, y});
   if (x.size(-1) != y.size(-1))
-    throw Error("inner() the last dimension must match on both input tensors but got shapes " + shape_str(x.sizes()) + " and " + shape_str(y.sizes()));
+    throw Error("inner() the last dimension must match on both input tensors but got shapes " +
+                shape_str(x.sizes()) + " and " + shape_str(y.sizes()));
   return tensordot(x, y, {-1}, {-1});
 });
 TN_KERNEL("aten::kron", {
@@ -248,19 +268,23 @@ TN_KERNEL("aten::kron", {
     yi.push_back(ys[size_t(d)]);
     out.push_back(xs[size_t(d)] * ys[size_t(d)]);
   }
-  Tensor product = op("aten::mul", "Tensor", {op("aten::reshape", "", {x, xi}), op("aten::reshape", "", {y, yi})});
+  Tensor product =
+      op("aten::mul", "Tensor", {op("aten::reshape", "", {x, xi}), op("aten::reshape", "", {y, yi})});
   return op("aten::reshape", "", {product, out});
 });
 TN_KERNEL("aten::trace", {
   const Tensor& x = a.tensor(0);
-  if (x.dim() != 2) throw Error("trace: expected a matrix, but got tensor with dim " + std::to_string(x.dim()));
-  if (x.dtype() == ScalarType::Half || x.dtype() == ScalarType::BFloat16) dtype_not_implemented("trace", x.dtype());
+  if (x.dim() != 2)
+    throw Error("trace: expected a matrix, but got tensor with dim " + std::to_string(x.dim()));
+  if (x.dtype() == ScalarType::Half || x.dtype() == ScalarType::BFloat16)
+    dtype_not_implemented("trace", x.dtype());
   return op("aten::sum", "", {op("aten::diagonal", "", {x, int64_t{0}, int64_t{0}, int64_t{1}}), IValue()});
 });
 TN_KERNEL("aten::addbmm", {
   if (a.tensor(1).dtype() == ScalarType::Half) dtype_not_implemented("addmm_impl_cpu_", ScalarType::Half);
   Tensor product = op("aten::bmm", "", {a.tensor(1), a.tensor(2)});
-  Tensor summed = op("aten::sum", "dim_IntList", {product, std::vector<int64_t>{0}, false, int64_t(product.dtype())});
+  Tensor summed =
+      op("aten::sum", "dim_IntList", {product, std::vector<int64_t>{0}, false, int64_t(product.dtype())});
   return scaled_sum(a.tensor(0), summed, a.scalar(3), a.scalar(4));
 });
 TN_KERNEL("aten::addmv", {
@@ -281,11 +305,15 @@ TN_KERNEL("aten::linalg_cross", {
   const Tensor &x = a.tensor(0), &y = a.tensor(1);
   Shape shape = broadcast_shapes(x.sizes(), y.sizes());
   int64_t d = wrap_dim(a.integer(2), int64_t(shape.size()));
-  if (shape[size_t(d)] != 3) throw Error("linalg.cross: inputs dimension " + std::to_string(d) + " must have length 3. Got " + std::to_string(x.dim() ? x.size(d) : 0) + " and " + std::to_string(y.dim() ? y.size(d) : 0));
+  if (shape[size_t(d)] != 3)
+    throw Error("linalg.cross: inputs dimension " + std::to_string(d) + " must have length 3. Got " +
+                std::to_string(x.dim() ? x.size(d) : 0) + " and " + std::to_string(y.dim() ? y.size(d) : 0));
   Tensor xe = op("aten::expand", "", {x, shape, false}), ye = op("aten::expand", "", {y, shape, false});
   auto part = [&](const Tensor& t, int64_t i) { return op("aten::select", "int", {t, d, i}); };
   auto term = [&](int64_t i, int64_t j) {
-    return op("aten::sub", "Tensor", {op("aten::mul", "Tensor", {part(xe, i), part(ye, j)}), op("aten::mul", "Tensor", {part(xe, j), part(ye, i)}), Scalar(int64_t{1})});
+    return op("aten::sub", "Tensor",
+              {op("aten::mul", "Tensor", {part(xe, i), part(ye, j)}),
+               op("aten::mul", "Tensor", {part(xe, j), part(ye, i)}), Scalar(int64_t{1})});
   };
   return op("aten::stack", "", {std::vector<Tensor>{term(1, 2), term(2, 0), term(0, 1)}, d});
 });
@@ -293,7 +321,8 @@ TN_KERNEL("aten::cross", {
   const Tensor& x = a.tensor(0);
   auto dim = a.optional_integer(2);
   int64_t d = -1;
-  if (dim) d = *dim;
+  if (dim)
+    d = *dim;
   else
     for (int64_t k = 0; k < x.dim(); ++k)
       if (x.size(k) == 3) {

@@ -27,13 +27,17 @@ T uniform_value(Generator& g, double from, double to) {
 }
 
 void uniform_(const Tensor& self, double from, double to, Generator& g) {
-  if (from > to) throw Error("uniform_ expects to return a [from, to) range, but found from=" + std::to_string(from) + " > to=" + std::to_string(to));
+  if (from > to)
+    throw Error("uniform_ expects to return a [from, to) range, but found from=" + std::to_string(from) +
+                " > to=" + std::to_string(to));
   if (!is_floating(self.dtype())) dtype_not_implemented("check_uniform_bounds", self.dtype());
   TN_DISPATCH_ALL_TYPES(self.dtype(), "uniform_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {
       scalar_t* p = self.template data_as<scalar_t>();
-      strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) { p[o[0]] = uniform_value<scalar_t>(g, from, to); });
+      strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+        p[o[0]] = uniform_value<scalar_t>(g, from, to);
+      });
     }
   });
   self.bump_version();
@@ -91,7 +95,9 @@ void normal_(const Tensor& self, double mean, double std, Generator& g) {
       if (self.numel() >= 16 && self.is_contiguous()) {
         normal_fill<scalar_t>(p, self.numel(), mean, std, g);
       } else {
-        strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) { p[o[0]] = scalar_t(normal_double(g, mean, std)); });
+        strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+          p[o[0]] = scalar_t(normal_double(g, mean, std));
+        });
       }
     }
   });
@@ -103,18 +109,25 @@ void random_from_to(const Tensor& self, int64_t from, std::optional<int64_t> to_
   uint64_t range;
   if (to_opt) {
     if (from >= *to_opt)
-      throw Error("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) + " >= to=" + std::to_string(*to_opt));
+      throw Error("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) +
+                  " >= to=" + std::to_string(*to_opt));
     range = uint64_t(*to_opt) - uint64_t(from);
   } else {
     // random_() samples [0, the type's largest value] (floats: 2^mantissa digits).
     TN_DISPATCH_ALL_TYPES(self.dtype(), "random_", [&](auto tag_) {
       using scalar_t = TN_TYPE(tag_);
-      if constexpr (std::is_same_v<scalar_t, bool>) range = 2;
-      else if constexpr (std::is_integral_v<scalar_t>) range = uint64_t(std::numeric_limits<scalar_t>::max()) + 1;
-      else if constexpr (std::is_same_v<scalar_t, double>) range = (uint64_t(1) << 53) + 1;
-      else if constexpr (std::is_same_v<scalar_t, float>) range = (uint64_t(1) << 24) + 1;
-      else if constexpr (std::is_same_v<scalar_t, Half>) range = (uint64_t(1) << 11) + 1;
-      else range = (uint64_t(1) << 8) + 1;
+      if constexpr (std::is_same_v<scalar_t, bool>)
+        range = 2;
+      else if constexpr (std::is_integral_v<scalar_t>)
+        range = uint64_t(std::numeric_limits<scalar_t>::max()) + 1;
+      else if constexpr (std::is_same_v<scalar_t, double>)
+        range = (uint64_t(1) << 53) + 1;
+      else if constexpr (std::is_same_v<scalar_t, float>)
+        range = (uint64_t(1) << 24) + 1;
+      else if constexpr (std::is_same_v<scalar_t, Half>)
+        range = (uint64_t(1) << 11) + 1;
+      else
+        range = (uint64_t(1) << 8) + 1;
     });
   }
   TN_DISPATCH_ALL_TYPES(self.dtype(), "random_", [&](auto tag_) {
@@ -152,7 +165,8 @@ void bernoulli_tensor(const Tensor& self, const Tensor& p_in, Generator& g) {
       const p_t* pp = p.template data_as<p_t>();
       strided_loop<2>(self.sizes(), {self.strides(), p.strides()}, [&](const std::array<int64_t, 2>& o) {
         double prob = double(compute_t<p_t>(pp[o[1]]));
-        if (!(prob >= 0 && prob <= 1)) throw Error("Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
+        if (!(prob >= 0 && prob <= 1))
+          throw Error("Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
         bool hit = std::is_same_v<p_t, double> ? uniform_value<double>(g, 0, 1) < prob
                                                : uniform_value<float>(g, 0, 1) < float(prob);
         d[o[0]] = self_t(compute_t<self_t>(hit));
@@ -163,7 +177,8 @@ void bernoulli_tensor(const Tensor& self, const Tensor& p_in, Generator& g) {
 }
 
 void exponential_(const Tensor& self, double lambda, Generator& g) {
-  if (lambda <= 0) throw Error("exponential_ expects lambda > 0.0, but found lambda=" + std::to_string(lambda));
+  if (lambda <= 0)
+    throw Error("exponential_ expects lambda > 0.0, but found lambda=" + std::to_string(lambda));
   if (!is_floating(self.dtype())) dtype_not_implemented("exponential_cpu", self.dtype());
   TN_DISPATCH_ALL_TYPES(self.dtype(), "exponential_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -180,11 +195,14 @@ void exponential_(const Tensor& self, double lambda, Generator& g) {
 // each from double uniforms or normals.
 template <typename F>
 void fill_serial(const Tensor& self, const char* name, F draw) {
-  if (!is_floating(self.dtype()) && std::string(name) != "geometric_") dtype_not_implemented(name, self.dtype());
+  if (!is_floating(self.dtype()) && std::string(name) != "geometric_")
+    dtype_not_implemented(name, self.dtype());
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* d = self.template data_as<scalar_t>();
-    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) { d[o[0]] = scalar_t(compute_t<scalar_t>(draw())); });
+    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+      d[o[0]] = scalar_t(compute_t<scalar_t>(draw()));
+    });
   });
   self.bump_version();
 }
@@ -210,15 +228,21 @@ Tensor fresh(const Args& a, size_t size_index, size_t dtype_index) {
 
 Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Generator& g) {
   if (self.dim() < 1 || self.dim() > 2) throw Error("prob_dist must be 1 or 2 dim");
-  if (!is_floating(self.dtype())) throw Error("multinomial only supports floating-point dtypes for input, got: " + std::string(upstream_type_name(self.dtype())));
+  if (!is_floating(self.dtype()))
+    throw Error("multinomial only supports floating-point dtypes for input, got: " +
+                std::string(upstream_type_name(self.dtype())));
   if (samples <= 0) throw Error("cannot sample n_sample <= 0 samples");
   int64_t categories = self.size(-1);
-  if (!replacement && samples > categories) throw Error("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
-  Tensor probs = (self.dim() == 1 ? call_tensor_op("aten::unsqueeze", "", {self, int64_t{0}}) : self).to(ScalarType::Double).contiguous();
+  if (!replacement && samples > categories)
+    throw Error("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  Tensor probs = (self.dim() == 1 ? call_tensor_op("aten::unsqueeze", "", {self, int64_t{0}}) : self)
+                     .to(ScalarType::Double)
+                     .contiguous();
   int64_t rows = probs.size(0);
   for (int64_t i = 0; i < probs.numel(); ++i) {
     double v = probs.data_as<double>()[i];
-    if (!std::isfinite(v) || v < 0) throw Error("probability tensor contains either `inf`, `nan` or element < 0");
+    if (!std::isfinite(v) || v < 0)
+      throw Error("probability tensor contains either `inf`, `nan` or element < 0");
   }
   Tensor result;
   if (!replacement) {
@@ -250,8 +274,10 @@ Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Genera
       int64_t left = 0, right = categories;
       while (right - left > 0) {
         int64_t mid = left + (right - left) / 2;
-        if (cumulative[size_t(mid)] < u) left = mid + 1;
-        else right = mid;
+        if (cumulative[size_t(mid)] < u)
+          left = mid + 1;
+        else
+          right = mid;
       }
       result.data_as<int64_t>()[r * samples + s] = left;
     }
@@ -261,23 +287,63 @@ Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Genera
 
 }  // namespace
 
-TN_KERNEL("aten::uniform_", { uniform_(a.tensor(0), a.real(1), a.real(2), a.generator(3)); return a.tensor(0); });
-TN_KERNEL("aten::normal_", { normal_(a.tensor(0), a.real(1), a.real(2), a.generator(3)); return a.tensor(0); });
-TN_KERNEL("aten::random_.from", { random_from_to(a.tensor(0), a.integer(1), a.optional_integer(2), a.generator(3)); return a.tensor(0); });
-TN_KERNEL("aten::random_.to", { random_from_to(a.tensor(0), 0, a.integer(1), a.generator(2)); return a.tensor(0); });
-TN_KERNEL("aten::random_", { random_from_to(a.tensor(0), 0, std::nullopt, a.generator(1)); return a.tensor(0); });
-TN_KERNEL("aten::bernoulli_.float", { bernoulli_scalar(a.tensor(0), a.real(1), a.generator(2)); return a.tensor(0); });
-TN_KERNEL("aten::bernoulli_.Tensor", { bernoulli_tensor(a.tensor(0), a.tensor(1), a.generator(2)); return a.tensor(0); });
+TN_KERNEL("aten::uniform_", {
+  uniform_(a.tensor(0), a.real(1), a.real(2), a.generator(3));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::normal_", {
+  normal_(a.tensor(0), a.real(1), a.real(2), a.generator(3));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::random_.from", {
+  random_from_to(a.tensor(0), a.integer(1), a.optional_integer(2), a.generator(3));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::random_.to", {
+  random_from_to(a.tensor(0), 0, a.integer(1), a.generator(2));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::random_", {
+  random_from_to(a.tensor(0), 0, std::nullopt, a.generator(1));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::bernoulli_.float", {
+  bernoulli_scalar(a.tensor(0), a.real(1), a.generator(2));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::bernoulli_.Tensor", {
+  bernoulli_tensor(a.tensor(0), a.tensor(1), a.generator(2));
+  return a.tensor(0);
+});
 TN_KERNEL("aten::bernoulli", {
   Tensor out = Tensor::empty(a.tensor(0).sizes(), a.tensor(0).dtype());
   bernoulli_tensor(out, a.tensor(0), a.generator(1));
   return out;
 });
-TN_KERNEL("aten::exponential_", { exponential_(a.tensor(0), a.real(1), a.generator(2)); return a.tensor(0); });
-TN_KERNEL("aten::rand", { Tensor t = fresh(a, 0, 1); uniform_(t, 0, 1, default_generator()); return t; });
-TN_KERNEL("aten::rand.generator", { Tensor t = fresh(a, 0, 2); uniform_(t, 0, 1, a.generator(1)); return t; });
-TN_KERNEL("aten::randn", { Tensor t = fresh(a, 0, 1); normal_(t, 0, 1, default_generator()); return t; });
-TN_KERNEL("aten::randn.generator", { Tensor t = fresh(a, 0, 2); normal_(t, 0, 1, a.generator(1)); return t; });
+TN_KERNEL("aten::exponential_", {
+  exponential_(a.tensor(0), a.real(1), a.generator(2));
+  return a.tensor(0);
+});
+TN_KERNEL("aten::rand", {
+  Tensor t = fresh(a, 0, 1);
+  uniform_(t, 0, 1, default_generator());
+  return t;
+});
+TN_KERNEL("aten::rand.generator", {
+  Tensor t = fresh(a, 0, 2);
+  uniform_(t, 0, 1, a.generator(1));
+  return t;
+});
+TN_KERNEL("aten::randn", {
+  Tensor t = fresh(a, 0, 1);
+  normal_(t, 0, 1, default_generator());
+  return t;
+});
+TN_KERNEL("aten::randn.generator", {
+  Tensor t = fresh(a, 0, 2);
+  normal_(t, 0, 1, a.generator(1));
+  return t;
+});
 TN_KERNEL("aten::rand_like", {
   Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(1).value_or(a.tensor(0).dtype()));
   uniform_(t, 0, 1, default_generator());
@@ -318,8 +384,11 @@ TN_KERNEL("aten::randint_like.low_dtype", {
   random_from_to(t, a.integer(1), a.integer(2), default_generator());
   return t;
 });
-TN_KERNEL("aten::randperm", { return randperm(a.integer(0), a.optional_dtype(1).value_or(ScalarType::Long), default_generator()); });
-TN_KERNEL("aten::randperm.generator", { return randperm(a.integer(0), a.optional_dtype(2).value_or(ScalarType::Long), a.generator(1)); });
+TN_KERNEL("aten::randperm", {
+  return randperm(a.integer(0), a.optional_dtype(1).value_or(ScalarType::Long), default_generator());
+});
+TN_KERNEL("aten::randperm.generator",
+          { return randperm(a.integer(0), a.optional_dtype(2).value_or(ScalarType::Long), a.generator(1)); });
 TN_KERNEL("aten::normal.float_float", {
   Tensor t = Tensor::empty(a.int_list(2), a.optional_dtype(4).value_or(default_dtype()));
   normal_(t, a.real(0), a.real(1), a.generator(3));
@@ -335,25 +404,30 @@ TN_KERNEL("aten::normal.float_Tensor", {
   const Tensor& std = a.tensor(1);
   Tensor t = Tensor::empty(std.sizes(), std.dtype());
   normal_(t, 0, 1, a.generator(2));
-  return call_tensor_op("aten::add", "Tensor", {call_tensor_op("aten::mul", "Tensor", {t, std}), scalar_tensor(Scalar(a.real(0))), Scalar(int64_t{1})});
+  return call_tensor_op("aten::add", "Tensor",
+                        {call_tensor_op("aten::mul", "Tensor", {t, std}), scalar_tensor(Scalar(a.real(0))),
+                         Scalar(int64_t{1})});
 });
 TN_KERNEL("aten::normal.Tensor_Tensor", {
   const Tensor &mean = a.tensor(0), &std = a.tensor(1);
   Tensor t = Tensor::empty(broadcast_shapes(mean.sizes(), std.sizes()), mean.dtype());
   normal_(t, 0, 1, a.generator(2));
-  return call_tensor_op("aten::add", "Tensor", {call_tensor_op("aten::mul", "Tensor", {t, std}), mean, Scalar(int64_t{1})});
+  return call_tensor_op("aten::add", "Tensor",
+                        {call_tensor_op("aten::mul", "Tensor", {t, std}), mean, Scalar(int64_t{1})});
 });
 TN_KERNEL("aten::cauchy_", {
   double median = a.real(1), sigma = a.real(2);
   Generator& g = a.generator(3);
-  fill_serial(a.tensor(0), "cauchy_", [&] { return median + sigma * std::tan(kPi * (uniform_value<double>(g, 0, 1) - 0.5)); });
+  fill_serial(a.tensor(0), "cauchy_",
+              [&] { return median + sigma * std::tan(kPi * (uniform_value<double>(g, 0, 1) - 0.5)); });
   return a.tensor(0);
 });
 TN_KERNEL("aten::geometric_", {
   double p = a.real(1);
   if (!(p > 0 && p < 1)) throw Error("geometric_ expects p to be in (0, 1), but got p=" + std::to_string(p));
   Generator& g = a.generator(2);
-  fill_serial(a.tensor(0), "geometric_", [&] { return std::ceil(std::log(uniform_value<double>(g, 0, 1)) / std::log1p(-p)); });
+  fill_serial(a.tensor(0), "geometric_",
+              [&] { return std::ceil(std::log(uniform_value<double>(g, 0, 1)) / std::log1p(-p)); });
   return a.tensor(0);
 });
 TN_KERNEL("aten::log_normal_", {
@@ -363,6 +437,7 @@ TN_KERNEL("aten::log_normal_", {
   fill_serial(a.tensor(0), "log_normal_", [&] { return std::exp(normal_double(g, mean, std)); });
   return a.tensor(0);
 });
-TN_KERNEL("aten::multinomial", { return multinomial(a.tensor(0), a.integer(1), a.boolean(2), a.generator(3)); });
+TN_KERNEL("aten::multinomial",
+          { return multinomial(a.tensor(0), a.integer(1), a.boolean(2), a.generator(3)); });
 
 }  // namespace tn

@@ -7,14 +7,16 @@ namespace tn {
 
 namespace {
 
-Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<ScalarType> dtype) {
+Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+           std::optional<ScalarType> dtype) {
   ScalarType t = dtype.value_or(is_integral(self.dtype(), true) ? ScalarType::Long : self.dtype());
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "sum", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     // Floats accumulate in double: at least as accurate as upstream's cascade sum.
-    using acc_t = std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
+    using acc_t =
+        std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
     const scalar_t* in = plan.values.template data_as<scalar_t>();
     scalar_t* o = out.template data_as<scalar_t>();
     for (int64_t i = 0; i < out.numel(); ++i) {
@@ -35,18 +37,23 @@ Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, 
   return out;
 }
 
-Tensor mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim, std::optional<ScalarType> dtype) {
+Tensor mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+            std::optional<ScalarType> dtype) {
   ScalarType t = dtype.value_or(self.dtype());
   if (!is_floating(t))
     throw Error(std::string("mean(): could not infer output dtype. ") +
-                (dtype ? "Optional dtype" : "Input dtype") + " must be either a floating point or complex dtype. Got: " +
-                (t == ScalarType::Long ? "Long" : t == ScalarType::Int ? "Int" : t == ScalarType::Bool ? "Bool" : scalar_type_name(t)));
+                (dtype ? "Optional dtype" : "Input dtype") +
+                " must be either a floating point or complex dtype. Got: " +
+                (t == ScalarType::Long   ? "Long"
+                 : t == ScalarType::Int  ? "Int"
+                 : t == ScalarType::Bool ? "Bool"
+                                         : scalar_type_name(t)));
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "mean", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    reduce_loop<double, scalar_t, scalar_t>(plan, out, 0.0,
-        [](double acc, scalar_t x, int64_t) { return acc + double(compute_t<scalar_t>(x)); },
+    reduce_loop<double, scalar_t, scalar_t>(
+        plan, out, 0.0, [](double acc, scalar_t x, int64_t) { return acc + double(compute_t<scalar_t>(x)); },
         [](double acc, int64_t n) { return scalar_t(compute_t<scalar_t>(acc / double(n))); });
   });
   return out;
@@ -54,13 +61,17 @@ Tensor mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims,
 
 // max/min/argmax/argmin: NaN propagates and wins; ties keep the first index.
 template <bool IsMax>
-std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim, bool keepdim, const char* name) {
+std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                  const char* name) {
   std::optional<std::vector<int64_t>> dims;
   if (dim) dims = std::vector<int64_t>{*dim};
   if (self.numel() == 0 && !dim)
-    throw Error(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+    throw Error(std::string(name) +
+                "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction "
+                "dim with the 'dim' argument.");
   if (dim && self.dim() > 0 && self.size(*dim) == 0)
-    throw IndexError(std::string(name) + "(): Expected reduction dim " + std::to_string(wrap_dim(*dim, self.dim())) + " to have non-zero size.");
+    throw IndexError(std::string(name) + "(): Expected reduction dim " +
+                     std::to_string(wrap_dim(*dim, self.dim())) + " to have non-zero size.");
   ReducePlan plan = plan_reduce(self, dims, keepdim);
   Tensor values = Tensor::empty(plan.out_shape, self.dtype());
   Tensor indices = Tensor::empty(plan.out_shape, ScalarType::Long);
@@ -76,9 +87,16 @@ std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim
         c x = c(row[j]);
         if constexpr (std::is_floating_point_v<c>) {
           if (std::isnan(bv)) break;
-          if (std::isnan(x)) { bv = x; best = j; break; }
+          if (std::isnan(x)) {
+            bv = x;
+            best = j;
+            break;
+          }
         }
-        if (IsMax ? x > bv : x < bv) { bv = x; best = j; }
+        if (IsMax ? x > bv : x < bv) {
+          bv = x;
+          best = j;
+        }
       }
       values.template data_as<scalar_t>()[i] = row[best];
       indices.template data_as<int64_t>()[i] = best;
@@ -96,7 +114,8 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
   dim = wrap_dim(dim, x.dim());
   // Move `dim` last, compute row-wise, move it back (no moves for the last dim).
   Shape perm;
-  for (int64_t d = 0; d < x.dim(); ++d) if (d != dim) perm.push_back(d);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != dim) perm.push_back(d);
   perm.push_back(dim);
   bool last = dim == x.dim() - 1;
   Tensor moved = last ? x.contiguous() : call_tensor_op("aten::permute", "", {x, perm}).contiguous();
@@ -116,7 +135,8 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
       exps.resize(size_t(n));
       for (int64_t j = 0; j < n; ++j) total += exps[size_t(j)] = std::exp(c(in[j]) - m);
       c log_total = std::log(total);
-      for (int64_t j = 0; j < n; ++j) o[j] = scalar_t(log ? c(in[j]) - m - log_total : exps[size_t(j)] / total);
+      for (int64_t j = 0; j < n; ++j)
+        o[j] = scalar_t(log ? c(in[j]) - m - log_total : exps[size_t(j)] / total);
     }
   });
   if (last) return out.view_as_strided(self.sizes(), contiguous_strides(self.sizes()), 0);
@@ -131,7 +151,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) { return call_tensor_op("aten::bmm"
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
-    throw Error("both arguments to matmul need to be at least 1D, but they are " + std::to_string(a.dim()) + "D and " + std::to_string(b.dim()) + "D");
+    throw Error("both arguments to matmul need to be at least 1D, but they are " + std::to_string(a.dim()) +
+                "D and " + std::to_string(b.dim()) + "D");
   // As upstream: vector-vector is dot, matrix-vector is mv (BLAS gemv).
   if (a.dim() == 1 && b.dim() == 1) return call_tensor_op("aten::dot", "", {a, b});
   if (a.dim() == 2 && b.dim() == 1) return call_tensor_op("aten::mv", "", {a, b});
@@ -151,10 +172,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t nb = 1;
   for (int64_t s : batch) nb *= s;
   Shape ex = batch, ey = batch;
-  ex.push_back(x.size(-2)); ex.push_back(x.size(-1));
-  ey.push_back(y.size(-2)); ey.push_back(y.size(-1));
-  Tensor xe = call_tensor_op("aten::reshape", "", {call_tensor_op("aten::expand", "", {x, ex, false}), Shape{nb, x.size(-2), x.size(-1)}});
-  Tensor ye = call_tensor_op("aten::reshape", "", {call_tensor_op("aten::expand", "", {y, ey, false}), Shape{nb, y.size(-2), y.size(-1)}});
+  ex.push_back(x.size(-2));
+  ex.push_back(x.size(-1));
+  ey.push_back(y.size(-2));
+  ey.push_back(y.size(-1));
+  Tensor xe =
+      call_tensor_op("aten::reshape", "",
+                     {call_tensor_op("aten::expand", "", {x, ex, false}), Shape{nb, x.size(-2), x.size(-1)}});
+  Tensor ye =
+      call_tensor_op("aten::reshape", "",
+                     {call_tensor_op("aten::expand", "", {y, ey, false}), Shape{nb, y.size(-2), y.size(-1)}});
   Tensor r = bmm(xe, ye);
   Shape out = batch;
   if (a.dim() > 1) out.push_back(x.size(-2));
@@ -165,20 +192,34 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TN_KERNEL("aten::sum", { return sum(a.tensor(0), std::nullopt, false, a.optional_dtype(1)); });
-TN_KERNEL("aten::sum.dim_IntList", { return sum(a.tensor(0), a.optional_int_list(1), a.boolean(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::sum.dim_IntList",
+          { return sum(a.tensor(0), a.optional_int_list(1), a.boolean(2), a.optional_dtype(3)); });
 TN_KERNEL("aten::mean", { return mean(a.tensor(0), std::nullopt, false, a.optional_dtype(1)); });
-TN_KERNEL("aten::mean.dim", { return mean(a.tensor(0), a.optional_int_list(1), a.boolean(2), a.optional_dtype(3)); });
-TN_KERNEL("aten::max", { return extreme<true>(a.tensor(0), std::nullopt, false, "max").first.view_as_strided({}, {}, 0); });
-TN_KERNEL("aten::min", { return extreme<false>(a.tensor(0), std::nullopt, false, "min").first.view_as_strided({}, {}, 0); });
-TN_KERNEL("aten::max.dim", { auto [v, i] = extreme<true>(a.tensor(0), a.integer(1), a.boolean(2), "max"); return IValue::tuple({v, i}); });
-TN_KERNEL("aten::min.dim", { auto [v, i] = extreme<false>(a.tensor(0), a.integer(1), a.boolean(2), "min"); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::mean.dim",
+          { return mean(a.tensor(0), a.optional_int_list(1), a.boolean(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::max", {
+  return extreme<true>(a.tensor(0), std::nullopt, false, "max").first.view_as_strided({}, {}, 0);
+});
+TN_KERNEL("aten::min", {
+  return extreme<false>(a.tensor(0), std::nullopt, false, "min").first.view_as_strided({}, {}, 0);
+});
+TN_KERNEL("aten::max.dim", {
+  auto [v, i] = extreme<true>(a.tensor(0), a.integer(1), a.boolean(2), "max");
+  return IValue::tuple({v, i});
+});
+TN_KERNEL("aten::min.dim", {
+  auto [v, i] = extreme<false>(a.tensor(0), a.integer(1), a.boolean(2), "min");
+  return IValue::tuple({v, i});
+});
 TN_KERNEL("aten::argmax", {
   auto dim = a.optional_integer(1);
   if (!dim && a.tensor(0).numel() == 0)
     throw IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0.");
   Tensor x = dim ? a.tensor(0) : flat(a.tensor(0));
   Tensor idx = extreme<true>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmax").second;
-  return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
+  return dim || !a.boolean(2) ? idx
+                              : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1),
+                                                    Shape(size_t(a.tensor(0).dim()), 1), 0);
 });
 TN_KERNEL("aten::argmin", {
   auto dim = a.optional_integer(1);
@@ -186,17 +227,22 @@ TN_KERNEL("aten::argmin", {
     throw IndexError("argmin(): Expected reduction dim to be specified for input.numel() == 0.");
   Tensor x = dim ? a.tensor(0) : flat(a.tensor(0));
   Tensor idx = extreme<false>(x, dim.value_or(0), dim ? a.boolean(2) : false, "argmin").second;
-  return dim || !a.boolean(2) ? idx : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1), Shape(size_t(a.tensor(0).dim()), 1), 0);
+  return dim || !a.boolean(2) ? idx
+                              : idx.view_as_strided(Shape(size_t(a.tensor(0).dim()), 1),
+                                                    Shape(size_t(a.tensor(0).dim()), 1), 0);
 });
 // amax/amin over any set of dims (all when empty): values only, NaN propagating.
 template <bool IsMax>
 Tensor amax_amin(const Tensor& self, const std::vector<int64_t>& dims, bool keepdim, const char* name) {
   if (self.numel() == 0) {
     if (dims.empty())
-      throw Error(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+      throw Error(std::string(name) +
+                  "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction "
+                  "dim with the 'dim' argument.");
     for (int64_t d : dims)
       if (self.dim() > 0 && self.size(d) == 0)
-        throw IndexError(std::string(name) + "(): Expected reduction dim " + std::to_string(wrap_dim(d, self.dim())) + " to have non-zero size.");
+        throw IndexError(std::string(name) + "(): Expected reduction dim " +
+                         std::to_string(wrap_dim(d, self.dim())) + " to have non-zero size.");
   }
   ReducePlan plan = plan_reduce(self, dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, self.dtype());
@@ -211,7 +257,10 @@ Tensor amax_amin(const Tensor& self, const std::vector<int64_t>& dims, bool keep
         c x = c(row[j]), b = c(best);
         if constexpr (std::is_floating_point_v<c>) {
           if (std::isnan(b)) break;
-          if (std::isnan(x)) { best = row[j]; break; }
+          if (std::isnan(x)) {
+            best = row[j];
+            break;
+          }
         }
         if (IsMax ? x > b : x < b) best = row[j];
       }

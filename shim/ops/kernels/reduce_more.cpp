@@ -29,10 +29,13 @@ Tensor prod(const Tensor& self, const Dims& dims, bool keepdim, std::optional<Sc
   TN_DISPATCH_ALL_TYPES(t, "prod", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using acc_t = std::conditional_t<std::is_same_v<scalar_t, bool>, bool, compute_t<scalar_t>>;
-    reduce_loop<acc_t, scalar_t, scalar_t>(plan, out, acc_t(1),
+    reduce_loop<acc_t, scalar_t, scalar_t>(
+        plan, out, acc_t(1),
         [](acc_t acc, scalar_t x, int64_t) -> acc_t {
-          if constexpr (std::is_same_v<acc_t, bool>) return acc && x;
-          else return acc_t(acc * acc_t(x));
+          if constexpr (std::is_same_v<acc_t, bool>)
+            return acc && x;
+          else
+            return acc_t(acc * acc_t(x));
         },
         [](acc_t acc, int64_t) { return scalar_t(acc); });
   });
@@ -47,7 +50,8 @@ Tensor all_any(const Tensor& self, const Dims& dims, bool keepdim) {
   Tensor truth = Tensor::empty(plan.out_shape, ScalarType::Bool);
   TN_DISPATCH_ALL_TYPES(self.dtype(), All ? "all" : "any", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    reduce_loop<bool, bool, scalar_t>(plan, truth, All,
+    reduce_loop<bool, bool, scalar_t>(
+        plan, truth, All,
         [](bool acc, scalar_t x, int64_t) {
           bool nonzero = compute_t<scalar_t>(x) != compute_t<scalar_t>(0);
           return All ? acc && nonzero : acc || nonzero;
@@ -61,13 +65,14 @@ Tensor all_any(const Tensor& self, const Dims& dims, bool keepdim) {
 // Like upstream: a reduction over every dim (var/std without var_mean) is two-pass
 // (mean, then squared deviations); everything else runs Welford's update, whose
 // running mean is also var_mean's mean (so an inf among finite values gives nan).
-std::pair<Tensor, Tensor> var_mean(const Tensor& self, const Dims& dims, double correction, bool keepdim, bool take_sqrt,
-                                   const char* name, bool with_mean = false) {
+std::pair<Tensor, Tensor> var_mean(const Tensor& self, const Dims& dims, double correction, bool keepdim,
+                                   bool take_sqrt, const char* name, bool with_mean = false) {
   if (!is_floating(self.dtype()))
     throw Error(std::string(name) + ": std and var only support floating point and complex dtypes");
   ReducePlan plan = plan_reduce(self, dims, keepdim);
   bool all_dims = plan.kept_shape.empty();
-  bool two_pass = all_dims && !with_mean && self.dtype() != ScalarType::Half && self.dtype() != ScalarType::BFloat16;
+  bool two_pass =
+      all_dims && !with_mean && self.dtype() != ScalarType::Half && self.dtype() != ScalarType::BFloat16;
   Tensor out = Tensor::empty(plan.out_shape, self.dtype());
   Tensor mean = Tensor::empty(plan.out_shape, self.dtype());
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
@@ -125,15 +130,16 @@ Tensor logsumexp(const Tensor& self, const Dims& dims, bool keepdim) {
 }
 
 // p-norms: 0 counts nonzeros, inf/-inf take max/min of |x|, others (sum |x|^p)^(1/p).
-Tensor vector_norm(const Tensor& self, double p, const Dims& dims, bool keepdim, std::optional<ScalarType> dtype,
-                   const char* name) {
+Tensor vector_norm(const Tensor& self, double p, const Dims& dims, bool keepdim,
+                   std::optional<ScalarType> dtype, const char* name) {
   if (!is_floating(self.dtype()))
     throw Error(std::string(name) + "(): input dtype should be either floating point or complex. Got " +
                 upstream_type_name(self.dtype()) + " instead.");
   ScalarType t = dtype.value_or(self.dtype());
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   if (self.numel() == 0 && p < 0)
-    throw IndexError(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.");
+    throw IndexError(std::string(name) +
+                     "(): Expected reduction dim to be specified for input.numel() == 0.");
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -145,7 +151,10 @@ Tensor vector_norm(const Tensor& self, double p, const Dims& dims, bool keepdim,
         acc = p > 0 ? 0 : std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < plan.inner; ++j) {
           double x = std::abs(double(row[j]));
-          if (std::isnan(x)) { acc = x; break; }
+          if (std::isnan(x)) {
+            acc = x;
+            break;
+          }
           acc = p > 0 ? std::max(acc, x) : std::min(acc, x);
         }
       } else if (p == 0) {
@@ -173,11 +182,14 @@ Tensor nansum(const Tensor& self, const Dims& dims, bool keepdim, std::optional<
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "nansum", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    using acc_t = std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
-    reduce_loop<acc_t, scalar_t, scalar_t>(plan, out, acc_t(0),
+    using acc_t =
+        std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
+    reduce_loop<acc_t, scalar_t, scalar_t>(
+        plan, out, acc_t(0),
         [](acc_t acc, scalar_t x, int64_t) {
           acc_t v = acc_t(compute_t<scalar_t>(x));
-          if constexpr (std::is_floating_point_v<acc_t>) if (std::isnan(v)) return acc;
+          if constexpr (std::is_floating_point_v<acc_t>)
+            if (std::isnan(v)) return acc;
           return acc_t(acc + v);
         },
         [](acc_t acc, int64_t) { return scalar_t(compute_t<scalar_t>(acc)); });
@@ -188,13 +200,15 @@ Tensor nansum(const Tensor& self, const Dims& dims, bool keepdim, std::optional<
 Tensor nanmean(const Tensor& self, const Dims& dims, bool keepdim, std::optional<ScalarType> dtype) {
   ScalarType t = dtype.value_or(self.dtype());
   if (!is_floating(t))
-    throw Error(std::string("nanmean(): expected input to have floating point dtype but got ") + upstream_type_name(t));
+    throw Error(std::string("nanmean(): expected input to have floating point dtype but got ") +
+                upstream_type_name(t));
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "nanmean", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using acc_t = std::pair<double, int64_t>;
-    reduce_loop<acc_t, scalar_t, scalar_t>(plan, out, acc_t(0.0, 0),
+    reduce_loop<acc_t, scalar_t, scalar_t>(
+        plan, out, acc_t(0.0, 0),
         [](acc_t acc, scalar_t x, int64_t) {
           double v = double(compute_t<scalar_t>(x));
           return std::isnan(v) ? acc : acc_t(acc.first + v, acc.second + 1);
@@ -209,8 +223,11 @@ Tensor count_nonzero(const Tensor& self, const Dims& dims) {
   Tensor out = Tensor::empty(plan.out_shape, ScalarType::Long);
   TN_DISPATCH_ALL_TYPES(self.dtype(), "count_nonzero", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    reduce_loop<int64_t, int64_t, scalar_t>(plan, out, int64_t(0),
-        [](int64_t acc, scalar_t x, int64_t) { return acc + (compute_t<scalar_t>(x) != compute_t<scalar_t>(0)); },
+    reduce_loop<int64_t, int64_t, scalar_t>(
+        plan, out, int64_t(0),
+        [](int64_t acc, scalar_t x, int64_t) {
+          return acc + (compute_t<scalar_t>(x) != compute_t<scalar_t>(0));
+        },
         [](int64_t acc, int64_t) { return acc; });
   });
   return out;
@@ -220,10 +237,12 @@ Tensor count_nonzero(const Tensor& self, const Dims& dims) {
 
 // Picks, per row, an index into the row; returns (values, indices) laid back.
 template <typename Pick>
-std::pair<Tensor, Tensor> select_per_row(const Tensor& self, int64_t dim, bool keepdim, const char* name, Pick pick) {
+std::pair<Tensor, Tensor> select_per_row(const Tensor& self, int64_t dim, bool keepdim, const char* name,
+                                         Pick pick) {
   Rows rows = rows_along(self, dim);
   if (rows.length == 0)
-    throw IndexError(std::string(name) + "(): Expected reduction dim " + std::to_string(rows.dim) + " to have non-zero size.");
+    throw IndexError(std::string(name) + "(): Expected reduction dim " + std::to_string(rows.dim) +
+                     " to have non-zero size.");
   Tensor values = Tensor::empty({rows.count}, self.dtype());
   Tensor indices = Tensor::empty({rows.count}, ScalarType::Long);
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
@@ -311,8 +330,10 @@ int64_t kth_pick(const std::vector<double>& v, int64_t k) {
     int64_t i = lo + 1, j = hi;
     double pivot = values[size_t(lo)];
     while (true) {
-      do ++i; while (greater(pivot, values[size_t(i)]));
-      do --j; while (greater(values[size_t(j)], pivot));
+      do ++i;
+      while (greater(pivot, values[size_t(i)]));
+      do --j;
+      while (greater(values[size_t(j)], pivot));
       if (j < i) break;
       swap_at(i, j);
     }
@@ -332,8 +353,9 @@ Tensor full_nan(const Tensor& like) {
 
 Tensor median_all(const Tensor& self, bool ignore_nan) {
   if (self.numel() == 0) return full_nan(self);
-  auto [values, indices] = select_per_row(flat(self), 0, false, ignore_nan ? "nanmedian" : "median",
-                                          [&](const std::vector<double>& v) { return median_pick(v, ignore_nan); });
+  auto [values, indices] =
+      select_per_row(flat(self), 0, false, ignore_nan ? "nanmedian" : "median",
+                     [&](const std::vector<double>& v) { return median_pick(v, ignore_nan); });
   (void)indices;
   return values;
 }
@@ -346,13 +368,15 @@ Tensor scan(const Tensor& self, int64_t dim, ScalarType t, const char* name, Ste
   Tensor out = Tensor::empty(rows.data.sizes(), t);
   TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    using acc_t = std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
+    using acc_t =
+        std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
     for (int64_t r = 0; r < rows.count; ++r) {
       const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
       scalar_t* o = out.template data_as<scalar_t>() + r * rows.length;
       acc_t acc{};
       for (int64_t j = 0; j < rows.length; ++j) {
-        acc = j == 0 ? acc_t(compute_t<scalar_t>(in[0])) : acc_t(step(acc, acc_t(compute_t<scalar_t>(in[j]))));
+        acc =
+            j == 0 ? acc_t(compute_t<scalar_t>(in[0])) : acc_t(step(acc, acc_t(compute_t<scalar_t>(in[j]))));
         // Like upstream, floats accumulate in double and are rounded only when stored.
         o[j] = scalar_t(acc);
       }
@@ -366,7 +390,8 @@ std::pair<Tensor, Tensor> cumulative_extreme(const Tensor& self, int64_t dim) {
   Rows rows = rows_along(self, dim);
   Tensor values = Tensor::empty(rows.data.sizes(), self.dtype());
   Tensor indices = Tensor::empty(rows.data.sizes(), ScalarType::Long);
-  if (self.dtype() == ScalarType::Half) dtype_not_implemented(IsMax ? "cummax_cpu" : "cummin_cpu", self.dtype());
+  if (self.dtype() == ScalarType::Half)
+    dtype_not_implemented(IsMax ? "cummax_cpu" : "cummin_cpu", self.dtype());
   TN_DISPATCH_ALL_TYPES(self.dtype(), IsMax ? "cummax" : "cummin", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     for (int64_t r = 0; r < rows.count; ++r) {
@@ -389,35 +414,90 @@ std::pair<Tensor, Tensor> cumulative_extreme(const Tensor& self, int64_t dim) {
 }  // namespace
 
 TN_KERNEL("aten::prod", { return prod(a.tensor(0), std::nullopt, false, a.optional_dtype(1)); });
-TN_KERNEL("aten::prod.dim_int", { return prod(a.tensor(0), one_dim(a.integer(1)), a.boolean(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::prod.dim_int",
+          { return prod(a.tensor(0), one_dim(a.integer(1)), a.boolean(2), a.optional_dtype(3)); });
 TN_KERNEL("aten::all", { return all_any<true>(a.tensor(0), std::nullopt, false); });
 TN_KERNEL("aten::any", { return all_any<false>(a.tensor(0), std::nullopt, false); });
 TN_KERNEL("aten::all.dim", { return all_any<true>(a.tensor(0), one_dim(a.integer(1)), a.boolean(2)); });
 TN_KERNEL("aten::any.dim", { return all_any<false>(a.tensor(0), one_dim(a.integer(1)), a.boolean(2)); });
 
-TN_KERNEL("aten::var", { return var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, false, "var").first; });
-TN_KERNEL("aten::var.dim", { return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), false, "var").first; });
-TN_KERNEL("aten::var.correction", { return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), false, "var").first; });
-TN_KERNEL("aten::std", { return var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std").first; });
-TN_KERNEL("aten::std.dim", { return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std").first; });
-TN_KERNEL("aten::std.correction", { return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std").first; });
-TN_KERNEL("aten::var_mean", { auto [v, m] = var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, false, "var_mean", true); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::var_mean.dim", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), false, "var_mean", true); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::var_mean.correction", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), false, "var_mean", true); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::std_mean", { auto [v, m] = var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std_mean", true); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::std_mean.dim", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std_mean", true); return IValue::tuple({v, m}); });
-TN_KERNEL("aten::std_mean.correction", { auto [v, m] = var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std_mean", true); return IValue::tuple({v, m}); });
+TN_KERNEL("aten::var", {
+  return var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, false, "var").first;
+});
+TN_KERNEL("aten::var.dim", {
+  return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), false, "var").first;
+});
+TN_KERNEL("aten::var.correction", {
+  return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), false, "var").first;
+});
+TN_KERNEL("aten::std", {
+  return var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std").first;
+});
+TN_KERNEL("aten::std.dim", {
+  return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std").first;
+});
+TN_KERNEL("aten::std.correction", {
+  return var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std").first;
+});
+TN_KERNEL("aten::var_mean", {
+  auto [v, m] =
+      var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, false, "var_mean", true);
+  return IValue::tuple({v, m});
+});
+TN_KERNEL("aten::var_mean.dim", {
+  auto [v, m] =
+      var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), false, "var_mean", true);
+  return IValue::tuple({v, m});
+});
+TN_KERNEL("aten::var_mean.correction", {
+  auto [v, m] =
+      var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), false, "var_mean", true);
+  return IValue::tuple({v, m});
+});
+TN_KERNEL("aten::std_mean", {
+  auto [v, m] =
+      var_mean(a.tensor(0), std::nullopt, correction_of(a, 1, false), false, true, "std_mean", true);
+  return IValue::tuple({v, m});
+});
+TN_KERNEL("aten::std_mean.dim", {
+  auto [v, m] =
+      var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, false), a.boolean(3), true, "std_mean", true);
+  return IValue::tuple({v, m});
+});
+TN_KERNEL("aten::std_mean.correction", {
+  auto [v, m] =
+      var_mean(a.tensor(0), dims_of(a, 1), correction_of(a, 2, true), a.boolean(3), true, "std_mean", true);
+  return IValue::tuple({v, m});
+});
 
 TN_KERNEL("aten::logsumexp", { return logsumexp(a.tensor(0), dims_of(a, 1), a.boolean(2)); });
-TN_KERNEL("aten::norm.Scalar", { return vector_norm(a.tensor(0), a.scalar(1).to_double(), std::nullopt, false, std::nullopt, "norm"); });
-TN_KERNEL("aten::norm.ScalarOpt_dim", { return vector_norm(a.tensor(0), p_of(a.optional_scalar(1)), dims_of(a, 2), a.boolean(3), std::nullopt, "norm"); });
-TN_KERNEL("aten::norm.ScalarOpt_dtype", { return vector_norm(a.tensor(0), p_of(a.optional_scalar(1)), std::nullopt, false, a.optional_dtype(2), "norm"); });
-TN_KERNEL("aten::norm.ScalarOpt_dim_dtype", { return vector_norm(a.tensor(0), p_of(a.optional_scalar(1)), dims_of(a, 2), a.boolean(3), a.optional_dtype(4), "norm"); });
-TN_KERNEL("aten::linalg_vector_norm", { return vector_norm(a.tensor(0), a.scalar(1).to_double(), dims_of(a, 2), a.boolean(3), a.optional_dtype(4), "linalg.vector_norm"); });
-TN_KERNEL("aten::frobenius_norm", { return vector_norm(a.tensor(0), 2.0, std::nullopt, false, std::nullopt, "frobenius_norm"); });
-TN_KERNEL("aten::frobenius_norm.dim", { return vector_norm(a.tensor(0), 2.0, dims_of(a, 1), a.boolean(2), std::nullopt, "frobenius_norm"); });
+TN_KERNEL("aten::norm.Scalar", {
+  return vector_norm(a.tensor(0), a.scalar(1).to_double(), std::nullopt, false, std::nullopt, "norm");
+});
+TN_KERNEL("aten::norm.ScalarOpt_dim", {
+  return vector_norm(a.tensor(0), p_of(a.optional_scalar(1)), dims_of(a, 2), a.boolean(3), std::nullopt,
+                     "norm");
+});
+TN_KERNEL("aten::norm.ScalarOpt_dtype", {
+  return vector_norm(a.tensor(0), p_of(a.optional_scalar(1)), std::nullopt, false, a.optional_dtype(2),
+                     "norm");
+});
+TN_KERNEL("aten::norm.ScalarOpt_dim_dtype", {
+  return vector_norm(a.tensor(0), p_of(a.optional_scalar(1)), dims_of(a, 2), a.boolean(3),
+                     a.optional_dtype(4), "norm");
+});
+TN_KERNEL("aten::linalg_vector_norm", {
+  return vector_norm(a.tensor(0), a.scalar(1).to_double(), dims_of(a, 2), a.boolean(3), a.optional_dtype(4),
+                     "linalg.vector_norm");
+});
+TN_KERNEL("aten::frobenius_norm",
+          { return vector_norm(a.tensor(0), 2.0, std::nullopt, false, std::nullopt, "frobenius_norm"); });
+TN_KERNEL("aten::frobenius_norm.dim", {
+  return vector_norm(a.tensor(0), 2.0, dims_of(a, 1), a.boolean(2), std::nullopt, "frobenius_norm");
+});
 TN_KERNEL("aten::nansum", { return nansum(a.tensor(0), dims_of(a, 1), a.boolean(2), a.optional_dtype(3)); });
-TN_KERNEL("aten::nanmean", { return nanmean(a.tensor(0), dims_of(a, 1), a.boolean(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::nanmean",
+          { return nanmean(a.tensor(0), dims_of(a, 1), a.boolean(2), a.optional_dtype(3)); });
 TN_KERNEL("aten::count_nonzero", {
   auto d = a.optional_integer(1);
   return count_nonzero(a.tensor(0), d ? one_dim(*d) : std::nullopt);
@@ -434,12 +514,14 @@ TN_KERNEL("aten::nanmedian", {
 });
 TN_KERNEL("aten::median.dim", {
   if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("median_out", ScalarType::Half);
-  auto [v, i] = select_per_row(a.tensor(0), a.integer(1), a.boolean(2), "median", [](const std::vector<double>& v) { return median_pick(v, false); });
+  auto [v, i] = select_per_row(a.tensor(0), a.integer(1), a.boolean(2), "median",
+                               [](const std::vector<double>& v) { return median_pick(v, false); });
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::nanmedian.dim", {
   if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("median_out", ScalarType::Half);
-  auto [v, i] = select_per_row(a.tensor(0), a.integer(1), a.boolean(2), "nanmedian", [](const std::vector<double>& v) { return median_pick(v, true); });
+  auto [v, i] = select_per_row(a.tensor(0), a.integer(1), a.boolean(2), "nanmedian",
+                               [](const std::vector<double>& v) { return median_pick(v, true); });
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::mode", {
@@ -463,7 +545,8 @@ TN_KERNEL("aten::aminmax", {
   if (self.dtype() == ScalarType::Half) dtype_not_implemented("aminmax_cpu", ScalarType::Half);
   Tensor x = d ? self : flat(self);
   if (!d && self.numel() == 0)
-    throw Error("aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    throw Error(
+        "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
   bool keep = a.boolean(2);
   Tensor lo = call_tensor_op("aten::amin", "", {x, std::vector<int64_t>{d.value_or(0)}, keep});
   Tensor hi = call_tensor_op("aten::amax", "", {x, std::vector<int64_t>{d.value_or(0)}, keep});
@@ -496,7 +579,13 @@ TN_KERNEL("aten::logcumsumexp", {
     return acc;
   });
 });
-TN_KERNEL("aten::cummax", { auto [v, i] = cumulative_extreme<true>(a.tensor(0), a.integer(1)); return IValue::tuple({v, i}); });
-TN_KERNEL("aten::cummin", { auto [v, i] = cumulative_extreme<false>(a.tensor(0), a.integer(1)); return IValue::tuple({v, i}); });
+TN_KERNEL("aten::cummax", {
+  auto [v, i] = cumulative_extreme<true>(a.tensor(0), a.integer(1));
+  return IValue::tuple({v, i});
+});
+TN_KERNEL("aten::cummin", {
+  auto [v, i] = cumulative_extreme<false>(a.tensor(0), a.integer(1));
+  return IValue::tuple({v, i});
+});
 
 }  // namespace tn

@@ -9,7 +9,9 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) { return call_tensor_op(name, overload, std::move(args)); }
+Tensor op(const char* name, const char* overload, Stack args) {
+  return call_tensor_op(name, overload, std::move(args));
+}
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw Error("torch.cat(): expected a non-empty list of Tensors");
@@ -32,13 +34,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     const Tensor& t = tensors[i];
     if (t.dim() == 1 && t.size(0) == 0) continue;
     if (t.dim() != reference->dim())
-      throw Error("Tensors must have same number of dimensions: got " + std::to_string(reference->dim()) + " and " +
-                  std::to_string(t.dim()));
+      throw Error("Tensors must have same number of dimensions: got " + std::to_string(reference->dim()) +
+                  " and " + std::to_string(t.dim()));
     for (int64_t d = 0; d < t.dim(); ++d)
       if (d != dim && t.sizes()[size_t(d)] != shape[size_t(d)])
-        throw Error("Sizes of tensors must match except in dimension " + std::to_string(dim) + ". Expected size " +
-                    std::to_string(shape[size_t(d)]) + " but got size " + std::to_string(t.sizes()[size_t(d)]) +
-                    " for tensor number " + std::to_string(i) + " in the list.");
+        throw Error("Sizes of tensors must match except in dimension " + std::to_string(dim) +
+                    ". Expected size " + std::to_string(shape[size_t(d)]) + " but got size " +
+                    std::to_string(t.sizes()[size_t(d)]) + " for tensor number " + std::to_string(i) +
+                    " in the list.");
     total += t.sizes()[size_t(dim)];
   }
   shape[size_t(dim)] = total;
@@ -69,12 +72,16 @@ std::vector<Tensor> split_sizes(const Tensor& self, const std::vector<int64_t>& 
   dim = wrap_dim(dim, self.dim());
   int64_t total = 0;
   for (int64_t s : sizes) {
-    if (s < 0) throw Error("split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=" + shape_str(sizes));
+    if (s < 0)
+      throw Error(
+          "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=" +
+          shape_str(sizes));
     total += s;
   }
   if (total != self.size(dim))
     throw Error("split_with_sizes expects split_sizes to sum exactly to " + std::to_string(self.size(dim)) +
-                " (input tensor's size at dimension " + std::to_string(dim) + "), but got split_sizes=" + shape_str(sizes));
+                " (input tensor's size at dimension " + std::to_string(dim) +
+                "), but got split_sizes=" + shape_str(sizes));
   std::vector<Tensor> parts;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -88,9 +95,11 @@ std::vector<Tensor> split(const Tensor& self, int64_t size, int64_t dim) {
   if (self.dim() == 0) throw Error("split expects at least a 1-dimensional tensor");
   dim = wrap_dim(dim, self.dim());
   int64_t length = self.size(dim);
-  if (size < 0) throw Error("split expects split_size be non-negative, but got split_size=" + std::to_string(size));
+  if (size < 0)
+    throw Error("split expects split_size be non-negative, but got split_size=" + std::to_string(size));
   if (size == 0 && length != 0)
-    throw Error("split_size can only be 0 if dimension size is 0, but got dimension size of " + std::to_string(length));
+    throw Error("split_size can only be 0 if dimension size is 0, but got dimension size of " +
+                std::to_string(length));
   int64_t count = size == 0 ? 1 : std::max<int64_t>((length + size - 1) / size, 1);
   std::vector<int64_t> sizes(size_t(count), size);
   sizes.back() = size == 0 ? 0 : length - size * (count - 1);
@@ -115,7 +124,8 @@ Tensor flip(const Tensor& self, const std::vector<int64_t>& dims) {
   std::vector<bool> flipped(size_t(self.dim()), false);
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, self.dim());
-    if (flipped[size_t(w)]) throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
+    if (flipped[size_t(w)])
+      throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
     flipped[size_t(w)] = true;
   }
   // A negatively strided view has no representation here, so copy through one.
@@ -133,12 +143,14 @@ Tensor flip(const Tensor& self, const std::vector<int64_t>& dims) {
 
 Tensor roll(const Tensor& self, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
   if (dims.empty()) {
-    if (shifts.size() != 1) throw Error("shifts and dimensions must align. shifts: " + std::to_string(shifts.size()) + ", dims:0");
+    if (shifts.size() != 1)
+      throw Error("shifts and dimensions must align. shifts: " + std::to_string(shifts.size()) + ", dims:0");
     Tensor rolled = roll(op("aten::reshape", "", {self, Shape{self.numel()}}), shifts, {0});
     return op("aten::reshape", "", {rolled, self.sizes()});
   }
   if (shifts.size() != dims.size())
-    throw Error("shifts and dimensions must align. shifts: " + std::to_string(shifts.size()) + ", dims:" + std::to_string(dims.size()));
+    throw Error("shifts and dimensions must align. shifts: " + std::to_string(shifts.size()) +
+                ", dims:" + std::to_string(dims.size()));
   Tensor out = self;
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], self.dim());
@@ -162,7 +174,8 @@ Tensor repeat(const Tensor& self, const std::vector<int64_t>& repeats) {
   // View the output as (r0, s0, r1, s1, ...) and broadcast the source over the r's.
   Shape out_shape(n), split_shape, expanded_shape;
   for (size_t i = 0; i < n; ++i) {
-    if (repeats[i] < 0) throw Error("Trying to create tensor with negative dimension " + std::to_string(repeats[i]));
+    if (repeats[i] < 0)
+      throw Error("Trying to create tensor with negative dimension " + std::to_string(repeats[i]));
     out_shape[i] = padded[i] * repeats[i];
     split_shape.push_back(repeats[i]);
     split_shape.push_back(padded[i]);
@@ -199,11 +212,14 @@ Tensor repeat_interleave(const Tensor& self, const Tensor& repeats, std::optiona
   int64_t d = dim ? wrap_dim(*dim, self.dim()) : 0;
   Tensor counts = repeats;
   if (repeats.dim() == 0 || repeats.numel() == 1)
-    counts = op("aten::expand", "", {op("aten::reshape", "", {repeats, Shape{1}}), Shape{input.dim() ? input.size(d) : 1}, false});
+    counts =
+        op("aten::expand", "",
+           {op("aten::reshape", "", {repeats, Shape{1}}), Shape{input.dim() ? input.size(d) : 1}, false});
   else if (repeats.numel() != input.size(d))
     throw Error("repeats must have the same size as input along dim");
   Tensor index = repeat_interleave_counts(counts);
-  return op("aten::index_select", "", {input.dim() ? input : op("aten::reshape", "", {input, Shape{1}}), d, index});
+  return op("aten::index_select", "",
+            {input.dim() ? input : op("aten::reshape", "", {input, Shape{1}}), d, index});
 }
 
 Tensor triangle(const Tensor& self, int64_t diagonal, bool lower) {
@@ -226,7 +242,9 @@ Tensor diagonal(const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) 
   int64_t n = self.dim();
   dim1 = wrap_dim(dim1, n);
   dim2 = wrap_dim(dim2, n);
-  if (dim1 == dim2) throw Error("diagonal dimensions cannot be identical " + std::to_string(dim1) + ", " + std::to_string(dim2));
+  if (dim1 == dim2)
+    throw Error("diagonal dimensions cannot be identical " + std::to_string(dim1) + ", " +
+                std::to_string(dim2));
   int64_t length, start = self.offset();
   if (offset >= 0) {
     length = std::max<int64_t>(std::min(self.size(dim1), self.size(dim2) - offset), 0);
@@ -262,12 +280,15 @@ Tensor diag(const Tensor& self, int64_t offset) {
 Tensor movedim(const Tensor& self, std::vector<int64_t> source, std::vector<int64_t> destination) {
   int64_t n = self.dim();
   if (source.size() != destination.size())
-    throw Error("movedim: Invalid source or destination dims: source (" + shape_str(source) + " dims) should contain the same number of dims as destination (" + shape_str(destination) + " dims)");
+    throw Error("movedim: Invalid source or destination dims: source (" + shape_str(source) +
+                " dims) should contain the same number of dims as destination (" + shape_str(destination) +
+                " dims)");
   std::vector<int64_t> order(size_t(n), -1);
   std::vector<bool> used(size_t(n), false);
   for (size_t i = 0; i < source.size(); ++i) {
     int64_t s = wrap_dim(source[i], n), d = wrap_dim(destination[i], n);
-    if (order[size_t(d)] != -1) throw Error("movedim: repeated dim in `destination` (" + shape_str(destination) + ")");
+    if (order[size_t(d)] != -1)
+      throw Error("movedim: repeated dim in `destination` (" + shape_str(destination) + ")");
     if (used[size_t(s)]) throw Error("movedim: repeated dim in `source` (" + shape_str(source) + ")");
     order[size_t(d)] = s;
     used[size_t(s)] = true;
@@ -284,9 +305,12 @@ Tensor movedim(const Tensor& self, std::vector<int64_t> source, std::vector<int6
 Tensor at_least(const Tensor& t, int64_t rank) {
   if (t.dim() >= rank) return t;
   Shape shape = t.sizes();
-  if (rank == 3 && t.dim() == 2) shape.push_back(1);  // atleast_3d puts a 2-D input in the middle
-  else if (rank == 3 && t.dim() == 1) shape = {1, t.size(0), 1};
-  else while (int64_t(shape.size()) < rank) shape.insert(shape.begin(), 1);
+  if (rank == 3 && t.dim() == 2)
+    shape.push_back(1);  // atleast_3d puts a 2-D input in the middle
+  else if (rank == 3 && t.dim() == 1)
+    shape = {1, t.size(0), 1};
+  else
+    while (int64_t(shape.size()) < rank) shape.insert(shape.begin(), 1);
   return op("aten::reshape", "", {t, shape});
 }
 
@@ -305,10 +329,14 @@ std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& ts) {
 }
 
 Tensor rot90(const Tensor& self, int64_t k, const std::vector<int64_t>& dims) {
-  if (dims.size() != 2) throw Error("expected total rotation dims == 2, but got dims = " + std::to_string(dims.size()));
-  if (self.dim() < 2) throw Error("expected total dims >= 2, but got total dims = " + std::to_string(self.dim()));
+  if (dims.size() != 2)
+    throw Error("expected total rotation dims == 2, but got dims = " + std::to_string(dims.size()));
+  if (self.dim() < 2)
+    throw Error("expected total dims >= 2, but got total dims = " + std::to_string(self.dim()));
   int64_t d0 = wrap_dim(dims[0], self.dim()), d1 = wrap_dim(dims[1], self.dim());
-  if (d0 == d1) throw Error("expected rotation dims to be different, but got dim0 = " + std::to_string(d0) + " and dim1 = " + std::to_string(d1));
+  if (d0 == d1)
+    throw Error("expected rotation dims to be different, but got dim0 = " + std::to_string(d0) +
+                " and dim1 = " + std::to_string(d1));
   k = ((k % 4) + 4) % 4;
   if (k == 1) return op("aten::transpose", "int", {flip(self, {d1}), d0, d1}).clone();
   if (k == 2) return flip(self, {d0, d1});
@@ -325,7 +353,9 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& ts, const std::string& i
   if (swap) std::swap(inputs[0], inputs[1]);
   Shape shape;
   for (const Tensor& t : inputs) {
-    if (t.dim() > 1) throw Error("torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: " + shape_str(t.sizes()));
+    if (t.dim() > 1)
+      throw Error("torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: " +
+                  shape_str(t.sizes()));
     shape.push_back(t.numel());
   }
   std::vector<Tensor> out;
@@ -346,7 +376,8 @@ bool can_cast(ScalarType from, ScalarType to) {
 
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   if (a.dtype() != b.dtype())
-    throw Error(std::string(upstream_type_name(a.dtype())) + " did not match " + upstream_type_name(b.dtype()));
+    throw Error(std::string(upstream_type_name(a.dtype())) + " did not match " +
+                upstream_type_name(b.dtype()));
   if (rtol < 0) throw Error("rtol must be greater than or equal to zero, but got " + std::to_string(rtol));
   if (atol < 0) throw Error("atol must be greater than or equal to zero, but got " + std::to_string(atol));
   ScalarType t = a.dtype();
@@ -360,8 +391,10 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
         if (std::isinf(x) || std::isinf(y)) return false;
       }
       double dx = double(x), dy = double(y);
-      if constexpr (std::is_same_v<c, bool>) return false;
-      else return std::abs(dx - dy) <= atol + rtol * std::abs(dy);
+      if constexpr (std::is_same_v<c, bool>)
+        return false;
+      else
+        return std::abs(dx - dy) <= atol + rtol * std::abs(dy);
     });
   });
 }
@@ -379,7 +412,8 @@ TN_KERNEL("aten::vstack", { return cat(at_least_all(a.tensor_list(0), 2), 0); })
 TN_KERNEL("aten::dstack", { return cat(at_least_all(a.tensor_list(0), 3), 2); });
 TN_KERNEL("aten::column_stack", {
   std::vector<Tensor> ts;
-  for (const Tensor& t : a.tensor_list(0)) ts.push_back(t.dim() <= 1 ? op("aten::reshape", "", {t, Shape{t.numel(), 1}}) : t);
+  for (const Tensor& t : a.tensor_list(0))
+    ts.push_back(t.dim() <= 1 ? op("aten::reshape", "", {t, Shape{t.numel(), 1}}) : t);
   return cat(ts, 1);
 });
 TN_KERNEL("aten::split.Tensor", { return split(a.tensor(0), a.integer(1), a.integer(2)); });
@@ -401,7 +435,8 @@ TN_KERNEL("aten::chunk", {
 TN_KERNEL("aten::tensor_split.sections", {
   const Tensor& self = a.tensor(0);
   int64_t sections = a.integer(1);
-  if (self.dim() == 0) throw Error("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims");
+  if (self.dim() == 0)
+    throw Error("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims");
   if (sections <= 0) throw Error("number of sections must be larger than 0, got " + std::to_string(sections));
   int64_t length = self.size(a.integer(2));
   std::vector<int64_t> indices;
@@ -410,7 +445,8 @@ TN_KERNEL("aten::tensor_split.sections", {
   return tensor_split(self, indices, a.integer(2));
 });
 TN_KERNEL("aten::tensor_split.indices", {
-  if (a.tensor(0).dim() == 0) throw Error("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims");
+  if (a.tensor(0).dim() == 0)
+    throw Error("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims");
   return tensor_split(a.tensor(0), a.int_list(1), a.integer(2));
 });
 TN_KERNEL("aten::unbind.int", {
@@ -438,7 +474,8 @@ TN_KERNEL("aten::tile", {
   return repeat(a.tensor(0), dims);
 });
 TN_KERNEL("aten::repeat_interleave.Tensor", { return repeat_interleave_counts(a.tensor(0)); });
-TN_KERNEL("aten::repeat_interleave.self_Tensor", { return repeat_interleave(a.tensor(0), a.tensor(1), a.optional_integer(2)); });
+TN_KERNEL("aten::repeat_interleave.self_Tensor",
+          { return repeat_interleave(a.tensor(0), a.tensor(1), a.optional_integer(2)); });
 TN_KERNEL("aten::repeat_interleave.self_int", {
   return repeat_interleave(a.tensor(0), scalar_tensor(Scalar(a.integer(1))), a.optional_integer(2));
 });
@@ -458,7 +495,8 @@ TN_KERNEL("aten::diag_embed", {
   int64_t out_dim = self.dim() + 1;
   int64_t d1 = wrap_dim(a.integer(2), out_dim), d2 = wrap_dim(a.integer(3), out_dim);
   Shape out_shape = shape;
-  for (int64_t d : std::vector<int64_t>{std::min(d1, d2), std::max(d1, d2)}) out_shape.insert(out_shape.begin() + d, n);
+  for (int64_t d : std::vector<int64_t>{std::min(d1, d2), std::max(d1, d2)})
+    out_shape.insert(out_shape.begin() + d, n);
   Tensor out = Tensor::empty(out_shape, self.dtype());
   out.copy_from(scalar_tensor(Scalar(int64_t{0})));
   diagonal(out, offset, d1, d2).copy_from(self);
@@ -483,10 +521,14 @@ TN_KERNEL("aten::unflatten.int", {
 });
 
 TN_KERNEL("aten::result_type.Tensor", { return int64_t(result_type(a.tensor(0), a.tensor(1))); });
-TN_KERNEL("aten::result_type.Scalar", { return int64_t(result_type(a.tensor(0), scalar_tensor(a.scalar(1)))); });
-TN_KERNEL("aten::result_type.Scalar_Tensor", { return int64_t(result_type(scalar_tensor(a.scalar(0)), a.tensor(1))); });
-TN_KERNEL("aten::result_type.Scalar_Scalar", { return int64_t(result_type(scalar_tensor(a.scalar(0)), scalar_tensor(a.scalar(1)))); });
-TN_KERNEL("aten::promote_types", { return int64_t(promote_types(ScalarType(a.integer(0)), ScalarType(a.integer(1)))); });
+TN_KERNEL("aten::result_type.Scalar",
+          { return int64_t(result_type(a.tensor(0), scalar_tensor(a.scalar(1)))); });
+TN_KERNEL("aten::result_type.Scalar_Tensor",
+          { return int64_t(result_type(scalar_tensor(a.scalar(0)), a.tensor(1))); });
+TN_KERNEL("aten::result_type.Scalar_Scalar",
+          { return int64_t(result_type(scalar_tensor(a.scalar(0)), scalar_tensor(a.scalar(1)))); });
+TN_KERNEL("aten::promote_types",
+          { return int64_t(promote_types(ScalarType(a.integer(0)), ScalarType(a.integer(1)))); });
 TN_KERNEL("aten::can_cast", { return can_cast(ScalarType(a.integer(0)), ScalarType(a.integer(1))); });
 TN_KERNEL("aten::equal", {
   const Tensor &x = a.tensor(0), &y = a.tensor(1);
@@ -496,7 +538,9 @@ TN_KERNEL("aten::equal", {
 });
 TN_KERNEL("aten::isclose", { return isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4)); });
 TN_KERNEL("aten::allclose", {
-  return op("aten::all", "", {isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4))}).item().to<bool>();
+  return op("aten::all", "", {isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4))})
+      .item()
+      .to<bool>();
 });
 TN_KERNEL("aten::clip", { return op("aten::clamp", "", {a.tensor(0), a[1], a[2]}); });
 TN_KERNEL("aten::clip.Tensor", { return op("aten::clamp", "Tensor", {a.tensor(0), a[1], a[2]}); });
