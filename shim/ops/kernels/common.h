@@ -199,5 +199,33 @@ IValue call_op(const std::string& qualified_name, const std::string& overload, S
 Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args);
 
 Tensor scalar_tensor(const Scalar& s);  // a wrapped-number 0-dim tensor
+// Shorthands for kernels composing other operators.
+inline Tensor op(const std::string& name, const std::string& overload, Stack args) {
+  return call_tensor_op(name, overload, std::move(args));
+}
+inline Tensor scalar_arg(const Args& a, size_t i) { return scalar_tensor(a.scalar(i)); }
+
+constexpr double kPi = 3.141592653589793238462643383279502884;
+
+// Integral (and bool) inputs accumulate and return int64 (sum, prod, cumsum, nansum).
+inline ScalarType integral_to_long(ScalarType t, std::optional<ScalarType> dtype) {
+  return dtype.value_or(is_integral(t, true) ? ScalarType::Long : t);
+}
+
+// out[i] = f(a[i]) on the floating version of `a` (integers promote to the default
+// dtype), computed in double; `half_kernel` names upstream's kernel when it has no
+// float16 CPU implementation (nullptr: float16 works).
+template <typename F>
+Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
+  ScalarType t = float_type(a.dtype());
+  if (t == ScalarType::Half && half_kernel) dtype_not_implemented(half_kernel, t);
+  return TN_DISPATCH_ALL_TYPES(t, "unary", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
+      return map_unary<scalar_t>(a, t, t, [&](double x) -> double { return f(x); });
+    else
+      return Tensor();
+  });
+}
 
 }  // namespace tn

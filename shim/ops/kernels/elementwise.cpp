@@ -253,25 +253,7 @@ Tensor minmax(const Tensor& a, const Tensor& b, F f) {
   });
 }
 
-Tensor S(const Args& a, size_t i) { return scalar_tensor(a.scalar(i)); }
-
 // ---- unary ----
-
-// `half_kernel`: upstream's kernel name when it has no float16 CPU kernel (most of
-// the vectorized math library), nullptr when float16 works.
-template <typename F>
-Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
-  ScalarType t = float_type(a.dtype());
-  if (t == ScalarType::Half && half_kernel) dtype_not_implemented(half_kernel, t);
-  return TN_DISPATCH_ALL_TYPES(t, "unary", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using c = compute_t<scalar_t>;
-    if constexpr (is_float_v<c>)
-      return map_unary<scalar_t>(a, t, t, [&](c x) -> c { return f(x); });
-    else
-      return Tensor();
-  });
-}
 
 template <typename F>
 Tensor same_type_unary(const Tensor& a, const char* name, F f) {
@@ -391,37 +373,37 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 // ---- registrations ----
 
 TN_KERNEL("aten::add.Tensor", { return add(a.tensor(0), a.tensor(1), a.scalar(2)); });
-TN_KERNEL("aten::add.Scalar", { return add(a.tensor(0), S(a, 1), a.scalar(2)); });
+TN_KERNEL("aten::add.Scalar", { return add(a.tensor(0), scalar_arg(a, 1), a.scalar(2)); });
 TN_KERNEL("aten::sub.Tensor", { return sub(a.tensor(0), a.tensor(1), a.scalar(2)); });
-TN_KERNEL("aten::sub.Scalar", { return sub(a.tensor(0), S(a, 1), a.scalar(2)); });
+TN_KERNEL("aten::sub.Scalar", { return sub(a.tensor(0), scalar_arg(a, 1), a.scalar(2)); });
 TN_KERNEL("aten::rsub.Tensor", { return sub(a.tensor(1), a.tensor(0), a.scalar(2)); });
-TN_KERNEL("aten::rsub.Scalar", { return sub(S(a, 1), a.tensor(0), a.scalar(2)); });
+TN_KERNEL("aten::rsub.Scalar", { return sub(scalar_arg(a, 1), a.tensor(0), a.scalar(2)); });
 TN_KERNEL("aten::mul.Tensor", { return mul(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::mul.Scalar", { return mul(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::mul.Scalar", { return mul(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::div.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
-TN_KERNEL("aten::div.Scalar", { return div(a.tensor(0), S(a, 1), std::nullopt); });
+TN_KERNEL("aten::div.Scalar", { return div(a.tensor(0), scalar_arg(a, 1), std::nullopt); });
 TN_KERNEL("aten::div.Tensor_mode", { return div(a.tensor(0), a.tensor(1), a.optional_string(2)); });
-TN_KERNEL("aten::div.Scalar_mode", { return div(a.tensor(0), S(a, 1), a.optional_string(2)); });
+TN_KERNEL("aten::div.Scalar_mode", { return div(a.tensor(0), scalar_arg(a, 1), a.optional_string(2)); });
 TN_KERNEL("aten::true_divide.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
 TN_KERNEL("aten::divide.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
 TN_KERNEL("aten::multiply.Tensor", { return mul(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::subtract.Tensor", { return sub(a.tensor(0), a.tensor(1), a.scalar(2)); });
 TN_KERNEL("aten::floor_divide", { return div(a.tensor(0), a.tensor(1), std::string("floor")); });
-TN_KERNEL("aten::floor_divide.Scalar", { return div(a.tensor(0), S(a, 1), std::string("floor")); });
+TN_KERNEL("aten::floor_divide.Scalar", { return div(a.tensor(0), scalar_arg(a, 1), std::string("floor")); });
 TN_KERNEL("aten::remainder.Tensor", { return remainder(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::remainder.Scalar", { return remainder(a.tensor(0), S(a, 1)); });
-TN_KERNEL("aten::remainder.Scalar_Tensor", { return remainder(S(a, 0), a.tensor(1)); });
+TN_KERNEL("aten::remainder.Scalar", { return remainder(a.tensor(0), scalar_arg(a, 1)); });
+TN_KERNEL("aten::remainder.Scalar_Tensor", { return remainder(scalar_arg(a, 0), a.tensor(1)); });
 TN_KERNEL("aten::fmod.Tensor", { return fmod(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::fmod.Scalar", { return fmod(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::fmod.Scalar", { return fmod(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::pow.Tensor_Tensor", { return pow(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::pow.Tensor_Scalar", {
   // Only a negative integer *scalar* exponent of an integer tensor is refused upstream.
   if (is_integral(a.tensor(0).dtype(), false) && !a.scalar(1).is_float() && !a.scalar(1).is_bool() &&
       a.scalar(1).to_int() < 0)
     throw Error("Integers to negative integer powers are not allowed.");
-  return pow(a.tensor(0), S(a, 1));
+  return pow(a.tensor(0), scalar_arg(a, 1));
 });
-TN_KERNEL("aten::pow.Scalar", { return pow(S(a, 0), a.tensor(1)); });
+TN_KERNEL("aten::pow.Scalar", { return pow(scalar_arg(a, 0), a.tensor(1)); });
 TN_KERNEL("aten::maximum",
           { return minmax(a.tensor(0), a.tensor(1), [](auto x, auto y) { return x < y ? y : x; }); });
 TN_KERNEL("aten::minimum",
@@ -431,7 +413,7 @@ TN_KERNEL("aten::minimum",
   TN_KERNEL("aten::" NAME ".Tensor",                                                             \
             { return compare(a.tensor(0), a.tensor(1), [](auto x, auto y) { return EXPR; }); }); \
   TN_KERNEL("aten::" NAME ".Scalar",                                                             \
-            { return compare(a.tensor(0), S(a, 1), [](auto x, auto y) { return EXPR; }); });
+            { return compare(a.tensor(0), scalar_arg(a, 1), [](auto x, auto y) { return EXPR; }); });
 TN_COMPARE("eq", x == y)
 TN_COMPARE("ne", x != y)
 TN_COMPARE("lt", x < y)
@@ -455,15 +437,15 @@ TN_KERNEL("aten::logical_not", {
   });
 });
 
-#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                 \
-  TN_KERNEL("aten::" NAME ".Tensor",                                                                   \
-            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" NAME ".Scalar",                                                                   \
-            { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });     \
-  TN_KERNEL("aten::" DUNDER ".Tensor",                                                                 \
-            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" DUNDER ".Scalar",                                                                 \
-            { return bitwise(a.tensor(0), S(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });
+#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                      \
+  TN_KERNEL("aten::" NAME ".Tensor",                                                                        \
+            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); });      \
+  TN_KERNEL("aten::" NAME ".Scalar",                                                                        \
+            { return bitwise(a.tensor(0), scalar_arg(a, 1), NAME, [](auto x, auto y) { return EXPR; }); }); \
+  TN_KERNEL("aten::" DUNDER ".Tensor",                                                                      \
+            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); });      \
+  TN_KERNEL("aten::" DUNDER ".Scalar",                                                                      \
+            { return bitwise(a.tensor(0), scalar_arg(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });
 TN_BITWISE("bitwise_and", "__and__", x& y)
 TN_BITWISE("bitwise_or", "__or__", x | y)
 TN_BITWISE("bitwise_xor", "__xor__", x ^ y)
@@ -573,8 +555,8 @@ TN_KERNEL("aten::clamp.Tensor", { return clamp(a.tensor(0), a.optional_tensor(1)
 TN_KERNEL("aten::clamp_min", { return clamp(a.tensor(0), scalar_tensor(a.scalar(1)), std::nullopt); });
 TN_KERNEL("aten::clamp_max", { return clamp(a.tensor(0), std::nullopt, scalar_tensor(a.scalar(1))); });
 TN_KERNEL("aten::where.self", { return where(a.tensor(0), a.tensor(1), a.tensor(2)); });
-TN_KERNEL("aten::where.ScalarSelf", { return where(a.tensor(0), S(a, 1), a.tensor(2)); });
-TN_KERNEL("aten::where.ScalarOther", { return where(a.tensor(0), a.tensor(1), S(a, 2)); });
+TN_KERNEL("aten::where.ScalarSelf", { return where(a.tensor(0), scalar_arg(a, 1), a.tensor(2)); });
+TN_KERNEL("aten::where.ScalarOther", { return where(a.tensor(0), a.tensor(1), scalar_arg(a, 2)); });
 TN_KERNEL("aten::lerp.Scalar", { return lerp(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
 TN_KERNEL("aten::lerp.Tensor", { return lerp(a.tensor(0), a.tensor(1), a.tensor(2)); });
 // self + value * t1 * t2 (or t1 / t2), rounded once like upstream's fused kernels.

@@ -10,25 +10,6 @@ namespace tn {
 
 namespace {
 
-constexpr double kPi = 3.141592653589793238462643383279502884;
-
-Tensor S(const Args& a, size_t i) { return scalar_tensor(a.scalar(i)); }
-
-// Unary on the float version of the input; `half_kernel` names upstream's kernel
-// when it has no float16 implementation (nullptr: float16 works).
-template <typename F>
-Tensor float_map(const Tensor& x, const char* half_kernel, F f) {
-  ScalarType t = float_type(x.dtype());
-  if (t == ScalarType::Half && half_kernel) dtype_not_implemented(half_kernel, t);
-  return TN_DISPATCH_ALL_TYPES(t, "unary", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
-      return map_unary<scalar_t>(x, t, t, [&](double v) -> double { return f(v); });
-    else
-      return Tensor();
-  });
-}
-
 // Binary on the float result type of both operands (integers promote to the default dtype).
 template <typename F>
 Tensor float_binary(const Tensor& a, const Tensor& b, const char* half_kernel, F f) {
@@ -174,7 +155,7 @@ template <typename F>
 Tensor activation(const Tensor& x, const char* kernel, bool half_ok, F f) {
   if (!is_floating(x.dtype()) || (!half_ok && x.dtype() == ScalarType::Half))
     dtype_not_implemented(kernel, x.dtype());
-  return float_map(x, nullptr, f);
+  return float_unary(x, nullptr, f);
 }
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
@@ -213,7 +194,8 @@ TN_KERNEL("aten::copysign.Tensor", {
                       [](double x, double y) { return std::copysign(x, y); });
 });
 TN_KERNEL("aten::copysign.Scalar", {
-  return float_binary(a.tensor(0), S(a, 1), nullptr, [](double x, double y) { return std::copysign(x, y); });
+  return float_binary(a.tensor(0), scalar_arg(a, 1), nullptr,
+                      [](double x, double y) { return std::copysign(x, y); });
 });
 TN_KERNEL("aten::logaddexp", {
   return floating_only_binary(a.tensor(0), a.tensor(1), "logaddexp_cpu", [](double x, double y) {
@@ -258,25 +240,25 @@ TN_KERNEL("aten::xlogy.Tensor", {
   });
 });
 TN_KERNEL("aten::xlogy.Scalar_Other", {
-  return float_binary(a.tensor(0), S(a, 1), nullptr, [](double x, double y) {
+  return float_binary(a.tensor(0), scalar_arg(a, 1), nullptr, [](double x, double y) {
     return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y);
   });
 });
 TN_KERNEL("aten::xlogy.Scalar_Self", {
-  return float_binary(S(a, 0), a.tensor(1), nullptr, [](double x, double y) {
+  return float_binary(scalar_arg(a, 0), a.tensor(1), nullptr, [](double x, double y) {
     return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y);
   });
 });
 TN_KERNEL("aten::bitwise_left_shift.Tensor", { return shift<true>(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::bitwise_left_shift.Tensor_Scalar", { return shift<true>(a.tensor(0), S(a, 1)); });
-TN_KERNEL("aten::bitwise_left_shift.Scalar_Tensor", { return shift<true>(S(a, 0), a.tensor(1)); });
+TN_KERNEL("aten::bitwise_left_shift.Tensor_Scalar", { return shift<true>(a.tensor(0), scalar_arg(a, 1)); });
+TN_KERNEL("aten::bitwise_left_shift.Scalar_Tensor", { return shift<true>(scalar_arg(a, 0), a.tensor(1)); });
 TN_KERNEL("aten::bitwise_right_shift.Tensor", { return shift<false>(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::bitwise_right_shift.Tensor_Scalar", { return shift<false>(a.tensor(0), S(a, 1)); });
-TN_KERNEL("aten::bitwise_right_shift.Scalar_Tensor", { return shift<false>(S(a, 0), a.tensor(1)); });
+TN_KERNEL("aten::bitwise_right_shift.Tensor_Scalar", { return shift<false>(a.tensor(0), scalar_arg(a, 1)); });
+TN_KERNEL("aten::bitwise_right_shift.Scalar_Tensor", { return shift<false>(scalar_arg(a, 0), a.tensor(1)); });
 TN_KERNEL("aten::__lshift__.Tensor", { return shift<true>(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::__lshift__.Scalar", { return shift<true>(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::__lshift__.Scalar", { return shift<true>(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::__rshift__.Tensor", { return shift<false>(a.tensor(0), a.tensor(1)); });
-TN_KERNEL("aten::__rshift__.Scalar", { return shift<false>(a.tensor(0), S(a, 1)); });
+TN_KERNEL("aten::__rshift__.Scalar", { return shift<false>(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::nan_to_num",
           { return nan_to_num(a.tensor(0), a.optional_real(1), a.optional_real(2), a.optional_real(3)); });
 TN_KERNEL("aten::square", {
@@ -330,41 +312,42 @@ TN_KERNEL("aten::isneginf", {
   });
 });
 TN_KERNEL("aten::sinc", {
-  return float_map(a.tensor(0), "sinc_cpu",
-                   [](double v) { return v == 0 ? 1.0 : std::sin(kPi * v) / (kPi * v); });
+  return float_unary(a.tensor(0), "sinc_cpu",
+                     [](double v) { return v == 0 ? 1.0 : std::sin(kPi * v) / (kPi * v); });
 });
 TN_KERNEL("aten::rad2deg",
-          { return float_map(a.tensor(0), nullptr, [](double v) { return v * (180.0 / kPi); }); });
+          { return float_unary(a.tensor(0), nullptr, [](double v) { return v * (180.0 / kPi); }); });
 TN_KERNEL("aten::deg2rad",
-          { return float_map(a.tensor(0), nullptr, [](double v) { return v * (kPi / 180.0); }); });
+          { return float_unary(a.tensor(0), nullptr, [](double v) { return v * (kPi / 180.0); }); });
 TN_KERNEL("aten::logit", {
   auto eps = a.optional_real(1);
-  return float_map(a.tensor(0), "logit_cpu", [eps](double v) {
+  return float_unary(a.tensor(0), "logit_cpu", [eps](double v) {
     if (eps) v = std::clamp(v, *eps, 1 - *eps);
     return std::log(v / (1 - v));
   });
 });
 TN_KERNEL("aten::lgamma",
-          { return float_map(a.tensor(0), "lgamma_vml_cpu", [](double v) { return std::lgamma(v); }); });
-TN_KERNEL("aten::digamma", { return float_map(a.tensor(0), "digamma", digamma); });
-TN_KERNEL("aten::erfinv", { return float_map(a.tensor(0), "erfinv_vml_cpu", erfinv); });
+          { return float_unary(a.tensor(0), "lgamma_vml_cpu", [](double v) { return std::lgamma(v); }); });
+TN_KERNEL("aten::digamma", { return float_unary(a.tensor(0), "digamma", digamma); });
+TN_KERNEL("aten::erfinv", { return float_unary(a.tensor(0), "erfinv_vml_cpu", erfinv); });
 TN_KERNEL("aten::i0", {
-  return float_map(a.tensor(0), "i0_vml_cpu",
-                   [](double v) { return std::isinf(v) ? std::numeric_limits<double>::quiet_NaN() : i0(v); });
+  return float_unary(a.tensor(0), "i0_vml_cpu", [](double v) {
+    return std::isinf(v) ? std::numeric_limits<double>::quiet_NaN() : i0(v);
+  });
 });
 TN_KERNEL("aten::atanh",
-          { return float_map(a.tensor(0), "atanh_cpu", [](double v) { return std::atanh(v); }); });
+          { return float_unary(a.tensor(0), "atanh_cpu", [](double v) { return std::atanh(v); }); });
 TN_KERNEL("aten::asinh",
-          { return float_map(a.tensor(0), "asinh_cpu", [](double v) { return std::asinh(v); }); });
+          { return float_unary(a.tensor(0), "asinh_cpu", [](double v) { return std::asinh(v); }); });
 TN_KERNEL("aten::acosh",
-          { return float_map(a.tensor(0), "acosh_cpu", [](double v) { return std::acosh(v); }); });
+          { return float_unary(a.tensor(0), "acosh_cpu", [](double v) { return std::acosh(v); }); });
 TN_KERNEL("aten::angle", {
-  return float_map(a.tensor(0), nullptr, [](double v) { return std::isnan(v) ? v : v < 0 ? kPi : 0.0; });
+  return float_unary(a.tensor(0), nullptr, [](double v) { return std::isnan(v) ? v : v < 0 ? kPi : 0.0; });
 });
 TN_KERNEL("aten::frac", {
   const Tensor& x = a.tensor(0);
   if (!is_floating(x.dtype())) dtype_not_implemented("frac_cpu", x.dtype());
-  return float_map(x, nullptr, [](double v) { return v - std::trunc(v); });
+  return float_unary(x, nullptr, [](double v) { return v - std::trunc(v); });
 });
 TN_KERNEL("aten::relu", {
   const Tensor& x = a.tensor(0);
@@ -381,7 +364,7 @@ TN_KERNEL("aten::hardtanh", {
 });
 TN_KERNEL("aten::threshold", {
   double th = a.scalar(1).to_double(), value = a.scalar(2).to_double();
-  return float_map(a.tensor(0), "threshold_cpu", [=](double v) { return v <= th ? value : v; })
+  return float_unary(a.tensor(0), "threshold_cpu", [=](double v) { return v <= th ? value : v; })
       .to(a.tensor(0).dtype());
 });
 TN_KERNEL("aten::leaky_relu", {

@@ -11,10 +11,6 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) {
-  return call_tensor_op(name, overload, std::move(args));
-}
-
 // Index tensors as int64 values, checked to be integral.
 Tensor long_index(const Tensor& index, const char* what) {
   if (index.dtype() != ScalarType::Long && index.dtype() != ScalarType::Int)

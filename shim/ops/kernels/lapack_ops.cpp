@@ -20,10 +20,6 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) {
-  return call_tensor_op(name, overload, std::move(args));
-}
-
 void check_square(const Tensor& a, const char* name) {
   if (a.dim() < 2) throw Error(std::string(name) + ": The input tensor A must have at least 2 dimensions.");
   if (a.size(-1) != a.size(-2))

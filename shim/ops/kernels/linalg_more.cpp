@@ -9,10 +9,6 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) {
-  return call_tensor_op(name, overload, std::move(args));
-}
-
 // beta * self + alpha * product, rounded once in the product's dtype (float16/bfloat16
 // accumulate wider, as upstream's blas kernels do); integer results take integer
 // scalars; beta == 0 ignores self entirely (NaN included), as upstream.

@@ -11,9 +11,6 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) {
-  return call_tensor_op(name, overload, std::move(args));
-}
 Tensor mul(const Tensor& a, const Tensor& b) { return op("aten::mul", "Tensor", {a, b}); }
 Tensor add(const Tensor& a, const Tensor& b) { return op("aten::add", "Tensor", {a, b, Scalar(int64_t{1})}); }
 Tensor sub(const Tensor& a, const Tensor& b) { return op("aten::sub", "Tensor", {a, b, Scalar(int64_t{1})}); }

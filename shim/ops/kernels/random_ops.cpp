@@ -10,8 +10,6 @@ namespace tn {
 
 namespace {
 
-constexpr double kPi = 3.141592653589793238462643383279502884;
-
 // uniform_real_distribution<T>: the top bits of one draw (float types) or of a 64-bit
 // draw (double), as many as the type's mantissa holds, scaled into [from, to).
 template <typename T>

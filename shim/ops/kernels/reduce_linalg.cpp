@@ -9,7 +9,7 @@ namespace {
 
 Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
            std::optional<ScalarType> dtype) {
-  ScalarType t = dtype.value_or(is_integral(self.dtype(), true) ? ScalarType::Long : self.dtype());
+  ScalarType t = integral_to_long(self.dtype(), dtype);
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "sum", [&](auto tag_) {

@@ -16,11 +16,6 @@ using Dims = std::optional<std::vector<int64_t>>;
 Dims dims_of(const Args& a, size_t i) { return a.optional_int_list(i); }
 Dims one_dim(int64_t d) { return std::vector<int64_t>{d}; }
 
-// Integral inputs accumulate and return int64 (sum, prod, cumsum, nansum).
-ScalarType integral_to_long(ScalarType t, std::optional<ScalarType> dtype) {
-  return dtype.value_or(is_integral(t, true) ? ScalarType::Long : t);
-}
-
 Tensor prod(const Tensor& self, const Dims& dims, bool keepdim, std::optional<ScalarType> dtype) {
   ScalarType t = integral_to_long(self.dtype(), dtype);
   if (t == ScalarType::Half || t == ScalarType::BFloat16) dtype_not_implemented("prod_cpu", t);

@@ -9,10 +9,6 @@ namespace tn {
 
 namespace {
 
-Tensor op(const char* name, const char* overload, Stack args) {
-  return call_tensor_op(name, overload, std::move(args));
-}
-
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw Error("torch.cat(): expected a non-empty list of Tensors");
   ResultType r;
