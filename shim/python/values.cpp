@@ -582,16 +582,10 @@ void check_representable(const Scalar& s, ScalarType type) {
 
 template <typename T>
 void fill_from(PyObject* data, T*& cursor, ScalarType type) {
-  if (is_tensor(data)) {
-    Tensor src = unpack(data).to(ScalarType::Double);  // exact for every stored dtype but int64
-    const Tensor& orig = unpack(data);
-    Tensor values = orig.dtype() == ScalarType::Long ? orig.contiguous() : src.contiguous();
-    int64_t n = values.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      Scalar s = values.dtype() == ScalarType::Long ? Scalar(values.data_as<int64_t>()[i])
-                                                    : Scalar(values.data_as<double>()[i]);
-      *cursor++ = s.to<T>();
-    }
+  if (is_tensor(data)) {  // a tensor nested in the data: its elements, converted like a copy
+    Tensor values = unpack(data).to(type).contiguous();
+    std::memcpy(static_cast<void*>(cursor), values.data(), size_t(values.numel()) * sizeof(T));
+    cursor += values.numel();
     return;
   }
   if (PySequence_Check(data) && !PyUnicode_Check(data)) {
@@ -615,9 +609,8 @@ Tensor tensor_from_python_data(PyObject* data, std::optional<ScalarType> dtype) 
     const Tensor& t = unpack(data);
     return t.to(dtype.value_or(t.dtype())).clone();
   }
-  // numpy arrays (and anything with the array interface) go through torch.from_numpy's path
-  if (PyObject_HasAttrString(data, "__array_interface__") && !PySequence_Check(data) == false &&
-      std::string(Py_TYPE(data)->tp_name) == "numpy.ndarray") {
+  // numpy arrays go through torch.from_numpy's path (on a copy: torch.tensor never shares)
+  if (std::string(Py_TYPE(data)->tp_name) == "numpy.ndarray") {
     Ref torch(PyImport_ImportModule("torch"));
     Ref from_numpy(PyObject_GetAttrString(torch.get(), "from_numpy"));
     Ref copy(PyObject_CallMethod(data, "copy", nullptr));

@@ -341,7 +341,6 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   if (t == ScalarType::Half)
     dtype_not_implemented(weight.impl()->wrapped_number ? "lerp_kernel_scalar" : "lerp_kernel_tensor", t);
   Tensor w = weight.to(t);
-  Tensor diff = call_tensor_op("aten::sub", "Tensor", {end, start, Scalar(int64_t{1})});
   // upstream: weight < 0.5 ? start + weight*diff : end - diff*(1-weight)
   Shape shape = broadcast_shapes(broadcast_shapes(start.sizes(), end.sizes()), w.sizes());
   Tensor s = start.to(t), e = end.to(t);
@@ -364,7 +363,6 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
                           scalar_t(std::abs(wt) < c(0.5) ? std::fma(wt, d, x) : std::fma(-d, c(1) - wt, y));
                     });
   });
-  (void)diff;
   return out;
 }
 
