@@ -2,6 +2,8 @@
 // element order, so a seeded run draws the same values.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "common.h"
@@ -58,6 +60,93 @@ double normal_double(Generator& g, double mean, double std) {
   return std::fma(z, std, mean);
 }
 
+// Upstream's AVX2 normal_fill for float takes log and sincos from avx_mathfun (Cephes'
+// single-precision polynomials), compiled with FMA contraction. These reproduce the
+// same arithmetic: Cephes' coefficients, the same reduction steps, and a fused
+// multiply-add exactly where that build fuses one.
+float cephes_logf(float x) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  if (x <= 0) return std::numeric_limits<float>::quiet_NaN();
+  x = std::max(x, std::numeric_limits<float>::min());  // no subnormals
+  float e = float(int(bits(x) >> 23) - 0x7f) + 1.0f;
+  x = from_bits((bits(x) & ~0x7f800000u) | bits(0.5f));  // mantissa in [0.5, 1)
+  bool below = x < 0.707106781186547524f;
+  float extra = below ? x : 0.0f;
+  x = x - 1.0f;
+  e = e - (below ? 1.0f : 0.0f);
+  x = x + extra;
+  float z = x * x;
+  constexpr float p[] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,  -1.2420140846E-1f, 1.4249322787E-1f,
+                         -1.6668057665E-1f, 2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
+  float y = p[0];
+  for (int i = 1; i < 9; ++i) y = std::fma(y, x, p[i]);
+  y = std::fma(y * x, z, e * -2.12194440e-4f);
+  y = std::fma(-z, 0.5f, y);
+  return std::fma(e, 0.693359375f, x + y);
+}
+
+void cephes_sincosf(float angle, float* sine, float* cosine) {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  uint32_t sign_sin = bits(angle) & 0x80000000u;
+  float x = std::fabs(angle);
+  int32_t octant = (int32_t(x * 1.27323954473516f) + 1) & ~1;  // 4/pi, rounded to an even octant
+  float y = float(octant);
+  // Extended-precision reduction by pi/4 in three pieces.
+  x = std::fma(y, -0.78515625f, x);
+  x = std::fma(y, -2.4187564849853515625e-4f, x);
+  x = std::fma(y, -3.77489497744594108e-8f, x);
+  sign_sin ^= uint32_t(octant & 4) << 29;
+  uint32_t sign_cos = uint32_t(~(octant - 2) & 4) << 29;
+  bool cos_poly_is_cos = (octant & 2) == 0;
+  float z = x * x;
+  float c = std::fma(std::fma(2.443315711809948E-005f, z, -1.388731625493765E-003f), z, 4.166664568298827E-002f);
+  c = std::fma(c * z, z, -(z * 0.5f)) + 1.0f;
+  float s = std::fma(std::fma(-1.9515295891E-4f, z, 8.3321608736E-3f), z, -1.6666654611E-1f);
+  s = std::fma(s * z, x, x);
+  *sine = from_bits(bits(cos_poly_is_cos ? s : c) ^ sign_sin);
+  *cosine = from_bits(bits(cos_poly_is_cos ? c : s) ^ sign_cos);
+}
+
+// Upstream's float path (size >= 16, contiguous): uniforms first, then Box-Muller on
+// pairs (j, j + 8) of each block of 16 with the functions above.
+void normal_fill_float(float* data, int64_t size, float mean, float std, Generator& g) {
+  for (int64_t i = 0; i < size; ++i) data[i] = uniform_value<float>(g, 0, 1);
+  auto fill16 = [&](float* d) {
+    for (int j = 0; j < 8; ++j) {
+      float radius = std::sqrt(-2.0f * cephes_logf(1.0f - d[j]));
+      float theta = float(2.0 * kPi) * d[j + 8];
+      float sine, cosine;
+      cephes_sincosf(theta, &sine, &cosine);
+      d[j] = std::fma(radius * cosine, std, mean);
+      d[j + 8] = std::fma(radius * sine, std, mean);
+    }
+  };
+  for (int64_t i = 0; i + 16 <= size; i += 16) fill16(data + i);
+  if (size % 16 != 0) {
+    float* tail = data + size - 16;
+    for (int i = 0; i < 16; ++i) tail[i] = uniform_value<float>(g, 0, 1);
+    fill16(tail);
+  }
+}
+
 // normal_fill: for contiguous tensors of 16 or more, upstream fills uniforms first and
 // transforms them 16 at a time (Box-Muller pairs j, j+8), redrawing the last 16 when
 // the size is not a multiple of 16.
@@ -91,7 +180,8 @@ void normal_(const Tensor& self, double mean, double std, Generator& g) {
     if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {
       scalar_t* p = self.template data_as<scalar_t>();
       if (self.numel() >= 16 && self.is_contiguous()) {
-        normal_fill<scalar_t>(p, self.numel(), mean, std, g);
+        if constexpr (std::is_same_v<scalar_t, float>) normal_fill_float(p, self.numel(), float(mean), float(std), g);
+        else normal_fill<scalar_t>(p, self.numel(), mean, std, g);
       } else {
         strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
           p[o[0]] = scalar_t(normal_double(g, mean, std));
