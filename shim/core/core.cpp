@@ -210,6 +210,12 @@ ScalarType promote_types(ScalarType a, ScalarType b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
+bool can_cast(ScalarType from, ScalarType to) {
+  if (is_floating(from) && is_integral(to, false)) return false;
+  if (from != ScalarType::Bool && to == ScalarType::Bool) return false;
+  return true;
+}
+
 ScalarType Scalar::type() const {
   switch (kind_) {
     case Kind::Bool:

@@ -73,6 +73,8 @@ bool is_floating(ScalarType type);
 bool is_integral(ScalarType type, bool include_bool);
 bool is_signed(ScalarType type);
 ScalarType promote_types(ScalarType a, ScalarType b);
+// Upstream's canCast: no floating -> integral, nothing but bool -> bool.
+bool can_cast(ScalarType from, ScalarType to);
 
 // A Python number carried into C++ with its kind, so promotion can tell 1 from 1.0.
 class Scalar {

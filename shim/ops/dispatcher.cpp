@@ -9,13 +9,6 @@ namespace {
 
 ScalarType g_default_dtype = ScalarType::Float;
 
-// Upstream's canCast: no float->integral, no complex->real, nothing but bool -> bool.
-bool can_cast(ScalarType from, ScalarType to) {
-  if (is_floating(from) && is_integral(to, false)) return false;
-  if (from != ScalarType::Bool && to == ScalarType::Bool) return false;
-  return true;
-}
-
 // Two overloads are variants of one another when their non-out arguments agree in name
 // and type (ignoring alias annotations; the first argument may be named self or input,
 // as dropout_ and dropout are).
@@ -332,6 +325,22 @@ std::optional<std::string> Args::optional_string(size_t i) const {
 std::optional<ScalarType> Args::optional_dtype(size_t i) const {
   if (stack_[i].is_none()) return std::nullopt;
   return ScalarType(integer(i));
+}
+
+Stack call_op_stack(const std::string& qualified_name, const std::string& overload, Stack args) {
+  Operator* op = Dispatcher::instance().find(qualified_name, overload);
+  if (!op) throw Error("internal: unknown operator " + qualified_name + "." + overload);
+  Dispatcher::instance().call(*op, args);
+  return args;
+}
+
+IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args) {
+  Stack results = call_op_stack(qualified_name, overload, std::move(args));
+  return results.empty() ? IValue() : results[0];
+}
+
+Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args) {
+  return std::get<Tensor>(call_op(qualified_name, overload, std::move(args)).value);
 }
 
 Generator& Args::generator(size_t i) const {

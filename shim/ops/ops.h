@@ -182,6 +182,12 @@ class Args {
   Stack& stack_;
 };
 
+// Calls an operator through the door by name and returns its first result (or the
+// whole stack, for several results).
+IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args);
+Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args);
+Stack call_op_stack(const std::string& qualified_name, const std::string& overload, Stack args);
+
 // Registers kernels at static-initialization time from each kernel file.
 struct KernelRegistration {
   KernelRegistration(const char* full_name, Kernel kernel);

@@ -316,12 +316,6 @@ CONVERT(byte, Byte)
 CONVERT(bool, Bool)
 #undef CONVERT
 
-Stack call_door(const char* name, const char* overload, Stack args) {
-  Operator* op = Dispatcher::instance().find(std::string("aten::") + name, overload);
-  Dispatcher::instance().call(*op, args);
-  return args;
-}
-
 // Tensor.to(...): upstream parses it by hand (device and dtype in either position,
 // a tensor to match); only dtype and copy matter on a cpu-only shim.
 PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -380,8 +374,7 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   const Tensor& t = SELF;
   ScalarType target = dtype.value_or(t.dtype());
-  Stack result = call_door("to", "dtype", {t, int64_t(target), false, copy, IValue()});
-  return wrap(std::get<Tensor>(result.at(0).value));
+  return wrap(call_tensor_op("aten::to", "dtype", {t, int64_t(target), false, copy, IValue()}));
   TN_PY_CATCH(nullptr)
 }
 
@@ -415,7 +408,7 @@ PyObject* nonzero_impl(PyObject* input, PyObject* kwargs) {
       PyErr_SetString(PyExc_RuntimeError, "nonzero: out= is not supported with as_tuple=True");
       return nullptr;
     }
-    Stack result = call_door("nonzero_numpy", "", {unpack(input)});
+    Stack result = call_op_stack("aten::nonzero_numpy", "", {unpack(input)});
     Operator* op = Dispatcher::instance().find("aten::nonzero_numpy", "");
     return returns_to_python(*op, result);
   }
@@ -424,11 +417,11 @@ PyObject* nonzero_impl(PyObject* input, PyObject* kwargs) {
       PyErr_SetString(PyExc_TypeError, "nonzero(): argument 'out' must be Tensor");
       return nullptr;
     }
-    call_door("nonzero", "out", {unpack(input), unpack(out)});
+    call_op("aten::nonzero", "out", {unpack(input), unpack(out)});
     Py_INCREF(out);
     return out;
   }
-  return wrap(std::get<Tensor>(call_door("nonzero", "", {unpack(input)}).at(0).value));
+  return wrap(call_tensor_op("aten::nonzero", "", {unpack(input)}));
   TN_PY_CATCH(nullptr)
 }
 
@@ -449,7 +442,7 @@ PyObject* m_invert(PyObject* self, PyObject*) {
                     "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
     return nullptr;
   }
-  return wrap(std::get<Tensor>(call_door("bitwise_not", "", {t}).at(0).value));
+  return wrap(call_tensor_op("aten::bitwise_not", "", {t}));
   TN_PY_CATCH(nullptr)
 }
 

@@ -6,16 +6,6 @@ namespace tn::py {
 
 namespace {
 
-Stack call(const char* name, const char* overload, Stack args) {
-  Operator* op = Dispatcher::instance().find(std::string("aten::") + name, overload);
-  Dispatcher::instance().call(*op, args);
-  return args;
-}
-
-Tensor call_tensor(const char* name, const char* overload, Stack args) {
-  return std::get<Tensor>(call(name, overload, std::move(args)).at(0).value);
-}
-
 bool is_advanced(PyObject* item) {
   return is_tensor(item) || PyList_Check(item) || (PyBool_Check(item)) ||
          (!PyLong_Check(item) && !PySlice_Check(item) && item != Py_None && item != Py_Ellipsis &&
@@ -52,12 +42,13 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       if (k < -size || k >= size)
         throw IndexError("index " + std::to_string(k) + " is out of bounds for dimension " +
                          std::to_string(dim) + " with size " + std::to_string(size));
-      result = call_tensor("select", "int", {result, dim, k});
+      result = call_tensor_op("aten::select", "int", {result, dim, k});
     } else if (PySlice_Check(item)) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(item, &start, &stop, &step) < 0) throw PythonErrorSet();
       if (step <= 0) throw ValueError("step must be greater than zero");
-      result = call_tensor("slice", "Tensor", {result, dim, int64_t(start), int64_t(stop), int64_t(step)});
+      result = call_tensor_op("aten::slice", "Tensor",
+                              {result, dim, int64_t(start), int64_t(stop), int64_t(step)});
       ++dim;
     } else if (item == Py_Ellipsis) {
       // Skip to where the indices after the ellipsis begin.
@@ -73,10 +64,10 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       }
       dim = result.dim() - after;
     } else if (item == Py_None) {
-      result = call_tensor("unsqueeze", "", {result, dim});
+      result = call_tensor_op("aten::unsqueeze", "", {result, dim});
       ++dim;
     } else if (PyBool_Check(item)) {
-      result = call_tensor("unsqueeze", "", {result, dim});
+      result = call_tensor_op("aten::unsqueeze", "", {result, dim});
       pad_advanced();
       Tensor mask = Tensor::empty({1}, ScalarType::Bool);
       *mask.data_as<bool>() = item == Py_True;
@@ -107,7 +98,7 @@ PyObject* tensor_getitem(PyObject* self, PyObject* index) {
   Tensor result = apply_slicing(unpack(self), index, advanced);
   if (!advanced.empty()) {
     Stack args{result, IValue(advanced)};
-    result = call_tensor("index", "Tensor", std::move(args));
+    result = call_tensor_op("aten::index", "Tensor", std::move(args));
   } else if (result.same(unpack(self))) {
     // x[...] and x[()] return a new view, not the same object
     result = result.view_as_strided(result.sizes(), result.strides(), result.offset());
@@ -139,9 +130,9 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   else
     source = tensor_from_python_data(value, base.dtype());
   if (!advanced.empty()) {
-    call("index_put_", "", {target, IValue(advanced), source.to(base.dtype()), false});
+    call_op("aten::index_put_", "", {target, IValue(advanced), source.to(base.dtype()), false});
   } else {
-    call("copy_", "", {target, source, false});
+    call_op("aten::copy_", "", {target, source, false});
   }
   return 0;
   TN_PY_CATCH(-1)

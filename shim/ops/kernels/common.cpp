@@ -49,17 +49,6 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
   return strides;
 }
 
-IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args) {
-  Operator* op = Dispatcher::instance().find(qualified_name, overload);
-  if (!op) throw Error("internal: unknown operator " + qualified_name + "." + overload);
-  Dispatcher::instance().call(*op, args);
-  return args.empty() ? IValue() : args[0];
-}
-
-Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args) {
-  return std::get<Tensor>(call_op(qualified_name, overload, std::move(args)).value);
-}
-
 ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64_t>>& dims_opt,
                        bool keepdim) {
   int64_t nd = self.dim();

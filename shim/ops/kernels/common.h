@@ -194,10 +194,6 @@ Rows rows_along(const Tensor& t, int64_t dim);
 // `length` may differ from the source's (1 for a per-row result), `keepdim` false drops it.
 Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keepdim);
 
-// Calls an operator through the door and returns its first result.
-IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args);
-Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args);
-
 Tensor scalar_tensor(const Scalar& s);  // a wrapped-number 0-dim tensor
 // Shorthands for kernels composing other operators.
 inline Tensor op(const std::string& name, const std::string& overload, Stack args) {

@@ -85,8 +85,9 @@ float cephes_logf(float x) {
   e = e - (below ? 1.0f : 0.0f);
   x = x + extra;
   float z = x * x;
-  constexpr float p[] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,  -1.2420140846E-1f, 1.4249322787E-1f,
-                         -1.6668057665E-1f, 2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
+  constexpr float p[] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
+                         -1.2420140846E-1f, 1.4249322787E-1f,  -1.6668057665E-1f,
+                         2.0000714765E-1f,  -2.4999993993E-1f, 3.3333331174E-1f};
   float y = p[0];
   for (int i = 1; i < 9; ++i) y = std::fma(y, x, p[i]);
   y = std::fma(y * x, z, e * -2.12194440e-4f);
@@ -117,7 +118,8 @@ void cephes_sincosf(float angle, float* sine, float* cosine) {
   uint32_t sign_cos = uint32_t(~(octant - 2) & 4) << 29;
   bool cos_poly_is_cos = (octant & 2) == 0;
   float z = x * x;
-  float c = std::fma(std::fma(2.443315711809948E-005f, z, -1.388731625493765E-003f), z, 4.166664568298827E-002f);
+  float c =
+      std::fma(std::fma(2.443315711809948E-005f, z, -1.388731625493765E-003f), z, 4.166664568298827E-002f);
   c = std::fma(c * z, z, -(z * 0.5f)) + 1.0f;
   float s = std::fma(std::fma(-1.9515295891E-4f, z, 8.3321608736E-3f), z, -1.6666654611E-1f);
   s = std::fma(s * z, x, x);
@@ -180,8 +182,10 @@ void normal_(const Tensor& self, double mean, double std, Generator& g) {
     if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {
       scalar_t* p = self.template data_as<scalar_t>();
       if (self.numel() >= 16 && self.is_contiguous()) {
-        if constexpr (std::is_same_v<scalar_t, float>) normal_fill_float(p, self.numel(), float(mean), float(std), g);
-        else normal_fill<scalar_t>(p, self.numel(), mean, std, g);
+        if constexpr (std::is_same_v<scalar_t, float>)
+          normal_fill_float(p, self.numel(), float(mean), float(std), g);
+        else
+          normal_fill<scalar_t>(p, self.numel(), mean, std, g);
       } else {
         strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
           p[o[0]] = scalar_t(normal_double(g, mean, std));
@@ -341,10 +345,8 @@ Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Genera
     if (samples == 1) {
       result = call_tensor_op("aten::argmax", "", {ratio, int64_t{-1}, true});
     } else {
-      Stack topk = {ratio, samples, int64_t{-1}, true, true};
-      Operator* op = Dispatcher::instance().find("aten::topk", "");
-      Dispatcher::instance().call(*op, topk);
-      result = std::get<Tensor>(topk[1].value);
+      Stack topk = call_op_stack("aten::topk", "", {ratio, samples, int64_t{-1}, true, true});
+      result = std::get<Tensor>(topk[1].value);  // the indices
     }
     return result;
   }

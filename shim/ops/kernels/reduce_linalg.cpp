@@ -136,8 +136,10 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
       for (int64_t j = 0; j < n; ++j) {
         // float32 takes expf (upstream's precision class for float, several times
         // cheaper than exp in double); the sum and the division stay in double.
-        if constexpr (std::is_same_v<scalar_t, float>) exps[size_t(j)] = c(std::exp(in[j] - float(m)));
-        else exps[size_t(j)] = std::exp(c(in[j]) - m);
+        if constexpr (std::is_same_v<scalar_t, float>)
+          exps[size_t(j)] = c(std::exp(in[j] - float(m)));
+        else
+          exps[size_t(j)] = std::exp(c(in[j]) - m);
         total += exps[size_t(j)];
       }
       c log_total = std::log(total);

@@ -364,12 +364,6 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& ts, const std::string& i
   return out;
 }
 
-bool can_cast(ScalarType from, ScalarType to) {
-  if (is_floating(from) && is_integral(to, false)) return false;
-  if (from != ScalarType::Bool && to == ScalarType::Bool) return false;
-  return true;
-}
-
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   if (a.dtype() != b.dtype())
     throw Error(std::string(upstream_type_name(a.dtype())) + " did not match " +
