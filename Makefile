@@ -6,7 +6,7 @@ UPSTREAM    := /usr/lib/python3/dist-packages
 SITE        := $(VENV)/lib/python3.11/site-packages
 APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml python3-numpy \
                 python3-pytest python3-torch python3-torchvision python3-sklearn \
-                libopenblas-dev liblapack-dev libgtest-dev clang-format
+                libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format
 
 .PHONY: setup build demo test asan-test bench system-packages clean
 

@@ -138,6 +138,11 @@ Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keep
   return out;
 }
 
+bool vml_available() {
+  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return available;
+}
+
 Tensor scalar_tensor(const Scalar& s) {
   Tensor t = Tensor::empty({}, s.type());
   TN_DISPATCH_ALL_TYPES(t.dtype(), "scalar_tensor", [&](auto tag_) {

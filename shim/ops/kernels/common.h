@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "ops.h"
+#include "vml.h"
 
 namespace tn {
 
@@ -211,6 +212,27 @@ inline ScalarType integral_to_long(ScalarType t, std::optional<ScalarType> dtype
 // out[i] = f(a[i]) on the floating version of `a` (integers promote to the default
 // dtype), computed in double; `half_kernel` names upstream's kernel when it has no
 // float16 CPU implementation (nullptr: float16 works).
+template <typename F>
+Tensor float_unary(const Tensor& a, const char* half_kernel, F f);
+
+// The "*_vml_cpu" kernels: on a CPU with AVX2, upstream's SLEEF functions element by
+// element (float32, float64, and bfloat16 through float32, as upstream's vectors do);
+// elsewhere `fallback` in double.
+template <typename F>
+Tensor vml_unary(const Tensor& a, const char* half_kernel, VmlOp op, F fallback) {
+  ScalarType t = float_type(a.dtype());
+  if (t == ScalarType::Half) dtype_not_implemented(half_kernel, t);
+  if (!vml_available()) return float_unary(a, half_kernel, fallback);
+  ScalarType compute = t == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+  Tensor in = a.to(compute).contiguous();
+  Tensor out = Tensor::empty(a.sizes(), compute);
+  if (compute == ScalarType::Double)
+    vml_apply(op, in.data_as<double>(), out.data_as<double>(), in.numel());
+  else
+    vml_apply(op, in.data_as<float>(), out.data_as<float>(), in.numel());
+  return out.to(t);
+}
+
 template <typename F>
 Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
   ScalarType t = float_type(a.dtype());

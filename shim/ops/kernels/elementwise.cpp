@@ -462,32 +462,45 @@ TN_KERNEL("aten::bitwise_not", {
   });
 });
 
+#define TN_VML_UNARY(NAME, OP, EXPR)                                                                       \
+  TN_KERNEL("aten::" NAME, {                                                                               \
+    return vml_unary(a.tensor(0), NAME "_vml_cpu", VmlOp::OP, [](auto x) -> decltype(x) { return EXPR; }); \
+  });
+
 #define TN_FLOAT_UNARY(NAME, HALF_KERNEL, EXPR) \
   TN_KERNEL("aten::" NAME,                      \
             { return float_unary(a.tensor(0), HALF_KERNEL, [](auto x) -> decltype(x) { return EXPR; }); });
-TN_FLOAT_UNARY("exp", "exp_vml_cpu", std::exp(x))
+TN_VML_UNARY("exp", Exp, std::exp(x))
 TN_FLOAT_UNARY("exp2", nullptr, std::exp2(x))
-TN_FLOAT_UNARY("expm1", "expm1_vml_cpu", std::expm1(x))
-TN_FLOAT_UNARY("log", "log_vml_cpu", std::log(x))
-TN_FLOAT_UNARY("log2", "log2_vml_cpu", std::log2(x))
-TN_FLOAT_UNARY("log10", "log10_vml_cpu", std::log10(x))
-TN_FLOAT_UNARY("log1p", "log1p_vml_cpu", std::log1p(x))
+
+TN_VML_UNARY("expm1", Expm1, std::expm1(x))
+TN_VML_UNARY("log", Log, std::log(x))
+TN_VML_UNARY("log2", Log2, std::log2(x))
+TN_VML_UNARY("log10", Log10, std::log10(x))
+TN_VML_UNARY("log1p", Log1p, std::log1p(x))
 TN_FLOAT_UNARY("sqrt", "sqrt_vml_cpu", std::sqrt(x))
+
 TN_FLOAT_UNARY("rsqrt", "rsqrt_cpu", decltype(x)(1) / std::sqrt(x))
-TN_FLOAT_UNARY("sin", "sin_vml_cpu", std::sin(x))
-TN_FLOAT_UNARY("cos", "cos_vml_cpu", std::cos(x))
-TN_FLOAT_UNARY("tan", "tan_vml_cpu", std::tan(x))
-TN_FLOAT_UNARY("asin", "asin_vml_cpu", std::asin(x))
-TN_FLOAT_UNARY("acos", "acos_vml_cpu", std::acos(x))
-TN_FLOAT_UNARY("atan", "atan_vml_cpu", std::atan(x))
+
+TN_VML_UNARY("sin", Sin, std::sin(x))
+TN_VML_UNARY("cos", Cos, std::cos(x))
+TN_VML_UNARY("tan", Tan, std::tan(x))
+TN_VML_UNARY("asin", Asin, std::asin(x))
+TN_VML_UNARY("acos", Acos, std::acos(x))
+TN_VML_UNARY("atan", Atan, std::atan(x))
 TN_FLOAT_UNARY("sinh", "sinh_cpu", std::sinh(x))
+
 TN_FLOAT_UNARY("cosh", "cosh_cpu", std::cosh(x))
-TN_FLOAT_UNARY("tanh", "tanh_vml_cpu", std::tanh(x))
+
+TN_VML_UNARY("tanh", Tanh, std::tanh(x))
 TN_FLOAT_UNARY("sigmoid", "sigmoid_cpu", decltype(x)(1) / (decltype(x)(1) + std::exp(-x)))
-TN_FLOAT_UNARY("erf", "erf_vml_cpu", std::erf(x))
-TN_FLOAT_UNARY("erfc", "erfc_vml_cpu", std::erfc(x))
+
+TN_VML_UNARY("erf", Erf, std::erf(x))
+TN_VML_UNARY("erfc", Erfc, std::erfc(x))
 TN_FLOAT_UNARY("reciprocal", nullptr, decltype(x)(1) / x)
+
 #undef TN_FLOAT_UNARY
+#undef TN_VML_UNARY
 
 TN_KERNEL("aten::abs", {
   if (a.tensor(0).dtype() == ScalarType::Bool) dtype_not_implemented("abs_cpu", ScalarType::Bool);

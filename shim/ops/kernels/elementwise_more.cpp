@@ -326,8 +326,9 @@ TN_KERNEL("aten::logit", {
     return std::log(v / (1 - v));
   });
 });
-TN_KERNEL("aten::lgamma",
-          { return float_unary(a.tensor(0), "lgamma_vml_cpu", [](double v) { return std::lgamma(v); }); });
+TN_KERNEL("aten::lgamma", {
+  return vml_unary(a.tensor(0), "lgamma_vml_cpu", VmlOp::Lgamma, [](double v) { return std::lgamma(v); });
+});
 TN_KERNEL("aten::digamma", { return float_unary(a.tensor(0), "digamma", digamma); });
 TN_KERNEL("aten::erfinv", { return float_unary(a.tensor(0), "erfinv_vml_cpu", erfinv); });
 TN_KERNEL("aten::i0", {
