@@ -275,8 +275,18 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape
   return Tensor(std::move(impl));
 }
 
-int64_t Tensor::size(int64_t dim) const { return impl_->sizes[wrap_dim(dim, this->dim())]; }
-int64_t Tensor::stride(int64_t dim) const { return impl_->strides[wrap_dim(dim, this->dim())]; }
+namespace {
+// A 0-dim tensor has no size or stride to read (wrap_dim accepts 0 and -1 for it, as
+// upstream's does for reductions), so refuse here as upstream's size() does.
+size_t readable_dim(int64_t dim, int64_t ndim) {
+  if (ndim == 0)
+    throw IndexError("Dimension specified as " + std::to_string(dim) + " but tensor has no dimensions");
+  return size_t(wrap_dim(dim, ndim));
+}
+}  // namespace
+
+int64_t Tensor::size(int64_t dim) const { return impl_->sizes[readable_dim(dim, this->dim())]; }
+int64_t Tensor::stride(int64_t dim) const { return impl_->strides[readable_dim(dim, this->dim())]; }
 
 int64_t Tensor::numel() const {
   int64_t n = 1;

@@ -91,6 +91,8 @@ Signature make_signature(Operator* op, bool is_method) {
   return sig;
 }
 
+}  // namespace
+
 // ---- conversions from Python values ----
 
 bool is_int_like(PyObject* obj) {
@@ -106,16 +108,10 @@ bool is_int_like(PyObject* obj) {
 
 int64_t as_int(PyObject* obj) {
   if (is_tensor(obj)) return unpack(obj).item().to_int();
-  long long v = PyLong_AsLongLong(obj);
-  if (v == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    Ref index(PyNumber_Index(obj));
-    if (!index) throw PythonErrorSet();
-    v = PyLong_AsLongLong(index.get());
-    if (v == -1 && PyErr_Occurred()) throw PythonErrorSet();
-  }
-  return v;
+  return unpack_long(obj);
 }
+
+namespace {
 
 bool convert_int_list(PyObject* obj, const SchemaType& type, IValue* out) {
   if (is_int_like(obj)) {

@@ -401,7 +401,7 @@ PyObject* library_impl(PyObject*, PyObject* args) {
         else if (PyBool_Check(item))
           stack.emplace_back(item == Py_True);
         else if (PyLong_Check(item))
-          stack.emplace_back(int64_t(PyLong_AsLongLong(item)));
+          stack.emplace_back(unpack_long(item));
         else if (PyFloat_Check(item))
           stack.emplace_back(PyFloat_AsDouble(item));
         else

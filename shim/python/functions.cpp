@@ -125,15 +125,21 @@ namespace {
 // ---- hand-written Tensor methods ----
 #define SELF unpack(self)
 
+// size(dim) and stride(dim) take what upstream's int parser takes: int, __index__ provider or
+// integer 0-dim tensor, never bool.
+int64_t dim_argument(const char* method, PyObject* dim) {
+  if (is_int_like(dim)) return as_int(dim);
+  if (PyUnicode_Check(dim) || dim == Py_None) {  // upstream reads these as dimension names
+    PyErr_Format(PyExc_RuntimeError, "%s(): named dimensions are not supported by torchnative", method);
+    throw PythonErrorSet();
+  }
+  PyErr_Format(PyExc_TypeError, "%s(): argument 'dim' must be int, not %s", method, Py_TYPE(dim)->tp_name);
+  throw PythonErrorSet();
+}
 PyObject* m_size(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   TN_PY_TRY
   if (nargs == 0) return make_size(SELF.sizes());
-  PyObject* dim = args[0];
-  if (!PyLong_Check(dim)) {
-    PyErr_SetString(PyExc_TypeError, "size(): argument 'dim' must be int");
-    return nullptr;
-  }
-  return PyLong_FromLongLong(SELF.size(PyLong_AsLongLong(dim)));
+  return PyLong_FromLongLong(SELF.size(dim_argument("size", args[0])));
   TN_PY_CATCH(nullptr)
 }
 PyObject* m_stride(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
@@ -144,7 +150,7 @@ PyObject* m_stride(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     for (size_t i = 0; i < s.size(); ++i) PyTuple_SET_ITEM(t, Py_ssize_t(i), PyLong_FromLongLong(s[i]));
     return t;
   }
-  return PyLong_FromLongLong(SELF.stride(PyLong_AsLongLong(args[0])));
+  return PyLong_FromLongLong(SELF.stride(dim_argument("stride", args[0])));
   TN_PY_CATCH(nullptr)
 }
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.dim()); }

@@ -37,7 +37,7 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PyTuple_GET_ITEM(items.get(), i);
     if (PyLong_Check(item) && !PyBool_Check(item)) {
-      int64_t k = PyLong_AsLongLong(item);
+      int64_t k = unpack_long(item);
       int64_t size = result.size(dim);
       if (k < -size || k >= size)
         throw IndexError("index " + std::to_string(k) + " is out of bounds for dimension " +

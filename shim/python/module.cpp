@@ -200,12 +200,12 @@ PyObject* f_from_numpy(PyObject*, PyObject* array) {
   size_t itemsize = element_size(it->second);
   Shape shape, strides;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape_obj); ++i)
-    shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape_obj, i)));
+    shape.push_back(unpack_long(PyTuple_GET_ITEM(shape_obj, i)));
   if (strides_obj == Py_None) {
     strides = contiguous_strides(shape);
   } else {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(strides_obj); ++i) {
-      int64_t bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(strides_obj, i));
+      int64_t bytes = unpack_long(PyTuple_GET_ITEM(strides_obj, i));
       if (bytes < 0 || bytes % int64_t(itemsize) != 0) {
         PyErr_SetString(PyExc_ValueError,
                         "At least one stride in the given numpy array is negative, and tensors with negative "

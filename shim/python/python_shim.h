@@ -80,6 +80,14 @@ Tensor tensor_from_python_data(PyObject* data, std::optional<ScalarType> dtype);
 PyObject* tensor_to_list(const Tensor& t);
 PyObject* scalar_to_python(const Scalar& s);
 bool python_to_scalar(PyObject* obj, Scalar* out);
+// A Python int or __index__ provider as int64_t. Throws PythonErrorSet with TypeError for other
+// objects and upstream's RuntimeError "Overflow when unpacking long" beyond int64, so no caller can
+// return a value while an exception is pending.
+int64_t unpack_long(PyObject* obj);
+// An int argument as the argument parser accepts it: int, __index__ provider or 0-dim integer
+// tensor, never bool or float.
+bool is_int_like(PyObject* obj);
+int64_t as_int(PyObject* obj);
 Tensor wrapped_number(const Scalar& s);  // 0-dim tensor marked as a wrapped number
 
 // ---- operator bindings ----

@@ -52,7 +52,7 @@ PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     value = Tensor::empty({0}, default_dtype());
   } else if (sizes) {
     Shape shape;
-    for (Py_ssize_t i = 0; i < n; ++i) shape.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(args, i)));
+    for (Py_ssize_t i = 0; i < n; ++i) shape.push_back(unpack_long(PyTuple_GET_ITEM(args, i)));
     value = Tensor::empty(shape, default_dtype());
   } else if (n == 1 && PyObject_TypeCheck(PyTuple_GET_ITEM(args, 0), &PyTuple_Type) == 0 &&
              PySequence_Check(PyTuple_GET_ITEM(args, 0))) {

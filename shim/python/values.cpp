@@ -132,7 +132,10 @@ PyObject* device_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
                  type.c_str());
     return nullptr;
   }
-  if (index != Py_None) idx = PyLong_AsLongLong(index);
+  if (index != Py_None) {
+    TN_PY_TRY idx = unpack_long(index);
+    TN_PY_CATCH(nullptr)
+  }
   auto* obj = reinterpret_cast<DeviceObject*>(cls->tp_alloc(cls, 0));
   obj->type = PyUnicode_FromString(type.c_str());
   obj->index = idx;
@@ -208,9 +211,11 @@ PyObject* size_repr(PyObject* self) {
   return PyUnicode_FromFormat("torch.Size(%U)", inner.get());
 }
 PyObject* size_numel(PyObject* self, PyObject*) {
+  TN_PY_TRY
   long long n = 1;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self); ++i) n *= PyLong_AsLongLong(PyTuple_GET_ITEM(self, i));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self); ++i) n *= unpack_long(PyTuple_GET_ITEM(self, i));
   return PyLong_FromLongLong(n);
+  TN_PY_CATCH(nullptr)
 }
 PyObject* size_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   Ref base(PyTuple_Type.tp_new(type, args, kwargs));
@@ -453,19 +458,25 @@ void init_value_types(PyObject* module) {
 
 // ---- conversions ----
 
+int64_t unpack_long(PyObject* obj) {
+  Ref index(PyNumber_Index(obj));
+  if (!index) throw PythonErrorSet();
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index.get(), &overflow);
+  if (overflow) {
+    PyErr_SetString(PyExc_RuntimeError, "Overflow when unpacking long");
+    throw PythonErrorSet();
+  }
+  return v;
+}
+
 bool python_to_scalar(PyObject* obj, Scalar* out) {
   if (PyBool_Check(obj)) {
     *out = Scalar(obj == Py_True);
     return true;
   }
   if (PyLong_Check(obj)) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow) {
-      PyErr_SetString(PyExc_RuntimeError, "Overflow when unpacking long");
-      throw PythonErrorSet();
-    }
-    *out = Scalar(int64_t(v));
+    *out = Scalar(unpack_long(obj));
     return true;
   }
   if (PyFloat_Check(obj)) {
@@ -484,7 +495,7 @@ bool python_to_scalar(PyObject* obj, Scalar* out) {
     if (type_name == "numpy.bool_")
       *out = Scalar(PyObject_IsTrue(obj) == 1);
     else
-      *out = Scalar(int64_t(PyLong_AsLongLong(index.get())));
+      *out = Scalar(unpack_long(index.get()));
     return true;
   }
   if (PyNumber_Check(obj) && Py_TYPE(obj)->tp_as_number->nb_float) {

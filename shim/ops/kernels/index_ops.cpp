@@ -534,7 +534,13 @@ TN_KERNEL("aten::take_along_dim", {
   const Tensor& indices = a.tensor(1);
   auto dim = a.optional_integer(2);
   if (!dim) return gather(flat(self), 0, flat(indices));
+  if (self.dim() != indices.dim())
+    throw Error(
+        "torch.take_along_dim(): input and indices should have the same number of dimensions, but got " +
+        std::to_string(self.dim()) + " dimensions for input, and " + std::to_string(indices.dim()) +
+        " dimensions for indices");
   int64_t d = wrap_dim(*dim, self.dim());
+  self.size(d);  // a 0-dim input has no dim to take along: upstream's IndexError
   Shape self_shape = self.sizes(), index_shape = indices.sizes();
   self_shape[size_t(d)] = 1;
   index_shape[size_t(d)] = 1;

@@ -299,6 +299,8 @@ TN_KERNEL("aten::chain_matmul", {
 });
 TN_KERNEL("aten::linalg_cross", {
   const Tensor &x = a.tensor(0), &y = a.tensor(1);
+  if (x.dim() != y.dim()) throw Error("linalg.cross: inputs must have the same number of dimensions.");
+  if (x.dim() == 0) throw IndexError("linalg.cross: inputs must have at least one dimension");
   Shape shape = broadcast_shapes(x.sizes(), y.sizes());
   int64_t d = wrap_dim(a.integer(2), int64_t(shape.size()));
   if (shape[size_t(d)] != 3)

@@ -162,9 +162,21 @@ Tensor pad(const Tensor& self, const std::vector<int64_t>& p, const std::string&
   return out;
 }
 
+// Upstream's convolution checks: a zero or negative stride, dilation or kernel extent is
+// refused before any output size is computed from it.
+void require_positive(const Shape& values, const char* message) {
+  for (int64_t v : values)
+    if (v <= 0) throw Error(message);
+}
+
 // im2col on (N, C, H, W): (N, C*kh*kw, L) with zero padding.
 Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, const Shape& padding,
               const Shape& stride) {
+  if (kernel.size() != 2 || dilation.size() != 2 || padding.size() != 2 || stride.size() != 2)
+    throw Error("im2col: kernel_size, dilation, padding and stride must each have 2 values");
+  require_positive(stride, "non-positive stride is not supported");
+  require_positive(dilation, "dilation should be greater than zero");
+  require_positive(kernel, "kernel size should be greater than zero");
   if (input.dim() != 4)
     throw Error(
         "Expected 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");
@@ -218,6 +230,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
                 upstream_type_name(weight.dtype()));
   if (input.dtype() == ScalarType::Half) dtype_not_implemented("slow_conv2d_cpu", input.dtype());
   Shape kernel{weight.size(2), weight.size(3)};
+  if (groups <= 0) throw Error("non-positive groups is not supported");
   int64_t cg = c / groups, og = oc / groups;
   std::vector<Tensor> outputs;
   int64_t oh = 0, ow = 0;
@@ -240,6 +253,8 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
 // (sums) into the output.
 Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias,
                         Shape stride, Shape padding, Shape output_padding, int64_t groups, Shape dilation) {
+  if (groups <= 0) throw Error("non-positive groups is not supported");
+  require_positive(stride, "non-positive stride is not supported");
   bool batched = input_in.dim() == 4;
   Tensor input = (batched ? input_in : op("aten::unsqueeze", "", {input_in, int64_t{0}})).contiguous();
   if (weight.dim() != 4) throw Error("conv_transpose2d: weight should be 4-D");
@@ -295,6 +310,9 @@ Shape same_padding(const Tensor& weight, const Shape& dilation, int64_t spatial)
 Shape pool_stride(const Shape& stride, const Shape& kernel) { return stride.empty() ? kernel : stride; }
 
 int64_t pool_out(int64_t size, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil) {
+  if (k <= 0) throw Error("kernel_size must be greater than zero, but got " + std::to_string(k));
+  if (stride <= 0) throw Error("stride must be greater than zero, but got " + std::to_string(stride));
+  if (dilation <= 0) throw Error("dilation must be greater than zero, but got " + std::to_string(dilation));
   int64_t numerator = size + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
   int64_t out = numerator / stride + 1;
   if (ceil && (out - 1) * stride >= size + pad) --out;
@@ -354,6 +372,7 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& input, Shape kernel, Shape st
 
 Tensor avg_pool2d(const Tensor& input, Shape kernel, Shape stride, Shape padding, bool ceil,
                   bool count_include_pad, std::optional<int64_t> divisor) {
+  if (divisor && *divisor == 0) throw Error("divisor must be not zero");
   if (kernel.size() == 1) kernel.push_back(kernel[0]);
   stride = pool_stride(stride, kernel);
   if (stride.size() == 1) stride.push_back(stride[0]);
@@ -715,6 +734,7 @@ TN_KERNEL("aten::batch_norm", {
 TN_KERNEL("aten::group_norm", {
   const Tensor& x = a.tensor(0);
   int64_t groups = a.integer(1), n = x.size(0), c = x.size(1);
+  if (groups <= 0) throw Error("group_norm: num_groups must be positive, but got " + std::to_string(groups));
   if (c % groups != 0)
     throw Error(
         "Expected number of channels in input to be divisible by num_groups, but got input of shape " +

@@ -117,6 +117,10 @@ std::vector<Tensor> tensor_split(const Tensor& self, const std::vector<int64_t>&
 }
 
 Tensor flip(const Tensor& self, const std::vector<int64_t>& dims) {
+  if (self.dim() == 0) {  // nothing to reverse; the dims must still be valid for a scalar
+    for (int64_t d : dims) wrap_dim(d, 0);
+    return self.clone();
+  }
   std::vector<bool> flipped(size_t(self.dim()), false);
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, self.dim());
@@ -275,6 +279,11 @@ Tensor diag(const Tensor& self, int64_t offset) {
 
 Tensor movedim(const Tensor& self, std::vector<int64_t> source, std::vector<int64_t> destination) {
   int64_t n = self.dim();
+  if (n == 0) {  // a scalar has no dims to move; validate and return a view
+    for (int64_t d : source) wrap_dim(d, 0);
+    for (int64_t d : destination) wrap_dim(d, 0);
+    return self.view_as_strided({}, {}, self.offset());
+  }
   if (source.size() != destination.size())
     throw Error("movedim: Invalid source or destination dims: source (" + shape_str(source) +
                 " dims) should contain the same number of dims as destination (" + shape_str(destination) +

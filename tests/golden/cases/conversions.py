@@ -22,6 +22,7 @@ SCALAR_SWEEP = (
     ("repr/0d", repr, ()),
     ("metadata/3x4", lambda a: (a.dim(), a.ndim, a.numel(), a.nelement(), len(a), a.size(), a.size(1),
                                 a.shape, a.dtype, a.is_floating_point(), a.element_size(), a.stride()), (3, 4)),
+    ("metadata/tensor_dim", lambda a: (a.size(torch.tensor(1)), a.stride(torch.tensor(-1))), (3, 4)),
 )
 
 VARIANTS = (

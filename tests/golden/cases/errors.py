@@ -5,10 +5,14 @@ cross-cutting ones: argument parsing, dtype rules, conversions.
 """
 
 import torch
+import torch.nn.functional as F
 
 from spec import Arg, Case
 
 A34 = Arg((3, 4))
+A0 = Arg(())
+X4 = Arg((1, 2, 4, 4))
+W3 = Arg((2, 2, 3, 3))
 
 ERRORS = (
     ("add/unknown_keyword", lambda a: torch.add(a, a, foo=1), (A34,), "float32"),
@@ -53,6 +57,39 @@ ERRORS = (
     ("permute/repeated_dim", lambda a: a.permute(0, 0), (A34,), "float32"),
     ("bernoulli_/bad_p", lambda a: a.bernoulli_(1.5), (A34,), "float32"),
     ("randint/low_above_high", lambda: torch.randint(5, 2, (3,)), (), "float32"),
+    ("size/bool_dim", lambda a: a.size(True), (A34,), "float32"),
+    ("size/string_dim", lambda a: a.size("x"), (A34,), "float32"),
+    ("stride/float_dim", lambda a: a.stride(1.5), (A34,), "float32"),
+    ("stride/none_dim", lambda a: a.stride(None), (A34,), "float32"),
+    ("stride/tensor_dim", lambda a: a.stride(a), (A34,), "float32"),
+    # Python ints beyond int64 wherever an int is read: upstream's RuntimeError, never a value
+    # returned with an exception pending.
+    ("size/dim_overflow", lambda a: a.size(10**30), (A34,), "float32"),
+    ("stride/dim_overflow", lambda a: a.stride(10**30), (A34,), "float32"),
+    ("index/int_overflow", lambda a: a[10**30], (A34,), "float32"),
+    ("add/int_overflow", lambda a: torch.add(a, 10**30), (A34,), "int64"),
+    ("device/index_overflow", lambda: torch.device("cpu", 10**30), (), "float32"),
+    ("Size/numel_overflow", lambda: torch.Size([10**30]).numel(), (), "float32"),
+    # Parameters that would divide by zero or read a dim a scalar does not have.
+    ("avg_pool2d/divisor_zero", lambda a: F.avg_pool2d(a, 2, divisor_override=0), (X4,), "float32"),
+    ("avg_pool2d/stride_zero", lambda a: F.avg_pool2d(a, 2, stride=0), (X4,), "float32"),
+    ("max_pool2d/stride_zero", lambda a: F.max_pool2d(a, 2, stride=0), (X4,), "float32"),
+    ("max_pool2d/kernel_zero", lambda a: F.max_pool2d(a, 0), (X4,), "float32"),
+    ("conv2d/stride_zero", lambda a, w: F.conv2d(a, w, stride=0), (X4, W3), "float32"),
+    ("conv2d/dilation_zero", lambda a, w: F.conv2d(a, w, dilation=0), (X4, W3), "float32"),
+    ("conv2d/groups_zero", lambda a, w: F.conv2d(a, w, groups=0), (X4, W3), "float32"),
+    ("conv_transpose2d/stride_zero", lambda a, w: F.conv_transpose2d(a, w, stride=0), (X4, W3), "float32"),
+    ("conv_transpose2d/groups_zero", lambda a, w: F.conv_transpose2d(a, w, groups=0), (X4, W3), "float32"),
+    ("unfold/kernel_zero", lambda a: F.unfold(a, 0), (X4,), "float32"),
+    ("group_norm/zero_groups", lambda a: torch.group_norm(a, 0), (X4,), "float32"),
+    ("flip/0d_bad_dim", lambda a: torch.flip(a, [1]), (A0,), "float32"),
+    ("movedim/0d_bad_dim", lambda a: torch.movedim(a, 1, 0), (A0,), "float32"),
+    ("take_along_dim/rank_mismatch", lambda a: torch.take_along_dim(a, torch.tensor([0]), 0), (A34,), "float32"),
+    ("take_along_dim/0d", lambda a: torch.take_along_dim(a, torch.tensor(0), 0), (A0,), "float32"),
+    ("linalg.cross/rank_mismatch", lambda a, b: torch.linalg.cross(a, b), (Arg((2, 3)), Arg((3,))), "float32"),
+    ("linalg.cross/0d", lambda a: torch.linalg.cross(a, a), (A0,), "float32"),
+    ("size/0d", lambda a: a.size(0), (A0,), "float32"),
+    ("stride/0d", lambda a: a.stride(-1), (A0,), "float32"),
     ("multinomial/negative", lambda a: torch.multinomial(a - 10, 1), (Arg((4,), "pos"),), "float32"),
 )
 
