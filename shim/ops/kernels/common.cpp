@@ -89,7 +89,6 @@ ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64
   return plan;
 }
 
-// Reduces with an accumulator functor: init(), step(acc, x), finish(acc, n) -> value.
 // The elements in order as a 1-D tensor (a view when already contiguous).
 Tensor flat(const Tensor& t) {
   Tensor c = t.contiguous();

@@ -152,13 +152,14 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
 
 // Activations keep the input's floating dtype (integers are refused by name).
 template <typename F>
-Tensor activation(const Tensor& x, const char* kernel, bool half_ok, F f) {
-  if (!is_floating(x.dtype()) || (!half_ok && x.dtype() == ScalarType::Half))
-    dtype_not_implemented(kernel, x.dtype());
+Tensor activation(const Tensor& x, const char* kernel, F f) {
+  if (!is_floating(x.dtype())) dtype_not_implemented(kernel, x.dtype());
   return float_unary(x, nullptr, f);
 }
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+// x * log(y), 0 where x is 0 unless y is NaN.
+double xlogy(double x, double y) { return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y); }
 
 }  // namespace
 
@@ -233,22 +234,10 @@ TN_KERNEL("aten::nextafter", {
     }
   });
 });
-TN_KERNEL("aten::xlogy.Tensor", {
-  return float_binary(a.tensor(0), a.tensor(1), nullptr, [](double x, double y) {
-    if (std::isnan(y)) return y;
-    return x == 0 ? 0.0 : x * std::log(y);
-  });
-});
-TN_KERNEL("aten::xlogy.Scalar_Other", {
-  return float_binary(a.tensor(0), scalar_arg(a, 1), nullptr, [](double x, double y) {
-    return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y);
-  });
-});
-TN_KERNEL("aten::xlogy.Scalar_Self", {
-  return float_binary(scalar_arg(a, 0), a.tensor(1), nullptr, [](double x, double y) {
-    return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y);
-  });
-});
+TN_KERNEL("aten::xlogy.Tensor", { return float_binary(a.tensor(0), a.tensor(1), nullptr, xlogy); });
+TN_KERNEL("aten::xlogy.Scalar_Other",
+          { return float_binary(a.tensor(0), scalar_arg(a, 1), nullptr, xlogy); });
+TN_KERNEL("aten::xlogy.Scalar_Self", { return float_binary(scalar_arg(a, 0), a.tensor(1), nullptr, xlogy); });
 TN_KERNEL("aten::bitwise_left_shift.Tensor", { return shift<true>(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::bitwise_left_shift.Tensor_Scalar", { return shift<true>(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::bitwise_left_shift.Scalar_Tensor", { return shift<true>(scalar_arg(a, 0), a.tensor(1)); });
@@ -370,70 +359,69 @@ TN_KERNEL("aten::threshold", {
 });
 TN_KERNEL("aten::leaky_relu", {
   double slope = a.scalar(1).to_double();
-  return activation(a.tensor(0), "leaky_relu_cpu", true, [=](double v) { return v > 0 ? v : v * slope; });
+  return activation(a.tensor(0), "leaky_relu_cpu", [=](double v) { return v > 0 ? v : v * slope; });
 });
 TN_KERNEL("aten::elu", {
   double alpha = a.scalar(1).to_double(), scale = a.scalar(2).to_double(),
          input_scale = a.scalar(3).to_double();
   // Upstream's formula: exp(x * input_scale) - 1, not expm1.
-  return activation(a.tensor(0), "elu_cpu", true, [=](double v) {
+  return activation(a.tensor(0), "elu_cpu", [=](double v) {
     return v > 0 ? v * scale : (std::exp(v * input_scale) - 1) * (alpha * scale);
   });
 });
 TN_KERNEL("aten::celu", {
   double alpha = a.scalar(1).to_double();
-  return activation(a.tensor(0), "elu_cpu", true,
+  return activation(a.tensor(0), "elu_cpu",
                     [=](double v) { return v > 0 ? v : (std::exp(v * (1 / alpha)) - 1) * alpha; });
 });
 TN_KERNEL("aten::selu", {
   constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
-  return activation(a.tensor(0), "elu_cpu", true,
+  return activation(a.tensor(0), "elu_cpu",
                     [](double v) { return v > 0 ? v * scale : (std::exp(v) - 1) * (alpha * scale); });
 });
 TN_KERNEL("aten::silu",
-          { return activation(a.tensor(0), "silu_cpu", true, [](double v) { return v * sigmoid(v); }); });
+          { return activation(a.tensor(0), "silu_cpu", [](double v) { return v * sigmoid(v); }); });
 TN_KERNEL("aten::mish", {
   if (a.tensor(0).dtype() == ScalarType::BFloat16) dtype_not_implemented("mish_cpu", ScalarType::BFloat16);
-  return activation(a.tensor(0), "mish_cpu", true,
-                    [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });
+  return activation(a.tensor(0), "mish_cpu", [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });
 });
 TN_KERNEL("aten::gelu", {
   std::string approximate = a.optional_string(1).value_or("none");
   if (approximate != "none" && approximate != "tanh")
     throw Error("approximate argument must be either none or tanh.");
   bool tanh = approximate == "tanh";
-  return activation(a.tensor(0), "GeluKernelImpl", true, [tanh](double v) {
+  return activation(a.tensor(0), "GeluKernelImpl", [tanh](double v) {
     if (tanh) return 0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v)));
     return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
   });
 });
 TN_KERNEL("aten::hardsigmoid", {
-  return activation(a.tensor(0), "hardsigmoid_cpu", true,
+  return activation(a.tensor(0), "hardsigmoid_cpu",
                     [](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; });
 });
 TN_KERNEL("aten::hardswish", {
-  return activation(a.tensor(0), "hardswish_cpu", true,
+  return activation(a.tensor(0), "hardswish_cpu",
                     [](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; });
 });
 TN_KERNEL("aten::hardshrink", {
   double lambd = a.scalar(1).to_double();
-  return activation(a.tensor(0), "hardshrink_cpu", true,
+  return activation(a.tensor(0), "hardshrink_cpu",
                     [=](double v) { return v >= -lambd && v <= lambd ? 0.0 : v; });
 });
 TN_KERNEL("aten::softshrink", {
   double lambd = a.scalar(1).to_double();
-  return activation(a.tensor(0), "softshrink_cpu", true, [=](double v) {
+  return activation(a.tensor(0), "softshrink_cpu", [=](double v) {
     return v > lambd ? v - lambd : v < -lambd ? v + lambd : 0.0;
   });
 });
 TN_KERNEL("aten::softplus", {
   double beta = a.scalar(1).to_double(), threshold = a.scalar(2).to_double();
-  return activation(a.tensor(0), "softplus_cpu", true, [=](double v) {
+  return activation(a.tensor(0), "softplus_cpu", [=](double v) {
     return v * beta > threshold ? v : std::log1p(std::exp(v * beta)) / beta;
   });
 });
 TN_KERNEL("aten::log_sigmoid", {
-  return activation(a.tensor(0), "log_sigmoid_cpu", true,
+  return activation(a.tensor(0), "log_sigmoid_cpu",
                     [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::abs(v))); });
 });
 TN_KERNEL("aten::glu", {
@@ -467,7 +455,7 @@ TN_KERNEL("aten::rrelu", {
   if (a.boolean(3))
     throw NotImplemented("torchnative does not implement aten::rrelu with training=True yet (random slopes)");
   double slope = (a.scalar(1).to_double() + a.scalar(2).to_double()) / 2;
-  return activation(a.tensor(0), "leaky_relu_cpu", true, [=](double v) { return v > 0 ? v : v * slope; });
+  return activation(a.tensor(0), "leaky_relu_cpu", [=](double v) { return v > 0 ? v : v * slope; });
 });
 TN_KERNEL("aten::heaviside", {
   const Tensor &x = a.tensor(0), &values = a.tensor(1);

@@ -253,13 +253,9 @@ AdvancedIndex prepare_index(const Tensor& self, const std::vector<std::optional<
                     {expanded[size_t(indexed[size_t(k)])]->to(ScalarType::Long), ai.index_shape, false})
                      .contiguous();
     int64_t size = ai.source.size(src_dim);
-    for (int64_t i = 0; i < idx.numel(); ++i) {
-      int64_t& v = idx.data_as<int64_t>()[i];
-      if (v < -size || v >= size)
-        throw IndexError("index " + std::to_string(v) + " is out of bounds for dimension " +
-                         std::to_string(indexed[size_t(k)]) + " with size " + std::to_string(size));
-      if (v < 0) v += size;
-    }
+    int64_t* positions = idx.data_as<int64_t>();
+    for (int64_t i = 0; i < idx.numel(); ++i)
+      positions[i] = checked_position(positions[i], size, indexed[size_t(k)], /*index_error=*/true);
     ai.indices.push_back(idx);
   }
   ai.before.assign(ai.source.sizes().begin(), ai.source.sizes().begin() + ai.first);
@@ -280,6 +276,8 @@ void for_each_indexed(const AdvancedIndex& ai, F f) {
   int64_t nb = int64_t(ai.before.size()), ni = int64_t(ai.index_shape.size());
   Shape index_strides = contiguous_strides(ai.index_shape);
   const Shape& st = ai.source.strides();
+  std::vector<const int64_t*> positions;
+  for (const Tensor& idx : ai.indices) positions.push_back(idx.data_as<int64_t>());
   for (int64_t p = 0; p < total; ++p, counter.next()) {
     const Shape& at = counter.index();
     int64_t offset = 0;
@@ -287,7 +285,7 @@ void for_each_indexed(const AdvancedIndex& ai, F f) {
     int64_t flat_index = 0;
     for (int64_t d = 0; d < ni; ++d) flat_index += at[size_t(nb + d)] * index_strides[size_t(d)];
     for (int64_t k = 0; k < ai.count; ++k)
-      offset += ai.indices[size_t(k)].data_as<int64_t>()[flat_index] * st[size_t(ai.first + k)];
+      offset += positions[size_t(k)][flat_index] * st[size_t(ai.first + k)];
     for (size_t d = 0; d < ai.after.size(); ++d)
       offset += at[size_t(nb + ni) + d] * st[size_t(ai.first + ai.count) + d];
     f(p, offset);

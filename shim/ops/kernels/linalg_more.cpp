@@ -12,19 +12,17 @@ namespace {
 // beta * self + alpha * product, rounded once in the product's dtype (float16/bfloat16
 // accumulate wider, as upstream's blas kernels do); integer results take integer
 // scalars; beta == 0 ignores self entirely (NaN included), as upstream.
-Tensor scaled_sum(const Tensor& self, const Tensor& product_in, const Scalar& beta_in,
-                  const Scalar& alpha_in) {
-  ScalarType t = result_type(self, product_in);
+Tensor scaled_sum(const Tensor& self, const Tensor& product, const Scalar& beta_in, const Scalar& alpha_in) {
+  ScalarType t = result_type(self, product);
   bool integral = is_integral(t, true);
   Scalar beta = integral && beta_in.is_float() ? Scalar(beta_in.to_int()) : beta_in;
   Scalar alpha = integral && alpha_in.is_float() ? Scalar(alpha_in.to_int()) : alpha_in;
   if (t == ScalarType::Half || t == ScalarType::BFloat16)
-    return scaled_sum(self.to(ScalarType::Double), product_in.to(ScalarType::Double), beta, alpha).to(t);
-  const Tensor& product = product_in;
+    return scaled_sum(self.to(ScalarType::Double), product.to(ScalarType::Double), beta, alpha).to(t);
   Tensor scaled = op("aten::mul", "Scalar", {product, alpha});
   if (!beta.is_float() && beta.to_int() == 0)
     return op("aten::expand", "", {scaled, broadcast_shapes(self.sizes(), scaled.sizes()), false})
-        .to(result_type(self, product))
+        .to(t)
         .clone();
   return op("aten::add", "Tensor", {op("aten::mul", "Scalar", {self, beta}), scaled, Scalar(int64_t{1})});
 }

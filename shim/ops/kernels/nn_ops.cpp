@@ -45,13 +45,10 @@ Tensor pointwise_loss(const Tensor& input, const Tensor& target, int64_t reducti
 }
 
 // Normalizes `x` viewed as (outer, inner) rows: (x - mean) / sqrt(var + eps), biased var.
-Tensor normalize_rows(const Tensor& x, int64_t outer, double eps, Tensor* mean_out = nullptr,
-                      Tensor* var_out = nullptr) {
+Tensor normalize_rows(const Tensor& x, int64_t outer, double eps) {
   Tensor rows = op("aten::reshape", "", {x, Shape{outer, outer ? x.numel() / outer : 0}});
   Tensor mean = op("aten::mean", "dim", {rows, std::vector<int64_t>{1}, true, IValue()});
   Tensor var = op("aten::var", "correction", {rows, std::vector<int64_t>{1}, int64_t{0}, true});
-  if (mean_out) *mean_out = mean;
-  if (var_out) *var_out = var;
   Tensor normalized = op("aten::div", "Tensor", {sub(rows, mean), op("aten::sqrt", "", {add(var, S(eps))})});
   return op("aten::reshape", "", {normalized, x.sizes()});
 }
@@ -278,16 +275,19 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std:
     Tensor cols = op("aten::matmul", "", {op("aten::t", "", {wg}), xg})
                       .to(ScalarType::Double)
                       .contiguous();  // (n, cog*kh*kw, h*w)
+    const double* source = cols.data_as<double>();
+    double* target = out.data_as<double>();
+    int64_t rows = cog * kh * kw;
     for (int64_t b = 0; b < n; ++b)
-      for (int64_t r = 0; r < cog * kh * kw; ++r) {
+      for (int64_t r = 0; r < rows; ++r) {
         int64_t co = r / (kh * kw), ki = (r / kw) % kh, kj = r % kw;
         for (int64_t y = 0; y < h; ++y)
           for (int64_t x = 0; x < w; ++x) {
             int64_t oy = y * stride[0] - padding[0] + ki * dilation[0],
                     ox = x * stride[1] - padding[1] + kj * dilation[1];
             if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
-            out.data_as<double>()[((b * cout + g * cog + co) * oh + oy) * ow + ox] +=
-                cols.data_as<double>()[(b * cog * kh * kw + r) * h * w + y * w + x];
+            target[((b * cout + g * cog + co) * oh + oy) * ow + ox] +=
+                source[(b * rows + r) * h * w + y * w + x];
           }
       }
   }
@@ -905,23 +905,6 @@ TN_KERNEL("aten::searchsorted.Tensor", {
 });
 TN_KERNEL("aten::bucketize.Tensor",
           { return searchsorted(a.tensor(1), a.tensor(0), a.boolean(2), a.boolean(3)); });
-TN_KERNEL("aten::atleast_1d", {
-  const Tensor& t = a.tensor(0);
-  return t.dim() >= 1 ? t : op("aten::reshape", "", {t, Shape{1}});
-});
-TN_KERNEL("aten::atleast_2d", {
-  const Tensor& t = a.tensor(0);
-  if (t.dim() >= 2) return t;
-  return op("aten::reshape", "", {t, t.dim() == 1 ? Shape{1, t.size(0)} : Shape{1, 1}});
-});
-TN_KERNEL("aten::atleast_3d", {
-  const Tensor& t = a.tensor(0);
-  if (t.dim() >= 3) return t;
-  Shape shape = t.dim() == 2   ? Shape{t.size(0), t.size(1), 1}
-                : t.dim() == 1 ? Shape{1, t.size(0), 1}
-                               : Shape{1, 1, 1};
-  return op("aten::reshape", "", {t, shape});
-});
 TN_KERNEL("aten::where", { return call_op("aten::nonzero_numpy", "", {a.tensor(0)}); });
 TN_KERNEL("aten::cartesian_prod", {
   auto ts = a.tensor_list(0);

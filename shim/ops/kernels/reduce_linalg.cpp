@@ -165,12 +165,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 1 && b.dim() == 1) return call_tensor_op("aten::dot", "", {a, b});
   if (a.dim() == 2 && b.dim() == 1) return call_tensor_op("aten::mv", "", {a, b});
   if (a.dim() <= 2 && b.dim() <= 2) {
+    // b is 2-D here: the 1-D cases went to dot and mv above.
     Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;
-    Tensor y = b.dim() == 1 ? b.view_as_strided({b.size(0), 1}, {b.stride(0), 0}, b.offset()) : b;
-    Tensor r = mm(x, y);
-    if (a.dim() == 1) return r.view_as_strided({r.size(1)}, {1}, 0);
-    if (b.dim() == 1) return r.view_as_strided({r.size(0)}, {1}, 0);
-    return r;
+    Tensor r = mm(x, b);
+    return a.dim() == 1 ? r.view_as_strided({r.size(1)}, {1}, 0) : r;
   }
   // Batched: broadcast the batch dims, then bmm.
   Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;

@@ -271,11 +271,10 @@ std::vector<int64_t> stable_order(const std::vector<double>& v) {
 // nanmedian: the lower middle of the non-NaN values.
 int64_t median_pick(const std::vector<double>& v, bool ignore_nan) {
   auto first_nan = std::find_if(v.begin(), v.end(), [](double x) { return std::isnan(x); });
-  std::vector<int64_t> order = stable_order(v);
   int64_t valid = int64_t(std::count_if(v.begin(), v.end(), [](double x) { return !std::isnan(x); }));
   if (!ignore_nan && first_nan != v.end()) return int64_t(first_nan - v.begin());
   if (valid == 0) return int64_t(first_nan - v.begin());
-  return order[size_t((valid - 1) / 2)];
+  return stable_order(v)[size_t((valid - 1) / 2)];
 }
 
 // mode: upstream sorts (value, position) pairs by value with std::sort and keeps the

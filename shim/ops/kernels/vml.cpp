@@ -63,28 +63,28 @@ VmlEntry entry(VmlOp op) {
 
 }  // namespace
 
+// Full vectors are loaded and stored in place; only the tail goes through a zero-padded
+// buffer, so no lane ever reads past the input.
 void vml_apply(VmlOp op, const double* in, double* out, int64_t n) {
   DoubleFn fn = entry(op).d;
-  double buffer[4];
-  for (int64_t i = 0; i < n; i += 4) {
-    int64_t k = std::min<int64_t>(4, n - i);
-    std::memset(buffer, 0, sizeof(buffer));
-    std::memcpy(buffer, in + i, size_t(k) * sizeof(double));
-    _mm256_storeu_pd(buffer, fn(_mm256_loadu_pd(buffer)));
-    std::memcpy(out + i, buffer, size_t(k) * sizeof(double));
-  }
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, fn(_mm256_loadu_pd(in + i)));
+  if (i == n) return;
+  double buffer[4] = {};
+  std::memcpy(buffer, in + i, size_t(n - i) * sizeof(double));
+  _mm256_storeu_pd(buffer, fn(_mm256_loadu_pd(buffer)));
+  std::memcpy(out + i, buffer, size_t(n - i) * sizeof(double));
 }
 
 void vml_apply(VmlOp op, const float* in, float* out, int64_t n) {
   FloatFn fn = entry(op).f;
-  float buffer[8];
-  for (int64_t i = 0; i < n; i += 8) {
-    int64_t k = std::min<int64_t>(8, n - i);
-    std::memset(buffer, 0, sizeof(buffer));
-    std::memcpy(buffer, in + i, size_t(k) * sizeof(float));
-    _mm256_storeu_ps(buffer, fn(_mm256_loadu_ps(buffer)));
-    std::memcpy(out + i, buffer, size_t(k) * sizeof(float));
-  }
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, fn(_mm256_loadu_ps(in + i)));
+  if (i == n) return;
+  float buffer[8] = {};
+  std::memcpy(buffer, in + i, size_t(n - i) * sizeof(float));
+  _mm256_storeu_ps(buffer, fn(_mm256_loadu_ps(buffer)));
+  std::memcpy(out + i, buffer, size_t(n - i) * sizeof(float));
 }
 
 }  // namespace tn
