@@ -406,6 +406,9 @@ TN_KERNEL("aten::stack", { return stack_tensors(a.tensor_list(0), a.integer(1));
 TN_KERNEL("aten::atleast_1d", { return at_least(a.tensor(0), 1); });
 TN_KERNEL("aten::atleast_2d", { return at_least(a.tensor(0), 2); });
 TN_KERNEL("aten::atleast_3d", { return at_least(a.tensor(0), 3); });
+TN_KERNEL("aten::atleast_1d.Sequence", { return at_least_all(a.tensor_list(0), 1); });
+TN_KERNEL("aten::atleast_2d.Sequence", { return at_least_all(a.tensor_list(0), 2); });
+TN_KERNEL("aten::atleast_3d.Sequence", { return at_least_all(a.tensor_list(0), 3); });
 TN_KERNEL("aten::hstack", {
   auto ts = at_least_all(a.tensor_list(0), 1);
   return cat(ts, !ts.empty() && ts[0].dim() == 1 ? 0 : 1);
