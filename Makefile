@@ -6,7 +6,8 @@ UPSTREAM    := /usr/lib/python3/dist-packages
 SITE        := $(VENV)/lib/python3.11/site-packages
 APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml python3-numpy \
                 python3-pytest python3-torch python3-torchvision python3-sklearn \
-                libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format
+                libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
+                libasio-dev pybind11-dev
 
 .PHONY: setup build demo test asan-test bench system-packages clean
 
@@ -40,16 +41,17 @@ demo: setup
 
 test: setup asan-test
 	ctest --test-dir $(BUILD) --output-on-failure -j2
-	$(VENV)/bin/python -m pytest -q tests/python tests/golden
+	$(VENV)/bin/python -m pytest -q tests/python tests/distributed tests/golden
 
 # The C++ unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan-test: system-packages
 	test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTORCHNATIVE_SANITIZE=ON
-	ninja -C build-asan -j2 shim_core_test
+	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test
 	ctest --test-dir build-asan --output-on-failure
 
 bench: setup
 	$(PYTHON) bench/shim_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+	$(PYTHON) bench/distributed_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 
 clean:
 	rm -rf $(BUILD) build-asan $(VENV)

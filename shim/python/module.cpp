@@ -470,12 +470,12 @@ PyObject* stubless_getattr(PyObject* module, PyObject* name) {
 PyMethodDef stubless_getattr_def = {"__getattr__", stubless_getattr, METH_O, nullptr};
 
 // Upstream signals "built without this feature" by the absence of these names, so
-// torch.distributed.rpc.is_available() and friends answer False instead of failing.
+// torch.distributed.rpc.is_available(), is_gloo_available() and friends answer False instead of
+// failing. Our collectives are backend="local" (ProcessGroupLocal).
 bool absent_by_design(const std::string& name) {
-  // _c10d_init stays absent until the ProcessGroupLocal bindings exist (issue 3), so
-  // torch.distributed.is_available() is False rather than half-working.
   return name == "_rpc_init" || name == "_dist_autograd_init" || name == "_faulty_agent_init" ||
-         name == "_c10d_init";
+         name == "ProcessGroupGloo" || name == "_ProcessGroupWrapper" || name == "ProcessGroupNCCL" ||
+         name == "ProcessGroupUCC" || name == "ProcessGroupMPI";
 }
 
 }  // namespace
@@ -483,9 +483,9 @@ bool absent_by_design(const std::string& name) {
 void init_surface(PyObject* module) {
   // Constants the stubs only annotate; values are upstream's.
   PyObject* c10d = add_submodule(module, "torch._C._distributed_c10d");
+  init_c10d(module, c10d);
 
   PyModule_AddObject(c10d, "_DEFAULT_FIRST_BUCKET_BYTES", PyLong_FromLong(1024 * 1024));
-  PyModule_AddObject(c10d, "_DEFAULT_NO_TIMEOUT", PyLong_FromLong(-1));
   Ref meta_dict(PyDict_New());
   PyObject* stub_metaclass =
       PyObject_CallFunction(reinterpret_cast<PyObject*>(&PyType_Type), "s(O)O", "_StubType",
@@ -574,7 +574,6 @@ void init_surface(PyObject* module) {
                           "torch._C._nvtx",
                           "torch._C._cudnn",
                           "torch._C._onnx",
-                          "torch._C._distributed_c10d",
                           "torch._C._distributed_rpc",
                           "torch._C._autograd",
                           "torch._C._distributed_autograd",

@@ -1,0 +1,123 @@
+// ProcessGroupLocal: collectives among the ranks of a group over Asio TCP.
+//
+// Every operation is asynchronous and returns a Work. Operations run one at a time, in call
+// order, on the group's worker thread; sockets are served by its I/O thread, which always keeps
+// reading, so a rank that sends never blocks on a peer that is also sending.
+//
+// Reductions are deterministic: each element is combined in ascending rank order
+// (((x0 op x1) op x2) ...) by exactly one rank, and every rank receives those bits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core.h"
+#include "distributed/errors.h"
+#include "distributed/store.h"
+
+namespace tn::dist {
+
+enum class ReduceOp : uint8_t { Sum, Product, Min, Max, Band, Bor, Bxor, Avg };
+const char* reduce_op_name(ReduceOp op);
+
+// A contiguous typed buffer. `owner` keeps the memory alive until the operation that uses it
+// has finished, even if the caller lets go of everything else.
+struct Buffer {
+  void* data = nullptr;
+  ScalarType dtype = ScalarType::Float;
+  int64_t numel = 0;
+  std::shared_ptr<const void> owner;
+  size_t nbytes() const;
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  bool is_completed() const;
+  // Waits for completion and rethrows the operation's error, if any. With a timeout, returns
+  // false when it expires first (the operation itself keeps its own deadline).
+  bool wait(std::optional<Milliseconds> timeout = std::nullopt);
+  std::exception_ptr exception() const;  // null while pending or after success
+  // The rank a recv-from-any-source received from (-1 until it completes).
+  int source_rank() const;
+  const std::string& operation() const { return operation_; }
+
+ protected:
+  explicit Work(std::string operation) : operation_(std::move(operation)) {}
+
+ private:
+  friend class ProcessGroup;
+  struct State;
+  std::string operation_;
+  std::shared_ptr<State> state_;
+};
+
+struct ProcessGroupOptions {
+  // Every operation fails with TimeoutError naming the missing rank after this long.
+  Milliseconds timeout = std::chrono::minutes(30);
+  // Address this rank listens on for its peers (published through the store).
+  std::string host = "127.0.0.1";
+  // Messages at most this large use the one-step algorithms (latency); larger ones are split
+  // in blocks and pipelined in segments (bandwidth).
+  size_t small_message_bytes = 64 * 1024;
+  size_t segment_bytes = 1 << 20;
+};
+
+// Which ranks a deadline reduce combined, in ascending order, and which it gave up on.
+struct DeadlineReduceResult {
+  std::vector<int> contributors;
+  std::vector<int> missing;
+};
+
+class ProcessGroup {
+ public:
+  // Rendezvous through `store`: every rank publishes its address, connects to the others and
+  // waits until the full mesh is up (or the timeout passes, naming the ranks that never came).
+  ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const;
+  int size() const;
+  const ProcessGroupOptions& options() const;
+
+  std::shared_ptr<Work> allreduce(Buffer buffer, ReduceOp op);
+  std::shared_ptr<Work> broadcast(Buffer buffer, int root);
+  // Only root's buffer receives the result; the others' buffers are left as they were.
+  std::shared_ptr<Work> reduce(Buffer buffer, int root, ReduceOp op);
+  // outputs[r] receives rank r's input (one buffer per rank, each input's size).
+  std::shared_ptr<Work> allgather(Buffer input, std::vector<Buffer> outputs);
+  // outputs is used on root only (one per rank); others pass an empty vector.
+  std::shared_ptr<Work> gather(Buffer input, std::vector<Buffer> outputs, int root);
+  // inputs is used on root only (one per rank).
+  std::shared_ptr<Work> scatter(std::vector<Buffer> inputs, Buffer output, int root);
+  // inputs[r] is this rank's contribution to rank r's output.
+  std::shared_ptr<Work> reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op);
+  // inputs[r] goes to rank r; outputs[r] comes from rank r. Sizes may differ per rank, but what
+  // rank a sends rank b must be what rank b expects from rank a.
+  std::shared_ptr<Work> alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs);
+  std::shared_ptr<Work> barrier();
+  std::shared_ptr<Work> send(Buffer buffer, int dst, int64_t tag);
+  // src -1 receives from whichever rank sends with this tag first.
+  std::shared_ptr<Work> recv(Buffer buffer, int src, int64_t tag);
+
+  // The federated hub's reduce: root sums what arrives from the other ranks before `deadline`
+  // (plus its own buffer) and records exactly who contributed; late contributions are
+  // discarded by sequence number, never added to a later round. Non-root ranks send and
+  // complete once their contribution is written.
+  std::shared_ptr<Work> deadline_reduce(Buffer buffer, int root, ReduceOp op, Milliseconds deadline,
+                                        std::shared_ptr<DeadlineReduceResult> result);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tn::dist

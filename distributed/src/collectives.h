@@ -1,0 +1,26 @@
+// The collective algorithms, one file each. Each runs on the group's worker thread with the
+// operation's context and returns when this rank's part is complete, or throws.
+#pragma once
+
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "op_context.h"
+
+namespace tn::dist {
+
+void run_allreduce(OpContext& context, Buffer& buffer, ReduceOp op);
+// The large-message half of allreduce (root -1) and reduce (root >= 0), shared by both.
+void reduce_blocks(OpContext& context, Buffer& buffer, ReduceOp op, int root);
+void run_broadcast(OpContext& context, Buffer& buffer, int root);
+void run_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op);
+void run_allgather(OpContext& context, Buffer& input, std::vector<Buffer>& outputs);
+void run_gather(OpContext& context, Buffer& input, std::vector<Buffer>& outputs, int root);
+void run_scatter(OpContext& context, std::vector<Buffer>& inputs, Buffer& output, int root);
+void run_reduce_scatter(OpContext& context, std::vector<Buffer>& inputs, Buffer& output, ReduceOp op);
+void run_alltoall(OpContext& context, std::vector<Buffer>& inputs, std::vector<Buffer>& outputs);
+void run_barrier(OpContext& context);
+void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op,
+                         Clock::time_point deadline, DeadlineReduceResult& result);
+
+}  // namespace tn::dist

@@ -1,0 +1,70 @@
+// What one collective sees while it runs: its rank, the group size, its sequence number and
+// signature, a deadline, and send/receive primitives bound to those. The algorithms in this
+// folder are written against this and know nothing of sockets.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group.h"
+#include "transport.h"
+
+namespace tn::dist {
+
+class OpContext {
+ public:
+  OpContext(Transport& transport, int rank, int size, uint64_t sequence, Signature signature,
+            const ProcessGroupOptions& options)
+      : transport_(transport),
+        rank_(rank),
+        size_(size),
+        sequence_(sequence),
+        signature_(signature),
+        options_(options),
+        deadline_(Clock::now() + options.timeout),
+        name_(collective_name(signature.collective)) {}
+  OpContext(const OpContext&) = delete;
+  OpContext& operator=(const OpContext&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Signature& signature() const { return signature_; }
+  const ProcessGroupOptions& options() const { return options_; }
+  Clock::time_point deadline() const { return deadline_; }
+  Transport& transport() { return transport_; }
+  uint64_t sequence() const { return sequence_; }
+
+  // Frames of one operation between two ranks are told apart by slot: phase and segment.
+  static uint32_t slot(uint32_t phase, uint32_t segment) { return (phase << 24) | segment; }
+
+  RequestPtr recv(int source, uint32_t slot, void* data, uint64_t bytes, std::shared_ptr<const void> owner);
+  void send(int dest, uint32_t slot, const void* data, uint64_t bytes, std::shared_ptr<const void> owner);
+  void wait(const RequestPtr& request);
+  // Waits for every send this operation queued: the caller's memory is free again after this.
+  void finish_sends();
+
+ private:
+  Transport& transport_;
+  const int rank_;
+  const int size_;
+  const uint64_t sequence_;
+  const Signature signature_;
+  const ProcessGroupOptions& options_;
+  const Clock::time_point deadline_;
+  const std::string name_;
+  std::vector<RequestPtr> sends_;
+};
+
+// Scratch memory an operation receives into; shared so in-flight receives keep it alive.
+std::shared_ptr<uint8_t[]> scratch(uint64_t bytes);
+
+// Splits `count` elements into `parts` contiguous ranges as evenly as possible.
+struct Range {
+  size_t begin;
+  size_t count;
+};
+Range block_of(size_t count, int parts, int index);
+
+}  // namespace tn::dist

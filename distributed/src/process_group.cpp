@@ -1,0 +1,366 @@
+// ProcessGroup: argument checks on the caller's thread, then the collective runs on the
+// group's worker thread in call order; point-to-point operations bypass the worker so that a
+// posted receive never holds up a later send.
+#include "distributed/process_group.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "collectives.h"
+#include "reduce_kernels.h"
+#include "transport.h"
+
+namespace tn::dist {
+
+size_t Buffer::nbytes() const { return static_cast<size_t>(numel) * element_size(dtype); }
+
+struct Work::State {
+  std::mutex mutex;
+  std::condition_variable done_changed;
+  bool done = false;
+  std::exception_ptr error;
+  int source = -1;
+  // Point-to-point work has no worker watching the clock; its waiter enforces the deadline.
+  std::optional<Clock::time_point> deadline;
+  std::function<void()> on_deadline;
+
+  void finish(std::exception_ptr failure, int from = -1) {
+    {
+      std::lock_guard lock(mutex);
+      if (done) return;
+      done = true;
+      error = failure;
+      source = from;
+      on_deadline = nullptr;
+    }
+    done_changed.notify_all();
+  }
+};
+
+bool Work::is_completed() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->done;
+}
+
+std::exception_ptr Work::exception() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->error;
+}
+
+int Work::source_rank() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->source;
+}
+
+bool Work::wait(std::optional<Milliseconds> timeout) {
+  std::unique_lock lock(state_->mutex);
+  auto finished = [this] { return state_->done; };
+  std::optional<Clock::time_point> until = state_->deadline;
+  if (timeout) until = std::min(until.value_or(Clock::time_point::max()), Clock::now() + *timeout);
+  if (until) {
+    if (!state_->done_changed.wait_until(lock, *until, finished)) {
+      if (state_->deadline && Clock::now() >= *state_->deadline && state_->on_deadline) {
+        auto expire = std::move(state_->on_deadline);
+        lock.unlock();
+        expire();
+        lock.lock();
+        state_->done_changed.wait(lock, finished);
+      } else {
+        return false;
+      }
+    }
+  } else {
+    state_->done_changed.wait(lock, finished);
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+  return true;
+}
+
+struct ProcessGroup::Impl {
+  int rank;
+  int size;
+  ProcessGroupOptions options;
+  std::shared_ptr<Store> store;
+  std::unique_ptr<Transport> transport;
+
+  std::mutex queue_mutex;
+  std::condition_variable queue_changed;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  uint64_t next_sequence = 0;
+  std::thread worker;
+
+  void run_worker() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(queue_mutex);
+        queue_changed.wait(lock, [this] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        task = std::move(queue.front());
+        queue.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::shared_ptr<Work> make_work(const std::string& operation) {
+    struct ConcreteWork : Work {
+      explicit ConcreteWork(std::string name) : Work(std::move(name)) {}
+    };
+    auto work = std::make_shared<ConcreteWork>(operation);
+    work->state_ = std::make_shared<Work::State>();
+    return work;
+  }
+
+  // Runs `algorithm` as the group's next collective. The sequence number is taken here, in
+  // call order, so every rank numbers the same call the same way.
+  std::shared_ptr<Work> enqueue(Signature signature, std::function<void(OpContext&)> algorithm) {
+    auto work = make_work(collective_name(signature.collective));
+    std::lock_guard lock(queue_mutex);
+    if (stopping) throw DistError("the process group was destroyed");
+    const uint64_t sequence = ++next_sequence;
+    queue.push_back([this, signature, sequence, algorithm = std::move(algorithm), state = work->state_] {
+      OpContext context(*transport, rank, size, sequence, signature, options);
+      try {
+        algorithm(context);
+        context.finish_sends();
+        transport->retire_collectives_through(sequence);
+        state->finish(nullptr);
+      } catch (const std::exception& error) {
+        // The ranks no longer agree on where they are in the sequence: nothing later can run.
+        transport->fail_group("rank " + std::to_string(rank) + ": " + error.what());
+        state->finish(std::current_exception());
+      }
+    });
+    queue_changed.notify_one();
+    return work;
+  }
+
+  void check_rank(int which, const char* role, const char* operation) const {
+    if (which < 0 || which >= size)
+      throw InvalidArgument(std::string(operation) + ": " + role + " rank " + std::to_string(which) +
+                            " is outside the group of " + std::to_string(size));
+  }
+
+  void check_buffers(const std::vector<Buffer>& buffers, const Buffer& like, const char* what,
+                     const char* operation, bool same_size = true) const {
+    if (buffers.size() != static_cast<size_t>(size))
+      throw InvalidArgument(std::string(operation) + ": expected " + std::to_string(size) + " " + what +
+                            " (one per rank), got " + std::to_string(buffers.size()));
+    for (const Buffer& buffer : buffers) {
+      if (buffer.dtype != like.dtype)
+        throw InvalidArgument(std::string(operation) + ": " + what + " of dtype " +
+                              scalar_type_name(buffer.dtype) + " next to " + scalar_type_name(like.dtype));
+      if (same_size && buffer.numel != like.numel)
+        throw InvalidArgument(std::string(operation) + ": " + what + " of " + std::to_string(buffer.numel) +
+                              " elements where " + std::to_string(like.numel) + " are expected");
+    }
+  }
+};
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  if (size < 1)
+    throw InvalidArgument("ProcessGroupLocal: world size must be at least 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size)
+    throw InvalidArgument("ProcessGroupLocal: rank " + std::to_string(rank) + " is outside a world of " +
+                          std::to_string(size));
+  impl_->rank = rank;
+  impl_->size = size;
+  impl_->options = options;
+  impl_->store = std::move(store);
+  impl_->transport = std::make_unique<Transport>(*impl_->store, rank, size, options.host, options.timeout);
+  impl_->worker = std::thread([impl = impl_.get()] { impl->run_worker(); });
+}
+
+ProcessGroup::~ProcessGroup() {
+  {
+    std::lock_guard lock(impl_->queue_mutex);
+    impl_->stopping = true;
+  }
+  impl_->queue_changed.notify_all();
+  // Closing the transport fails whatever the worker waits on, so the join is prompt; the
+  // operations still queued then fail at once instead of waiting out their timeouts.
+  impl_->transport->shutdown();
+  impl_->worker.join();
+}
+
+int ProcessGroup::rank() const { return impl_->rank; }
+int ProcessGroup::size() const { return impl_->size; }
+const ProcessGroupOptions& ProcessGroup::options() const { return impl_->options; }
+
+namespace {
+
+Signature signature_of(Collective collective, const Buffer& buffer, ReduceOp op = ReduceOp::Sum,
+                       int root = -1) {
+  Signature signature;
+  signature.collective = collective;
+  signature.dtype = static_cast<int8_t>(buffer.dtype);
+  signature.reduce_op = static_cast<uint8_t>(op);
+  signature.root = root;
+  signature.count = static_cast<uint64_t>(buffer.numel);
+  return signature;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::allreduce(Buffer buffer, ReduceOp op) {
+  check_reducible(buffer.dtype, op, "allreduce");
+  return impl_->enqueue(signature_of(Collective::Allreduce, buffer, op),
+                        [buffer, op](OpContext& context) mutable { run_allreduce(context, buffer, op); });
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(Buffer buffer, int root) {
+  impl_->check_rank(root, "root", "broadcast");
+  return impl_->enqueue(signature_of(Collective::Broadcast, buffer, ReduceOp::Sum, root),
+                        [buffer, root](OpContext& context) mutable { run_broadcast(context, buffer, root); });
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op) {
+  impl_->check_rank(root, "root", "reduce");
+  check_reducible(buffer.dtype, op, "reduce");
+  return impl_->enqueue(
+      signature_of(Collective::Reduce, buffer, op, root),
+      [buffer, root, op](OpContext& context) mutable { run_reduce(context, buffer, root, op); });
+}
+
+std::shared_ptr<Work> ProcessGroup::allgather(Buffer input, std::vector<Buffer> outputs) {
+  impl_->check_buffers(outputs, input, "output buffers", "allgather");
+  return impl_->enqueue(signature_of(Collective::Allgather, input),
+                        [input, outputs = std::move(outputs)](OpContext& context) mutable {
+                          run_allgather(context, input, outputs);
+                        });
+}
+
+std::shared_ptr<Work> ProcessGroup::gather(Buffer input, std::vector<Buffer> outputs, int root) {
+  impl_->check_rank(root, "root", "gather");
+  if (rank() == root)
+    impl_->check_buffers(outputs, input, "output buffers", "gather");
+  else if (!outputs.empty())
+    throw InvalidArgument("gather: only the root rank passes output buffers, rank " + std::to_string(rank()) +
+                          " passed " + std::to_string(outputs.size()));
+  return impl_->enqueue(signature_of(Collective::Gather, input, ReduceOp::Sum, root),
+                        [input, outputs = std::move(outputs), root](OpContext& context) mutable {
+                          run_gather(context, input, outputs, root);
+                        });
+}
+
+std::shared_ptr<Work> ProcessGroup::scatter(std::vector<Buffer> inputs, Buffer output, int root) {
+  impl_->check_rank(root, "root", "scatter");
+  if (rank() == root)
+    impl_->check_buffers(inputs, output, "input buffers", "scatter");
+  else if (!inputs.empty())
+    throw InvalidArgument("scatter: only the root rank passes input buffers, rank " + std::to_string(rank()) +
+                          " passed " + std::to_string(inputs.size()));
+  return impl_->enqueue(signature_of(Collective::Scatter, output, ReduceOp::Sum, root),
+                        [inputs = std::move(inputs), output, root](OpContext& context) mutable {
+                          run_scatter(context, inputs, output, root);
+                        });
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op) {
+  impl_->check_buffers(inputs, output, "input buffers", "reduce_scatter");
+  check_reducible(output.dtype, op, "reduce_scatter");
+  return impl_->enqueue(signature_of(Collective::ReduceScatter, output, op),
+                        [inputs = std::move(inputs), output, op](OpContext& context) mutable {
+                          run_reduce_scatter(context, inputs, output, op);
+                        });
+}
+
+std::shared_ptr<Work> ProcessGroup::alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs) {
+  if (inputs.empty()) throw InvalidArgument("alltoall: no input buffers");
+  impl_->check_buffers(inputs, inputs.front(), "input buffers", "alltoall", false);
+  impl_->check_buffers(outputs, inputs.front(), "output buffers", "alltoall", false);
+  Signature signature = signature_of(Collective::Alltoall, inputs.front());
+  signature.count = 0;  // per-pair sizes differ; each receiver checks the length it gets
+  return impl_->enqueue(
+      signature, [inputs = std::move(inputs), outputs = std::move(outputs)](OpContext& context) mutable {
+        run_alltoall(context, inputs, outputs);
+      });
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() {
+  Signature signature;
+  signature.collective = Collective::Barrier;
+  return impl_->enqueue(signature, [](OpContext& context) { run_barrier(context); });
+}
+
+std::shared_ptr<Work> ProcessGroup::deadline_reduce(Buffer buffer, int root, ReduceOp op,
+                                                    Milliseconds deadline,
+                                                    std::shared_ptr<DeadlineReduceResult> result) {
+  impl_->check_rank(root, "root", "deadline_reduce");
+  check_reducible(buffer.dtype, op, "deadline_reduce");
+  if (!result) throw InvalidArgument("deadline_reduce: no result record to fill");
+  const auto until = Clock::now() + deadline;
+  return impl_->enqueue(signature_of(Collective::DeadlineReduce, buffer, op, root),
+                        [buffer, root, op, until, result](OpContext& context) mutable {
+                          *result = {};
+                          run_deadline_reduce(context, buffer, root, op, until, *result);
+                        });
+}
+
+namespace {
+
+Signature point_to_point_signature(const Buffer& buffer) {
+  Signature signature;
+  signature.dtype = static_cast<int8_t>(buffer.dtype);
+  signature.count = static_cast<uint64_t>(buffer.numel);
+  return signature;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::send(Buffer buffer, int dst, int64_t tag) {
+  impl_->check_rank(dst, "destination", "send");
+  if (dst == rank()) throw InvalidArgument("send: rank " + std::to_string(dst) + " cannot send to itself");
+  auto work = impl_->make_work("send");
+  auto state = work->state_;
+  Transport& transport = *impl_->transport;
+  const Milliseconds timeout = impl_->options.timeout;
+  state->deadline = Clock::now() + timeout;
+  const int me = rank();
+  state->on_deadline = [&transport, weak = std::weak_ptr<Work::State>(state), dst, tag, timeout, me] {
+    const std::string reason = "send with tag " + std::to_string(tag) + " timed out after " +
+                               std::to_string(timeout.count()) + " ms on rank " + std::to_string(me) +
+                               " sending to rank " + std::to_string(dst);
+    transport.fail_group(reason);
+    if (auto state = weak.lock()) state->finish(std::make_exception_ptr(TimeoutError(reason)));
+  };
+  transport.send(dst, FrameKind::PointToPoint, static_cast<uint64_t>(tag), 0,
+                 point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
+                 [state](const Request& request) { state->finish(request.error); });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
+  if (src != -1) impl_->check_rank(src, "source", "recv");
+  if (src == rank())
+    throw InvalidArgument("recv: rank " + std::to_string(src) + " cannot receive from itself");
+  auto work = impl_->make_work("recv");
+  auto state = work->state_;
+  Transport& transport = *impl_->transport;
+  const Milliseconds timeout = impl_->options.timeout;
+  state->deadline = Clock::now() + timeout;
+  RequestPtr request =
+      transport.post_recv(FrameKind::PointToPoint, src, static_cast<uint64_t>(tag), 0,
+                          point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
+                          [state](const Request& done) { state->finish(done.error, done.source); });
+  const int me = rank();
+  std::weak_ptr<Request> pending = request;
+  state->on_deadline = [&transport, weak = std::weak_ptr<Work::State>(state), pending, src, tag, timeout, me] {
+    if (auto request = pending.lock()) transport.cancel(request);
+    const std::string reason = "recv with tag " + std::to_string(tag) + " timed out after " +
+                               std::to_string(timeout.count()) + " ms on rank " + std::to_string(me) +
+                               " waiting for " +
+                               (src < 0 ? std::string("any rank") : "rank " + std::to_string(src));
+    transport.fail_group(reason);
+    if (auto state = weak.lock()) state->finish(std::make_exception_ptr(TimeoutError(reason)));
+  };
+  return work;
+}
+
+}  // namespace tn::dist

@@ -1,0 +1,33 @@
+// Reduce to root. Small messages: every rank sends to root, which reduces in ascending rank
+// order. Large: the block owners reduce (as in allreduce) and send their blocks to root only,
+// so root receives the buffer's size once instead of once per rank.
+#include "collectives.h"
+#include "reduce_kernels.h"
+
+namespace tn::dist {
+
+void run_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op) {
+  const int size = context.size(), rank = context.rank();
+  if (size == 1) return;
+  const uint64_t bytes = buffer.nbytes();
+  if (bytes > context.options().small_message_bytes) return reduce_blocks(context, buffer, op, root);
+  if (rank != root) {
+    context.send(root, 0, buffer.data, bytes, buffer.owner);
+    context.finish_sends();
+    return;
+  }
+  auto received = scratch(bytes * static_cast<uint64_t>(size - 1));
+  std::vector<RequestPtr> receives;
+  std::vector<const void*> sources(size);
+  for (int peer = 0, index = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    uint8_t* slot = received.get() + bytes * static_cast<uint64_t>(index++);
+    receives.push_back(context.recv(peer, 0, slot, bytes, received));
+    sources[peer] = slot;
+  }
+  sources[rank] = buffer.data;
+  for (auto& request : receives) context.wait(request);
+  reduce_in_order(buffer.dtype, op, buffer.data, sources.data(), size, static_cast<size_t>(buffer.numel));
+}
+
+}  // namespace tn::dist

@@ -1,0 +1,604 @@
+#include "transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <random>
+
+#include "core.h"
+
+namespace tn::dist {
+
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
+  return text;
+}
+
+std::string bytes_as_text(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
+Bytes text_as_bytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
+
+// An abort frame's reason is text; longer than this is a malformed frame, not a reason.
+constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
+
+}  // namespace
+
+struct Transport::Connection {
+  int peer;
+  std::shared_ptr<asio::ip::tcp::socket> socket;
+  FrameHeader incoming;
+  std::deque<RequestPtr> send_queue;
+  bool writing = false;
+  bool lost = false;
+};
+
+Transport::Transport(Store& store, int rank, int size, const std::string& host, Milliseconds timeout)
+    : rank_(rank),
+      size_(size),
+      work_guard_(asio::make_work_guard(io_)),
+      acceptor_(io_),
+      connections_(size),
+      peer_failures_(size) {
+  const auto deadline = Clock::now() + timeout;
+  asio::ip::tcp::endpoint endpoint(asio::ip::make_address(host), 0);
+  acceptor_.open(endpoint.protocol());
+  acceptor_.bind(endpoint);
+  acceptor_.listen();
+  port_ = acceptor_.local_endpoint().port();
+
+  // Every rank proposes a token; the first one stored wins, so all agree on one. Connections
+  // that do not present it (a stale rank of an earlier group, a port scanner) are refused.
+  std::random_device entropy;
+  const uint64_t proposal = (uint64_t{entropy()} << 32) | entropy();
+  const Bytes agreed = store.compare_set("session", {}, text_as_bytes(std::to_string(proposal)));
+  session_ = std::stoull(bytes_as_text(agreed));
+  store.set("address/" + std::to_string(rank), text_as_bytes(host + ":" + std::to_string(port_)));
+
+  accept_next();
+  io_thread_ = std::thread([this] { io_.run(); });
+  try {
+    for (int peer = 0; peer < rank; ++peer) connect_to(store, peer, deadline);
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_until(lock, deadline, [this] { return connected_ == size_ - 1; })) {
+      std::vector<int> absent;
+      for (int peer = rank_ + 1; peer < size_; ++peer)
+        if (!connections_[peer]) absent.push_back(peer);
+      throw TimeoutError("ProcessGroupLocal rendezvous timed out after " + std::to_string(timeout.count()) +
+                         " ms on rank " + std::to_string(rank_) + ": rank(s) " + rank_list(absent) +
+                         " never connected");
+    }
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+}
+
+Transport::~Transport() { shutdown(); }
+
+void Transport::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  asio::post(io_, [this] {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+    for (auto& connection : connections_)
+      if (connection) connection->socket->close(ignored);
+  });
+  work_guard_.reset();
+  io_.stop();
+  if (io_thread_.joinable()) io_thread_.join();
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard lock(mutex_);
+    fail_group_locked("the process group was destroyed", finished);
+    for (auto& connection : connections_)
+      if (connection)
+        for (auto& request : connection->send_queue)
+          if (request->state == Request::State::Pending)
+            finish_locked(request, std::make_exception_ptr(DistError("the process group was destroyed")),
+                          finished);
+  }
+  run_callbacks(finished);
+}
+
+void Transport::connect_to(Store& store, int peer, Clock::time_point deadline) {
+  const auto remaining = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+  const std::string key = "address/" + std::to_string(peer);
+  store.wait({key}, std::max(remaining, Milliseconds(1)));
+  const std::string address = bytes_as_text(store.get(key));
+  const auto colon = address.rfind(':');
+  asio::ip::tcp::endpoint endpoint(asio::ip::make_address(address.substr(0, colon)),
+                                   static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  asio::error_code error;
+  for (;;) {
+    socket->connect(endpoint, error);
+    if (!error) break;
+    socket->close();
+    if (Clock::now() >= deadline)
+      throw TimeoutError("ProcessGroupLocal rendezvous timed out on rank " + std::to_string(rank_) +
+                         ": could not connect to rank " + std::to_string(peer) + " at " + address + " (" +
+                         error.message() + ")");
+    std::this_thread::sleep_for(Milliseconds(20));
+  }
+  socket->set_option(asio::ip::tcp::no_delay(true));
+  FrameHeader hello;
+  hello.kind = FrameKind::Hello;
+  hello.source = rank_;
+  hello.tag = session_;
+  hello.signature.count = static_cast<uint64_t>(size_);
+  asio::write(*socket, asio::buffer(&hello, sizeof hello));
+  std::promise<void> installed;
+  asio::post(io_, [this, peer, socket, &installed] {
+    install(peer, socket);
+    installed.set_value();
+  });
+  installed.get_future().wait();
+}
+
+void Transport::accept_next() {
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  acceptor_.async_accept(*socket, [this, socket](const asio::error_code& error) {
+    if (error == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!error) read_hello(socket);
+    accept_next();
+  });
+}
+
+void Transport::read_hello(std::shared_ptr<asio::ip::tcp::socket> socket) {
+  // A connection that does not say hello promptly is refused, so a silent client cannot hold
+  // a slot; legitimate peers send theirs right after connecting.
+  auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(10));
+  timer->async_wait([socket](const asio::error_code& error) {
+    if (!error) socket->close();
+  });
+  auto hello = std::make_shared<FrameHeader>();
+  asio::async_read(*socket, asio::buffer(hello.get(), sizeof *hello),
+                   [this, socket, timer, hello](const asio::error_code& error, size_t) {
+                     timer->cancel();
+                     const bool valid = !error && check_header(*hello, -1, size_).empty() &&
+                                        hello->kind == FrameKind::Hello && hello->tag == session_ &&
+                                        hello->signature.count == static_cast<uint64_t>(size_) &&
+                                        hello->source > rank_ && hello->length == 0 &&
+                                        !connections_[hello->source];
+                     if (!valid) {
+                       asio::error_code ignored;
+                       socket->close(ignored);
+                       std::lock_guard lock(mutex_);
+                       ++refused_;
+                       return;
+                     }
+                     socket->set_option(asio::ip::tcp::no_delay(true));
+                     install(hello->source, socket);
+                   });
+}
+
+void Transport::install(int peer, std::shared_ptr<asio::ip::tcp::socket> socket) {
+  auto connection = std::make_unique<Connection>();
+  connection->peer = peer;
+  connection->socket = std::move(socket);
+  Connection& installed = *connection;
+  {
+    std::lock_guard lock(mutex_);
+    connections_[peer] = std::move(connection);
+    ++connected_;
+  }
+  changed_.notify_all();
+  read_header(installed);
+}
+
+int64_t Transport::refused_connections() const {
+  std::lock_guard lock(mutex_);
+  return refused_;
+}
+
+void Transport::read_header(Connection& connection) {
+  asio::async_read(*connection.socket, asio::buffer(&connection.incoming, sizeof(FrameHeader)),
+                   [this, &connection](const asio::error_code& error, size_t) {
+                     if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                     const std::string why = check_header(connection.incoming, connection.peer, size_);
+                     if (!why.empty()) return lose_peer(connection, "sent a malformed frame: " + why);
+                     on_header(connection);
+                   });
+}
+
+void Transport::on_header(Connection& connection) {
+  const FrameHeader header = connection.incoming;
+  if (header.kind == FrameKind::Hello)
+    return lose_peer(connection, "sent a second hello on an established connection");
+  if (header.kind == FrameKind::Abort) {
+    if (header.length > kMaxAbortReasonBytes)
+      return lose_peer(connection, "sent an abort frame of " + std::to_string(header.length) + " bytes");
+    auto reason = std::make_shared<std::string>(header.length, '\0');
+    asio::async_read(*connection.socket, asio::buffer(reason->data(), reason->size()),
+                     [this, &connection, reason](const asio::error_code& error, size_t) {
+                       if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                       std::vector<RequestPtr> finished;
+                       {
+                         std::lock_guard lock(mutex_);
+                         fail_group_locked("rank " + std::to_string(connection.peer) + " failed: " + *reason,
+                                           finished);
+                       }
+                       run_callbacks(finished);
+                       read_header(connection);
+                     });
+    return;
+  }
+  RequestPtr request;
+  std::exception_ptr mismatch;
+  {
+    std::lock_guard lock(mutex_);
+    request = take_posted_locked(header);
+    if (request) mismatch = check_match_locked(*request, header);
+  }
+  if (request && !mismatch) {
+    request->source = header.source;
+    asio::async_read(*connection.socket, asio::buffer(request->data, request->bytes),
+                     [this, &connection, request](const asio::error_code& error, size_t) {
+                       if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                       std::vector<RequestPtr> finished;
+                       {
+                         std::lock_guard lock(mutex_);
+                         finish_locked(request, nullptr, finished);
+                       }
+                       run_callbacks(finished);
+                       read_header(connection);
+                     });
+    return;
+  }
+  if (request) {
+    // The payload is still read (and dropped) so the connection stays in step.
+    std::vector<RequestPtr> finished;
+    {
+      std::lock_guard lock(mutex_);
+      finish_locked(request, mismatch, finished);
+      try {
+        std::rethrow_exception(mismatch);
+      } catch (const std::exception& error) {
+        fail_group_locked(error.what(), finished);
+      }
+    }
+    run_callbacks(finished);
+  }
+  auto payload = std::make_shared<std::vector<uint8_t>>(header.length);
+  asio::async_read(
+      *connection.socket, asio::buffer(*payload),
+      [this, &connection, header, payload, dropped = bool(request)](const asio::error_code& error, size_t) {
+        if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+        if (!dropped) on_payload(connection, header, payload);
+        read_header(connection);
+      });
+}
+
+void Transport::on_payload(Connection&, const FrameHeader& header,
+                           std::shared_ptr<std::vector<uint8_t>> payload) {
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard lock(mutex_);
+    if (header.kind == FrameKind::Collective && any_retired_ && header.tag <= retired_through_) return;
+    RequestPtr request = take_posted_locked(header);
+    if (!request) {
+      unexpected_.push_back({header, std::move(payload)});
+      return;
+    }
+    std::exception_ptr mismatch = check_match_locked(*request, header);
+    if (!mismatch) {
+      request->source = header.source;
+      if (!payload->empty()) std::memcpy(request->data, payload->data(), payload->size());
+    }
+    finish_locked(request, mismatch, finished);
+    if (mismatch) {
+      try {
+        std::rethrow_exception(mismatch);
+      } catch (const std::exception& error) {
+        fail_group_locked(error.what(), finished);
+      }
+    }
+  }
+  run_callbacks(finished);
+}
+
+namespace {
+
+bool matches(const Request& request, const FrameHeader& header) {
+  return request.header.kind == header.kind && request.header.tag == header.tag &&
+         request.header.slot == header.slot && (request.peer < 0 || request.peer == header.source);
+}
+
+}  // namespace
+
+RequestPtr Transport::take_posted_locked(const FrameHeader& header) {
+  auto found = std::find_if(posted_.begin(), posted_.end(),
+                            [&](const RequestPtr& request) { return matches(*request, header); });
+  if (found == posted_.end()) return nullptr;
+  RequestPtr request = *found;
+  posted_.erase(found);
+  return request;
+}
+
+std::exception_ptr Transport::check_match_locked(const Request& request, const FrameHeader& header) const {
+  const Signature& expected = request.header.signature;
+  const Signature& got = header.signature;
+  const std::string from = "rank " + std::to_string(header.source);
+  if (header.kind == FrameKind::Collective && !(expected == got))
+    return std::make_exception_ptr(MismatchError("mismatched collectives: " + from + " called " +
+                                                 describe(got) + " as operation #" +
+                                                 std::to_string(header.tag) + " of the group, rank " +
+                                                 std::to_string(rank_) + " called " + describe(expected)));
+  if (header.length != request.bytes || expected.dtype != got.dtype)
+    return std::make_exception_ptr(MismatchError(
+        "mismatched point-to-point transfer with tag " + std::to_string(header.tag) + ": " + from + " sent " +
+        std::to_string(got.count) + " elements of " + scalar_type_name(static_cast<ScalarType>(got.dtype)) +
+        " (" + std::to_string(header.length) + " bytes), rank " + std::to_string(rank_) + " expected " +
+        std::to_string(expected.count) + " elements of " +
+        scalar_type_name(static_cast<ScalarType>(expected.dtype)) + " (" + std::to_string(request.bytes) +
+        " bytes)"));
+  return nullptr;
+}
+
+RequestPtr Transport::post_recv(FrameKind kind, int source, uint64_t tag, uint32_t slot,
+                                const Signature& expected, void* data, uint64_t bytes,
+                                std::shared_ptr<const void> owner,
+                                std::function<void(const Request&)> on_finish) {
+  auto request = std::make_shared<Request>();
+  request->header.kind = kind;
+  request->header.tag = tag;
+  request->header.slot = slot;
+  request->header.signature = expected;
+  request->peer = source;
+  request->data = data;
+  request->bytes = bytes;
+  request->owner = std::move(owner);
+  request->on_finish = std::move(on_finish);
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard lock(mutex_);
+    if (group_failure_) {
+      finish_locked(request, std::make_exception_ptr(PeerError(*group_failure_)), finished);
+    } else {
+      auto found = std::find_if(unexpected_.begin(), unexpected_.end(),
+                                [&](const Unexpected& frame) { return matches(*request, frame.header); });
+      if (found != unexpected_.end()) {
+        Unexpected frame = std::move(*found);
+        unexpected_.erase(found);
+        std::exception_ptr mismatch = check_match_locked(*request, frame.header);
+        if (!mismatch) {
+          request->source = frame.header.source;
+          if (!frame.payload->empty()) std::memcpy(data, frame.payload->data(), frame.payload->size());
+        }
+        finish_locked(request, mismatch, finished);
+        if (mismatch) {
+          try {
+            std::rethrow_exception(mismatch);
+          } catch (const std::exception& error) {
+            fail_group_locked(error.what(), finished);
+          }
+        }
+      } else if (source >= 0 && peer_failures_[source]) {
+        finish_locked(request,
+                      std::make_exception_ptr(
+                          PeerError("rank " + std::to_string(source) + " " + *peer_failures_[source])),
+                      finished);
+      } else {
+        posted_.push_back(request);
+      }
+    }
+  }
+  run_callbacks(finished);
+  return request;
+}
+
+RequestPtr Transport::send(int dest, FrameKind kind, uint64_t tag, uint32_t slot, const Signature& signature,
+                           const void* data, uint64_t bytes, std::shared_ptr<const void> owner,
+                           std::function<void(const Request&)> on_finish) {
+  auto request = std::make_shared<Request>();
+  request->is_send = true;
+  request->header.kind = kind;
+  request->header.source = rank_;
+  request->header.tag = tag;
+  request->header.slot = slot;
+  request->header.signature = signature;
+  request->header.length = bytes;
+  request->peer = dest;
+  request->data = const_cast<void*>(data);
+  request->bytes = bytes;
+  request->owner = std::move(owner);
+  request->on_finish = std::move(on_finish);
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard lock(mutex_);
+    std::optional<std::string> refusal;
+    if (kind != FrameKind::Abort && group_failure_) refusal = *group_failure_;
+    if (peer_failures_[dest]) refusal = "rank " + std::to_string(dest) + " " + *peer_failures_[dest];
+    if (refusal) finish_locked(request, std::make_exception_ptr(PeerError(*refusal)), finished);
+  }
+  if (!finished.empty()) {
+    run_callbacks(finished);
+    return request;
+  }
+  asio::post(io_, [this, request] {
+    Connection& connection = *connections_[request->peer];
+    if (connection.lost) {
+      std::vector<RequestPtr> failed;
+      {
+        std::lock_guard lock(mutex_);
+        finish_locked(request,
+                      std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " +
+                                                        peer_failures_[connection.peer].value_or("is gone"))),
+                      failed);
+      }
+      run_callbacks(failed);
+      return;
+    }
+    connection.send_queue.push_back(request);
+    if (!connection.writing) write_next(connection);
+  });
+  return request;
+}
+
+void Transport::write_next(Connection& connection) {
+  connection.writing = true;
+  RequestPtr request = connection.send_queue.front();
+  std::array<asio::const_buffer, 2> buffers{asio::buffer(&request->header, sizeof(FrameHeader)),
+                                            asio::buffer(request->data, request->bytes)};
+  asio::async_write(*connection.socket, buffers,
+                    [this, &connection, request](const asio::error_code& error, size_t) {
+                      if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                      connection.send_queue.pop_front();
+                      std::vector<RequestPtr> finished;
+                      {
+                        std::lock_guard lock(mutex_);
+                        finish_locked(request, nullptr, finished);
+                      }
+                      run_callbacks(finished);
+                      if (connection.send_queue.empty())
+                        connection.writing = false;
+                      else
+                        write_next(connection);
+                    });
+}
+
+void Transport::lose_peer(Connection& connection, const std::string& reason) {
+  if (connection.lost) return;
+  connection.lost = true;
+  asio::error_code ignored;
+  connection.socket->close(ignored);
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    peer_failures_[connection.peer] = reason;
+    const auto error =
+        std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " + reason));
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      if ((*it)->peer == connection.peer) {
+        finish_locked(*it, error, finished);
+        it = posted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& request : connection.send_queue) finish_locked(request, error, finished);
+  }
+  connection.send_queue.clear();
+  connection.writing = false;
+  run_callbacks(finished);
+}
+
+void Transport::finish_locked(const RequestPtr& request, std::exception_ptr error,
+                              std::vector<RequestPtr>& finished) {
+  if (request->state != Request::State::Pending) return;
+  request->state = error ? Request::State::Failed : Request::State::Done;
+  request->error = error;
+  changed_.notify_all();
+  if (request->on_finish) finished.push_back(request);  // its callback runs outside the lock
+}
+
+void Transport::run_callbacks(std::vector<RequestPtr>& finished) {
+  for (auto& request : finished) request->on_finish(*request);
+  finished.clear();
+}
+
+void Transport::fail_group_locked(const std::string& reason, std::vector<RequestPtr>& finished) {
+  if (group_failure_) return;
+  group_failure_ = reason;
+  const auto error = std::make_exception_ptr(PeerError(reason));
+  for (auto& request : posted_) finish_locked(request, error, finished);
+  posted_.clear();
+  unexpected_.clear();
+}
+
+void Transport::fail_group(const std::string& reason) {
+  std::vector<RequestPtr> finished;
+  bool first;
+  {
+    std::lock_guard lock(mutex_);
+    first = !group_failure_ && !stopping_;
+    fail_group_locked(reason, finished);
+  }
+  run_callbacks(finished);
+  if (!first) return;
+  auto text = std::make_shared<std::string>(reason);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    std::lock_guard lock(mutex_);
+    if (peer_failures_[peer]) continue;
+    // Fire and forget: the peer may be the one that is gone.
+    auto abort = std::make_shared<Request>();
+    abort->is_send = true;
+    abort->header.kind = FrameKind::Abort;
+    abort->header.source = rank_;
+    abort->header.length = text->size();
+    abort->peer = peer;
+    abort->data = text->data();
+    abort->bytes = text->size();
+    abort->owner = text;
+    asio::post(io_, [this, abort] {
+      Connection& connection = *connections_[abort->peer];
+      if (connection.lost) return;
+      connection.send_queue.push_back(abort);
+      if (!connection.writing) write_next(connection);
+    });
+  }
+}
+
+std::optional<std::string> Transport::group_failure() const {
+  std::lock_guard lock(mutex_);
+  return group_failure_;
+}
+
+std::optional<std::string> Transport::peer_failure(int peer) const {
+  std::lock_guard lock(mutex_);
+  return peer_failures_[peer];
+}
+
+void Transport::retire_collectives_through(uint64_t sequence) {
+  std::lock_guard lock(mutex_);
+  retired_through_ = sequence;
+  any_retired_ = true;
+  std::erase_if(unexpected_, [&](const Unexpected& frame) {
+    return frame.header.kind == FrameKind::Collective && frame.header.tag <= sequence;
+  });
+}
+
+void Transport::cancel(const RequestPtr& request) {
+  std::lock_guard lock(mutex_);
+  std::erase(posted_, request);
+}
+
+bool Transport::wait_quietly(const Request& request, Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_until(lock, deadline, [&] { return request.state != Request::State::Pending; });
+}
+
+void Transport::wait(const Request& request, Clock::time_point deadline, Milliseconds timeout,
+                     const std::string& operation) {
+  std::unique_lock lock(mutex_);
+  const bool finished = changed_.wait_until(
+      lock, deadline, [&] { return request.state != Request::State::Pending || group_failure_.has_value(); });
+  if (request.state == Request::State::Failed) {
+    try {
+      std::rethrow_exception(request.error);
+    } catch (const MismatchError& error) {
+      throw MismatchError(operation + " failed: " + error.what());
+    } catch (const DistError& error) {
+      throw PeerError(operation + " failed: " + error.what());
+    }
+  }
+  if (request.state == Request::State::Done) return;
+  if (finished) throw PeerError(operation + " failed: " + *group_failure_);
+  const std::string peer = request.peer < 0 ? "any rank" : "rank " + std::to_string(request.peer);
+  const std::string reason = operation + " timed out after " + std::to_string(timeout.count()) +
+                             " ms on rank " + std::to_string(rank_) + " waiting " +
+                             (request.is_send ? "to send to " : "for ") + peer;
+  lock.unlock();
+  fail_group(reason);
+  throw TimeoutError(reason);
+}
+
+}  // namespace tn::dist

@@ -1,0 +1,119 @@
+// The transport: one TCP connection to every other rank of the group, served by one Asio I/O
+// thread that always keeps reading. Receives are matched to posted requests by (kind, source,
+// tag, slot); a frame that arrives before its request is posted waits in the unexpected list.
+// Sends are queued per connection and written in order.
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/store.h"
+#include "frame.h"
+
+namespace tn::dist {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  enum class State { Pending, Done, Failed };
+  bool is_send = false;
+  FrameHeader header;  // sends: the header to write; receives: what to match
+  int peer = -1;       // receives: -1 matches any source
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  std::shared_ptr<const void> owner;  // keeps `data` alive while the I/O thread may touch it
+  State state = State::Pending;
+  std::exception_ptr error;
+  int source = -1;  // receives: who it came from
+  std::function<void(const Request&)> on_finish;
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+class Transport {
+ public:
+  Transport(Store& store, int rank, int size, const std::string& host, Milliseconds timeout);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  RequestPtr post_recv(FrameKind kind, int source, uint64_t tag, uint32_t slot, const Signature& expected,
+                       void* data, uint64_t bytes, std::shared_ptr<const void> owner,
+                       std::function<void(const Request&)> on_finish = {});
+  RequestPtr send(int dest, FrameKind kind, uint64_t tag, uint32_t slot, const Signature& signature,
+                  const void* data, uint64_t bytes, std::shared_ptr<const void> owner,
+                  std::function<void(const Request&)> on_finish = {});
+  // Waits for the request; throws its error, the group's failure, or TimeoutError at deadline
+  // (which also fails the group, since the ranks no longer agree on where they are).
+  void wait(const Request& request, Clock::time_point deadline, Milliseconds timeout,
+            const std::string& operation);
+  // Waits until the request finishes or the deadline passes; never throws. True if it finished.
+  bool wait_quietly(const Request& request, Clock::time_point deadline);
+  // Removes a receive that has not started; one already being read is left to land.
+  void cancel(const RequestPtr& request);
+  // Marks the group unusable, fails every pending request and tells every live peer why.
+  void fail_group(const std::string& reason);
+  std::optional<std::string> group_failure() const;
+  std::optional<std::string> peer_failure(int peer) const;
+  // Collective frames with a sequence number at or below this are stale and dropped.
+  void retire_collectives_through(uint64_t sequence);
+  // Closes every connection and stops the I/O thread; pending requests fail. Idempotent.
+  void shutdown();
+  uint16_t port() const { return port_; }
+  int64_t refused_connections() const;
+
+ private:
+  struct Connection;
+  void accept_next();
+  void read_hello(std::shared_ptr<asio::ip::tcp::socket> socket);
+  void install(int peer, std::shared_ptr<asio::ip::tcp::socket> socket);
+  void connect_to(Store& store, int peer, Clock::time_point deadline);
+  void read_header(Connection& connection);
+  void on_header(Connection& connection);
+  void on_payload(Connection& connection, const FrameHeader& header,
+                  std::shared_ptr<std::vector<uint8_t>> payload);
+  void write_next(Connection& connection);
+  void lose_peer(Connection& connection, const std::string& reason);
+  RequestPtr take_posted_locked(const FrameHeader& header);
+  std::exception_ptr check_match_locked(const Request& request, const FrameHeader& header) const;
+  void finish_locked(const RequestPtr& request, std::exception_ptr error, std::vector<RequestPtr>& finished);
+  void run_callbacks(std::vector<RequestPtr>& finished);
+  void fail_group_locked(const std::string& reason, std::vector<RequestPtr>& finished);
+
+  const int rank_;
+  const int size_;
+  uint64_t session_ = 0;
+  uint16_t port_ = 0;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_guard_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::unique_ptr<Connection>> connections_;  // by rank; null for this rank
+  std::thread io_thread_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  int connected_ = 0;
+  bool stopping_ = false;
+  int64_t refused_ = 0;
+  std::vector<std::optional<std::string>> peer_failures_;
+  std::optional<std::string> group_failure_;
+  std::deque<RequestPtr> posted_;
+  struct Unexpected {
+    FrameHeader header;
+    std::shared_ptr<std::vector<uint8_t>> payload;
+  };
+  std::deque<Unexpected> unexpected_;
+  uint64_t retired_through_ = 0;
+  bool any_retired_ = false;
+};
+
+}  // namespace tn::dist
