@@ -75,7 +75,7 @@ def run_backend(python, backend, world, quick, workdir):
         f.write(RANK_CODE)
     out = os.path.join(workdir, f"{backend}-{world}.json")
     iters = {str(n): iterations(n, quick) for n in SIZES}
-    subprocess.run([python, script, backend, str(world), str(free_port()), out, "1" if quick else "0",
+    subprocess.run([os.path.abspath(python), script, backend, str(world), str(free_port()), out, "1" if quick else "0",
                     json.dumps(SIZES), json.dumps(OPS), json.dumps(iters)], check=True, cwd=workdir)
     with open(out) as f:
         return json.load(f)

@@ -351,7 +351,8 @@ std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
                           [state](const Request& done) { state->finish(done.error, done.source); });
   const int me = rank();
   std::weak_ptr<Request> pending = request;
-  state->on_deadline = [&transport, weak = std::weak_ptr<Work::State>(state), pending, src, tag, timeout, me] {
+  state->on_deadline = [&transport, weak = std::weak_ptr<Work::State>(state), pending, src, tag, timeout,
+                        me] {
     if (auto request = pending.lock()) transport.cancel(request);
     const std::string reason = "recv with tag " + std::to_string(tag) + " timed out after " +
                                std::to_string(timeout.count()) + " ms on rank " + std::to_string(me) +
