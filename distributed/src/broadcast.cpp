@@ -22,7 +22,9 @@ void run_broadcast(OpContext& context, Buffer& buffer, int root) {
   }
   const int position = (rank - root + size) % size;
   const int previous = (rank - 1 + size) % size, next = (rank + 1) % size;
-  const uint64_t segment = std::max<uint64_t>(element_size(buffer.dtype), context.options().segment_bytes);
+  // At least eight segments, so the chain's links stream concurrently even for a few MiB.
+  const uint64_t segment = std::max<uint64_t>(element_size(buffer.dtype),
+                                              std::min<uint64_t>(context.options().segment_bytes, bytes / 8));
   const uint64_t segments = (bytes + segment - 1) / segment;
   std::vector<RequestPtr> parts;
   if (position > 0)

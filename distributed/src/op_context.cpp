@@ -1,7 +1,6 @@
 #include "op_context.h"
 
 #include <algorithm>
-#include <mutex>
 
 namespace tn::dist {
 
@@ -24,59 +23,6 @@ void OpContext::wait(const RequestPtr& request) {
 void OpContext::finish_sends() {
   for (const auto& request : sends_) wait(request);
   sends_.clear();
-}
-
-namespace {
-
-// Scratch buffers are reused: a fresh 100 MiB allocation costs its pages' first-touch faults
-// again on every call, which on loopback took longer than moving the bytes. A few released
-// buffers are kept (the largest ones), shared by the process's groups.
-class ScratchPool {
- public:
-  std::shared_ptr<uint8_t[]> take(uint64_t bytes) {
-    std::unique_ptr<uint8_t[]> memory;
-    uint64_t capacity = bytes;
-    {
-      std::lock_guard lock(mutex_);
-      auto fit =
-          std::find_if(free_.begin(), free_.end(), [&](const Entry& entry) { return entry.bytes >= bytes; });
-      if (fit != free_.end()) {
-        memory = std::move(fit->memory);
-        capacity = fit->bytes;
-        free_.erase(fit);
-      }
-    }
-    // Not zeroed: every byte is received before it is read.
-    if (!memory) memory.reset(new uint8_t[std::max<uint64_t>(bytes, 1)]);
-    uint8_t* raw = memory.release();
-    return std::shared_ptr<uint8_t[]>(raw,
-                                      [this, capacity](uint8_t* released) { give_back(released, capacity); });
-  }
-
- private:
-  struct Entry {
-    std::unique_ptr<uint8_t[]> memory;
-    uint64_t bytes;
-  };
-  static constexpr size_t kKept = 4;
-
-  void give_back(uint8_t* released, uint64_t bytes) {
-    std::unique_ptr<uint8_t[]> memory(released);
-    std::lock_guard lock(mutex_);
-    free_.push_back({std::move(memory), bytes});
-    std::sort(free_.begin(), free_.end(), [](const Entry& a, const Entry& b) { return a.bytes > b.bytes; });
-    if (free_.size() > kKept) free_.pop_back();  // the smallest goes
-  }
-
-  std::mutex mutex_;
-  std::vector<Entry> free_;
-};
-
-}  // namespace
-
-std::shared_ptr<uint8_t[]> scratch(uint64_t bytes) {
-  static ScratchPool* pool = new ScratchPool;  // never destroyed: buffers may come back at exit
-  return pool->take(bytes);
 }
 
 Range block_of(size_t count, int parts, int index) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distributed/process_group.h"
+#include "scratch.h"
 #include "transport.h"
 
 namespace tn::dist {
@@ -56,9 +57,6 @@ class OpContext {
   const std::string name_;
   std::vector<RequestPtr> sends_;
 };
-
-// Scratch memory an operation receives into; shared so in-flight receives keep it alive.
-std::shared_ptr<uint8_t[]> scratch(uint64_t bytes);
 
 // Splits `count` elements into `parts` contiguous ranges as evenly as possible.
 struct Range {

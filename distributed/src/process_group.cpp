@@ -132,7 +132,7 @@ struct ProcessGroup::Impl {
         state->finish(nullptr);
       } catch (const std::exception& error) {
         // The ranks no longer agree on where they are in the sequence: nothing later can run.
-        transport->fail_group("rank " + std::to_string(rank) + ": " + error.what());
+        transport->fail_group(error.what());
         state->finish(std::current_exception());
       }
     });

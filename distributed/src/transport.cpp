@@ -1,11 +1,14 @@
 #include "transport.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstring>
 #include <future>
 #include <random>
 
 #include "core.h"
+#include "scratch.h"
 
 namespace tn::dist {
 
@@ -33,9 +36,11 @@ constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
 struct Transport::Connection {
   int peer;
   std::shared_ptr<asio::ip::tcp::socket> socket;
-  FrameHeader incoming;
+  FrameHeader incoming;  // read only by the I/O thread
+  // Sends come from any thread; these fields are shared with the I/O thread.
+  std::mutex send_mutex;
   std::deque<RequestPtr> send_queue;
-  bool writing = false;
+  bool writing = false;  // the I/O thread owns the write side until the queue drains
   bool lost = false;
 };
 
@@ -88,25 +93,28 @@ void Transport::shutdown() {
     if (stopping_) return;
     stopping_ = true;
   }
-  asio::post(io_, [this] {
-    asio::error_code ignored;
-    acceptor_.close(ignored);
-    for (auto& connection : connections_)
-      if (connection) connection->socket->close(ignored);
-  });
   work_guard_.reset();
   io_.stop();
   if (io_thread_.joinable()) io_thread_.join();
+  // The I/O thread is gone: close everything here, each connection marked lost first so that
+  // a caller still sending fails instead of writing to a closed descriptor.
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  std::vector<RequestPtr> unsent;
+  for (auto& connection : connections_) {
+    if (!connection) continue;
+    std::lock_guard lock(connection->send_mutex);
+    connection->lost = true;
+    connection->socket->close(ignored);
+    unsent.insert(unsent.end(), connection->send_queue.begin(), connection->send_queue.end());
+    connection->send_queue.clear();
+  }
   std::vector<RequestPtr> finished;
   {
     std::lock_guard lock(mutex_);
     fail_group_locked("the process group was destroyed", finished);
-    for (auto& connection : connections_)
-      if (connection)
-        for (auto& request : connection->send_queue)
-          if (request->state == Request::State::Pending)
-            finish_locked(request, std::make_exception_ptr(DistError("the process group was destroyed")),
-                          finished);
+    for (auto& request : unsent)
+      finish_locked(request, std::make_exception_ptr(DistError("the process group was destroyed")), finished);
   }
   run_callbacks(finished);
 }
@@ -233,6 +241,7 @@ void Transport::on_header(Connection& connection) {
                        std::vector<RequestPtr> finished;
                        {
                          std::lock_guard lock(mutex_);
+                         if (!group_failure_) failure_from_peer_ = true;
                          fail_group_locked("rank " + std::to_string(connection.peer) + " failed: " + *reason,
                                            finished);
                        }
@@ -277,9 +286,10 @@ void Transport::on_header(Connection& connection) {
     }
     run_callbacks(finished);
   }
-  auto payload = std::make_shared<std::vector<uint8_t>>(header.length);
+  // Pooled and not zeroed: an early 256 MiB frame would otherwise be cleared, then overwritten.
+  auto payload = scratch(header.length);
   asio::async_read(
-      *connection.socket, asio::buffer(*payload), as_much_as_possible,
+      *connection.socket, asio::buffer(payload.get(), header.length), as_much_as_possible,
       [this, &connection, header, payload, dropped = bool(request)](const asio::error_code& error, size_t) {
         if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
         if (!dropped) on_payload(connection, header, payload);
@@ -287,8 +297,7 @@ void Transport::on_header(Connection& connection) {
       });
 }
 
-void Transport::on_payload(Connection&, const FrameHeader& header,
-                           std::shared_ptr<std::vector<uint8_t>> payload) {
+void Transport::on_payload(Connection&, const FrameHeader& header, std::shared_ptr<uint8_t[]> payload) {
   std::vector<RequestPtr> finished;
   {
     std::lock_guard lock(mutex_);
@@ -301,7 +310,7 @@ void Transport::on_payload(Connection&, const FrameHeader& header,
     std::exception_ptr mismatch = check_match_locked(*request, header);
     if (!mismatch) {
       request->source = header.source;
-      if (!payload->empty()) std::memcpy(request->data, payload->data(), payload->size());
+      if (header.length > 0) std::memcpy(request->data, payload.get(), header.length);
     }
     finish_locked(request, mismatch, finished);
     if (mismatch) {
@@ -322,11 +331,23 @@ bool matches(const Request& request, const FrameHeader& header) {
          request.header.slot == header.slot && (request.peer < 0 || request.peer == header.source);
 }
 
+// Ranks in different collectives may use different slots for the same sequence number, so a
+// collective frame whose signature disagrees with any receive posted for that sequence number
+// and source is taken by that receive, to be refused as a mismatch rather than left waiting.
+bool conflicts(const Request& request, const FrameHeader& header) {
+  return header.kind == FrameKind::Collective && request.header.kind == FrameKind::Collective &&
+         request.header.tag == header.tag && (request.peer < 0 || request.peer == header.source) &&
+         !(request.header.signature == header.signature);
+}
+
 }  // namespace
 
 RequestPtr Transport::take_posted_locked(const FrameHeader& header) {
   auto found = std::find_if(posted_.begin(), posted_.end(),
                             [&](const RequestPtr& request) { return matches(*request, header); });
+  if (found == posted_.end())
+    found = std::find_if(posted_.begin(), posted_.end(),
+                         [&](const RequestPtr& request) { return conflicts(*request, header); });
   if (found == posted_.end()) return nullptr;
   RequestPtr request = *found;
   posted_.erase(found);
@@ -375,13 +396,16 @@ RequestPtr Transport::post_recv(FrameKind kind, int source, uint64_t tag, uint32
     } else {
       auto found = std::find_if(unexpected_.begin(), unexpected_.end(),
                                 [&](const Unexpected& frame) { return matches(*request, frame.header); });
+      if (found == unexpected_.end())
+        found = std::find_if(unexpected_.begin(), unexpected_.end(),
+                             [&](const Unexpected& frame) { return conflicts(*request, frame.header); });
       if (found != unexpected_.end()) {
         Unexpected frame = std::move(*found);
         unexpected_.erase(found);
         std::exception_ptr mismatch = check_match_locked(*request, frame.header);
         if (!mismatch) {
           request->source = frame.header.source;
-          if (!frame.payload->empty()) std::memcpy(data, frame.payload->data(), frame.payload->size());
+          if (frame.header.length > 0) std::memcpy(data, frame.payload.get(), frame.header.length);
         }
         finish_locked(request, mismatch, finished);
         if (mismatch) {
@@ -433,51 +457,120 @@ RequestPtr Transport::send(int dest, FrameKind kind, uint64_t tag, uint32_t slot
     run_callbacks(finished);
     return request;
   }
-  asio::post(io_, [this, request] {
-    Connection& connection = *connections_[request->peer];
-    if (connection.lost) {
-      std::vector<RequestPtr> failed;
-      {
-        std::lock_guard lock(mutex_);
-        finish_locked(request,
-                      std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " +
-                                                        peer_failures_[connection.peer].value_or("is gone"))),
-                      failed);
-      }
-      run_callbacks(failed);
-      return;
-    }
-    connection.send_queue.push_back(request);
-    if (!connection.writing) write_next(connection);
-  });
+  queue_send(request);
   return request;
 }
 
+namespace {
+
+// One non-blocking sendmsg of what is left of a frame; 0 when the socket takes nothing now.
+uint64_t write_some_now(int fd, const FrameHeader& header, const void* data, uint64_t bytes, uint64_t sent) {
+  iovec parts[2];
+  int count = 0;
+  if (sent < sizeof(FrameHeader))
+    parts[count++] = {const_cast<char*>(reinterpret_cast<const char*>(&header)) + sent,
+                      sizeof(FrameHeader) - sent};
+  const uint64_t payload_sent = sent > sizeof(FrameHeader) ? sent - sizeof(FrameHeader) : 0;
+  if (bytes > payload_sent)
+    parts[count++] = {static_cast<char*>(const_cast<void*>(data)) + payload_sent, bytes - payload_sent};
+  msghdr message{};
+  message.msg_iov = parts;
+  message.msg_iovlen = static_cast<size_t>(count);
+  const ssize_t written = ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+  return written > 0 ? static_cast<uint64_t>(written) : 0;
+}
+
+}  // namespace
+
+// A frame goes straight out from the calling thread when nothing is queued ahead of it on
+// that connection; whatever the socket does not take at once is left to the I/O thread.
+// Small frames so skip a thread hand-off, and large ones get their first socket-buffer's
+// worth copied by the caller while the I/O thread is busy receiving.
+void Transport::queue_send(const RequestPtr& request) {
+  Connection& connection = *connections_[request->peer];
+  std::unique_lock lock(connection.send_mutex);
+  if (connection.lost) {
+    lock.unlock();
+    std::vector<RequestPtr> failed;
+    {
+      std::lock_guard state_lock(mutex_);
+      finish_locked(request,
+                    std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " +
+                                                      peer_failures_[connection.peer].value_or("is gone"))),
+                    failed);
+    }
+    run_callbacks(failed);
+    return;
+  }
+  if (!connection.writing && connection.send_queue.empty()) {
+    request->sent =
+        write_some_now(connection.socket->native_handle(), request->header, request->data, request->bytes, 0);
+    if (request->sent == sizeof(FrameHeader) + request->bytes) {
+      lock.unlock();
+      std::vector<RequestPtr> finished;
+      {
+        std::lock_guard state_lock(mutex_);
+        finish_locked(request, nullptr, finished);
+      }
+      run_callbacks(finished);
+      return;
+    }
+  }
+  connection.send_queue.push_back(request);
+  if (!connection.writing) {
+    connection.writing = true;
+    asio::post(io_, [this, &connection] { write_next(connection); });
+  }
+}
+
 void Transport::write_next(Connection& connection) {
-  connection.writing = true;
-  RequestPtr request = connection.send_queue.front();
-  std::array<asio::const_buffer, 2> buffers{asio::buffer(&request->header, sizeof(FrameHeader)),
-                                            asio::buffer(request->data, request->bytes)};
+  RequestPtr request;
+  {
+    std::lock_guard lock(connection.send_mutex);
+    if (connection.lost || connection.send_queue.empty()) {
+      connection.writing = false;
+      return;
+    }
+    request = connection.send_queue.front();
+  }
+  const uint64_t sent = request->sent;
+  std::array<asio::const_buffer, 2> buffers;
+  if (sent < sizeof(FrameHeader)) {
+    buffers = {
+        asio::buffer(reinterpret_cast<const char*>(&request->header) + sent, sizeof(FrameHeader) - sent),
+        asio::buffer(request->data, request->bytes)};
+  } else {
+    const uint64_t payload_sent = sent - sizeof(FrameHeader);
+    buffers = {asio::const_buffer(), asio::buffer(static_cast<const char*>(request->data) + payload_sent,
+                                                  request->bytes - payload_sent)};
+  }
   asio::async_write(*connection.socket, buffers, as_much_as_possible,
                     [this, &connection, request](const asio::error_code& error, size_t) {
                       if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
-                      connection.send_queue.pop_front();
+                      {
+                        std::lock_guard lock(connection.send_mutex);
+                        if (!connection.send_queue.empty() && connection.send_queue.front() == request)
+                          connection.send_queue.pop_front();
+                      }
                       std::vector<RequestPtr> finished;
                       {
                         std::lock_guard lock(mutex_);
                         finish_locked(request, nullptr, finished);
                       }
                       run_callbacks(finished);
-                      if (connection.send_queue.empty())
-                        connection.writing = false;
-                      else
-                        write_next(connection);
+                      write_next(connection);
                     });
 }
 
 void Transport::lose_peer(Connection& connection, const std::string& reason) {
-  if (connection.lost) return;
-  connection.lost = true;
+  std::deque<RequestPtr> unsent;
+  {
+    std::lock_guard lock(connection.send_mutex);
+    if (connection.lost) return;
+    connection.lost = true;  // before the close, so no caller writes to a closed descriptor
+    unsent.swap(connection.send_queue);
+    connection.writing = false;
+  }
   asio::error_code ignored;
   connection.socket->close(ignored);
   std::vector<RequestPtr> finished;
@@ -495,10 +588,8 @@ void Transport::lose_peer(Connection& connection, const std::string& reason) {
         ++it;
       }
     }
-    for (auto& request : connection.send_queue) finish_locked(request, error, finished);
+    for (auto& request : unsent) finish_locked(request, error, finished);
   }
-  connection.send_queue.clear();
-  connection.writing = false;
   run_callbacks(finished);
 }
 
@@ -527,19 +618,20 @@ void Transport::fail_group_locked(const std::string& reason, std::vector<Request
 
 void Transport::fail_group(const std::string& reason) {
   std::vector<RequestPtr> finished;
-  bool first;
+  bool tell_peers;
   {
     std::lock_guard lock(mutex_);
-    first = !group_failure_ && !stopping_;
     fail_group_locked(reason, finished);
+    // A failure found here (possibly first recorded by the I/O thread, as mismatches are) is
+    // told to every peer once; one learned from a peer's abort, that peer has told everyone.
+    tell_peers = !peers_told_ && !failure_from_peer_ && !stopping_;
+    peers_told_ = true;
   }
   run_callbacks(finished);
-  if (!first) return;
-  auto text = std::make_shared<std::string>(reason);
+  if (!tell_peers) return;
+  auto text = std::make_shared<std::string>(*group_failure());
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_) continue;
-    std::lock_guard lock(mutex_);
-    if (peer_failures_[peer]) continue;
+    if (peer == rank_ || peer_failure(peer)) continue;
     // Fire and forget: the peer may be the one that is gone.
     auto abort = std::make_shared<Request>();
     abort->is_send = true;
@@ -550,12 +642,7 @@ void Transport::fail_group(const std::string& reason) {
     abort->data = text->data();
     abort->bytes = text->size();
     abort->owner = text;
-    asio::post(io_, [this, abort] {
-      Connection& connection = *connections_[abort->peer];
-      if (connection.lost) return;
-      connection.send_queue.push_back(abort);
-      if (!connection.writing) write_next(connection);
-    });
+    queue_send(abort);
   }
 }
 

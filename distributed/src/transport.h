@@ -32,6 +32,7 @@ struct Request {
   void* data = nullptr;
   uint64_t bytes = 0;
   std::shared_ptr<const void> owner;  // keeps `data` alive while the I/O thread may touch it
+  uint64_t sent = 0;                  // sends: header and payload bytes already written
   State state = State::Pending;
   std::exception_ptr error;
   int source = -1;  // receives: who it came from
@@ -79,8 +80,8 @@ class Transport {
   void connect_to(Store& store, int peer, Clock::time_point deadline);
   void read_header(Connection& connection);
   void on_header(Connection& connection);
-  void on_payload(Connection& connection, const FrameHeader& header,
-                  std::shared_ptr<std::vector<uint8_t>> payload);
+  void on_payload(Connection& connection, const FrameHeader& header, std::shared_ptr<uint8_t[]> payload);
+  void queue_send(const RequestPtr& request);
   void write_next(Connection& connection);
   void lose_peer(Connection& connection, const std::string& reason);
   RequestPtr take_posted_locked(const FrameHeader& header);
@@ -106,10 +107,12 @@ class Transport {
   int64_t refused_ = 0;
   std::vector<std::optional<std::string>> peer_failures_;
   std::optional<std::string> group_failure_;
+  bool failure_from_peer_ = false;  // the group failure came in an abort frame
+  bool peers_told_ = false;         // abort frames have gone out
   std::deque<RequestPtr> posted_;
   struct Unexpected {
     FrameHeader header;
-    std::shared_ptr<std::vector<uint8_t>> payload;
+    std::shared_ptr<uint8_t[]> payload;
   };
   std::deque<Unexpected> unexpected_;
   uint64_t retired_through_ = 0;

@@ -191,6 +191,19 @@ std::shared_ptr<WorkHandle> handle(std::shared_ptr<Work> work, ::py::list output
   return result;
 }
 
+// Starts a library operation without the GIL: a send may copy up to a socket buffer's worth
+// (4 MiB) on the calling thread, which other Python threads need not wait for.
+// `start` may only touch C++ values (the buffers are taken from the tensors beforehand).
+template <typename Start>
+std::shared_ptr<WorkHandle> released(::py::list outputs, Start start) {
+  std::shared_ptr<Work> work;
+  {
+    ::py::gil_scoped_release unlocked;
+    work = start();
+  }
+  return handle(std::move(work), std::move(outputs));
+}
+
 ::py::list list_of(const ::py::handle& tensor) {
   ::py::list list;
   list.append(tensor);
@@ -217,25 +230,29 @@ struct ProcessGroupBase {
 
 std::shared_ptr<WorkHandle> allreduce(ProcessGroupBase& self, const ::py::object& tensor, ReduceOpValue op) {
   const Buffer buffer = buffer_of(tensor, "allreduce");
-  return handle(self.local("allreduce").allreduce(buffer, to_library(op)), list_of(tensor));
+  const ReduceOp reduce_op = to_library(op);
+  return released(list_of(tensor), [&] { return self.local("allreduce").allreduce(buffer, reduce_op); });
 }
 
 std::shared_ptr<WorkHandle> broadcast(ProcessGroupBase& self, const ::py::object& tensor, int64_t root) {
   const Buffer buffer = buffer_of(tensor, "broadcast");
-  return handle(self.local("broadcast").broadcast(buffer, static_cast<int>(root)), list_of(tensor));
+  return released(list_of(tensor),
+                  [&] { return self.local("broadcast").broadcast(buffer, static_cast<int>(root)); });
 }
 
 std::shared_ptr<WorkHandle> reduce(ProcessGroupBase& self, const ::py::object& tensor, int64_t root,
                                    ReduceOpValue op) {
   const Buffer buffer = buffer_of(tensor, "reduce");
-  return handle(self.local("reduce").reduce(buffer, static_cast<int>(root), to_library(op)), list_of(tensor));
+  const ReduceOp reduce_op = to_library(op);
+  return released(list_of(tensor),
+                  [&] { return self.local("reduce").reduce(buffer, static_cast<int>(root), reduce_op); });
 }
 
 std::shared_ptr<WorkHandle> allgather(ProcessGroupBase& self, const ::py::list& outputs,
                                       const ::py::object& input) {
-  return handle(
-      self.local("allgather").allgather(buffer_of(input, "allgather"), buffers_of(outputs, "allgather")),
-      outputs);
+  const Buffer in = buffer_of(input, "allgather");
+  std::vector<Buffer> outs = buffers_of(outputs, "allgather");
+  return released(outputs, [&] { return self.local("allgather").allgather(in, std::move(outs)); });
 }
 
 // The slices of `whole` that hold each rank's part, as buffers sharing its memory.
@@ -430,9 +447,9 @@ void bind_process_groups(::py::module_& m) {
              const AllGatherOptions&) -> WorkPtr {
             const Tensor whole = tensor_argument(output, "_allgather_base");
             std::vector<Buffer> slices = split_evenly(whole, self.size, "_allgather_base");
-            return handle(
-                self.local("_allgather_base").allgather(buffer_of(input, "_allgather_base"), slices),
-                list_of(output));
+            const Buffer in = buffer_of(input, "_allgather_base");
+            return released(list_of(output),
+                            [&] { return self.local("_allgather_base").allgather(in, std::move(slices)); });
           },
           ::py::arg("output"), ::py::arg("input"), ::py::arg("opts") = AllGatherOptions())
       .def(
@@ -457,9 +474,9 @@ void bind_process_groups(::py::module_& m) {
             const int root = static_cast<int>(opts.rootRank);
             ::py::list outputs = output_lists.empty() ? ::py::list() : single_list(output_lists, "gather");
             std::vector<Buffer> buffers = buffers_of(outputs, "gather");
-            return handle(self.local("gather").gather(buffer_of(single_tensor(inputs, "gather"), "gather"),
-                                                      std::move(buffers), root),
-                          outputs);
+            const Buffer in = buffer_of(single_tensor(inputs, "gather"), "gather");
+            return released(outputs,
+                            [&] { return self.local("gather").gather(in, std::move(buffers), root); });
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = GatherOptions())
       .def(
@@ -469,9 +486,10 @@ void bind_process_groups(::py::module_& m) {
             const int root = static_cast<int>(opts.rootRank);
             ::py::list inputs = input_lists.empty() ? ::py::list() : single_list(input_lists, "scatter");
             ::py::object output = single_tensor(outputs, "scatter");
-            return handle(self.local("scatter").scatter(buffers_of(inputs, "scatter"),
-                                                        buffer_of(output, "scatter"), root),
-                          outputs);
+            std::vector<Buffer> ins = buffers_of(inputs, "scatter");
+            const Buffer out = buffer_of(output, "scatter");
+            return released(outputs,
+                            [&] { return self.local("scatter").scatter(std::move(ins), out, root); });
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = ScatterOptions())
       .def(
@@ -479,11 +497,13 @@ void bind_process_groups(::py::module_& m) {
           [](Group& self, const ::py::list& outputs, const ::py::list& input_lists,
              const ReduceScatterOptions& opts) {
             ::py::object output = single_tensor(outputs, "reduce_scatter");
-            return handle(
-                self.local("reduce_scatter")
-                    .reduce_scatter(buffers_of(single_list(input_lists, "reduce_scatter"), "reduce_scatter"),
-                                    buffer_of(output, "reduce_scatter"), to_library(opts.reduceOp)),
-                outputs);
+            std::vector<Buffer> ins =
+                buffers_of(single_list(input_lists, "reduce_scatter"), "reduce_scatter");
+            const Buffer out = buffer_of(output, "reduce_scatter");
+            const ReduceOp op = to_library(opts.reduceOp);
+            return released(outputs, [&] {
+              return self.local("reduce_scatter").reduce_scatter(std::move(ins), out, op);
+            });
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = ReduceScatterOptions())
       .def(
@@ -492,10 +512,11 @@ void bind_process_groups(::py::module_& m) {
              const ReduceScatterOptions& opts) {
             std::vector<Buffer> slices = split_evenly(tensor_argument(input, "_reduce_scatter_base"),
                                                       self.size, "_reduce_scatter_base");
-            return handle(self.local("_reduce_scatter_base")
-                              .reduce_scatter(std::move(slices), buffer_of(output, "_reduce_scatter_base"),
-                                              to_library(opts.reduceOp)),
-                          list_of(output));
+            const Buffer out = buffer_of(output, "_reduce_scatter_base");
+            const ReduceOp op = to_library(opts.reduceOp);
+            return released(list_of(output), [&] {
+              return self.local("_reduce_scatter_base").reduce_scatter(std::move(slices), out, op);
+            });
           },
           ::py::arg("outputTensor"), ::py::arg("inputTensor"), ::py::arg("opts") = ReduceScatterOptions())
       .def(
@@ -507,47 +528,51 @@ void bind_process_groups(::py::module_& m) {
                                        self.size, "alltoall_base");
             auto inputs = split_sized(tensor_argument(input, "alltoall_base"), input_split_sizes, self.size,
                                       "alltoall_base");
-            return handle(self.local("alltoall_base").alltoall(std::move(inputs), std::move(outputs)),
-                          list_of(output));
+            return released(list_of(output), [&] {
+              return self.local("alltoall_base").alltoall(std::move(inputs), std::move(outputs));
+            });
           },
           ::py::arg("output_tensor"), ::py::arg("input_tensor"), ::py::arg("output_split_sizes"),
           ::py::arg("input_split_sizes"), ::py::arg("opts") = AllToAllOptions())
       .def(
           "alltoall",
           [](Group& self, const ::py::list& outputs, const ::py::list& inputs, const AllToAllOptions&) {
-            return handle(self.local("alltoall")
-                              .alltoall(buffers_of(inputs, "alltoall"), buffers_of(outputs, "alltoall")),
-                          outputs);
+            std::vector<Buffer> ins = buffers_of(inputs, "alltoall");
+            std::vector<Buffer> outs = buffers_of(outputs, "alltoall");
+            return released(outputs,
+                            [&] { return self.local("alltoall").alltoall(std::move(ins), std::move(outs)); });
           },
           ::py::arg("output_tensor"), ::py::arg("input_tensor"), ::py::arg("opts") = AllToAllOptions())
       .def(
           "send",
           [](Group& self, const ::py::list& tensors, int64_t dst, int64_t tag) {
             ::py::object tensor = single_tensor(tensors, "send");
-            return handle(self.local("send").send(buffer_of(tensor, "send"), static_cast<int>(dst), tag),
-                          tensors);
+            const Buffer buffer = buffer_of(tensor, "send");
+            return released(tensors,
+                            [&] { return self.local("send").send(buffer, static_cast<int>(dst), tag); });
           },
           ::py::arg("tensors"), ::py::arg("dstRank"), ::py::arg("tag"))
       .def(
           "recv",
           [](Group& self, const ::py::list& tensors, int64_t src, int64_t tag) {
             ::py::object tensor = single_tensor(tensors, "recv");
-            return handle(self.local("recv").recv(buffer_of(tensor, "recv"), static_cast<int>(src), tag),
-                          tensors);
+            const Buffer buffer = buffer_of(tensor, "recv");
+            return released(tensors,
+                            [&] { return self.local("recv").recv(buffer, static_cast<int>(src), tag); });
           },
           ::py::arg("tensors"), ::py::arg("srcRank"), ::py::arg("tag"))
       .def(
           "recv_anysource",
           [](Group& self, const ::py::list& tensors, int64_t tag) {
             ::py::object tensor = single_tensor(tensors, "recv_anysource");
-            return handle(self.local("recv_anysource").recv(buffer_of(tensor, "recv_anysource"), -1, tag),
-                          tensors);
+            const Buffer buffer = buffer_of(tensor, "recv_anysource");
+            return released(tensors, [&] { return self.local("recv_anysource").recv(buffer, -1, tag); });
           },
           ::py::arg("tensors"), ::py::arg("tag"))
       .def(
           "barrier",
           [](Group& self, const BarrierOptions&) {
-            return handle(self.local("barrier").barrier(), ::py::list());
+            return released(::py::list(), [&] { return self.local("barrier").barrier(); });
           },
           ::py::arg("opts") = BarrierOptions())
       // batch_isend_irecv brackets its operations with these. Our point-to-point operations
