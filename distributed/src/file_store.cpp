@@ -212,13 +212,16 @@ class FileStore final : public Store {
     poll_until_present(keys, timeout, "wait", [] {});
   }
 
+  // Upstream's FileStore answers true whether or not the key existed (it only appends a
+  // deletion record); so does this one, to agree with it.
   bool delete_key(const std::string& key) override {
     std::lock_guard lock(mutex_);
     const auto file = lock_file(LOCK_EX);
     refresh(*file);
-    if (!cache_->check({key})) return false;
-    append(*file, encode_record(RecordKind::kDelete, key));
-    refresh(*file);
+    if (cache_->check({key})) {
+      append(*file, encode_record(RecordKind::kDelete, key));
+      refresh(*file);
+    }
     return true;
   }
 

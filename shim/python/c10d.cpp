@@ -744,11 +744,6 @@ void init_c10d(PyObject* root_module, PyObject* c10d_module) {
             }
             return as_bytes(value);
           })
-      .def("check",
-           [](Store& store, const std::vector<std::string>& keys) {
-             ::py::gil_scoped_release unlocked;
-             return store.check(keys);
-           })
       .def("delete_key",
            [](Store& store, const std::string& key) {
              ::py::gil_scoped_release unlocked;

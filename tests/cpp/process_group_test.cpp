@@ -185,30 +185,35 @@ TEST(ProcessGroupTest, AllreduceEveryOpAndDtypeMatchesAscendingRankOrder) {
   }
 }
 
-TEST(ProcessGroupTest, AllreduceHalfRoundsAfterEveryStep) {
+// float16 and bfloat16 round to their own precision after every step, as a + b on tensors does.
+template <typename T>
+void check_sixteen_bit_sum(ScalarType dtype) {
   const int world = 4;
   const size_t count = 777;
   auto input = [](int rank) {
-    std::vector<Half> values(count);
-    for (size_t i = 0; i < count; ++i)
-      values[i] = Half(static_cast<float>((i * 31 + rank * 17) % 97) / 13.0f);
+    std::vector<T> values(count);
+    for (size_t i = 0; i < count; ++i) values[i] = T(static_cast<float>((i * 31 + rank * 17) % 97) / 13.0f);
     return values;
   };
-  std::vector<Half> want = input(0);
+  std::vector<T> want = input(0);
   for (int rank = 1; rank < world; ++rank) {
     const auto next = input(rank);
-    for (size_t i = 0; i < count; ++i)
-      want[i] = Half(static_cast<float>(want[i]) + static_cast<float>(next[i]));
+    for (size_t i = 0; i < count; ++i) want[i] = T(static_cast<float>(want[i]) + static_cast<float>(next[i]));
   }
   for (auto options : {ProcessGroupOptions{}, block_algorithm_options()})
     run_ranks(
         world,
         [&](ProcessGroup& group) {
           auto values = input(group.rank());
-          group.allreduce(buffer_of(values, ScalarType::Half), ReduceOp::Sum)->wait();
+          group.allreduce(buffer_of(values, dtype), ReduceOp::Sum)->wait();
           for (size_t i = 0; i < count; ++i) ASSERT_EQ(values[i].bits, want[i].bits) << i;
         },
         options);
+}
+
+TEST(ProcessGroupTest, AllreduceSixteenBitFloatsRoundAfterEveryStep) {
+  check_sixteen_bit_sum<Half>(ScalarType::Half);
+  check_sixteen_bit_sum<BFloat16>(ScalarType::BFloat16);
 }
 
 TEST(ProcessGroupTest, WorldsUpToEightAndLargeBuffers) {
@@ -399,22 +404,45 @@ std::vector<std::string> errors_of(int world, const std::function<void(ProcessGr
 TEST(ProcessGroupTest, MismatchedCollectivesAreRefusedByName) {
   ProcessGroupOptions options;
   options.timeout = 5s;
-  auto errors = errors_of(
-      3,
-      [](ProcessGroup& group) {
-        std::vector<float> values(group.rank() == 2 ? 20 : 10);
-        if (group.rank() == 1)
-          group.broadcast(buffer_of(values, ScalarType::Float), 0)->wait();
-        else
-          group.allreduce(buffer_of(values, ScalarType::Float), ReduceOp::Sum)->wait();
-      },
-      options);
-  for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_NE(errors[rank].find("mismatched collectives"), std::string::npos) << rank << ": " << errors[rank];
+  // A different collective, a different size, a different dtype: each rank is told, with
+  // both calls named.
+  struct Case {
+    std::function<void(ProcessGroup&)> body;
+    std::string one, other;
+  };
+  const std::vector<Case> cases = {
+      {[](ProcessGroup& group) {
+         std::vector<float> values(10);
+         if (group.rank() == 1)
+           group.broadcast(buffer_of(values, ScalarType::Float), 0)->wait();
+         else
+           group.allreduce(buffer_of(values, ScalarType::Float), ReduceOp::Sum)->wait();
+       },
+       "broadcast(float32, 10 elements, root 0)", "allreduce(float32, 10 elements, SUM)"},
+      {[](ProcessGroup& group) {
+         std::vector<float> values(group.rank() == 2 ? 20 : 10);
+         group.allreduce(buffer_of(values, ScalarType::Float), ReduceOp::Sum)->wait();
+       },
+       "allreduce(float32, 20 elements, SUM)", "allreduce(float32, 10 elements, SUM)"},
+      {[](ProcessGroup& group) {
+         std::vector<double> doubles(4);
+         std::vector<int64_t> longs(4);
+         if (group.rank() == 0)
+           group.allreduce(buffer_of(doubles, ScalarType::Double), ReduceOp::Max)->wait();
+         else
+           group.allreduce(buffer_of(longs, ScalarType::Long), ReduceOp::Max)->wait();
+       },
+       "allreduce(float64, 4 elements, MAX)", "allreduce(int64, 4 elements, MAX)"},
+  };
+  for (const Case& mismatch : cases) {
+    auto errors = errors_of(3, mismatch.body, options);
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_NE(errors[rank].find("mismatched collectives"), std::string::npos)
+          << rank << ": " << errors[rank];
+      EXPECT_NE(errors[rank].find(mismatch.one), std::string::npos) << rank << ": " << errors[rank];
+      EXPECT_NE(errors[rank].find(mismatch.other), std::string::npos) << rank << ": " << errors[rank];
+    }
   }
-  const std::string all = errors[0] + errors[1] + errors[2];
-  EXPECT_NE(all.find("broadcast(float32, 10 elements, root 0)"), std::string::npos) << all;
-  EXPECT_NE(all.find("allreduce(float32, 20 elements, SUM)"), std::string::npos) << all;
 }
 
 TEST(ProcessGroupTest, AbsentRankTimesOutNamingIt) {
