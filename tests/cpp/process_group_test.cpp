@@ -216,9 +216,11 @@ TEST(ProcessGroupTest, AllreduceSixteenBitFloatsRoundAfterEveryStep) {
   check_sixteen_bit_sum<BFloat16>(ScalarType::BFloat16);
 }
 
-TEST(ProcessGroupTest, WorldsUpToEightAndLargeBuffers) {
+TEST(ProcessGroupTest, WorldsUpToSixteenAndLargeBuffers) {
   for (int world : {4, 8})
     check_allreduce<float>(world, 3 * 1024 * 1024 + 3, ScalarType::Float, ReduceOp::Sum);
+  for (size_t count : {size_t{3}, size_t{70001}})
+    check_allreduce<double>(16, count, ScalarType::Double, ReduceOp::Sum);
   check_allreduce<int32_t>(2, 5 * 1024 * 1024 + 1, ScalarType::Int, ReduceOp::Sum);
 }
 
@@ -464,6 +466,25 @@ TEST(ProcessGroupTest, AbsentRankTimesOutNamingIt) {
   EXPECT_NE(errors[0].find("allreduce timed out after 300 ms"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("rank 2"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("rank 2"), std::string::npos) << errors[1];
+}
+
+TEST(ProcessGroupTest, RendezvousNamesTheRanksThatNeverCame) {
+  auto store = make_hash_store(10s);
+  ProcessGroupOptions options;
+  options.timeout = 300ms;
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank)  // ranks 2 and 3 of a world of 4 never start
+    threads.emplace_back([&, rank] {
+      try {
+        ProcessGroup group(store, rank, 4, options);
+      } catch (const TimeoutError& error) {
+        errors[rank] = error.what();
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_NE(errors[0].find("rank(s) 2, 3 never connected"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank(s) 2, 3 never connected"), std::string::npos) << errors[1];
 }
 
 TEST(ProcessGroupTest, ForeignConnectionsAndGarbageAreRefused) {
