@@ -1,6 +1,7 @@
-// Broadcast. Small messages, or two ranks: root sends to each rank directly. Large: a chain
+// Broadcast. Small messages: root sends to each rank directly. Large: a chain
 // root -> root+1 -> ... in segments, so every link carries the buffer once and all links
-// stream at the same time.
+// stream at the same time (with two ranks, the segments still let the receiver take most of
+// them straight into its buffer even when it posts its receives after the first arrived).
 #include "collectives.h"
 
 namespace tn::dist {
@@ -10,7 +11,7 @@ void run_broadcast(OpContext& context, Buffer& buffer, int root) {
   if (size == 1) return;
   const uint64_t bytes = buffer.nbytes();
   auto* data = static_cast<uint8_t*>(buffer.data);
-  if (bytes <= context.options().small_message_bytes || size == 2) {
+  if (bytes <= context.options().small_message_bytes) {
     if (rank == root) {
       for (int peer = 0; peer < size; ++peer)
         if (peer != root) context.send(peer, 0, data, bytes, buffer.owner);

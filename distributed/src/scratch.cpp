@@ -9,21 +9,25 @@ namespace tn::dist {
 namespace {
 
 // Scratch buffers are reused: a fresh 100 MiB allocation costs its pages' first-touch faults
-// again on every call, which on loopback took longer than moving the bytes. A few released
-// buffers are kept (the largest ones), shared by the process's groups.
+// again on every call, which on loopback took longer than moving the bytes. Released buffers
+// are kept (the largest few), shared by the process's groups, and handed out best-fit so a
+// small request never takes the big buffer a large operation will want next. Small requests
+// bypass the pool: malloc serves them from memory it already has.
 class ScratchPool {
  public:
   std::shared_ptr<uint8_t[]> take(uint64_t bytes) {
     std::unique_ptr<uint8_t[]> memory;
     uint64_t capacity = bytes;
+    if (bytes < kPooledFrom) return std::shared_ptr<uint8_t[]>(new uint8_t[std::max<uint64_t>(bytes, 1)]);
     {
       std::lock_guard lock(mutex_);
-      auto fit =
-          std::find_if(free_.begin(), free_.end(), [&](const Entry& entry) { return entry.bytes >= bytes; });
-      if (fit != free_.end()) {
+      // free_ is sorted largest first: the last entry that fits is the best fit.
+      auto fit = std::find_if(free_.rbegin(), free_.rend(),
+                              [&](const Entry& entry) { return entry.bytes >= bytes; });
+      if (fit != free_.rend()) {
         memory = std::move(fit->memory);
         capacity = fit->bytes;
-        free_.erase(fit);
+        free_.erase(std::next(fit).base());
       }
     }
     // Not zeroed: every byte is received before it is read.
@@ -38,7 +42,8 @@ class ScratchPool {
     std::unique_ptr<uint8_t[]> memory;
     uint64_t bytes;
   };
-  static constexpr size_t kKept = 4;
+  static constexpr size_t kKept = 8;
+  static constexpr uint64_t kPooledFrom = 256 * 1024;
 
   void give_back(uint8_t* released, uint64_t bytes) {
     std::unique_ptr<uint8_t[]> memory(released);
