@@ -130,7 +130,7 @@ def main():
         for world in WORLDS:
             ours = run_backend(args.shim, "local", world, args.quick, workdir)
             gloo = run_backend(args.upstream, "gloo", world, args.quick, workdir)
-            print(f"\nworld {world}: time per call, median [min..max] over {{iterations}}; "
+            print(f"\nworld {world}: time per call, median [min..max] over the timed calls; "
                   f"ratio = gloo / ours (above 1: ours faster); GB/s = bytes / median")
             print(f"{'op':<11}{'size':>9}  {'ours':>26}  {'gloo':>26}  {'ratio':>6}  {'ours GB/s':>9}  {'gloo GB/s':>9}")
             for op in OPS:
