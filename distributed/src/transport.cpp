@@ -363,6 +363,11 @@ std::exception_ptr Transport::check_match_locked(const Request& request, const F
                                                  describe(got) + " as operation #" +
                                                  std::to_string(header.tag) + " of the group, rank " +
                                                  std::to_string(rank_) + " called " + describe(expected)));
+  if (header.kind == FrameKind::Collective && header.length != request.bytes)
+    return std::make_exception_ptr(MismatchError(
+        "mismatched sizes in " + describe(expected) + ", operation #" + std::to_string(header.tag) +
+        " of the group: " + from + " sent " + std::to_string(header.length) + " bytes where rank " +
+        std::to_string(rank_) + " expected " + std::to_string(request.bytes)));
   if (header.length != request.bytes || expected.dtype != got.dtype)
     return std::make_exception_ptr(MismatchError(
         "mismatched point-to-point transfer with tag " + std::to_string(header.tag) + ": " + from + " sent " +

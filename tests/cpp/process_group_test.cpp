@@ -447,6 +447,29 @@ TEST(ProcessGroupTest, MismatchedCollectivesAreRefusedByName) {
   }
 }
 
+TEST(ProcessGroupTest, AlltoallSizeDisagreementIsRefused) {
+  ProcessGroupOptions options;
+  options.timeout = 5s;
+  // Rank 0 sends rank 1 two elements; rank 1 expects three from rank 0.
+  auto errors = errors_of(
+      2,
+      [](ProcessGroup& group) {
+        const int rank = group.rank();
+        std::vector<std::vector<int32_t>> sends{std::vector<int32_t>(1), std::vector<int32_t>(2)};
+        std::vector<std::vector<int32_t>> receives{std::vector<int32_t>(rank == 1 ? 3 : 1),
+                                                   std::vector<int32_t>(2)};
+        if (rank == 1) sends = {std::vector<int32_t>(2), std::vector<int32_t>(2)};
+        std::vector<Buffer> send_buffers, receive_buffers;
+        for (auto& values : sends) send_buffers.push_back(buffer_of(values, ScalarType::Int));
+        for (auto& values : receives) receive_buffers.push_back(buffer_of(values, ScalarType::Int));
+        group.alltoall(send_buffers, receive_buffers)->wait();
+      },
+      options);
+  // Rank 1 refuses; rank 0 got all it expected, so its own call may already have completed.
+  EXPECT_NE(errors[1].find("rank 0 sent 8 bytes where rank 1 expected 12"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("alltoall(int32"), std::string::npos) << errors[1];
+}
+
 TEST(ProcessGroupTest, AbsentRankTimesOutNamingIt) {
   ProcessGroupOptions options;
   options.timeout = 300ms;
