@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "distributed/store.h"
+#include "store_common.h"
 
 namespace tn::dist {
 namespace {
@@ -23,20 +24,8 @@ using Clock = std::chrono::steady_clock;
 // Other processes' writes become visible only by polling the file; waits re-read it at growing
 // intervals up to this one.
 constexpr Milliseconds kMaxPollInterval{10};
-// Timeouts beyond a century, like a zero timeout (c10d's kNoTimeout), mean no limit; capping
-// them also keeps the clock's nanosecond arithmetic from overflowing.
-constexpr Milliseconds kLongestTimeout = std::chrono::hours(24 * 365 * 100);
 
 enum class RecordKind : uint8_t { kSet = 1, kDelete = 2, kUserJoined = 3, kUserLeft = 4 };
-
-std::string quote_keys(const std::vector<std::string>& keys) {
-  std::string quoted;
-  for (const auto& key : keys) {
-    if (!quoted.empty()) quoted += ", ";
-    quoted += "'" + key + "'";
-  }
-  return quoted;
-}
 
 std::string errno_message() { return std::generic_category().message(errno); }
 
@@ -333,7 +322,7 @@ class FileStore final : public Store {
       throw InvalidArgument(std::string(operation) + ": negative timeout of " +
                             std::to_string(timeout.count()) + " ms");
     }
-    const bool unlimited = timeout == Milliseconds::zero() || timeout > kLongestTimeout;
+    const bool unlimited = unlimited_timeout(timeout);
     const auto deadline = unlimited ? Clock::time_point::max() : Clock::now() + timeout;
     auto interval = Milliseconds(1);
     for (;;) {

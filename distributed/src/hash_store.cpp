@@ -7,20 +7,10 @@
 #include <unordered_map>
 
 #include "distributed/store.h"
+#include "store_common.h"
 
 namespace tn::dist {
 namespace {
-
-constexpr Milliseconds kLongestTimeout = std::chrono::hours(24 * 365 * 100);
-
-std::string quote_keys(const std::vector<std::string>& keys) {
-  std::string quoted;
-  for (const auto& key : keys) {
-    if (!quoted.empty()) quoted += ", ";
-    quoted += "'" + key + "'";
-  }
-  return quoted;
-}
 
 // Counters are ASCII decimal, as in c10d, so a `get` of a counter reads its digits.
 int64_t parse_counter(const std::string& key, const Bytes& value) {
@@ -119,7 +109,7 @@ class HashStore final : public Store {
                             std::to_string(timeout.count()) + " ms");
     }
     const auto all_present = [&] { return missing_locked(keys).empty(); };
-    if (timeout == Milliseconds::zero() || timeout > kLongestTimeout) {
+    if (unlimited_timeout(timeout)) {
       key_written_.wait(lock, all_present);
       return;
     }

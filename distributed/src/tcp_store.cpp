@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "distributed/store.h"
+#include "store_common.h"
 
 namespace tn::dist {
 namespace {
@@ -47,24 +48,10 @@ const std::string kWorkersKey = "init/";
 enum class RequestType : uint8_t { kSet = 1, kGet, kAdd, kCompareSet, kCheck, kWait, kDeleteKey, kNumKeys };
 enum class ReplyStatus : uint8_t { kOk = 0, kTimedOut, kInvalidArgument };
 
-std::string quote_keys(const std::vector<std::string>& keys) {
-  std::string quoted;
-  for (const auto& key : keys) {
-    if (!quoted.empty()) quoted += ", ";
-    quoted += "'" + key + "'";
-  }
-  return quoted;
-}
-
 std::string milliseconds_text(Milliseconds duration) { return std::to_string(duration.count()) + " ms"; }
 
-// Timeouts beyond a century, like a zero timeout, mean no limit; capping them also keeps the
-// nanosecond arithmetic of clocks from overflowing.
-constexpr Milliseconds kLongestTimeout = std::chrono::hours(24 * 365 * 100);
-bool unlimited(Milliseconds timeout) { return timeout == Milliseconds::zero() || timeout > kLongestTimeout; }
-
 Deadline deadline_after(Milliseconds timeout) {
-  if (unlimited(timeout)) return std::nullopt;
+  if (unlimited_timeout(timeout)) return std::nullopt;
   return Clock::now() + timeout;
 }
 
@@ -450,7 +437,7 @@ void Server::answer_when_present(const std::shared_ptr<Connection>& connection, 
     return;
   }
   connection->parked = waiter;
-  if (unlimited(timeout)) return;
+  if (unlimited_timeout(timeout)) return;
   waiter->deadline.expires_after(timeout);
   waiter->deadline.async_wait([this, waiter](const asio::error_code& error) {
     if (error || waiter->finished) return;

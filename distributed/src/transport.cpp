@@ -182,8 +182,6 @@ void Transport::read_hello(std::shared_ptr<asio::ip::tcp::socket> socket) {
                      if (!valid) {
                        asio::error_code ignored;
                        socket->close(ignored);
-                       std::lock_guard lock(mutex_);
-                       ++refused_;
                        return;
                      }
                      socket->set_option(asio::ip::tcp::no_delay(true));
@@ -210,11 +208,6 @@ void Transport::install(int peer, std::shared_ptr<asio::ip::tcp::socket> socket)
   }
   changed_.notify_all();
   read_header(installed);
-}
-
-int64_t Transport::refused_connections() const {
-  std::lock_guard lock(mutex_);
-  return refused_;
 }
 
 void Transport::read_header(Connection& connection) {

@@ -70,7 +70,6 @@ class Transport {
   // Closes every connection and stops the I/O thread; pending requests fail. Idempotent.
   void shutdown();
   uint16_t port() const { return port_; }
-  int64_t refused_connections() const;
 
  private:
   struct Connection;
@@ -104,7 +103,6 @@ class Transport {
   std::condition_variable changed_;
   int connected_ = 0;
   bool stopping_ = false;
-  int64_t refused_ = 0;
   std::vector<std::optional<std::string>> peer_failures_;
   std::optional<std::string> group_failure_;
   bool failure_from_peer_ = false;  // the group failure came in an abort frame
