@@ -622,6 +622,7 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* module = PyModule_Create(&module_def);
   if (!module) return nullptr;
   try {
+    install_library_guard();
     init_tensor_type(module);
     init_value_types(module);
     init_generator(module);

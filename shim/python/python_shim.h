@@ -107,6 +107,8 @@ PyObject* new_method_descriptor(const std::string& name, Binding* binding);
 void init_dispatch(PyObject* module);
 void init_surface(PyObject* module);
 void init_jit_types(PyObject* module);
+// Refuses ctypes loads of libraries linked against upstream libtorch/libc10 (see library_guard.cpp).
+void install_library_guard();
 // torch._C._distributed_c10d and torch._C._c10d_init, on the distributed/ library.
 void init_c10d(PyObject* root_module, PyObject* c10d_module);
 

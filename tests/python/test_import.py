@@ -21,7 +21,8 @@ def test_torch_resolves_to_our_tree_and_extension():
 
 def test_no_libtorch_is_mapped():
     # A fresh interpreter, so nothing imported by pytest plugins can interfere.
-    code = "import torch, torch.nn, torch.optim; print(open('/proc/self/maps').read())"
+    code = ("import torch, torch.nn, torch.optim, torchvision, torchvision.models; "
+            "print(open('/proc/self/maps').read())")
     maps = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     mapped = {line.split()[-1] for line in maps.splitlines() if "/" in line}
     upstream = [m for m in mapped if m.startswith(UPSTREAM_TORCH) or "libc10" in m
@@ -51,3 +52,17 @@ def test_unimplemented_operators_name_themselves():
     ]:
         with pytest.raises(NotImplementedError, match=name):
             call()
+
+
+def test_libraries_linked_against_libtorch_are_refused_by_name():
+    # torchvision's compiled operators need upstream's libtorch: loading them would map a second
+    # torch runtime, so the load fails with an OSError naming the library and its dependency,
+    # and torchvision carries on without its C++ operators, as it does where libtorch is absent.
+    code = ("import ctypes, glob, torch, torchvision, os\n"
+            "lib = glob.glob(os.path.join(os.path.dirname(torchvision.__file__), '_C.*.so'))[0]\n"
+            "try:\n    ctypes.CDLL(lib)\nexcept OSError as e:\n    print('refused:', e)\n"
+            "print('has_ops', torchvision.extension._has_ops())")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert "refused: torchnative refuses to load" in out, out
+    assert "linked against upstream's libc10.so" in out or "linked against upstream's libtorch" in out, out
+    assert "has_ops False" in out, out
