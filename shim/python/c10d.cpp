@@ -840,6 +840,15 @@ void init_c10d(PyObject* root_module, PyObject* c10d_module) {
 
   bind_process_groups(m);
 
+  // DistributedDataParallel and FullyShardedDataParallel call this first; refusing here names
+  // what is missing before they reach the Reducer.
+  m.def("_verify_params_across_processes", [](::py::args, ::py::kwargs) {
+    throw NotImplemented(
+        "DistributedDataParallel and FullyShardedDataParallel are not supported by torchnative: they need "
+        "c10d's Reducer (bucketed gradient all_reduce driven by autograd hooks) and autograd. Average "
+        "gradients with torch.distributed.all_reduce after backward instead.");
+  });
+
   // torch.distributed.is_available() is True once this exists; it also registers "local".
   static PyMethodDef c10d_init_def = {"_c10d_init",
                                       [](PyObject*, PyObject*) -> PyObject* {

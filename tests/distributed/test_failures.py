@@ -74,3 +74,13 @@ def test_mismatched_collectives_are_refused_by_name(tmp_path):
     text = " ".join(out for _, out, _ in outputs)
     assert "broadcast(float32, 8388608 elements, root 0)" in text
     assert "allreduce(float32, 8388608 elements, SUM)" in text
+
+
+def test_distributed_data_parallel_is_refused_by_name(tmp_path):
+    code = ("import torch, torch.distributed as dist\n"
+            f"dist.init_process_group('local', init_method='file://{tmp_path / 'store'}', rank=0, world_size=1)\n"
+            "try:\n    torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))\n"
+            "except NotImplementedError as error:\n    print('refused:', error)\n")
+    out = subprocess.run([SHIM_PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "refused: DistributedDataParallel and FullyShardedDataParallel are not supported" in out.stdout, (
+        out.stdout + out.stderr)
