@@ -93,6 +93,20 @@ Tensor map_unary(const Tensor& a, ScalarType compute, ScalarType out_type, F&& f
   return out;
 }
 
+// A bool tensor of pred(x) over floating elements; integers and bool are never NaN or
+// infinite, so they all answer `integer_answer` (isnan, isinf, isfinite, isposinf, isneginf).
+template <typename Pred>
+Tensor float_predicate(const Tensor& x, const char* name, Pred pred, bool integer_answer) {
+  return TN_DISPATCH_ALL_TYPES(x.dtype(), name, [&](auto tag) {
+    using scalar_t = TN_TYPE(tag);
+    using c = compute_t<scalar_t>;
+    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [&](c v) -> bool {
+      if constexpr (std::is_floating_point_v<c>) return pred(v);
+      return integer_answer;
+    });
+  });
+}
+
 // out = f(a, b) broadcast; typed like map_unary.
 template <typename in_t, typename F>
 Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarType out_type, F&& f) {

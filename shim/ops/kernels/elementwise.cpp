@@ -522,39 +522,26 @@ TN_KERNEL("aten::neg", {
   return same_type_unary(a.tensor(0), "neg", [](auto x) -> decltype(x) { return decltype(x)(-x); });
 });
 TN_KERNEL("aten::sign", { return sign(a.tensor(0)); });
-TN_KERNEL("aten::floor", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("floor_vml_cpu", ScalarType::Half);
-  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "floor",
-                                                            [](auto x) -> decltype(x) {
-                                                              if constexpr (is_float_v<decltype(x)>)
-                                                                return std::floor(x);
-                                                              else
-                                                                return x;
-                                                            })
-                                          : a.tensor(0).clone();
-});
-TN_KERNEL("aten::ceil", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("ceil_vml_cpu", ScalarType::Half);
-  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "ceil",
-                                                            [](auto x) -> decltype(x) {
-                                                              if constexpr (is_float_v<decltype(x)>)
-                                                                return std::ceil(x);
-                                                              else
-                                                                return x;
-                                                            })
-                                          : a.tensor(0).clone();
-});
-TN_KERNEL("aten::trunc", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("trunc_vml_cpu", ScalarType::Half);
-  return is_floating(a.tensor(0).dtype()) ? same_type_unary(a.tensor(0), "trunc",
-                                                            [](auto x) -> decltype(x) {
-                                                              if constexpr (is_float_v<decltype(x)>)
-                                                                return std::trunc(x);
-                                                              else
-                                                                return x;
-                                                            })
-                                          : a.tensor(0).clone();
-});
+// floor, ceil and trunc: identity on integers (a copy), `fn` on floats; upstream's
+// *_vml_cpu kernels have no float16 version and refuse it by that name.
+template <typename F>
+Tensor rounding_unary(const Tensor& x, const char* name, F fn) {
+  if (x.dtype() == ScalarType::Half)
+    dtype_not_implemented((std::string(name) + "_vml_cpu").c_str(), ScalarType::Half);
+  if (!is_floating(x.dtype())) return x.clone();
+  return same_type_unary(x, name, [&](auto v) -> decltype(v) {
+    if constexpr (is_float_v<decltype(v)>)
+      return fn(v);
+    else
+      return v;
+  });
+}
+
+TN_KERNEL("aten::floor",
+          { return rounding_unary(a.tensor(0), "floor", [](auto x) { return std::floor(x); }); });
+TN_KERNEL("aten::ceil", { return rounding_unary(a.tensor(0), "ceil", [](auto x) { return std::ceil(x); }); });
+TN_KERNEL("aten::trunc",
+          { return rounding_unary(a.tensor(0), "trunc", [](auto x) { return std::trunc(x); }); });
 TN_KERNEL("aten::round", { return round_half_even(a.tensor(0), 0, false); });
 TN_KERNEL("aten::round.decimals", { return round_half_even(a.tensor(0), a.integer(1), true); });
 TN_KERNEL("aten::clamp", {
@@ -639,43 +626,16 @@ TN_KERNEL("aten::_to_copy", {
   return out;
 });
 TN_KERNEL("aten::isnan", {
-  const Tensor& x = a.tensor(0);
-  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isnan", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
-      if constexpr (is_float_v<c>)
-        return std::isnan(v);
-      else
-        return false;
-    });
-  });
+  return float_predicate(
+      a.tensor(0), "isnan", [](auto v) { return std::isnan(v); }, false);
 });
 TN_KERNEL("aten::isinf", {
-  const Tensor& x = a.tensor(0);
-  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isinf", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
-      if constexpr (is_float_v<c>)
-        return std::isinf(v);
-      else
-        return false;
-    });
-  });
+  return float_predicate(
+      a.tensor(0), "isinf", [](auto v) { return std::isinf(v); }, false);
 });
 TN_KERNEL("aten::isfinite", {
-  const Tensor& x = a.tensor(0);
-  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isfinite", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) {
-      if constexpr (is_float_v<c>)
-        return std::isfinite(v);
-      else
-        return true;
-    });
-  });
+  return float_predicate(
+      a.tensor(0), "isfinite", [](auto v) { return std::isfinite(v); }, true);
 });
 
 }  // namespace tn

@@ -275,30 +275,12 @@ TN_KERNEL("aten::signbit", {
 });
 TN_KERNEL("aten::sgn", { return call_tensor_op("aten::sign", "", {a.tensor(0)}); });
 TN_KERNEL("aten::isposinf", {
-  const Tensor& x = a.tensor(0);
-  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isposinf", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) -> bool {
-      if constexpr (std::is_floating_point_v<c>)
-        return std::isinf(v) && v > 0;
-      else
-        return false;
-    });
-  });
+  return float_predicate(
+      a.tensor(0), "isposinf", [](auto v) { return std::isinf(v) && v > 0; }, false);
 });
 TN_KERNEL("aten::isneginf", {
-  const Tensor& x = a.tensor(0);
-  return TN_DISPATCH_ALL_TYPES(x.dtype(), "isneginf", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) -> bool {
-      if constexpr (std::is_floating_point_v<c>)
-        return std::isinf(v) && v < 0;
-      else
-        return false;
-    });
-  });
+  return float_predicate(
+      a.tensor(0), "isneginf", [](auto v) { return std::isinf(v) && v < 0; }, false);
 });
 TN_KERNEL("aten::sinc", {
   return float_unary(a.tensor(0), "sinc_cpu",
