@@ -13,22 +13,14 @@ namespace {
 void allreduce_one_step(OpContext& context, Buffer& buffer, ReduceOp op) {
   const int size = context.size(), rank = context.rank();
   const uint64_t bytes = buffer.nbytes();
-  auto received = scratch(bytes * static_cast<uint64_t>(size - 1));
-  std::vector<RequestPtr> receives(size);
-  std::vector<const void*> sources(size);
-  for (int peer = 0, index = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    uint8_t* slot = received.get() + bytes * static_cast<uint64_t>(index++);
-    receives[peer] = context.recv(peer, 0, slot, bytes, received);
-    sources[peer] = slot;
-  }
-  sources[rank] = buffer.data;
+  auto copies = context.recv_copies(bytes);
+  copies.sources[rank] = buffer.data;
   for (int peer = 0; peer < size; ++peer)
     if (peer != rank) context.send(peer, 0, buffer.data, bytes, buffer.owner);
-  for (auto& request : receives)
-    if (request) context.wait(request);
+  context.wait_all(copies.receives);
   context.finish_sends();  // the buffer is overwritten next
-  reduce_in_order(buffer.dtype, op, buffer.data, sources.data(), size, static_cast<size_t>(buffer.numel));
+  reduce_in_order(buffer.dtype, op, buffer.data, copies.sources.data(), size,
+                  static_cast<size_t>(buffer.numel));
 }
 
 }  // namespace

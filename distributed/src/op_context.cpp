@@ -1,6 +1,7 @@
 #include "op_context.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace tn::dist {
 
@@ -20,9 +21,36 @@ void OpContext::wait(const RequestPtr& request) {
   transport_.wait(*request, deadline_, options_.timeout, name_);
 }
 
+void OpContext::wait_all(const std::vector<RequestPtr>& requests) {
+  for (const auto& request : requests) wait(request);
+}
+
+std::vector<RequestPtr> OpContext::recv_each(std::vector<Buffer>& buffers) {
+  std::vector<RequestPtr> receives;
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_)
+      receives.push_back(recv(peer, 0, buffers[peer].data, buffers[peer].nbytes(), buffers[peer].owner));
+  return receives;
+}
+
+OpContext::PeerCopies OpContext::recv_copies(uint64_t bytes) {
+  PeerCopies copies{scratch(bytes * static_cast<uint64_t>(size_ - 1)), {}, std::vector<const void*>(size_)};
+  for (int peer = 0, index = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    uint8_t* slot = copies.memory.get() + bytes * static_cast<uint64_t>(index++);
+    copies.receives.push_back(recv(peer, 0, slot, bytes, copies.memory));
+    copies.sources[peer] = slot;
+  }
+  return copies;
+}
+
 void OpContext::finish_sends() {
   for (const auto& request : sends_) wait(request);
   sends_.clear();
+}
+
+void copy_local(const Buffer& from, Buffer& to) {
+  if (from.data != to.data && from.nbytes() > 0) std::memmove(to.data, from.data, from.nbytes());
 }
 
 Range block_of(size_t count, int parts, int index) {

@@ -43,6 +43,18 @@ class OpContext {
   RequestPtr recv(int source, uint32_t slot, void* data, uint64_t bytes, std::shared_ptr<const void> owner);
   void send(int dest, uint32_t slot, const void* data, uint64_t bytes, std::shared_ptr<const void> owner);
   void wait(const RequestPtr& request);
+  void wait_all(const std::vector<RequestPtr>& requests);
+
+  // Receives from every peer straight into buffers[peer] (one buffer per rank).
+  std::vector<RequestPtr> recv_each(std::vector<Buffer>& buffers);
+  // Receives every peer's `bytes` into one scratch block; sources[peer] points at that copy,
+  // sources[rank] is left for the caller to fill.
+  struct PeerCopies {
+    std::shared_ptr<uint8_t[]> memory;
+    std::vector<RequestPtr> receives;
+    std::vector<const void*> sources;
+  };
+  PeerCopies recv_copies(uint64_t bytes);
   // Waits for every send this operation queued: the caller's memory is free again after this.
   void finish_sends();
 
@@ -64,5 +76,8 @@ struct Range {
   size_t count;
 };
 Range block_of(size_t count, int parts, int index);
+
+// This rank's own part of a gather-like operation: a copy unless both are the same memory.
+void copy_local(const Buffer& from, Buffer& to);
 
 }  // namespace tn::dist

@@ -140,6 +140,20 @@ struct ProcessGroup::Impl {
     return work;
   }
 
+  // Point-to-point work has no worker watching the clock: its waiter runs on_deadline, which
+  // cancels what is pending and fails the group with `late` (an operation that timed out leaves
+  // the ranks out of step).
+  void expire_at_deadline(const std::shared_ptr<Work::State>& state, std::string late,
+                          std::function<void()> cancel = {}) {
+    state->deadline = Clock::now() + options.timeout;
+    state->on_deadline = [this, weak = std::weak_ptr<Work::State>(state), late = std::move(late),
+                          cancel = std::move(cancel)] {
+      if (cancel) cancel();
+      transport->fail_group(late);
+      if (auto state = weak.lock()) state->finish(std::make_exception_ptr(TimeoutError(late)));
+    };
+  }
+
   void check_rank(int which, const char* role, const char* operation) const {
     if (which < 0 || which >= size)
       throw InvalidArgument(std::string(operation) + ": " + role + " rank " + std::to_string(which) +
@@ -319,20 +333,12 @@ std::shared_ptr<Work> ProcessGroup::send(Buffer buffer, int dst, int64_t tag) {
   if (dst == rank()) throw InvalidArgument("send: rank " + std::to_string(dst) + " cannot send to itself");
   auto work = impl_->make_work("send");
   auto state = work->state_;
-  Transport& transport = *impl_->transport;
-  const Milliseconds timeout = impl_->options.timeout;
-  state->deadline = Clock::now() + timeout;
-  const int me = rank();
-  state->on_deadline = [&transport, weak = std::weak_ptr<Work::State>(state), dst, tag, timeout, me] {
-    const std::string reason = "send with tag " + std::to_string(tag) + " timed out after " +
-                               std::to_string(timeout.count()) + " ms on rank " + std::to_string(me) +
-                               " sending to rank " + std::to_string(dst);
-    transport.fail_group(reason);
-    if (auto state = weak.lock()) state->finish(std::make_exception_ptr(TimeoutError(reason)));
-  };
-  transport.send(dst, FrameKind::PointToPoint, static_cast<uint64_t>(tag), 0,
-                 point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
-                 [state](const Request& request) { state->finish(request.error); });
+  impl_->expire_at_deadline(state, "send with tag " + std::to_string(tag) + " timed out after " +
+                                       std::to_string(impl_->options.timeout.count()) + " ms on rank " +
+                                       std::to_string(rank()) + " sending to rank " + std::to_string(dst));
+  impl_->transport->send(dst, FrameKind::PointToPoint, static_cast<uint64_t>(tag), 0,
+                         point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
+                         [state](const Request& request) { state->finish(request.error); });
   return work;
 }
 
@@ -343,24 +349,18 @@ std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
   auto work = impl_->make_work("recv");
   auto state = work->state_;
   Transport& transport = *impl_->transport;
-  const Milliseconds timeout = impl_->options.timeout;
-  state->deadline = Clock::now() + timeout;
   RequestPtr request =
       transport.post_recv(FrameKind::PointToPoint, src, static_cast<uint64_t>(tag), 0,
                           point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
                           [state](const Request& done) { state->finish(done.error, done.source); });
-  const int me = rank();
-  std::weak_ptr<Request> pending = request;
-  state->on_deadline = [&transport, weak = std::weak_ptr<Work::State>(state), pending, src, tag, timeout,
-                        me] {
-    if (auto request = pending.lock()) transport.cancel(request);
-    const std::string reason = "recv with tag " + std::to_string(tag) + " timed out after " +
-                               std::to_string(timeout.count()) + " ms on rank " + std::to_string(me) +
-                               " waiting for " +
-                               (src < 0 ? std::string("any rank") : "rank " + std::to_string(src));
-    transport.fail_group(reason);
-    if (auto state = weak.lock()) state->finish(std::make_exception_ptr(TimeoutError(reason)));
-  };
+  impl_->expire_at_deadline(state,
+                            "recv with tag " + std::to_string(tag) + " timed out after " +
+                                std::to_string(impl_->options.timeout.count()) + " ms on rank " +
+                                std::to_string(rank()) + " waiting for " +
+                                (src < 0 ? std::string("any rank") : "rank " + std::to_string(src)),
+                            [&transport, pending = std::weak_ptr<Request>(request)] {
+                              if (auto request = pending.lock()) transport.cancel(request);
+                            });
   return work;
 }
 

@@ -16,18 +16,11 @@ void run_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op) {
     context.finish_sends();
     return;
   }
-  auto received = scratch(bytes * static_cast<uint64_t>(size - 1));
-  std::vector<RequestPtr> receives;
-  std::vector<const void*> sources(size);
-  for (int peer = 0, index = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    uint8_t* slot = received.get() + bytes * static_cast<uint64_t>(index++);
-    receives.push_back(context.recv(peer, 0, slot, bytes, received));
-    sources[peer] = slot;
-  }
-  sources[rank] = buffer.data;
-  for (auto& request : receives) context.wait(request);
-  reduce_in_order(buffer.dtype, op, buffer.data, sources.data(), size, static_cast<size_t>(buffer.numel));
+  auto copies = context.recv_copies(bytes);
+  copies.sources[rank] = buffer.data;
+  context.wait_all(copies.receives);
+  reduce_in_order(buffer.dtype, op, buffer.data, copies.sources.data(), size,
+                  static_cast<size_t>(buffer.numel));
 }
 
 }  // namespace tn::dist

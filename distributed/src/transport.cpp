@@ -244,11 +244,11 @@ void Transport::on_header(Connection& connection) {
     return;
   }
   RequestPtr request;
-  std::exception_ptr mismatch;
+  std::optional<std::string> mismatch;
   {
     std::lock_guard lock(mutex_);
     request = take_posted_locked(header);
-    if (request) mismatch = check_match_locked(*request, header);
+    if (request) mismatch = mismatch_locked(*request, header);
   }
   if (request && !mismatch) {
     request->source = header.source;
@@ -270,12 +270,7 @@ void Transport::on_header(Connection& connection) {
     std::vector<RequestPtr> finished;
     {
       std::lock_guard lock(mutex_);
-      finish_locked(request, mismatch, finished);
-      try {
-        std::rethrow_exception(mismatch);
-      } catch (const std::exception& error) {
-        fail_group_locked(error.what(), finished);
-      }
+      refuse_locked(request, *mismatch, finished);
     }
     run_callbacks(finished);
   }
@@ -300,19 +295,7 @@ void Transport::on_payload(Connection&, const FrameHeader& header, std::shared_p
       unexpected_.push_back({header, std::move(payload)});
       return;
     }
-    std::exception_ptr mismatch = check_match_locked(*request, header);
-    if (!mismatch) {
-      request->source = header.source;
-      if (header.length > 0) std::memcpy(request->data, payload.get(), header.length);
-    }
-    finish_locked(request, mismatch, finished);
-    if (mismatch) {
-      try {
-        std::rethrow_exception(mismatch);
-      } catch (const std::exception& error) {
-        fail_group_locked(error.what(), finished);
-      }
-    }
+    deliver_locked(request, header, payload.get(), finished);
   }
   run_callbacks(finished);
 }
@@ -347,29 +330,46 @@ RequestPtr Transport::take_posted_locked(const FrameHeader& header) {
   return request;
 }
 
-std::exception_ptr Transport::check_match_locked(const Request& request, const FrameHeader& header) const {
+std::optional<std::string> Transport::mismatch_locked(const Request& request,
+                                                      const FrameHeader& header) const {
   const Signature& expected = request.header.signature;
   const Signature& got = header.signature;
   const std::string from = "rank " + std::to_string(header.source);
   if (header.kind == FrameKind::Collective && !(expected == got))
-    return std::make_exception_ptr(MismatchError("mismatched collectives: " + from + " called " +
-                                                 describe(got) + " as operation #" +
-                                                 std::to_string(header.tag) + " of the group, rank " +
-                                                 std::to_string(rank_) + " called " + describe(expected)));
+    return std::string("mismatched collectives: " + from + " called " + describe(got) + " as operation #" +
+                       std::to_string(header.tag) + " of the group, rank " + std::to_string(rank_) +
+                       " called " + describe(expected));
   if (header.kind == FrameKind::Collective && header.length != request.bytes)
-    return std::make_exception_ptr(MismatchError(
-        "mismatched sizes in " + describe(expected) + ", operation #" + std::to_string(header.tag) +
-        " of the group: " + from + " sent " + std::to_string(header.length) + " bytes where rank " +
-        std::to_string(rank_) + " expected " + std::to_string(request.bytes)));
+    return std::string("mismatched sizes in " + describe(expected) + ", operation #" +
+                       std::to_string(header.tag) + " of the group: " + from + " sent " +
+                       std::to_string(header.length) + " bytes where rank " + std::to_string(rank_) +
+                       " expected " + std::to_string(request.bytes));
   if (header.length != request.bytes || expected.dtype != got.dtype)
-    return std::make_exception_ptr(MismatchError(
-        "mismatched point-to-point transfer with tag " + std::to_string(header.tag) + ": " + from + " sent " +
-        std::to_string(got.count) + " elements of " + scalar_type_name(static_cast<ScalarType>(got.dtype)) +
-        " (" + std::to_string(header.length) + " bytes), rank " + std::to_string(rank_) + " expected " +
-        std::to_string(expected.count) + " elements of " +
-        scalar_type_name(static_cast<ScalarType>(expected.dtype)) + " (" + std::to_string(request.bytes) +
-        " bytes)"));
-  return nullptr;
+    return std::string("mismatched point-to-point transfer with tag " + std::to_string(header.tag) + ": " +
+                       from + " sent " + std::to_string(got.count) + " elements of " +
+                       scalar_type_name(static_cast<ScalarType>(got.dtype)) + " (" +
+                       std::to_string(header.length) + " bytes), rank " + std::to_string(rank_) +
+                       " expected " + std::to_string(expected.count) + " elements of " +
+                       scalar_type_name(static_cast<ScalarType>(expected.dtype)) + " (" +
+                       std::to_string(request.bytes) + " bytes)");
+  return std::nullopt;
+}
+
+// A receive that meets a frame it must not take fails naming both sides, and so does the
+// group: the ranks no longer agree on what is being sent.
+void Transport::refuse_locked(const RequestPtr& request, const std::string& mismatch,
+                              std::vector<RequestPtr>& finished) {
+  finish_locked(request, std::make_exception_ptr(MismatchError(mismatch)), finished);
+  fail_group_locked(mismatch, finished);
+}
+
+// Completes a receive from a frame that was read into a buffer of its own.
+void Transport::deliver_locked(const RequestPtr& request, const FrameHeader& header, const uint8_t* payload,
+                               std::vector<RequestPtr>& finished) {
+  if (auto mismatch = mismatch_locked(*request, header)) return refuse_locked(request, *mismatch, finished);
+  request->source = header.source;
+  if (header.length > 0) std::memcpy(request->data, payload, header.length);
+  finish_locked(request, nullptr, finished);
 }
 
 RequestPtr Transport::post_recv(FrameKind kind, int source, uint64_t tag, uint32_t slot,
@@ -400,19 +400,7 @@ RequestPtr Transport::post_recv(FrameKind kind, int source, uint64_t tag, uint32
       if (found != unexpected_.end()) {
         Unexpected frame = std::move(*found);
         unexpected_.erase(found);
-        std::exception_ptr mismatch = check_match_locked(*request, frame.header);
-        if (!mismatch) {
-          request->source = frame.header.source;
-          if (frame.header.length > 0) std::memcpy(data, frame.payload.get(), frame.header.length);
-        }
-        finish_locked(request, mismatch, finished);
-        if (mismatch) {
-          try {
-            std::rethrow_exception(mismatch);
-          } catch (const std::exception& error) {
-            fail_group_locked(error.what(), finished);
-          }
-        }
+        deliver_locked(request, frame.header, frame.payload.get(), finished);
       } else if (source >= 0 && peer_failures_[source]) {
         finish_locked(request,
                       std::make_exception_ptr(

@@ -84,7 +84,12 @@ class Transport {
   void write_next(Connection& connection);
   void lose_peer(Connection& connection, const std::string& reason);
   RequestPtr take_posted_locked(const FrameHeader& header);
-  std::exception_ptr check_match_locked(const Request& request, const FrameHeader& header) const;
+  // Why the frame may not complete this receive (other collective, size or dtype), if so.
+  std::optional<std::string> mismatch_locked(const Request& request, const FrameHeader& header) const;
+  void refuse_locked(const RequestPtr& request, const std::string& mismatch,
+                     std::vector<RequestPtr>& finished);
+  void deliver_locked(const RequestPtr& request, const FrameHeader& header, const uint8_t* payload,
+                      std::vector<RequestPtr>& finished);
   void finish_locked(const RequestPtr& request, std::exception_ptr error, std::vector<RequestPtr>& finished);
   void run_callbacks(std::vector<RequestPtr>& finished);
   void fail_group_locked(const std::string& reason, std::vector<RequestPtr>& finished);

@@ -403,6 +403,22 @@ std::vector<std::string> errors_of(int world, const std::function<void(ProcessGr
   return errors;
 }
 
+TEST(ProcessGroupTest, ReceiveThatIsNeverSentTimesOutNamingThePeer) {
+  ProcessGroupOptions options;
+  options.timeout = 200ms;
+  auto errors = errors_of(
+      2,
+      [](ProcessGroup& group) {
+        std::vector<int32_t> values(2);
+        if (group.rank() == 0) group.recv(buffer_of(values, ScalarType::Int), 1, 4)->wait();
+        if (group.rank() == 1) std::this_thread::sleep_for(400ms);  // connected, silent
+      },
+      options);
+  EXPECT_NE(errors[0].find("recv with tag 4 timed out after 200 ms on rank 0 waiting for rank 1"),
+            std::string::npos)
+      << errors[0];
+}
+
 TEST(ProcessGroupTest, MismatchedCollectivesAreRefusedByName) {
   ProcessGroupOptions options;
   options.timeout = 5s;
