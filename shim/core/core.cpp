@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace tn {
@@ -146,6 +147,33 @@ const char* upstream_type_name(ScalarType type) {
   }
 }
 
+const char* cpp_type_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::Byte:
+      return "unsigned char";
+    case ScalarType::Char:
+      return "signed char";
+    case ScalarType::Short:
+      return "short int";
+    case ScalarType::Int:
+      return "int";
+    case ScalarType::Long:
+      return "long int";
+    case ScalarType::Half:
+      return "c10::Half";
+    case ScalarType::Float:
+      return "float";
+    case ScalarType::Double:
+      return "double";
+    case ScalarType::Bool:
+      return "bool";
+    case ScalarType::BFloat16:
+      return "c10::BFloat16";
+    default:
+      return "Undefined";
+  }
+}
+
 void dtype_not_implemented(const char* kernel, ScalarType type) {
   throw Error(std::string("\"") + kernel + "\" not implemented for '" + upstream_type_name(type) + "'");
 }
@@ -227,19 +255,35 @@ ScalarType Scalar::type() const {
   }
 }
 
-Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
-  // 64-byte alignment matches what vectorized kernels and numpy expect.
-  size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
-  data_ = std::aligned_alloc(64, rounded);
-  if (!data_) throw std::bad_alloc();
-  release_ = [p = data_] { std::free(p); };
+namespace {
+// 64-byte alignment matches what vectorized kernels and numpy expect.
+void* allocate_aligned(size_t nbytes) {
+  void* data = std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
+  if (!data) throw std::bad_alloc();
+  return data;
 }
+}  // namespace
+
+Storage::Storage(size_t nbytes)
+    : data_(allocate_aligned(nbytes)), nbytes_(nbytes), memory_(data_, std::free), resizable_(true) {}
 
 Storage::Storage(void* data, size_t nbytes, std::function<void()> release)
-    : data_(data), nbytes_(nbytes), release_(std::move(release)) {}
+    : data_(data), nbytes_(nbytes), memory_(data, [release = std::move(release)](void*) {
+        if (release) release();
+      }) {}
 
-Storage::~Storage() {
-  if (release_) release_();
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> memory)
+    : data_(data), nbytes_(nbytes), memory_(std::move(memory)) {}
+
+void Storage::resize(size_t nbytes) {
+  if (!resizable_)
+    throw Error("Trying to resize storage that is not resizable (it borrows memory it did not allocate)");
+  if (nbytes == nbytes_) return;
+  std::shared_ptr<void> memory(allocate_aligned(nbytes), std::free);
+  std::memcpy(memory.get(), data_, std::min(nbytes, nbytes_));
+  memory_ = std::move(memory);
+  data_ = memory_.get();
+  nbytes_ = nbytes;
 }
 
 Shape contiguous_strides(const Shape& sizes) {
@@ -354,6 +398,21 @@ Dst convert(Src value) {
 }
 
 }  // namespace
+
+void Tensor::resize(const Shape& sizes) const {
+  int64_t numel = 1;
+  for (int64_t s : sizes) {
+    // Upstream multiplies the sizes as unsigned numbers, so a negative one overflows.
+    if (s < 0 || (s != 0 && numel > std::numeric_limits<int64_t>::max() / s))
+      throw Error("numel: integer multiplication overflow");
+    numel *= s;
+  }
+  impl_->sizes = sizes;
+  impl_->strides = contiguous_strides(sizes);
+  if (numel == 0) return;  // upstream leaves the storage alone for an empty result
+  size_t needed = size_t(numel + impl_->offset) * itemsize();
+  if (needed > impl_->storage->nbytes()) impl_->storage->resize(needed);
+}
 
 void Tensor::copy_from(const Tensor& src) const {
   for (int64_t d = 0; d < dim(); ++d)

@@ -67,6 +67,7 @@ struct BFloat16 {
 size_t element_size(ScalarType type);
 const char* scalar_type_name(ScalarType type);    // "float32", ...
 const char* upstream_type_name(ScalarType type);  // "Float", as upstream's kernel errors spell it
+const char* cpp_type_name(ScalarType type);       // "float", "long int": how upstream prints a TypeMeta
 // Upstream's refusal for a dtype a CPU kernel lacks: "\"kernel\" not implemented for 'Half'".
 [[noreturn]] void dtype_not_implemented(const char* kernel, ScalarType type);
 bool is_floating(ScalarType type);
@@ -138,22 +139,31 @@ struct TypeTag {
     }                                                          \
   }()
 
-// Owned or borrowed bytes. Borrowed memory (numpy arrays) keeps its owner alive
-// through the release callback.
+// Owned or borrowed bytes. Borrowed memory (numpy arrays, mapped files) keeps its owner
+// alive through the release callback.
 class Storage {
  public:
   explicit Storage(size_t nbytes);
   Storage(void* data, size_t nbytes, std::function<void()> release);
-  ~Storage();
+  // A window on memory someone else owns (a storage slice): `memory` keeps it alive.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> memory);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // Keeps the current bytes alive even if this storage is later resized: what a slice or an
+  // asynchronous operation holds on to, so neither can see freed memory.
+  const std::shared_ptr<void>& memory() const { return memory_; }
+  // Only memory the storage allocated itself can grow or shrink; every tensor and storage
+  // object sharing it sees the new bytes (the first min(old, new) are kept), as upstream's.
+  bool resizable() const { return resizable_; }
+  void resize(size_t nbytes);
 
  private:
   void* data_;
   size_t nbytes_;
-  std::function<void()> release_;
+  std::shared_ptr<void> memory_;
+  bool resizable_ = false;
 };
 
 using Shape = std::vector<int64_t>;
@@ -215,6 +225,9 @@ class Tensor {
   Tensor clone() const;                     // contiguous copy
   Tensor to(ScalarType dtype) const;        // same tensor when dtype already matches
   void copy_from(const Tensor& src) const;  // broadcasting, converting copy into this
+  // resize_: contiguous strides for `sizes`, same storage and offset; the storage grows in
+  // place when it is too small.
+  void resize(const Shape& sizes) const;
   Scalar item() const;
   void bump_version() const { ++*impl_->version; }
 

@@ -44,17 +44,7 @@ bool adds_only_tensor_options(const Schema& out, const Schema& functional) {
 }
 
 void resize_output(const Tensor& out, const Shape& sizes) {
-  if (out.sizes() == sizes) return;
-  TensorImpl* impl = out.impl();
-  int64_t needed = 1;
-  for (int64_t s : sizes) needed *= s;
-  size_t bytes = size_t(needed + impl->offset) * out.itemsize();
-  if (bytes > impl->storage->nbytes()) {
-    impl->storage = std::make_shared<Storage>(size_t(needed) * out.itemsize());
-    impl->offset = 0;
-  }
-  impl->sizes = sizes;
-  impl->strides = contiguous_strides(sizes);
+  if (out.sizes() != sizes) out.resize(sizes);
 }
 
 void write_result(const Tensor& target, const Tensor& result, bool resize) {
@@ -347,5 +337,7 @@ Generator& Args::generator(size_t i) const {
   if (stack_[i].is<Generator*>()) return *stack_[i].get<Generator*>();
   return default_generator();
 }
+
+const StorageRef& Args::storage(size_t i) const { return stack_[i].get<StorageRef>(); }
 
 }  // namespace tn

@@ -21,12 +21,19 @@ enum class MemoryFormat : int64_t { Contiguous = 0, Preserve = 1, ChannelsLast =
 struct IValue;
 using Stack = std::vector<IValue>;
 
+// A Storage argument (set_): the bytes, and the dtype when Python passed a TypedStorage,
+// which must then match the tensor's.
+struct StorageRef {
+  std::shared_ptr<Storage> storage;
+  std::optional<ScalarType> typed_as;
+};
+
 // A boxed argument or return value.
 struct IValue {
   struct None {};
   using Storage = std::variant<None, Tensor, double, int64_t, bool, Scalar, std::string, std::vector<int64_t>,
                                std::vector<double>, std::vector<bool>, std::vector<Tensor>,
-                               std::vector<std::optional<Tensor>>, Stack, Generator*>;
+                               std::vector<std::optional<Tensor>>, Stack, Generator*, StorageRef>;
   Storage value;
 
   IValue() = default;
@@ -42,6 +49,7 @@ struct IValue {
   IValue(std::vector<Tensor> v) : value(std::move(v)) {}                 // NOLINT
   IValue(std::vector<std::optional<Tensor>> v) : value(std::move(v)) {}  // NOLINT
   IValue(Generator* g) : value(g) {}                                     // NOLINT
+  IValue(StorageRef s) : value(std::move(s)) {}                          // NOLINT
   static IValue tuple(Stack items) {
     IValue v;
     v.value = std::move(items);
@@ -177,6 +185,7 @@ class Args {
   std::optional<std::string> optional_string(size_t i) const;
   std::optional<ScalarType> optional_dtype(size_t i) const;
   Generator& generator(size_t i) const;  // the default generator when None
+  const StorageRef& storage(size_t i) const;
 
  private:
   Stack& stack_;

@@ -113,7 +113,21 @@ int64_t as_int(PyObject* obj) {
 
 namespace {
 
+// An integral tensor with one element, whatever its shape: upstream takes it as an element
+// of an int list, and as a whole SymInt[] (resize_(max_size) in torch.distributed).
+bool is_one_integral_element(PyObject* obj) {
+  if (!is_tensor(obj)) return false;
+  const Tensor& t = unpack(obj);
+  return t.numel() == 1 && is_integral(t.dtype(), false);
+}
+
+bool is_int_list_item(PyObject* obj) { return is_int_like(obj) || is_one_integral_element(obj); }
+
 bool convert_int_list(PyObject* obj, const SchemaType& type, IValue* out) {
+  if (type.kind == SchemaType::Kind::SymInt && !is_int_like(obj) && is_one_integral_element(obj)) {
+    out->value = std::vector<int64_t>{as_int(obj)};
+    return true;
+  }
   if (is_int_like(obj)) {
     // A bare int fills an int[N] (e.g. dim=0 for int[1] dim).
     if (type.fixed_size == 0) return false;
@@ -126,7 +140,7 @@ bool convert_int_list(PyObject* obj, const SchemaType& type, IValue* out) {
   std::vector<int64_t> values;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
-    if (!is_int_like(item)) return false;
+    if (!is_int_list_item(item)) return false;
     values.push_back(as_int(item));
   }
   out->value = std::move(values);
@@ -308,6 +322,12 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       if (!is_generator(obj)) return false;
       out->value = generator_of(obj);
       return true;
+    case K::Storage: {
+      StorageRef storage;
+      if (!storage_argument(obj, &storage)) return false;
+      out->value = std::move(storage);
+      return true;
+    }
     default:
       return false;
   }
@@ -319,7 +339,7 @@ bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self, PyO
   const Schema& schema = sig.op->schema;
   std::vector<PyObject*> given(sig.params.size(), nullptr);
   Ref varargs;
-  if (sig.intlist_varargs && nargs >= 1 && is_int_like(args[0])) {
+  if (sig.intlist_varargs && nargs >= 1 && is_int_list_item(args[0])) {
     varargs = Ref(PyTuple_New(Py_ssize_t(nargs)));
     for (size_t i = 0; i < nargs; ++i) {
       Py_INCREF(args[i]);

@@ -124,7 +124,7 @@ Buffer buffer_of(const Tensor& tensor, const char* operation) {
                           ": ProcessGroupLocal needs contiguous tensors; call "
                           ".contiguous() first");
   tensor.bump_version();  // collectives write in place, as upstream's do
-  return Buffer{tensor.data(), tensor.dtype(), tensor.numel(), tensor.storage()};
+  return Buffer{tensor.data(), tensor.dtype(), tensor.numel(), tensor.storage()->memory()};
 }
 
 Buffer buffer_of(const ::py::handle& object, const char* operation) {

@@ -513,12 +513,28 @@ PyObject* m_is_view(PyObject* self, PyObject*) {
   Py_RETURN_FALSE;  // no autograd view tracking yet; _is_view feeds only autograd checks
 }
 
-PyObject* m_storage_refused(PyObject*, PyObject*) {
-  PyErr_SetString(
-      PyExc_NotImplementedError,
-      "torchnative does not implement Tensor storages yet (Tensor.storage/_storage/untyped_storage); "
-      "it needs torch._C.StorageBase over the shim's Storage");
-  return nullptr;
+PyObject* m_storage(PyObject* self, PyObject*) {
+  TN_PY_TRY return wrap_storage(SELF.storage());
+  TN_PY_CATCH(nullptr)
+}
+
+// The legacy storage class of the tensor's dtype (torch.FloatStorage ...).
+PyObject* m_storage_type(PyObject* self, PyObject*) {
+  static const std::map<ScalarType, const char*> names = {
+      {ScalarType::Byte, "ByteStorage"},   {ScalarType::Char, "CharStorage"},
+      {ScalarType::Short, "ShortStorage"}, {ScalarType::Int, "IntStorage"},
+      {ScalarType::Long, "LongStorage"},   {ScalarType::Half, "HalfStorage"},
+      {ScalarType::Float, "FloatStorage"}, {ScalarType::Double, "DoubleStorage"},
+      {ScalarType::Bool, "BoolStorage"},   {ScalarType::BFloat16, "BFloat16Storage"}};
+  Ref torch(PyImport_ImportModule("torch"));
+  if (!torch) return nullptr;
+  return PyObject_GetAttrString(torch.get(), names.at(SELF.dtype()));
+}
+
+// Tensor.new(...): the legacy constructor with this tensor's dtype.
+PyObject* m_new(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY return wrap(legacy_construct(SELF.dtype(), args, kwargs));
+  TN_PY_CATCH(nullptr)
 }
 
 #define FAST(NAME, FN) \
@@ -584,9 +600,9 @@ PyMethodDef handwritten_methods[] = {
     KW("cdouble", m_refuse_complex),
     KW("type", m_type),
     KW("new_tensor", m_new_tensor),
-    NOARGS("storage", m_storage_refused),
-    NOARGS("_storage", m_storage_refused),
-    NOARGS("untyped_storage", m_storage_refused),
+    NOARGS("_storage", m_storage),
+    NOARGS("storage_type", m_storage_type),
+    KW("new", m_new),
     {nullptr, nullptr, 0, nullptr},
 };
 

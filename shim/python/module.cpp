@@ -257,7 +257,12 @@ PyObject* f_init_extension(PyObject*, PyObject* /*shm_manager_path*/) {
   if (!torch) return nullptr;
   tensor_class = PyObject_GetAttrString(torch.get(), "Tensor");
   if (!tensor_class) return nullptr;
+  TN_PY_TRY
+  Ref c_module(PyImport_ImportModule("torch._C"));
+  if (!c_module) return nullptr;
+  install_legacy_tensor_types(torch.get(), c_module.get());
   Py_RETURN_NONE;
+  TN_PY_CATCH(nullptr)
 }
 
 // _add_docstr(obj, doc): upstream attaches docs to builtins once, at import.
@@ -350,6 +355,7 @@ PyObject* f_default_device(PyObject*, PyObject*) { return PyUnicode_FromString("
 
 PyMethodDef module_functions[] = {
     ONE("_initExtension", f_init_extension),
+    ONE("_has_storage", f_true),  // every shim tensor has a storage
     VAR("_add_docstr", f_add_docstr),
     NOARGS("get_default_dtype", f_get_default_dtype),
     ONE("_set_default_dtype", f_set_default_dtype),
@@ -626,6 +632,7 @@ PyMODINIT_FUNC PyInit__C() {
     init_tensor_type(module);
     init_value_types(module);
     init_generator(module);
+    init_storage_type(module);
     init_op_bindings(module);
     PyModule_AddFunctions(PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C._VariableFunctions"),
                           handwritten_variable_functions);

@@ -70,10 +70,23 @@ bool is_device(PyObject* obj);
 PyObject* cpu_device();                   // borrowed
 PyObject* strided_layout();               // borrowed
 PyObject* make_size(const Shape& sizes);  // torch.Size, new reference
+bool is_size(PyObject* obj);
 void init_value_types(PyObject* module);
 bool is_generator(PyObject* obj);
 Generator* generator_of(PyObject* obj);
 void init_generator(PyObject* module);
+
+// ---- storages: torch._C.StorageBase over the core Storage ----
+void init_storage_type(PyObject* module);
+bool is_storage(PyObject* obj);
+PyObject* wrap_storage(std::shared_ptr<Storage> storage);  // a torch.UntypedStorage, new reference
+// An UntypedStorage, or a TypedStorage (which also names its dtype); false for anything else.
+bool storage_argument(PyObject* obj, StorageRef* out);
+
+// ---- legacy constructors: torch.Tensor(...), torch.FloatTensor(...), Tensor.new(...) ----
+Tensor legacy_construct(ScalarType dtype, PyObject* args, PyObject* kwargs);
+// Creates torch.FloatTensor & co. (metaclass torch.tensortype) in `torch` and torch._tensor_classes.
+void install_legacy_tensor_types(PyObject* torch_module, PyObject* c_module);
 
 // ---- conversions ----
 Tensor tensor_from_python_data(PyObject* data, std::optional<ScalarType> dtype);

@@ -34,37 +34,12 @@ namespace {
 
 PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
-  // torch.Tensor(data) / torch.Tensor(*sizes): the legacy constructor, default dtype.
+  // torch.Tensor(...) and subclasses: the legacy constructor with the default dtype.
+  Tensor value = legacy_construct(default_dtype(), args, kwargs);
   PyObject* obj = type->tp_alloc(type, 0);
   if (!obj) return nullptr;
   auto* t = reinterpret_cast<TensorObject*>(obj);
-  new (&t->tensor) Tensor();
-  Py_ssize_t n = PyTuple_GET_SIZE(args);
-  if (kwargs && PyDict_Size(kwargs) > 0) {
-    Py_DECREF(obj);
-    PyErr_SetString(PyExc_TypeError, "torchnative: torch.Tensor() takes no keyword arguments here");
-    return nullptr;
-  }
-  Tensor value;
-  bool sizes = n > 0;
-  for (Py_ssize_t i = 0; i < n; ++i) sizes = sizes && PyLong_Check(PyTuple_GET_ITEM(args, i));
-  if (n == 0) {
-    value = Tensor::empty({0}, default_dtype());
-  } else if (sizes) {
-    Shape shape;
-    for (Py_ssize_t i = 0; i < n; ++i) shape.push_back(unpack_long(PyTuple_GET_ITEM(args, i)));
-    value = Tensor::empty(shape, default_dtype());
-  } else if (n == 1 && PyObject_TypeCheck(PyTuple_GET_ITEM(args, 0), &PyTuple_Type) == 0 &&
-             PySequence_Check(PyTuple_GET_ITEM(args, 0))) {
-    value = tensor_from_python_data(PyTuple_GET_ITEM(args, 0), default_dtype());
-  } else if (n == 1 && PyTuple_Check(PyTuple_GET_ITEM(args, 0))) {
-    value = tensor_from_python_data(PyTuple_GET_ITEM(args, 0), default_dtype());
-  } else {
-    Py_DECREF(obj);
-    PyErr_SetString(PyExc_TypeError, "torch.Tensor(): expected sizes or a sequence of numbers");
-    return nullptr;
-  }
-  t->tensor = value;
+  new (&t->tensor) Tensor(value);
   value.impl()->python_object = obj;
   return obj;
   TN_PY_CATCH(nullptr)

@@ -373,6 +373,7 @@ int64_t memory_format_of(PyObject* obj) { return reinterpret_cast<EnumObject*>(o
 PyObject* memory_format_object(int64_t format) { return memory_formats[format]; }
 bool is_device(PyObject* obj) { return PyObject_TypeCheck(obj, device_type); }
 PyObject* cpu_device() { return cpu; }
+bool is_size(PyObject* obj) { return PyObject_TypeCheck(obj, size_type); }
 PyObject* strided_layout() { return strided; }
 
 PyObject* make_size(const Shape& sizes) {

@@ -1,6 +1,7 @@
 // Unit tests of the shim's C++ layers (the golden harness compares against upstream).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "core.h"
@@ -67,6 +68,38 @@ TEST(Tensor, ViewsShareStorageAndCopiesBroadcast) {
   EXPECT_EQ(base.data_as<float>()[4], 10.0f);
   Tensor expanded = row.view_as_strided({2, 3}, {0, 1}, 0);
   EXPECT_THROW(expanded.copy_from(base), Error);  // writes into overlapping memory are refused
+}
+
+TEST(Storage, ResizeGrowsInPlaceForEveryTensorSharingIt) {
+  Tensor a = Tensor::empty({2}, ScalarType::Int);
+  a.data_as<int32_t>()[0] = 11;
+  a.data_as<int32_t>()[1] = 22;
+  Tensor b = a.view_as_strided({1}, {1}, 1);
+  a.resize({4});
+  ASSERT_EQ(a.storage(), b.storage());
+  EXPECT_EQ(a.storage()->nbytes(), 16u);
+  EXPECT_EQ(b.data_as<int32_t>()[0], 22);  // the view reads the moved bytes, not freed memory
+  b.data_as<int32_t>()[0] = 33;
+  EXPECT_EQ(a.data_as<int32_t>()[1], 33);
+  EXPECT_THROW(a.resize({-1}), Error);
+}
+
+TEST(Storage, BorrowedMemoryRefusesToResize) {
+  int32_t owned_elsewhere[2] = {1, 2};
+  auto storage = std::make_shared<Storage>(owned_elsewhere, sizeof owned_elsewhere, std::function<void()>());
+  EXPECT_FALSE(storage->resizable());
+  Tensor t = Tensor::from_storage(storage, {2}, {1}, 0, ScalarType::Int);
+  EXPECT_THROW(t.resize({3}), Error);
+  t.resize({1});  // shrinking needs no new memory
+  EXPECT_EQ(t.numel(), 1);
+}
+
+TEST(Storage, AWindowKeepsItsBytesWhenTheOwnerResizes) {
+  auto owner = std::make_shared<Storage>(8);
+  std::memset(owner->data(), 5, 8);
+  Storage window(static_cast<char*>(owner->data()) + 2, 4, owner->memory());
+  owner->resize(1 << 20);  // frees the old allocation as far as the owner is concerned
+  EXPECT_EQ(static_cast<unsigned char*>(window.data())[3], 5);
 }
 
 TEST(Dispatcher, InPlaceAndOutOverloadsDeriveFromTheFunctionalKernel) {

@@ -151,16 +151,19 @@ def run(rank, backend, world, init_method, out_dir):
         dist.all_reduce(t, group=sub)
         record(results, "subgroup_all_reduce", [t])
         results["subgroup_rank"] = dist.get_rank(sub)
-    # the *_object collectives pickle through byte tensors
-    def objects():
-        objs = [{"rank": rank, "square": rank * rank}]
-        gathered = [None] * world
-        dist.all_gather_object(gathered, objs[0])
-        results["all_gather_object"] = gathered
-        listed = [f"from {rank}", rank] if rank == 1 % world else [None, None]
-        dist.broadcast_object_list(listed, src=1 % world)
-        results["broadcast_object_list"] = listed
-    attempt(results, "objects", objects)
+    # the *_object collectives pickle through byte tensors built on storages
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank, "square": rank * rank})
+    results["all_gather_object"] = gathered
+    listed = [f"from {rank}", rank] if rank == 1 % world else [None, None]
+    dist.broadcast_object_list(listed, src=1 % world)
+    results["broadcast_object_list"] = listed
+    at_root = [None] * world if rank == 0 else None
+    dist.gather_object(("gathered", rank, [rank] * rank), at_root, dst=0)
+    results["gather_object"] = at_root
+    received = [None]
+    dist.scatter_object_list(received, [{"to": r} for r in range(world)] if rank == 0 else None, src=0)
+    results["scatter_object_list"] = received
     dist.barrier()
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
         pickle.dump(results, f)

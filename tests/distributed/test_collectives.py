@@ -23,10 +23,6 @@ NUMPY_DTYPES = {"torch.float32": np.float32, "torch.float64": np.float64, "torch
                 "torch.int32": np.int32, "torch.uint8": np.uint8}
 # gloo in torch 1.13 lacks these (it raises); ours is checked against the reference alone.
 GLOO_LACKS = {"reduce_scatter", "reduce_scatter_tensor", "all_gather_into_tensor", "all_to_all"}
-# Known gap, kept honest: ours must still fail here, and the day it works this test says so.
-# The *_object collectives build torch.ByteTensor(storage); the shim has no tensors over
-# storages yet (issue 2's storage gap).
-OUR_GAPS = {"objects": ("all_gather_object", "broadcast_object_list")}
 
 
 def free_port():
@@ -108,10 +104,6 @@ def test_every_output_agrees(runs, world):
     ours, gloo = runs[world]
     compared = 0
     for rank in range(world):
-        for gap, upstream_names in OUR_GAPS.items():
-            assert ours[rank].pop(gap)[0] == "error", f"{gap} works now: compare it and drop it from OUR_GAPS"
-            for name in upstream_names:
-                gloo[rank].pop(name)
         assert sorted(ours[rank]) == sorted(gloo[rank]), f"rank {rank} recorded different operations"
         for name, theirs in gloo[rank].items():
             mine = ours[rank][name]

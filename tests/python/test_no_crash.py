@@ -21,15 +21,19 @@ ARGS = [(), (x,), (x, x), (x, 1), (x, 0), (x, -1), (i,), (b,), (e,), (s,), (x, 0
         (slice(None, None, -1),), (x, 0, 0)]
 SAMPLES = (x, i, s, e, x4)
 
+STORAGE_SAMPLES = (torch.UntypedStorage([1, 2, 3, 4]), torch.UntypedStorage(), x.storage())
+
 def targets(group):
     if group == "tensor":
         return [(name, None) for name in sorted(dir(torch._C._TensorBase)) if not name.startswith("__")]
+    if group == "storage":
+        return [(name, None) for name in sorted(dir(torch._C.StorageBase)) if name not in ("__init__", "__new__")]
     module = getattr(torch._C, group)
     return [(name, getattr(module, name)) for name in sorted(dir(module)) if not name.startswith("__")]
 
-def bound(tensor, name):
+def bound(sample, name):
     try:
-        return getattr(tensor.clone(), name)  # properties may raise (imag on real dtypes)
+        return getattr(sample.clone(), name)  # properties may raise (imag on real dtypes)
     except Exception:
         return None
 
@@ -37,7 +41,8 @@ for name, fn in targets(sys.argv[1]):
     sys.stderr.write(name + "\n")
     sys.stderr.flush()
     for args in ARGS:
-        callables = [fn] if fn is not None else [bound(t, name) for t in SAMPLES]
+        samples = STORAGE_SAMPLES if sys.argv[1] == "storage" else SAMPLES
+        callables = [fn] if fn is not None else [bound(t, name) for t in samples]
         for call in callables:
             try:
                 call(*args)
@@ -47,7 +52,7 @@ print("done")
 '''
 
 
-@pytest.mark.parametrize("group", ["_VariableFunctions", "_nn", "_linalg", "_special", "_fft", "tensor"])
+@pytest.mark.parametrize("group", ["_VariableFunctions", "_nn", "_linalg", "_special", "_fft", "tensor", "storage"])
 def test_odd_arguments_never_crash(group):
     process = subprocess.run([sys.executable, "-c", PROBE, group], capture_output=True, text=True, timeout=900)
     last = process.stderr.strip().splitlines()[-1:] if process.stderr.strip() else ["(none)"]

@@ -5,9 +5,9 @@ values are derived from them) and what -k PATTERN matches.
 """
 
 from cases import (conversions, creation, elementwise, errors, indexing, linalg, nn, reductions, rng,
-                   shapes)
+                   shapes, storage)
 
-FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors)
+FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors, storage)
 
 
 def catalog():
