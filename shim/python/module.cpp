@@ -633,6 +633,7 @@ PyMODINIT_FUNC PyInit__C() {
     init_value_types(module);
     init_generator(module);
     init_storage_type(module);
+    init_serialization(module);
     init_op_bindings(module);
     PyModule_AddFunctions(PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C._VariableFunctions"),
                           handwritten_variable_functions);

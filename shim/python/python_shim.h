@@ -83,6 +83,9 @@ PyObject* wrap_storage(std::shared_ptr<Storage> storage);  // a torch.UntypedSto
 // An UntypedStorage, or a TypedStorage (which also names its dtype); false for anything else.
 bool storage_argument(PyObject* obj, StorageRef* out);
 
+// torch._C.PyTorchFileWriter/PyTorchFileReader (torch.save's zip format), on serialize/.
+void init_serialization(PyObject* module);
+
 // ---- legacy constructors: torch.Tensor(...), torch.FloatTensor(...), Tensor.new(...) ----
 Tensor legacy_construct(ScalarType dtype, PyObject* args, PyObject* kwargs);
 // Creates torch.FloatTensor & co. (metaclass torch.tensortype) in `torch` and torch._tensor_classes.
