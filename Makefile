@@ -7,7 +7,8 @@ SITE        := $(VENV)/lib/python3.11/site-packages
 APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml python3-numpy \
                 python3-pytest python3-torch python3-torchvision python3-sklearn \
                 libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
-                libasio-dev pybind11-dev zlib1g-dev
+                libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
+                libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev
 
 .PHONY: setup build demo test asan-test bench system-packages clean
 
@@ -46,7 +47,7 @@ test: setup asan-test
 # The C++ unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan-test: system-packages
 	test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTORCHNATIVE_SANITIZE=ON
-	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test archive_test
+	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test archive_test federated_test proto_test
 	ctest --test-dir build-asan --output-on-failure
 
 bench: setup

@@ -1,0 +1,127 @@
+// Krum and Multi-Krum (Blanchard et al. 2017, "Machine Learning with Adversaries: Byzantine
+// Tolerant Gradient Descent"): keep the updates closest to their nearest neighbours.
+#include <algorithm>
+#include <numeric>
+
+#include "federated/errors.h"
+#include "numeric.h"
+#include "strategies.h"
+
+namespace tn::federated::detail {
+namespace {
+
+class KrumStrategy final : public Strategy {
+ public:
+  KrumStrategy(std::string name, nlohmann::json params, ClientConfigs configs, size_t byzantine, size_t keep)
+      : Strategy(std::move(name), std::move(params), std::move(configs.fit), std::move(configs.evaluate)),
+        f_(byzantine),
+        m_(keep) {}
+
+  bool aggregates_from_weighted_sum() const override { return false; }
+  // n >= 2f + 3 (the paper's n > 2f + 2) for the scores to exist, n >= m + f so that the m kept
+  // can all be honest.
+  size_t min_updates() const override { return std::max(2 * f_ + 3, m_ + f_); }
+
+  Model aggregate(const Model& global, std::span<const Update> updates) override {
+    const size_t n = updates.size();
+    if (n < 2 * f_ + 3)
+      throw Refused(name() + ": needs at least 2f+3 = " + std::to_string(2 * f_ + 3) + " updates, got " +
+                    std::to_string(n));
+    if (m_ + f_ > n)
+      throw Refused(name() + ": keeping m = " + std::to_string(m_) + " of " + std::to_string(n) +
+                    " updates with f = " + std::to_string(f_) +
+                    " needs m <= n - f = " + std::to_string(n - f_));
+    AlignedUpdates aligned = align_updates(name(), global, updates, min_updates());
+    std::vector<size_t> kept = lowest_scores(global, aligned);
+
+    Model result;
+    std::vector<double> sum(kChunkElements), x(kChunkElements);
+    for (size_t k = 0; k < global.tensors.size(); ++k) {
+      const NamedTensor& tensor = global.tensors[k];
+      if (!is_aggregated(tensor.dtype)) {
+        result.tensors.push_back(tensor);
+        continue;
+      }
+      NewTensor out = allocate_tensor(tensor.spec());
+      const int64_t numel = tensor.numel();
+      for (int64_t begin = 0; begin < numel; begin += kChunkElements) {
+        const size_t count = size_t(std::min(kChunkElements, numel - begin));
+        std::fill(sum.begin(), sum.begin() + count, 0.0);
+        for (size_t i : kept) {
+          load_as_double(*aligned.tensors[i][k], begin, {x.data(), count});
+          for (size_t j = 0; j < count; ++j) sum[j] += x[j];
+        }
+        for (size_t j = 0; j < count; ++j) sum[j] /= double(kept.size());
+        store_rounded({sum.data(), count}, tensor.dtype, out.bytes, begin);
+      }
+      refuse_non_finite_result(name(), out.tensor);
+      result.tensors.push_back(std::move(out.tensor));
+    }
+    count_round();
+    return result;
+  }
+
+ private:
+  // Indices (into the device-sorted updates, ascending) of the m updates with the lowest scores;
+  // a tie goes to the lower device id.
+  std::vector<size_t> lowest_scores(const Model& global, const AlignedUpdates& aligned) const {
+    const size_t n = aligned.updates.size();
+    // distance[i * n + j]: |x_i - x_j|^2 over every aggregated coordinate, in model order.
+    std::vector<double> distance(n * n, 0.0);
+    const int64_t chunk = std::max<int64_t>(1, kScratchDoubles / int64_t(n));
+    std::vector<double> rows(n * size_t(chunk));
+    for (size_t k = 0; k < global.tensors.size(); ++k) {
+      const NamedTensor& tensor = global.tensors[k];
+      if (!is_aggregated(tensor.dtype)) continue;
+      const int64_t numel = tensor.numel();
+      for (int64_t begin = 0; begin < numel; begin += chunk) {
+        const size_t count = size_t(std::min(chunk, numel - begin));
+        for (size_t i = 0; i < n; ++i)
+          load_as_double(*aligned.tensors[i][k], begin, {rows.data() + i * count, count});
+        for (size_t a = 0; a < n; ++a)
+          for (size_t b = a + 1; b < n; ++b) {
+            double total = distance[a * n + b];
+            const double* xa = rows.data() + a * count;
+            const double* xb = rows.data() + b * count;
+            for (size_t j = 0; j < count; ++j) {
+              double difference = xa[j] - xb[j];
+              total += difference * difference;
+            }
+            distance[a * n + b] = total;
+          }
+      }
+    }
+    std::vector<double> score(n), neighbours;
+    for (size_t a = 0; a < n; ++a) {
+      neighbours.clear();
+      for (size_t b = 0; b < n; ++b)
+        if (b != a) neighbours.push_back(distance[std::min(a, b) * n + std::max(a, b)]);
+      std::sort(neighbours.begin(), neighbours.end());
+      score[a] = std::accumulate(neighbours.begin(), neighbours.begin() + ptrdiff_t(n - f_ - 2), 0.0);
+    }
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return score[a] < score[b]; });
+    order.resize(m_);
+    std::sort(order.begin(), order.end());
+    return order;
+  }
+
+  size_t f_;
+  size_t m_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_krum_strategy(const std::string& name, const nlohmann::json& params) {
+  ParamReader reader(name, params);
+  // Far above any real round, small enough that 2f + 3 and m + f cannot overflow.
+  constexpr int64_t kMaxUpdates = int64_t{1} << 32;
+  size_t byzantine = size_t(reader.integer("f", 0, 0, kMaxUpdates));
+  size_t keep = name == "multi_krum" ? size_t(reader.integer("m", std::nullopt, 1, kMaxUpdates)) : 1;
+  ClientConfigs configs = read_client_configs(name, reader, nlohmann::json::object());
+  nlohmann::json resolved = reader.finish();
+  return std::make_unique<KrumStrategy>(name, std::move(resolved), std::move(configs), byzantine, keep);
+}
+
+}  // namespace tn::federated::detail

@@ -1,0 +1,39 @@
+// What the strategy implementations share, and their constructors for make_strategy. Private.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "federated/strategy.h"
+#include "params.h"
+
+namespace tn::federated::detail {
+
+// The updates sorted by device id, and for each one its tensors in the global model's order.
+struct AlignedUpdates {
+  std::vector<const Update*> updates;
+  std::vector<std::vector<const NamedTensor*>> tensors;  // [update][global tensor]
+};
+
+// Refuses fewer than `min_updates` updates, a repeated device, an example count below 1, and any
+// update whose tensor names, dtypes, shapes or byte counts differ from the global model's.
+AlignedUpdates align_updates(const std::string& strategy, const Model& global,
+                             std::span<const Update> updates, size_t min_updates);
+
+// The pass-through client configs every strategy takes, checked against the strategy's own
+// client-side parameters (a fit_config key may not overwrite one).
+struct ClientConfigs {
+  nlohmann::json fit;
+  nlohmann::json evaluate;
+};
+ClientConfigs read_client_configs(const std::string& strategy, ParamReader& reader,
+                                  nlohmann::json strategy_fit);
+
+std::unique_ptr<Strategy> make_mean_strategy(const std::string& name, const nlohmann::json& params);
+std::unique_ptr<Strategy> make_coordinate_strategy(const std::string& name, const nlohmann::json& params);
+std::unique_ptr<Strategy> make_krum_strategy(const std::string& name, const nlohmann::json& params);
+
+}  // namespace tn::federated::detail
