@@ -23,6 +23,7 @@
 #include <random>
 #include <set>
 
+#include "federated/contribution.h"
 #include "federated/errors.h"
 #include "federated/model.h"
 #include "federated/round.h"
@@ -763,6 +764,57 @@ TEST(Strategies, WeightedSumEntryPointGivesTheSameBitsAsTheUpdates) {
       }
     }
   }
+}
+
+// The hub sums the devices' packed contributions in ascending device-id order, as its
+// deadline reduce does; the FedAvg family must aggregate that sum to the same bits as the
+// individual updates.
+TEST(Contribution, HubSumOfPackedUpdatesAggregatesLikeTheUpdates) {
+  for (ScalarType dtype : kFloatTypes) {
+    SCOPED_TRACE(scalar_type_name(dtype));
+    Federation federation = make_federation(dtype, 5000, 5, 900 + uint64_t(dtype));
+    ContributionLayout layout(federation.spec);
+    std::vector<const Update*> by_id;
+    for (const Update& update : federation.updates) by_id.push_back(&update);
+    std::sort(by_id.begin(), by_id.end(),
+              [](const Update* a, const Update* b) { return a->device_id < b->device_id; });
+    std::vector<double> sum(layout.elements(), 0.0), packed(layout.elements());
+    for (const Update* update : by_id) {
+      layout.pack(update->model, update->num_examples, UpdateLimits{}, packed);
+      EXPECT_EQ(layout.check(packed, UpdateLimits{}), std::nullopt);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = sum[i] + packed[i];
+    }
+    WeightedSum expected = float64_sums(federation);
+    WeightedSum got = layout.weighted_sum(sum);
+    EXPECT_EQ(got.total_weight, expected.total_weight);
+    EXPECT_TRUE(same_bytes(got.sum, expected.sum));
+    for (const char* name : {"fedavg", "fedadam"}) {
+      auto from_updates = make_strategy(name, json::object());
+      auto from_sum = make_strategy(name, json::object());
+      EXPECT_TRUE(same_bytes(from_updates->aggregate(federation.global, federation.updates),
+                             from_sum->aggregate_from_weighted_sum(federation.global, got)))
+          << name;
+    }
+  }
+}
+
+TEST(Contribution, HubRefusesNonFiniteValuesAndBadCountsByName) {
+  Federation federation = make_federation(ScalarType::Float, 10, 1, 77);
+  ContributionLayout layout(federation.spec);
+  std::vector<double> packed(layout.elements());
+  layout.pack(federation.updates[0].model, 3, UpdateLimits{}, packed);
+  auto refused = [&](size_t index, double value) {
+    std::vector<double> bad = packed;
+    bad[index] = value;
+    return layout.check(bad, UpdateLimits{}).value_or("accepted");
+  };
+  EXPECT_EQ(refused(12, std::nan("")), "tensor 'layer.bias' has a non-finite value at index 2");
+  EXPECT_NE(refused(0, INFINITY).find("'layer.weight'"), std::string::npos);
+  EXPECT_NE(refused(layout.elements() - 1, 0).find("example count"), std::string::npos);
+  EXPECT_NE(refused(layout.elements() - 1, 2.5).find("example count"), std::string::npos);
+  EXPECT_EQ(layout.check(std::span<const double>(packed).first(3), UpdateLimits{}).value_or("accepted"),
+            "the contribution has 3 elements, the layout " + std::to_string(layout.elements()));
+  EXPECT_THROW(layout.pack(federation.updates[0].model, 0, UpdateLimits{}, packed), UpdateRefused);
 }
 
 TEST(Strategies, RobustStrategiesRefuseAWeightedSumByName) {

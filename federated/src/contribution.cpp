@@ -1,0 +1,100 @@
+#include "federated/contribution.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "federated/errors.h"
+
+namespace tn::federated {
+
+namespace {
+
+// Converts one stored element to double, for the dtypes strategies compute on.
+double element_as_double(ScalarType dtype, const std::byte* data, size_t index) {
+  switch (dtype) {
+    case ScalarType::Float: {
+      float v;
+      std::memcpy(&v, data + index * sizeof v, sizeof v);
+      return v;
+    }
+    case ScalarType::Double: {
+      double v;
+      std::memcpy(&v, data + index * sizeof v, sizeof v);
+      return v;
+    }
+    case ScalarType::Half: {
+      Half v;
+      std::memcpy(&v, data + index * sizeof v, sizeof v);
+      return double(float(v));
+    }
+    case ScalarType::BFloat16: {
+      BFloat16 v;
+      std::memcpy(&v, data + index * sizeof v, sizeof v);
+      return double(float(v));
+    }
+    default:
+      throw Unsupported(std::string("contribution: dtype ") + upstream_type_name(dtype) +
+                        " is not aggregated");
+  }
+}
+
+}  // namespace
+
+ContributionLayout::ContributionLayout(const ModelSpec& spec) : spec_(spec) {
+  size_t offset = 0;
+  for (const TensorSpec& tensor : spec.tensors()) {
+    if (!is_aggregated(tensor.dtype)) continue;
+    slots_.push_back({tensor, offset});
+    offset += size_t(tensor.numel());
+  }
+  elements_ = offset + 1;
+}
+
+void ContributionLayout::pack(const Model& trained, int64_t num_examples, const UpdateLimits& limits,
+                              std::span<double> out) const {
+  if (out.size() != elements_)
+    throw ParameterRefused("contribution: buffer of " + std::to_string(out.size()) +
+                           " elements, the layout has " + std::to_string(elements_));
+  // The same checks the hub applies to a whole update, so a device learns of its own bad update.
+  Update update{"this device", 0, 0, num_examples, trained};
+  validate_update(update, spec_, 0, 0, limits);
+  const double weight = double(num_examples);
+  for (const Slot& slot : slots_) {
+    const NamedTensor* tensor = trained.find(slot.spec.name);
+    const auto* bytes = tensor->data.get();
+    for (size_t i = 0; i < size_t(slot.spec.numel()); ++i)
+      out[slot.offset + i] = weight * element_as_double(slot.spec.dtype, bytes, i);
+  }
+  out[elements_ - 1] = weight;
+}
+
+std::optional<std::string> ContributionLayout::check(std::span<const double> contribution,
+                                                     const UpdateLimits& limits) const {
+  if (contribution.size() != elements_)
+    return "the contribution has " + std::to_string(contribution.size()) + " elements, the layout " +
+           std::to_string(elements_);
+  double weight = contribution[elements_ - 1];
+  if (!(weight >= 1) || weight > double(limits.max_examples) || weight != std::floor(weight))
+    return "example count " + std::to_string(weight) + " is not an integer in [1, " +
+           std::to_string(limits.max_examples) + "]";
+  for (const Slot& slot : slots_)
+    for (size_t i = 0; i < size_t(slot.spec.numel()); ++i)
+      if (!std::isfinite(contribution[slot.offset + i]))
+        return "tensor '" + slot.spec.name + "' has a non-finite value at index " + std::to_string(i);
+  return std::nullopt;
+}
+
+WeightedSum ContributionLayout::weighted_sum(std::span<const double> sum) const {
+  if (sum.size() != elements_)
+    throw ParameterRefused("contribution sum of " + std::to_string(sum.size()) +
+                           " elements, the layout has " + std::to_string(elements_));
+  WeightedSum result;
+  result.total_weight = sum[elements_ - 1];
+  for (const Slot& slot : slots_) {
+    auto bytes = std::as_bytes(sum.subspan(slot.offset, size_t(slot.spec.numel())));
+    result.sum.tensors.push_back(copy_tensor(slot.spec.name, ScalarType::Double, slot.spec.shape, bytes));
+  }
+  return result;
+}
+
+}  // namespace tn::federated
