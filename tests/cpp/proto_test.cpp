@@ -3,6 +3,8 @@
 // message size limit is far below the model's size.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -671,6 +673,25 @@ TEST(GrpcLoopback, ARequestSignedWithAnotherKeyIsRefused) {
   const Fetched fetched = fetch_model(loopback.stub(), impostor_key, "v5mb");
   EXPECT_EQ(fetched.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << fetched.status.error_message();
   EXPECT_EQ(fetched.messages, 0u);
+}
+
+TEST(SigningKeyFile, IsCreatedPrivateAndReloadsTheSameKey) {
+  char directory[] = "/tmp/tn_key_XXXXXX";
+  ASSERT_NE(mkdtemp(directory), nullptr);
+  std::string path = std::string(directory) + "/device.key";
+  std::string first = tn::proto::SigningKey::load_or_create(path).public_key();
+  struct stat info {};
+  ASSERT_EQ(stat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  EXPECT_EQ(info.st_size, 32);
+  EXPECT_EQ(tn::proto::SigningKey::load_or_create(path).public_key(), first);
+  chmod(path.c_str(), 0644);
+  EXPECT_THROW(tn::proto::SigningKey::load_or_create(path), std::runtime_error);
+  chmod(path.c_str(), 0600);
+  truncate(path.c_str(), 31);
+  EXPECT_THROW(tn::proto::SigningKey::load_or_create(path), std::runtime_error);
+  unlink(path.c_str());
+  rmdir(directory);
 }
 
 }  // namespace

@@ -30,6 +30,10 @@ std::string signing_bytes(std::string_view method, const v1::Auth& auth, std::st
 class SigningKey {
  public:
   static SigningKey generate();
+  // The key whose 32-byte seed is stored in `path`, created (mode 0600, written atomically)
+  // when the file does not exist. Refuses, naming the file, one of the wrong size or readable
+  // by group or others: a leaked seed is a stolen identity.
+  static SigningKey load_or_create(const std::string& path);
   SigningKey(const SigningKey&) = delete;
   SigningKey& operator=(const SigningKey&) = delete;
   ~SigningKey();
@@ -41,6 +45,7 @@ class SigningKey {
 
  private:
   SigningKey();  // a fresh random key pair
+  explicit SigningKey(std::string_view seed);
   std::array<unsigned char, kPublicKeyBytes> public_key_;
   std::array<unsigned char, 64> secret_key_;
 };
