@@ -2,13 +2,17 @@
 // directly; beyond that, a chain root -> root+1 -> ... so every link carries the buffer once
 // and all links stream at the same time. Past the one-step size, the buffer moves in at least
 // eight segments: a receiver that posts its receives after the first segments arrived still
-// takes the rest straight into its buffer, and chain links overlap.
+// takes the rest straight into its buffer, and chain links overlap. A star has no links between
+// spokes, so its hub always sends to every spoke itself.
 #include "collectives.h"
 
 namespace tn::dist {
 
 namespace {
 constexpr uint64_t kDirectTotalBytes = 4 << 20;
+// Root queues every segment for every peer at once, a request each: with a thousand spokes and a
+// model of gigabytes, segments of segment_bytes would make millions of them.
+constexpr uint64_t kMaxStarSegments = 64;
 }  // namespace
 
 void run_broadcast(OpContext& context, Buffer& buffer, int root) {
@@ -16,16 +20,17 @@ void run_broadcast(OpContext& context, Buffer& buffer, int root) {
   if (size == 1) return;
   const uint64_t bytes = buffer.nbytes();
   auto* data = static_cast<uint8_t*>(buffer.data);
-  const uint64_t segment =
-      bytes <= context.options().small_message_bytes
-          ? std::max<uint64_t>(bytes, 1)
-          : std::max<uint64_t>(element_size(buffer.dtype),
-                               std::min<uint64_t>(context.options().segment_bytes, bytes / 8));
+  const bool star = context.options().topology == Topology::Star;
+  uint64_t segment = bytes <= context.options().small_message_bytes
+                         ? std::max<uint64_t>(bytes, 1)
+                         : std::max<uint64_t>(element_size(buffer.dtype),
+                                              std::min<uint64_t>(context.options().segment_bytes, bytes / 8));
+  if (star) segment = std::max(segment, (bytes + kMaxStarSegments - 1) / kMaxStarSegments);
   const uint64_t segments = std::max<uint64_t>(1, (bytes + segment - 1) / segment);
   auto part = [&](uint64_t s) { return std::min(segment, bytes - std::min(bytes, s * segment)); };
   auto slot = [](uint64_t s) { return OpContext::slot(0, static_cast<uint32_t>(s)); };
 
-  const bool direct = bytes * static_cast<uint64_t>(size - 1) <= kDirectTotalBytes ||
+  const bool direct = star || bytes * static_cast<uint64_t>(size - 1) <= kDirectTotalBytes ||
                       bytes <= context.options().small_message_bytes;
   const int position = (rank - root + size) % size;
   const int from = direct ? root : (rank - 1 + size) % size;

@@ -9,7 +9,9 @@
 namespace tn::dist {
 
 inline constexpr uint32_t kFrameMagic = 0x47504e54;  // "TNPG" little-endian
-inline constexpr uint16_t kFrameVersion = 1;
+// 2: deadline_reduce (and a star's large reduce) stream at root's pace, with ready and credit
+// frames, so a rank of version 1 would not be understood.
+inline constexpr uint16_t kFrameVersion = 2;
 // Larger than any buffer a rank may send (256 MiB tested); a header announcing more is malformed.
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
 

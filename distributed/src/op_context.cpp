@@ -6,15 +6,21 @@
 namespace tn::dist {
 
 RequestPtr OpContext::recv(int source, uint32_t slot, void* data, uint64_t bytes,
-                           std::shared_ptr<const void> owner) {
+                           std::shared_ptr<const void> owner, std::function<void(const Request&)> on_finish) {
   return transport_.post_recv(FrameKind::Collective, source, sequence_, slot, signature_, data, bytes,
-                              std::move(owner));
+                              std::move(owner), std::move(on_finish));
 }
 
 void OpContext::send(int dest, uint32_t slot, const void* data, uint64_t bytes,
                      std::shared_ptr<const void> owner) {
   sends_.push_back(transport_.send(dest, FrameKind::Collective, sequence_, slot, signature_, data, bytes,
                                    std::move(owner)));
+}
+
+void OpContext::tell(int dest, uint32_t slot, uint64_t value) {
+  auto payload = std::make_shared<const uint64_t>(value);
+  transport_.send(dest, FrameKind::Collective, sequence_, slot, signature_, payload.get(), sizeof value,
+                  payload);
 }
 
 void OpContext::wait(const RequestPtr& request) {

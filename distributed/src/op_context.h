@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,8 +41,13 @@ class OpContext {
   // Frames of one operation between two ranks are told apart by slot: phase and segment.
   static uint32_t slot(uint32_t phase, uint32_t segment) { return (phase << 24) | segment; }
 
-  RequestPtr recv(int source, uint32_t slot, void* data, uint64_t bytes, std::shared_ptr<const void> owner);
+  RequestPtr recv(int source, uint32_t slot, void* data, uint64_t bytes, std::shared_ptr<const void> owner,
+                  std::function<void(const Request&)> on_finish = {});
   void send(int dest, uint32_t slot, const void* data, uint64_t bytes, std::shared_ptr<const void> owner);
+  // Sends one value in a frame that owns its memory, and forgets it: nothing waits for it (a
+  // peer lost meanwhile shows in this operation's receives from it), so an operation may send
+  // any number of them without keeping a request for each.
+  void tell(int dest, uint32_t slot, uint64_t value);
   void wait(const RequestPtr& request);
   void wait_all(const std::vector<RequestPtr>& requests);
 

@@ -160,6 +160,19 @@ struct ProcessGroup::Impl {
                             " is outside the group of " + std::to_string(size));
   }
 
+  // A star group carries traffic to and from its hub only: anything else is refused by name on
+  // the caller's thread, before it takes a sequence number, so the ranks stay in step.
+  void refuse_in_star(const std::string& operation) const {
+    if (options.topology == Topology::Star)
+      throw InvalidArgument(operation +
+                            " is not available in a star topology group: star topology routes only through "
+                            "the hub (rank " +
+                            std::to_string(options.hub) + ")");
+  }
+  void check_rooted_at_hub(int root, const char* operation) const {
+    if (root != options.hub) refuse_in_star(std::string(operation) + " with root " + std::to_string(root));
+  }
+
   void check_buffers(const std::vector<Buffer>& buffers, const Buffer& like, const char* what,
                      const char* operation, bool same_size = true) const {
     if (buffers.size() != static_cast<size_t>(size))
@@ -183,11 +196,14 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   if (rank < 0 || rank >= size)
     throw InvalidArgument("ProcessGroupLocal: rank " + std::to_string(rank) + " is outside a world of " +
                           std::to_string(size));
+  if (options.topology == Topology::Star && (options.hub < 0 || options.hub >= size))
+    throw InvalidArgument("ProcessGroupLocal: hub rank " + std::to_string(options.hub) +
+                          " is outside a world of " + std::to_string(size));
   impl_->rank = rank;
   impl_->size = size;
   impl_->options = options;
   impl_->store = std::move(store);
-  impl_->transport = std::make_unique<Transport>(*impl_->store, rank, size, options.host, options.timeout);
+  impl_->transport = std::make_unique<Transport>(*impl_->store, rank, size, options);
   impl_->worker = std::thread([impl = impl_.get()] { impl->run_worker(); });
 }
 
@@ -223,6 +239,7 @@ Signature signature_of(Collective collective, const Buffer& buffer, ReduceOp op 
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::allreduce(Buffer buffer, ReduceOp op) {
+  impl_->refuse_in_star("allreduce");
   check_reducible(buffer.dtype, op, "allreduce");
   return impl_->enqueue(signature_of(Collective::Allreduce, buffer, op),
                         [buffer, op](OpContext& context) mutable { run_allreduce(context, buffer, op); });
@@ -230,12 +247,14 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Buffer buffer, ReduceOp op) {
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Buffer buffer, int root) {
   impl_->check_rank(root, "root", "broadcast");
+  impl_->check_rooted_at_hub(root, "broadcast");
   return impl_->enqueue(signature_of(Collective::Broadcast, buffer, ReduceOp::Sum, root),
                         [buffer, root](OpContext& context) mutable { run_broadcast(context, buffer, root); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op) {
   impl_->check_rank(root, "root", "reduce");
+  impl_->check_rooted_at_hub(root, "reduce");
   check_reducible(buffer.dtype, op, "reduce");
   return impl_->enqueue(
       signature_of(Collective::Reduce, buffer, op, root),
@@ -243,6 +262,7 @@ std::shared_ptr<Work> ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op)
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather(Buffer input, std::vector<Buffer> outputs) {
+  impl_->refuse_in_star("allgather");
   impl_->check_buffers(outputs, input, "output buffers", "allgather");
   return impl_->enqueue(signature_of(Collective::Allgather, input),
                         [input, outputs = std::move(outputs)](OpContext& context) mutable {
@@ -252,6 +272,7 @@ std::shared_ptr<Work> ProcessGroup::allgather(Buffer input, std::vector<Buffer> 
 
 std::shared_ptr<Work> ProcessGroup::gather(Buffer input, std::vector<Buffer> outputs, int root) {
   impl_->check_rank(root, "root", "gather");
+  impl_->check_rooted_at_hub(root, "gather");
   if (rank() == root)
     impl_->check_buffers(outputs, input, "output buffers", "gather");
   else if (!outputs.empty())
@@ -265,6 +286,7 @@ std::shared_ptr<Work> ProcessGroup::gather(Buffer input, std::vector<Buffer> out
 
 std::shared_ptr<Work> ProcessGroup::scatter(std::vector<Buffer> inputs, Buffer output, int root) {
   impl_->check_rank(root, "root", "scatter");
+  impl_->check_rooted_at_hub(root, "scatter");
   if (rank() == root)
     impl_->check_buffers(inputs, output, "input buffers", "scatter");
   else if (!inputs.empty())
@@ -277,6 +299,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(std::vector<Buffer> inputs, Buffer o
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op) {
+  impl_->refuse_in_star("reduce_scatter");
   impl_->check_buffers(inputs, output, "input buffers", "reduce_scatter");
   check_reducible(output.dtype, op, "reduce_scatter");
   return impl_->enqueue(signature_of(Collective::ReduceScatter, output, op),
@@ -286,6 +309,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Buffer> inputs, B
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs) {
+  impl_->refuse_in_star("alltoall");
   if (inputs.empty()) throw InvalidArgument("alltoall: no input buffers");
   impl_->check_buffers(inputs, inputs.front(), "input buffers", "alltoall", false);
   impl_->check_buffers(outputs, inputs.front(), "output buffers", "alltoall", false);
@@ -307,6 +331,7 @@ std::shared_ptr<Work> ProcessGroup::deadline_reduce(Buffer buffer, int root, Red
                                                     Milliseconds deadline,
                                                     std::shared_ptr<DeadlineReduceResult> result) {
   impl_->check_rank(root, "root", "deadline_reduce");
+  impl_->check_rooted_at_hub(root, "deadline_reduce");
   check_reducible(buffer.dtype, op, "deadline_reduce");
   if (!result) throw InvalidArgument("deadline_reduce: no result record to fill");
   const auto until = Clock::now() + deadline;
@@ -331,6 +356,8 @@ Signature point_to_point_signature(const Buffer& buffer) {
 std::shared_ptr<Work> ProcessGroup::send(Buffer buffer, int dst, int64_t tag) {
   impl_->check_rank(dst, "destination", "send");
   if (dst == rank()) throw InvalidArgument("send: rank " + std::to_string(dst) + " cannot send to itself");
+  if (rank() != impl_->options.hub && dst != impl_->options.hub)
+    impl_->refuse_in_star("send from rank " + std::to_string(rank()) + " to rank " + std::to_string(dst));
   auto work = impl_->make_work("send");
   auto state = work->state_;
   impl_->expire_at_deadline(state, "send with tag " + std::to_string(tag) + " timed out after " +
@@ -346,6 +373,9 @@ std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
   if (src != -1) impl_->check_rank(src, "source", "recv");
   if (src == rank())
     throw InvalidArgument("recv: rank " + std::to_string(src) + " cannot receive from itself");
+  // From any source, a spoke can only hear from the hub anyway.
+  if (src >= 0 && rank() != impl_->options.hub && src != impl_->options.hub)
+    impl_->refuse_in_star("recv on rank " + std::to_string(rank()) + " from rank " + std::to_string(src));
   auto work = impl_->make_work("recv");
   auto state = work->state_;
   Transport& transport = *impl_->transport;

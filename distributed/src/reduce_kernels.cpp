@@ -117,6 +117,13 @@ T combine(T a, T b) {
   }
 }
 
+template <typename T>
+void average_typed(T* values, int num_sources, size_t count) {
+  if constexpr (is_floating<T>)
+    for (size_t i = 0; i < count; ++i)
+      values[i] = static_cast<T>(static_cast<Compute<T>>(values[i]) / static_cast<Compute<T>>(num_sources));
+}
+
 template <ReduceOp op, typename T>
 void reduce_typed(T* dst, const void* const* sources, int num_sources, size_t count) {
   // A block of accumulators on the stack: each source is read once per block, and dst may
@@ -130,11 +137,7 @@ void reduce_typed(T* dst, const void* const* sources, int num_sources, size_t co
       const T* src = static_cast<const T*>(sources[s]) + begin;
       for (size_t i = 0; i < n; ++i) acc[i] = combine<op>(acc[i], src[i]);
     }
-    if constexpr (is_floating<T>) {
-      if (op == ReduceOp::Avg)
-        for (size_t i = 0; i < n; ++i)
-          acc[i] = static_cast<T>(static_cast<Compute<T>>(acc[i]) / static_cast<Compute<T>>(num_sources));
-    }
+    if (op == ReduceOp::Avg) average_typed(acc, num_sources, n);
     std::copy_n(acc, n, dst + begin);
   }
 }
@@ -183,6 +186,13 @@ void reduce_in_order(ScalarType dtype, ReduceOp op, void* dst, const void* const
       case ReduceOp::Avg:
         return run.template operator()<ReduceOp::Avg>();
     }
+  });
+}
+
+void finish_average(ScalarType dtype, void* values, int num_sources, size_t count) {
+  TN_DISPATCH_ALL_TYPES(dtype, "average", [&](auto tag) {
+    using T = TN_TYPE(tag);
+    average_typed(static_cast<T*>(values), num_sources, count);
   });
 }
 

@@ -17,4 +17,8 @@ void check_reducible(ScalarType dtype, ReduceOp op, const char* operation);
 void reduce_in_order(ScalarType dtype, ReduceOp op, void* dst, const void* const* sources, int num_sources,
                      size_t count);
 
+// values[i] / num_sources, rounded as reduce_in_order's AVG rounds it: the last step of an
+// average folded one source at a time with SUM, when the sources do not fit in memory together.
+void finish_average(ScalarType dtype, void* values, int num_sources, size_t count);
+
 }  // namespace tn::dist

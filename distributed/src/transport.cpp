@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 #include <random>
+#include <utility>
 
 #include "core.h"
 #include "scratch.h"
@@ -42,21 +43,32 @@ struct Transport::Connection {
   std::deque<RequestPtr> send_queue;
   bool writing = false;  // the I/O thread owns the write side until the queue drains
   bool lost = false;
+  // The receive whose payload is being read: in no list meanwhile, so a lost connection or a
+  // shutdown fails it from here. I/O thread only (and shutdown, once that thread has stopped).
+  RequestPtr reading;
 };
 
-Transport::Transport(Store& store, int rank, int size, const std::string& host, Milliseconds timeout)
+Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions& options)
     : rank_(rank),
       size_(size),
+      topology_(options.topology),
+      hub_(options.hub),
       work_guard_(asio::make_work_guard(io_)),
       acceptor_(io_),
       connections_(size),
       peer_failures_(size) {
+  const auto timeout = options.timeout;
   const auto deadline = Clock::now() + timeout;
-  asio::ip::tcp::endpoint endpoint(asio::ip::make_address(host), 0);
-  acceptor_.open(endpoint.protocol());
-  acceptor_.bind(endpoint);
-  acceptor_.listen();
-  port_ = acceptor_.local_endpoint().port();
+  // A spoke is dialled by no one, so it does not listen (a device behind NAT could not be
+  // reached anyway).
+  const bool listens = topology_ == Topology::FullMesh || rank_ == hub_;
+  if (listens) {
+    asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options.host), 0);
+    acceptor_.open(endpoint.protocol());
+    acceptor_.bind(endpoint);
+    acceptor_.listen();
+    port_ = acceptor_.local_endpoint().port();
+  }
 
   // Every rank proposes a token; the first one stored wins, so all agree on one. Connections
   // that do not present it (a stale rank of an earlier group, a port scanner) are refused.
@@ -64,17 +76,23 @@ Transport::Transport(Store& store, int rank, int size, const std::string& host, 
   const uint64_t proposal = (uint64_t{entropy()} << 32) | entropy();
   const Bytes agreed = store.compare_set("session", {}, text_as_bytes(std::to_string(proposal)));
   session_ = std::stoull(bytes_as_text(agreed));
-  store.set("address/" + std::to_string(rank), text_as_bytes(host + ":" + std::to_string(port_)));
-
-  accept_next();
+  if (listens) {
+    store.set("address/" + std::to_string(rank), text_as_bytes(options.host + ":" + std::to_string(port_)));
+    accept_next();
+  }
   io_thread_ = std::thread([this] { io_.run(); });
   try {
-    for (int peer = 0; peer < rank; ++peer) connect_to(store, peer, deadline);
+    int links = 0;
+    for (int peer = 0; peer < size_; ++peer) {
+      if (!linked(peer)) continue;
+      ++links;
+      if (dials(peer)) connect_to(store, peer, deadline);
+    }
     std::unique_lock lock(mutex_);
-    if (!changed_.wait_until(lock, deadline, [this] { return connected_ == size_ - 1; })) {
+    if (!changed_.wait_until(lock, deadline, [&] { return connected_ == links; })) {
       std::vector<int> absent;
-      for (int peer = rank_ + 1; peer < size_; ++peer)
-        if (!connections_[peer]) absent.push_back(peer);
+      for (int peer = 0; peer < size_; ++peer)
+        if (linked(peer) && !connections_[peer]) absent.push_back(peer);
       throw TimeoutError("ProcessGroupLocal rendezvous timed out after " + std::to_string(timeout.count()) +
                          " ms on rank " + std::to_string(rank_) + ": rank(s) " + rank_list(absent) +
                          " never connected");
@@ -86,6 +104,14 @@ Transport::Transport(Store& store, int rank, int size, const std::string& host, 
 }
 
 Transport::~Transport() { shutdown(); }
+
+bool Transport::linked(int peer) const {
+  return peer != rank_ && (topology_ == Topology::FullMesh || rank_ == hub_ || peer == hub_);
+}
+
+bool Transport::dials(int peer) const {
+  return linked(peer) && (topology_ == Topology::FullMesh ? peer < rank_ : peer == hub_);
+}
 
 void Transport::shutdown() {
   {
@@ -108,6 +134,7 @@ void Transport::shutdown() {
     connection->socket->close(ignored);
     unsent.insert(unsent.end(), connection->send_queue.begin(), connection->send_queue.end());
     connection->send_queue.clear();
+    if (connection->reading) unsent.push_back(std::exchange(connection->reading, nullptr));
   }
   std::vector<RequestPtr> finished;
   {
@@ -177,8 +204,8 @@ void Transport::read_hello(std::shared_ptr<asio::ip::tcp::socket> socket) {
                      const bool valid = !error && check_header(*hello, -1, size_).empty() &&
                                         hello->kind == FrameKind::Hello && hello->tag == session_ &&
                                         hello->signature.count == static_cast<uint64_t>(size_) &&
-                                        hello->source > rank_ && hello->length == 0 &&
-                                        !connections_[hello->source];
+                                        linked(hello->source) && !dials(hello->source) &&
+                                        hello->length == 0 && !connections_[hello->source];
                      if (!valid) {
                        asio::error_code ignored;
                        socket->close(ignored);
@@ -252,9 +279,11 @@ void Transport::on_header(Connection& connection) {
   }
   if (request && !mismatch) {
     request->source = header.source;
+    connection.reading = request;
     asio::async_read(*connection.socket, asio::buffer(request->data, request->bytes), as_much_as_possible,
                      [this, &connection, request](const asio::error_code& error, size_t) {
                        if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                       connection.reading = nullptr;
                        std::vector<RequestPtr> finished;
                        {
                          std::lock_guard lock(mutex_);
@@ -549,32 +578,42 @@ void Transport::write_next(Connection& connection) {
 }
 
 void Transport::lose_peer(Connection& connection, const std::string& reason) {
+  RequestPtr reading = std::exchange(connection.reading, nullptr);
   std::deque<RequestPtr> unsent;
+  bool already_lost;
   {
     std::lock_guard lock(connection.send_mutex);
-    if (connection.lost) return;
+    already_lost = connection.lost;
     connection.lost = true;  // before the close, so no caller writes to a closed descriptor
     unsent.swap(connection.send_queue);
     connection.writing = false;
   }
-  asio::error_code ignored;
-  connection.socket->close(ignored);
+  if (!already_lost) {
+    asio::error_code ignored;
+    connection.socket->close(ignored);
+  }
   std::vector<RequestPtr> finished;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    peer_failures_[connection.peer] = reason;
-    const auto error =
-        std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " + reason));
-    for (auto it = posted_.begin(); it != posted_.end();) {
-      if ((*it)->peer == connection.peer) {
-        finish_locked(*it, error, finished);
-        it = posted_.erase(it);
-      } else {
-        ++it;
+    // A connection closed by our own shutdown is not a peer failure.
+    const bool newly_lost = !already_lost && !stopping_;
+    if (newly_lost) peer_failures_[connection.peer] = reason;
+    const auto error = std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " +
+                                                         peer_failures_[connection.peer].value_or(reason)));
+    if (newly_lost) {
+      for (auto it = posted_.begin(); it != posted_.end();) {
+        if ((*it)->peer == connection.peer) {
+          finish_locked(*it, error, finished);
+          it = posted_.erase(it);
+        } else {
+          ++it;
+        }
       }
     }
+    // What was in flight on the connection (a send not yet written, the receive whose payload
+    // was being read) is in no list any more: it fails here or never.
     for (auto& request : unsent) finish_locked(request, error, finished);
+    if (reading) finish_locked(reading, error, finished);
   }
   run_callbacks(finished);
 }
@@ -617,7 +656,7 @@ void Transport::fail_group(const std::string& reason) {
   if (!tell_peers) return;
   auto text = std::make_shared<std::string>(*group_failure());
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_ || peer_failure(peer)) continue;
+    if (!linked(peer) || peer_failure(peer)) continue;
     // Fire and forget: the peer may be the one that is gone.
     auto abort = std::make_shared<Request>();
     abort->is_send = true;

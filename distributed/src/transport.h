@@ -1,7 +1,8 @@
-// The transport: one TCP connection to every other rank of the group, served by one Asio I/O
-// thread that always keeps reading. Receives are matched to posted requests by (kind, source,
-// tag, slot); a frame that arrives before its request is posted waits in the unexpected list.
-// Sends are queued per connection and written in order.
+// The transport: one TCP connection to every other rank of the group (in a star, between the
+// hub and each spoke only), served by one Asio I/O thread that always keeps reading. Receives
+// are matched to posted requests by (kind, source, tag, slot); a frame that arrives before its
+// request is posted waits in the unexpected list. Sends are queued per connection and written
+// in order.
 #pragma once
 
 #include <asio.hpp>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/process_group.h"
 #include "distributed/store.h"
 #include "frame.h"
 
@@ -42,7 +44,8 @@ using RequestPtr = std::shared_ptr<Request>;
 
 class Transport {
  public:
-  Transport(Store& store, int rank, int size, const std::string& host, Milliseconds timeout);
+  // Rendezvous with options' host, timeout, topology and hub.
+  Transport(Store& store, int rank, int size, const ProcessGroupOptions& options);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
@@ -73,6 +76,10 @@ class Transport {
 
  private:
   struct Connection;
+  // Whether this rank has a connection to `peer`, and whether it is the side that dials it
+  // (a full mesh dials the lower ranks; a spoke dials the hub); the other side accepts.
+  bool linked(int peer) const;
+  bool dials(int peer) const;
   void accept_next();
   void read_hello(std::shared_ptr<asio::ip::tcp::socket> socket);
   void install(int peer, std::shared_ptr<asio::ip::tcp::socket> socket);
@@ -96,6 +103,8 @@ class Transport {
 
   const int rank_;
   const int size_;
+  const Topology topology_;
+  const int hub_;
   uint64_t session_ = 0;
   uint16_t port_ = 0;
   asio::io_context io_;

@@ -3,22 +3,69 @@
 #include "distributed/process_group.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <mutex>
+#include <new>
 #include <random>
 #include <thread>
 
+// The wire format, for a test that plays a rank which dies in the middle of a frame.
+#include "../../distributed/src/frame.h"
 #include "core.h"
 #include "distributed/store.h"
+
+// The heap of this test binary, counted: the global allocation functions are replaced (as C++
+// allows) so that a test can measure the most an operation had allocated at once, on any thread.
+namespace heap {
+std::atomic<int64_t> in_use{0};
+std::atomic<int64_t> peak{0};
+
+void* allocate(std::size_t bytes) noexcept {
+  void* memory = std::malloc(bytes == 0 ? 1 : bytes);
+  if (!memory) return nullptr;
+  const int64_t now = in_use += static_cast<int64_t>(malloc_usable_size(memory));
+  int64_t seen = peak.load();
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  }
+  return memory;
+}
+
+void release(void* memory) noexcept {
+  if (!memory) return;
+  in_use -= static_cast<int64_t>(malloc_usable_size(memory));
+  std::free(memory);
+}
+
+void* allocate_or_throw(std::size_t bytes) {
+  if (void* memory = allocate(bytes)) return memory;
+  throw std::bad_alloc();
+}
+}  // namespace heap
+
+void* operator new(std::size_t bytes) { return heap::allocate_or_throw(bytes); }
+void* operator new[](std::size_t bytes) { return heap::allocate_or_throw(bytes); }
+void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept { return heap::allocate(bytes); }
+void* operator new[](std::size_t bytes, const std::nothrow_t&) noexcept { return heap::allocate(bytes); }
+void operator delete(void* memory) noexcept { heap::release(memory); }
+void operator delete[](void* memory) noexcept { heap::release(memory); }
+void operator delete(void* memory, std::size_t) noexcept { heap::release(memory); }
+void operator delete[](void* memory, std::size_t) noexcept { heap::release(memory); }
+void operator delete(void* memory, const std::nothrow_t&) noexcept { heap::release(memory); }
+void operator delete[](void* memory, const std::nothrow_t&) noexcept { heap::release(memory); }
 
 namespace tn::dist {
 namespace {
@@ -582,6 +629,526 @@ TEST(ProcessGroupTest, DeadlineReduceReportsExactlyWhoContributed) {
     }
   });
 }
+
+// A contribution of `count` values: for int32 every bit pattern (a masked uint32 vector, which
+// secure aggregation sums through int32 SUM, so the sums wrap), for floats inexact sevenths (so
+// the order of the additions shows in the bits).
+template <typename T>
+std::vector<T> contribution_for(int rank, size_t count) {
+  std::vector<T> values(count);
+  std::mt19937_64 generator(static_cast<uint64_t>(rank) * 104729 + count);
+  for (auto& value : values) {
+    if constexpr (std::is_integral_v<T>)
+      value = static_cast<T>(static_cast<uint32_t>(generator()));
+    else
+      value = static_cast<T>(static_cast<int>(generator() % 2001) - 1000) / static_cast<T>(7);
+  }
+  return values;
+}
+
+// The reduction of the contributions of `ranks`, in that order.
+template <typename T>
+std::vector<T> reference_over(const std::vector<int>& ranks, size_t count, ReduceOp op) {
+  std::vector<T> result = contribution_for<T>(ranks.front(), count);
+  for (size_t i = 1; i < ranks.size(); ++i) {
+    const std::vector<T> next = contribution_for<T>(ranks[i], count);
+    for (size_t e = 0; e < count; ++e) result[e] = reference_combine(result[e], next[e], op);
+  }
+  if constexpr (std::is_floating_point_v<T>)
+    if (op == ReduceOp::Avg)
+      for (auto& value : result) value /= static_cast<T>(ranks.size());
+  return result;
+}
+
+template <typename T>
+void check_deadline_reduce_in_memory_and_spooled(ScalarType dtype, ReduceOp op) {
+  const int world = 4;
+  const size_t count = 10007;  // segments of 1024 elements or fewer, the last one short
+  const auto want = reference_over<T>({0, 1, 2, 3}, count, op);
+  for (int root : {0, 2}) {  // root first in rank order, and root in the middle
+    std::vector<std::vector<T>> results;
+    std::mutex mutex;
+    for (uint64_t spool_bytes : {uint64_t{256} << 20, uint64_t{0}}) {
+      ProcessGroupOptions options;
+      options.segment_bytes = 4096;
+      options.deadline_reduce_spool_bytes = spool_bytes;
+      run_ranks(
+          world,
+          [&](ProcessGroup& group) {
+            auto values = contribution_for<T>(group.rank(), count);
+            auto result = std::make_shared<DeadlineReduceResult>();
+            group.deadline_reduce(buffer_of(values, dtype), root, op, 10s, result)->wait();
+            if (group.rank() != root) return;
+            const std::string what = std::string("deadline_reduce ") + reduce_op_name(op) + " " +
+                                     scalar_type_name(dtype) + " root " + std::to_string(root) +
+                                     (spool_bytes == 0 ? " spooled" : " in memory");
+            EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 2, 3})) << what;
+            EXPECT_EQ(result->spooled_bytes, spool_bytes == 0 ? 3 * count * sizeof(T) : 0) << what;
+            expect_bits_equal(values, want, what);
+            std::lock_guard lock(mutex);
+            results.push_back(values);
+          },
+          options);
+    }
+    ASSERT_EQ(results.size(), 2u);
+    expect_bits_equal(results[1], results[0], "spooled against in memory");
+  }
+}
+
+TEST(ProcessGroupTest, DeadlineReduceSpooledGivesTheBitsOfInMemoryAndOfTheReference) {
+  check_deadline_reduce_in_memory_and_spooled<float>(ScalarType::Float, ReduceOp::Sum);
+  check_deadline_reduce_in_memory_and_spooled<float>(ScalarType::Float, ReduceOp::Avg);
+  check_deadline_reduce_in_memory_and_spooled<double>(ScalarType::Double, ReduceOp::Sum);
+  check_deadline_reduce_in_memory_and_spooled<double>(ScalarType::Double, ReduceOp::Min);
+  check_deadline_reduce_in_memory_and_spooled<int32_t>(ScalarType::Int, ReduceOp::Sum);
+}
+
+TEST(ProcessGroupTest, DeadlineReduceSpooledLeavesOutTheLateRankAndItsLateFrames) {
+  ProcessGroupOptions options;
+  options.segment_bytes = 4096;
+  options.deadline_reduce_spool_bytes = 0;  // one landing segment for all senders
+  const size_t count = 50000;
+  run_ranks(
+      4,
+      [&](ProcessGroup& group) {
+        const int rank = group.rank();
+        auto values = contribution_for<float>(rank, count);
+        auto result = std::make_shared<DeadlineReduceResult>();
+        if (rank == 3) std::this_thread::sleep_for(1500ms);  // misses the 500 ms deadline
+        group.deadline_reduce(buffer_of(values, ScalarType::Float), 0, ReduceOp::Sum, 500ms, result)->wait();
+        if (rank == 0) {
+          EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 2}));
+          EXPECT_EQ(result->missing, (std::vector<int>{3}));
+          EXPECT_EQ(result->spooled_bytes, 2 * count * sizeof(float));
+          expect_bits_equal(values, reference_over<float>({0, 1, 2}, count, ReduceOp::Sum), "first round");
+        }
+        // Rank 3's first contribution is never folded into the next round.
+        auto next = contribution_for<float>(10 + rank, count);
+        auto second = std::make_shared<DeadlineReduceResult>();
+        group.deadline_reduce(buffer_of(next, ScalarType::Float), 0, ReduceOp::Sum, 10s, second)->wait();
+        if (rank == 0) {
+          EXPECT_EQ(second->contributors, (std::vector<int>{0, 1, 2, 3}));
+          expect_bits_equal(next, reference_over<float>({10, 11, 12, 13}, count, ReduceOp::Sum),
+                            "second round");
+        }
+      },
+      options);
+}
+
+std::string store_text(Store& store, const std::string& key) {
+  const Bytes bytes = store.get(key);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// Plays spoke `rank` of a star group on the wire: says hello to hub 0, starts operation #1, a
+// deadline_reduce of `count` float32 to rank 0 (deadline_reduce.cpp's protocol: slot = phase << 24
+// | number, phases segment 0, credit 1, ready 2), sends segment 0 when credited and dies halfway
+// through segment 1.
+void play_spoke_that_dies_mid_segment(Store& store, int rank, int world, uint64_t count,
+                                      uint64_t segment_bytes) {
+  const std::string address = store_text(store, "address/0");
+  const auto colon = address.rfind(':');
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address(address.substr(0, colon)),
+                  static_cast<uint16_t>(std::stoi(address.substr(colon + 1)))});
+  FrameHeader hello;
+  hello.kind = FrameKind::Hello;
+  hello.source = rank;
+  hello.tag = std::stoull(store_text(store, "session"));
+  hello.signature.count = static_cast<uint64_t>(world);
+  asio::write(socket, asio::buffer(&hello, sizeof hello));
+  FrameHeader frame;
+  frame.source = rank;
+  frame.tag = 1;
+  frame.signature.collective = Collective::DeadlineReduce;
+  frame.signature.dtype = static_cast<int8_t>(ScalarType::Float);
+  frame.signature.reduce_op = static_cast<uint8_t>(ReduceOp::Sum);
+  frame.signature.root = 0;
+  frame.signature.count = count;
+  frame.slot = 2 << 24;
+  asio::write(socket, asio::buffer(&frame, sizeof frame));
+  const std::vector<uint8_t> payload(segment_bytes, 0);
+  uint64_t granted = 0;
+  for (uint32_t segment = 0; segment < 2; ++segment) {
+    while (segment >= granted) {
+      FrameHeader credit;
+      asio::read(socket, asio::buffer(&credit, sizeof credit));
+      asio::read(socket, asio::buffer(&granted, sizeof granted));
+    }
+    frame.slot = segment;
+    frame.length = segment_bytes;
+    asio::write(socket, asio::buffer(&frame, sizeof frame));
+    asio::write(socket, asio::buffer(payload.data(), segment == 0 ? segment_bytes : segment_bytes / 2));
+  }
+}
+
+TEST(ProcessGroupTest, DeadlineReduceLeavesOutARankThatDiesInTheMiddleOfASegment) {
+  for (uint64_t spool_bytes : {uint64_t{256} << 20, uint64_t{0}}) {
+    auto store = make_hash_store(10s);
+    ProcessGroupOptions options;
+    options.topology = Topology::Star;
+    options.segment_bytes = 4096;
+    options.deadline_reduce_spool_bytes = spool_bytes;
+    const size_t count = 4096;  // four segments
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] {
+      try {
+        play_spoke_that_dies_mid_segment(*store, 2, 3, count, options.segment_bytes);
+      } catch (const std::exception& error) {
+        ADD_FAILURE() << "the dying spoke: " << error.what();
+      }
+    });
+    for (int rank = 0; rank < 2; ++rank)
+      threads.emplace_back([&, rank] {
+        ProcessGroup group(store, rank, 3, options);
+        auto values = contribution_for<float>(rank, count);
+        auto result = std::make_shared<DeadlineReduceResult>();
+        const auto start = std::chrono::steady_clock::now();
+        group.deadline_reduce(buffer_of(values, ScalarType::Float), 0, ReduceOp::Sum, 20s, result)->wait();
+        if (rank != 0) return;
+        // Settled when its connection closed, not at the deadline.
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+        EXPECT_EQ(result->contributors, (std::vector<int>{0, 1}));
+        EXPECT_EQ(result->missing, (std::vector<int>{2}));
+        expect_bits_equal(values, reference_over<float>({0, 1}, count, ReduceOp::Sum),
+                          "without the dead rank");
+      });
+    for (auto& thread : threads) thread.join();
+  }
+}
+
+// How much root's heap grew at most during a deadline_reduce of six 8 MiB contributions in
+// 256 KiB segments, spooling past `spool_bytes`; `correct` says whether the result was right.
+int64_t root_heap_growth(uint64_t spool_bytes, bool& correct) {
+  const int world = 6;
+  const size_t count = size_t{2} << 20;
+  ProcessGroupOptions options;
+  options.topology = Topology::Star;
+  options.segment_bytes = 256 << 10;
+  options.deadline_reduce_spool_bytes = spool_bytes;
+  int64_t growth = 0;
+  run_ranks(
+      world,
+      [&](ProcessGroup& group) {
+        auto values = contribution_for<float>(group.rank(), count);
+        auto result = std::make_shared<DeadlineReduceResult>();
+        group.barrier()->wait();
+        const int64_t before = heap::in_use.load();
+        if (group.rank() == 0) heap::peak.store(before);
+        group.deadline_reduce(buffer_of(values, ScalarType::Float), 0, ReduceOp::Sum, 60s, result)->wait();
+        if (group.rank() == 0) growth = heap::peak.load() - before;
+        // No rank frees its buffer before root has measured (the count is the whole process's).
+        group.barrier()->wait();
+        if (group.rank() != 0) return;
+        const uint64_t copies = (world - 1) * count * sizeof(float);
+        const auto want = reference_over<float>({0, 1, 2, 3, 4, 5}, count, ReduceOp::Sum);
+        correct = result->contributors.size() == static_cast<size_t>(world) &&
+                  result->spooled_bytes == (copies > spool_bytes ? copies : 0) &&
+                  std::memcmp(values.data(), want.data(), count * sizeof(float)) == 0;
+      },
+      options);
+  return growth;
+}
+
+// Spooling past 1 MiB, root lends 1 MiB of landing segments and reduces through one more; in
+// memory it holds the 40 MiB of copies. Exits 0 when both hold and both results are right.
+[[noreturn]] void measure_root_heap_and_exit() {
+  bool spooled_correct = false, in_memory_correct = false;
+  const int64_t spooled = root_heap_growth(1 << 20, spooled_correct);
+  const int64_t in_memory = root_heap_growth(uint64_t{256} << 20, in_memory_correct);
+  std::fprintf(stderr, "root's heap grew by %.2f MiB spooled (result %s), %.2f MiB in memory (result %s)\n",
+               static_cast<double>(spooled) / (1 << 20), spooled_correct ? "right" : "WRONG",
+               static_cast<double>(in_memory) / (1 << 20), in_memory_correct ? "right" : "WRONG");
+  const bool bounded = spooled < (int64_t{3} << 20) && in_memory >= (int64_t{40} << 20);
+  std::_Exit(spooled_correct && in_memory_correct && bounded ? 0 : 1);
+}
+
+TEST(ProcessGroupTest, DeadlineReduceSpoolKeepsRootsMemoryBounded) {
+  // In a process of its own (the death-test machinery runs this binary again), so that no
+  // scratch memory pooled by earlier tests hides what root allocates.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(measure_root_heap_and_exit(), ::testing::ExitedWithCode(0), "root's heap grew by");
+}
+
+TEST(ProcessGroupTest, DeadlineReduceNamesASpoolDirectoryItCannotUse) {
+  ProcessGroupOptions options;
+  options.timeout = 10s;
+  options.deadline_reduce_spool_bytes = 0;
+  options.deadline_reduce_spool_directory = "/nonexistent/torchnative-spool";
+  auto errors = errors_of(
+      3,
+      [](ProcessGroup& group) {
+        std::vector<float> values(1000);
+        auto result = std::make_shared<DeadlineReduceResult>();
+        group.deadline_reduce(buffer_of(values, ScalarType::Float), 0, ReduceOp::Sum, 5s, result)->wait();
+      },
+      options);
+  EXPECT_NE(errors[0].find("cannot create a spool file in /nonexistent/torchnative-spool"), std::string::npos)
+      << errors[0];
+  // The other ranks hear why from root instead of waiting for credit until they time out.
+  EXPECT_NE(errors[1].find("cannot create a spool file"), std::string::npos) << errors[1];
+}
+
+ProcessGroupOptions star_options(int hub) {
+  ProcessGroupOptions options;
+  options.topology = Topology::Star;
+  options.hub = hub;
+  return options;
+}
+
+TEST(ProcessGroupTest, StarRunsEveryOperationThatGoesThroughTheHub) {
+  const int world = 5;
+  for (int hub : {0, 2}) {
+    for (uint64_t spool_bytes : {uint64_t{256} << 20, uint64_t{0}}) {
+      ProcessGroupOptions options = star_options(hub);
+      options.segment_bytes = 4096;                       // large reduces stream in many segments
+      options.deadline_reduce_spool_bytes = spool_bytes;  // in memory, then through a spool file
+      run_ranks(
+          world,
+          [&](ProcessGroup& group) {
+            const int rank = group.rank();
+            // Past 4 MiB in all a full mesh would chain through the ranks; a star's hub sends
+            // to every spoke itself.
+            for (size_t count : {size_t{5}, size_t{1} << 20}) {
+              auto values = input_for<float>(rank, count, ScalarType::Float);
+              group.broadcast(buffer_of(values, ScalarType::Float), hub)->wait();
+              expect_bits_equal(values, input_for<float>(hub, count, ScalarType::Float), "star broadcast");
+            }
+            for (size_t count : {size_t{7}, size_t{30011}}) {
+              for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+                auto mine = input_for<double>(rank, count, ScalarType::Double);
+                group.reduce(buffer_of(mine, ScalarType::Double), hub, op)->wait();
+                expect_bits_equal(mine,
+                                  rank == hub ? reference_reduce<double>(world, count, ScalarType::Double, op)
+                                              : input_for<double>(rank, count, ScalarType::Double),
+                                  "star reduce of " + std::to_string(count));
+              }
+            }
+            const size_t contribution_count = 10007;
+            auto contribution = contribution_for<float>(rank, contribution_count);
+            auto result = std::make_shared<DeadlineReduceResult>();
+            group
+                .deadline_reduce(buffer_of(contribution, ScalarType::Float), hub, ReduceOp::Sum, 10s, result)
+                ->wait();
+            if (rank == hub) {
+              EXPECT_EQ(result->contributors.size(), static_cast<size_t>(world));
+              EXPECT_EQ(result->spooled_bytes,
+                        spool_bytes == 0 ? (world - 1) * contribution_count * sizeof(float) : 0);
+              expect_bits_equal(contribution,
+                                reference_over<float>({0, 1, 2, 3, 4}, contribution_count, ReduceOp::Sum),
+                                "star deadline_reduce");
+            }
+
+            const size_t count = 6;
+            auto input = input_for<int64_t>(rank, count, ScalarType::Long);
+            std::vector<std::vector<int64_t>> outputs(world, std::vector<int64_t>(count, -1));
+            std::vector<Buffer> output_buffers;
+            for (auto& output : outputs) output_buffers.push_back(buffer_of(output, ScalarType::Long));
+            group
+                .gather(buffer_of(input, ScalarType::Long),
+                        rank == hub ? output_buffers : std::vector<Buffer>{}, hub)
+                ->wait();
+            if (rank == hub)
+              for (int r = 0; r < world; ++r)
+                expect_bits_equal(outputs[r], input_for<int64_t>(r, count, ScalarType::Long), "star gather");
+            std::vector<std::vector<int64_t>> pieces;
+            std::vector<Buffer> piece_buffers;
+            for (int r = 0; r < world; ++r)
+              pieces.push_back(input_for<int64_t>(100 + r, count, ScalarType::Long));
+            for (auto& piece : pieces) piece_buffers.push_back(buffer_of(piece, ScalarType::Long));
+            std::vector<int64_t> received(count, -1);
+            group
+                .scatter(rank == hub ? piece_buffers : std::vector<Buffer>{},
+                         buffer_of(received, ScalarType::Long), hub)
+                ->wait();
+            expect_bits_equal(received, input_for<int64_t>(100 + rank, count, ScalarType::Long),
+                              "star scatter");
+            group.barrier()->wait();
+
+            // Both ways between the hub and every spoke, and from any source at the hub.
+            if (rank == hub) {
+              for (int spoke = 0; spoke < world; ++spoke) {
+                if (spoke == hub) continue;
+                std::vector<int32_t> out(3, 100 + spoke);
+                group.send(buffer_of(out, ScalarType::Int), spoke, 5)->wait();
+              }
+              for (int i = 0; i < world - 1; ++i) {
+                std::vector<int32_t> in(3, -1);
+                auto work = group.recv(buffer_of(in, ScalarType::Int), -1, 6);
+                work->wait();
+                EXPECT_EQ(in, std::vector<int32_t>(3, 200 + work->source_rank()));
+              }
+            } else {
+              std::vector<int32_t> in(3, -1), out(3, 200 + rank);
+              group.recv(buffer_of(in, ScalarType::Int), hub, 5)->wait();
+              EXPECT_EQ(in, std::vector<int32_t>(3, 100 + rank));
+              group.send(buffer_of(out, ScalarType::Int), hub, 6)->wait();
+            }
+          },
+          options);
+    }
+  }
+}
+
+TEST(ProcessGroupTest, StarRefusesWhatDoesNotGoThroughTheHub) {
+  run_ranks(
+      3,
+      [](ProcessGroup& group) {
+        const int rank = group.rank();
+        std::vector<float> values(4);
+        std::vector<Buffer> per_rank(3, buffer_of(values, ScalarType::Float));
+        const Buffer one = buffer_of(values, ScalarType::Float);
+        auto refused = [](const std::function<void()>& call, const std::string& what) {
+          try {
+            call();
+            ADD_FAILURE() << what << " was accepted";
+          } catch (const InvalidArgument& error) {
+            EXPECT_NE(
+                std::string(error.what())
+                    .find(what + " is not available in a star topology group: star topology routes only "
+                                 "through the hub (rank 1)"),
+                std::string::npos)
+                << error.what();
+          }
+        };
+        refused([&] { group.allreduce(one, ReduceOp::Sum); }, "allreduce");
+        refused([&] { group.allgather(one, per_rank); }, "allgather");
+        refused([&] { group.alltoall(per_rank, per_rank); }, "alltoall");
+        refused([&] { group.reduce_scatter(per_rank, one, ReduceOp::Sum); }, "reduce_scatter");
+        refused([&] { group.broadcast(one, 0); }, "broadcast with root 0");
+        refused([&] { group.reduce(one, 2, ReduceOp::Sum); }, "reduce with root 2");
+        refused([&] { group.gather(one, rank == 0 ? per_rank : std::vector<Buffer>{}, 0); },
+                "gather with root 0");
+        refused([&] { group.scatter(rank == 2 ? per_rank : std::vector<Buffer>{}, one, 2); },
+                "scatter with root 2");
+        refused(
+            [&] {
+              group.deadline_reduce(one, 0, ReduceOp::Sum, 1s, std::make_shared<DeadlineReduceResult>());
+            },
+            "deadline_reduce with root 0");
+        if (rank == 0) {
+          refused([&] { group.send(one, 2, 1); }, "send from rank 0 to rank 2");
+          refused([&] { group.recv(one, 2, 1); }, "recv on rank 0 from rank 2");
+        }
+        // Nothing refused took a sequence number: the ranks are still in step.
+        group.barrier()->wait();
+      },
+      star_options(1));
+}
+
+TEST(ProcessGroupTest, StarSpokesDialTheHubOnlyAndItNamesThoseThatNeverCame) {
+  auto store = make_hash_store(10s);
+  ProcessGroupOptions options = star_options(0);
+  options.timeout = 500ms;
+  std::string hub_error;
+  std::atomic<bool> spoke_connected{false};
+  std::thread spoke([&] {
+    ProcessGroup group(store, 2, 4, options);  // ready once the hub has it
+    spoke_connected = true;
+  });
+  try {
+    ProcessGroup group(store, 0, 4, options);  // ranks 1 and 3 never start
+  } catch (const TimeoutError& error) {
+    hub_error = error.what();
+  }
+  spoke.join();
+  EXPECT_TRUE(spoke_connected);
+  EXPECT_NE(hub_error.find("rank(s) 1, 3 never connected"), std::string::npos) << hub_error;
+  EXPECT_TRUE(store->check({"address/0"}));
+  EXPECT_FALSE(store->check({"address/2"}));  // a spoke listens for no one
+}
+
+TEST(ProcessGroupTest, StarSpokeThatDiesFailsOnlyWhatInvolvesIt) {
+  ProcessGroupOptions options = star_options(0);
+  options.timeout = 10s;
+  run_ranks(
+      4,
+      [](ProcessGroup& group) {
+        const int rank = group.rank();
+        group.barrier()->wait();
+        if (rank == 3) return;  // its group closes: the hub sees the connection go
+        std::vector<double> values{static_cast<double>(rank + 1)};
+        auto result = std::make_shared<DeadlineReduceResult>();
+        const auto start = std::chrono::steady_clock::now();
+        group.deadline_reduce(buffer_of(values, ScalarType::Double), 0, ReduceOp::Sum, 5s, result)->wait();
+        std::vector<int32_t> message{rank};
+        if (rank == 0) {
+          EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);  // settled, not waited out
+          EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 2}));
+          EXPECT_EQ(result->missing, (std::vector<int>{3}));
+          EXPECT_EQ(values[0], 6.0);
+          try {
+            group.recv(buffer_of(message, ScalarType::Int), 3, 1)->wait();
+            ADD_FAILURE() << "received from a dead rank";
+          } catch (const PeerError& error) {
+            EXPECT_NE(std::string(error.what()).find("rank 3"), std::string::npos) << error.what();
+          }
+          for (int spoke : {1, 2}) {
+            group.recv(buffer_of(message, ScalarType::Int), spoke, 1)->wait();
+            EXPECT_EQ(message[0], spoke);
+          }
+        } else {
+          group.send(buffer_of(message, ScalarType::Int), 0, 1)->wait();
+        }
+        // A reduce needs every rank: it fails naming the dead one, on every rank.
+        std::vector<float> large(100000, 1.0f);
+        try {
+          group.reduce(buffer_of(large, ScalarType::Float), 0, ReduceOp::Sum)->wait();
+          ADD_FAILURE() << "reduce without rank 3 succeeded on rank " << rank;
+        } catch (const PeerError& error) {
+          EXPECT_NE(std::string(error.what()).find("rank 3"), std::string::npos) << error.what();
+        }
+      },
+      options);
+}
+
+// A star of `world` ranks as threads of this process: rendezvous, the model broadcast, a
+// deadline_reduce that every spoke makes, a gather and a barrier.
+void check_star_of(int world) {
+  ProcessGroupOptions options = star_options(0);
+  options.timeout = 120s;
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<int64_t> rendezvous_ms{0};
+  run_ranks(
+      world,
+      [&](ProcessGroup& group) {
+        const int rank = group.rank();
+        const int64_t joined =
+            std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - start).count();
+        for (int64_t seen = rendezvous_ms.load();
+             joined > seen && !rendezvous_ms.compare_exchange_weak(seen, joined);) {
+        }
+        auto model = input_for<float>(0, 16 << 10, ScalarType::Float);  // 64 KiB
+        if (rank != 0) std::fill(model.begin(), model.end(), 0.0f);
+        group.broadcast(buffer_of(model, ScalarType::Float), 0)->wait();
+        expect_bits_equal(model, input_for<float>(0, 16 << 10, ScalarType::Float), "model");
+        std::vector<float> update(1024, static_cast<float>(rank + 1));
+        auto result = std::make_shared<DeadlineReduceResult>();
+        group.deadline_reduce(buffer_of(update, ScalarType::Float), 0, ReduceOp::Sum, 60s, result)->wait();
+        std::vector<int32_t> mine{rank}, all(static_cast<size_t>(rank == 0 ? world : 0));
+        std::vector<Buffer> outputs;
+        for (auto& value : all) outputs.push_back(Buffer{&value, ScalarType::Int, 1, nullptr});
+        group.gather(buffer_of(mine, ScalarType::Int), outputs, 0)->wait();
+        if (rank == 0) {
+          EXPECT_EQ(result->contributors.size(), static_cast<size_t>(world));
+          EXPECT_EQ(update[0], static_cast<float>(world) * (world + 1) / 2);
+          for (int r = 0; r < world; ++r) ASSERT_EQ(all[r], r);
+        }
+        group.barrier()->wait();
+      },
+      options);
+  std::printf(
+      "star of %d ranks in one process: rendezvous %lld ms, all done in %lld ms\n", world,
+      static_cast<long long>(rendezvous_ms.load()),
+      static_cast<long long>(
+          std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - start).count()));
+}
+
+TEST(ProcessGroupTest, StarOfSixtyFourRanks) { check_star_of(64); }
+
+// Run by hand (--gtest_also_run_disabled_tests): three threads per rank make this heavy for CI.
+TEST(ProcessGroupTest, DISABLED_StarOfAThousandRanks) { check_star_of(1000); }
 
 // Ranks as processes: fork `world` children over a FileStore; `body` runs in each and its exit
 // status is the child's result.

@@ -57,6 +57,12 @@ class Work {
   std::shared_ptr<State> state_;
 };
 
+// How the ranks are connected. FullMesh: every rank to every other, so every collective works.
+// Star: every other rank (a spoke) connects to the hub only, which is what a coordinator with
+// many devices needs (one connection per device, no device-to-device traffic); only
+// operations that route through the hub are allowed.
+enum class Topology : uint8_t { FullMesh, Star };
+
 struct ProcessGroupOptions {
   // Every operation fails with TimeoutError naming the missing rank after this long.
   Milliseconds timeout = std::chrono::minutes(30);
@@ -66,18 +72,33 @@ struct ProcessGroupOptions {
   // in blocks and pipelined in segments (bandwidth).
   size_t small_message_bytes = 64 * 1024;
   size_t segment_bytes = 1 << 20;
+  Topology topology = Topology::FullMesh;
+  // Star only: the rank every other rank connects to. Broadcast, reduce, deadline_reduce,
+  // gather and scatter must be rooted there, send/recv must have it at one end, and barrier
+  // goes through it; everything else is refused by name.
+  int hub = 0;
+  // When root's copies of the other ranks' buffers in deadline_reduce (and in a star group's
+  // large reduce) would take more memory than this, root writes each arriving contribution to
+  // an unlinked file in deadline_reduce_spool_directory ($TMPDIR or /tmp when empty; it should
+  // be on disk, not tmpfs) instead, holding at most this much (at least one segment) of
+  // arriving segments in memory at a time.
+  uint64_t deadline_reduce_spool_bytes = uint64_t{256} << 20;
+  std::string deadline_reduce_spool_directory;
 };
 
 // Which ranks a deadline reduce combined, in ascending order, and which it gave up on.
 struct DeadlineReduceResult {
   std::vector<int> contributors;
   std::vector<int> missing;
+  // Bytes root wrote to its spool file (0 when the contributions fitted in memory).
+  uint64_t spooled_bytes = 0;
 };
 
 class ProcessGroup {
  public:
   // Rendezvous through `store`: every rank publishes its address, connects to the others and
   // waits until the full mesh is up (or the timeout passes, naming the ranks that never came).
+  // In a star, a spoke is ready once connected to the hub, the hub once every spoke connected.
   ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -109,8 +130,9 @@ class ProcessGroup {
 
   // The federated hub's reduce: root sums what arrives from the other ranks before `deadline`
   // (plus its own buffer) and records exactly who contributed; late contributions are
-  // discarded by sequence number, never added to a later round. Non-root ranks send and
-  // complete once their contribution is written.
+  // discarded by sequence number, never added to a later round. Non-root ranks stream their
+  // buffer in segments as fast as root takes them and complete once it is written, or once
+  // root has closed the round without them.
   std::shared_ptr<Work> deadline_reduce(Buffer buffer, int root, ReduceOp op, Milliseconds deadline,
                                         std::shared_ptr<DeadlineReduceResult> result);
 
