@@ -21,13 +21,15 @@ void run_reduce_scatter(OpContext& context, std::vector<Buffer>& inputs, Buffer&
 void run_alltoall(OpContext& context, std::vector<Buffer>& inputs, std::vector<Buffer>& outputs);
 void run_barrier(OpContext& context);
 void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op,
-                         Clock::time_point deadline, DeadlineReduceResult& result);
+                         Clock::time_point deadline, DeadlineReduceResult& result,
+                         const ContributionCheck& check);
 // A reduction streamed to root at root's pace, for deadline_reduce and a star group's large
 // reduce (deadline_reduce.cpp). Every other rank sends its buffer; root combines into its own
 // the buffers that arrived whole by `deadline`, or, with `every_rank`, fails naming the ranks
 // that were lost or late.
 void send_streamed(OpContext& context, const Buffer& buffer, int root);
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
-                                      Clock::time_point deadline, bool every_rank);
+                                      Clock::time_point deadline, bool every_rank,
+                                      const ContributionCheck& check = {});
 
 }  // namespace tn::dist

@@ -239,8 +239,8 @@ struct Finished {
 // sender as complete (its whole buffer landed) or lost (its connection failed).
 class Collector {
  public:
-  Collector(OpContext& context, const Segments& segments, Keeper& keeper)
-      : context_(context), segments_(segments), keeper_(keeper), senders_(context.size()) {
+  Collector(OpContext& context, const Segments& segments, Keeper& keeper, const ContributionCheck& check)
+      : context_(context), segments_(segments), keeper_(keeper), check_(check), senders_(context.size()) {
     for (int peer = 0; peer < context.size(); ++peer) {
       if (peer == context.rank()) continue;
       senders_[peer].receives.push_back(
@@ -271,6 +271,8 @@ class Collector {
     for (int peer = 0; peer < context_.size(); ++peer) {
       if (peer == context_.rank() || senders_[peer].state == Sender::State::Complete)
         result.contributors.push_back(peer);
+      else if (senders_[peer].state == Sender::State::Refused)
+        result.refused.emplace_back(peer, senders_[peer].refusal);
       else
         result.missing.push_back(peer);
     }
@@ -291,8 +293,9 @@ class Collector {
 
  private:
   struct Sender {
-    enum class State { Announcing, Sending, Complete, Lost };
+    enum class State { Announcing, Sending, Complete, Lost, Refused };
     State state = State::Announcing;
+    std::string refusal;              // why the check refused its contribution
     uint64_t granted = 0;             // segments it may send
     uint64_t landed = 0;              // segments kept
     uint32_t credits = 0;             // credit frames sent
@@ -353,11 +356,19 @@ class Collector {
                      [&](const RequestPtr& request) { return request->header.slot == receive.slot; });
     if (posted != sender.receives.end()) sender.receives.erase(posted);
     const bool segment = phase_of(receive.slot) == kSegmentPhase;
-    const bool settled = sender.state == Sender::State::Complete || sender.state == Sender::State::Lost;
+    const bool settled = sender.state != Sender::State::Announcing && sender.state != Sender::State::Sending;
     if (settled || !receive.arrived) {
       if (segment) keeper_.release(receive.data);
       if (!settled) settle(sender, Sender::State::Lost);
       return;
+    }
+    if (segment && check_) {
+      const uint64_t s = segment_of(receive.slot);
+      if (auto refusal = check_(receive.peer, segments_.offset(s), receive.data, segments_.length(s))) {
+        keeper_.release(receive.data);
+        sender.refusal = std::move(*refusal);
+        return settle(sender, Sender::State::Refused);
+      }
     }
     if (segment) {
       keeper_.keep(receive.peer, segment_of(receive.slot), receive.data);
@@ -378,6 +389,7 @@ class Collector {
   OpContext& context_;
   const Segments segments_;
   Keeper& keeper_;
+  const ContributionCheck& check_;
   std::vector<Sender> senders_;
   std::shared_ptr<Finished> finished_ = std::make_shared<Finished>();
   std::deque<int> line_;  // senders waiting for landing memory
@@ -407,7 +419,8 @@ void send_streamed(OpContext& context, const Buffer& buffer, int root) {
 }
 
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
-                                      Clock::time_point deadline, bool every_rank) {
+                                      Clock::time_point deadline, bool every_rank,
+                                      const ContributionCheck& check) {
   const Segments segments = segments_of(context, buffer);
   std::unique_ptr<Keeper> keeper;
   if (segments.bytes * static_cast<uint64_t>(context.size() - 1) >
@@ -415,7 +428,7 @@ DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, Reduce
     keeper = std::make_unique<Spool>(context, segments);
   else
     keeper = std::make_unique<InMemory>(segments, context.size(), context.rank());
-  Collector collector(context, segments, *keeper);
+  Collector collector(context, segments, *keeper, check);
   collector.collect(deadline, every_rank);
   DeadlineReduceResult result = collector.outcome();
   if (every_rank && !result.missing.empty()) {
@@ -434,9 +447,10 @@ DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, Reduce
 }
 
 void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op,
-                         Clock::time_point deadline, DeadlineReduceResult& result) {
+                         Clock::time_point deadline, DeadlineReduceResult& result,
+                         const ContributionCheck& check) {
   if (context.rank() != root) return send_streamed(context, buffer, root);
-  result = receive_streamed(context, buffer, op, deadline, false);
+  result = receive_streamed(context, buffer, op, deadline, false, check);
 }
 
 }  // namespace tn::dist

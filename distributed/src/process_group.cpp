@@ -329,16 +329,17 @@ std::shared_ptr<Work> ProcessGroup::barrier() {
 
 std::shared_ptr<Work> ProcessGroup::deadline_reduce(Buffer buffer, int root, ReduceOp op,
                                                     Milliseconds deadline,
-                                                    std::shared_ptr<DeadlineReduceResult> result) {
+                                                    std::shared_ptr<DeadlineReduceResult> result,
+                                                    ContributionCheck check) {
   impl_->check_rank(root, "root", "deadline_reduce");
   impl_->check_rooted_at_hub(root, "deadline_reduce");
   check_reducible(buffer.dtype, op, "deadline_reduce");
   if (!result) throw InvalidArgument("deadline_reduce: no result record to fill");
   const auto until = Clock::now() + deadline;
   return impl_->enqueue(signature_of(Collective::DeadlineReduce, buffer, op, root),
-                        [buffer, root, op, until, result](OpContext& context) mutable {
+                        [buffer, root, op, until, result, check](OpContext& context) mutable {
                           *result = {};
-                          run_deadline_reduce(context, buffer, root, op, until, *result);
+                          run_deadline_reduce(context, buffer, root, op, until, *result, check);
                         });
 }
 

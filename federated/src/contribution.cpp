@@ -1,5 +1,6 @@
 #include "federated/contribution.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -73,14 +74,33 @@ std::optional<std::string> ContributionLayout::check(std::span<const double> con
   if (contribution.size() != elements_)
     return "the contribution has " + std::to_string(contribution.size()) + " elements, the layout " +
            std::to_string(elements_);
-  double weight = contribution[elements_ - 1];
-  if (!(weight >= 1) || weight > double(limits.max_examples) || weight != std::floor(weight))
-    return "example count " + std::to_string(weight) + " is not an integer in [1, " +
-           std::to_string(limits.max_examples) + "]";
-  for (const Slot& slot : slots_)
-    for (size_t i = 0; i < size_t(slot.spec.numel()); ++i)
-      if (!std::isfinite(contribution[slot.offset + i]))
-        return "tensor '" + slot.spec.name + "' has a non-finite value at index " + std::to_string(i);
+  return check_part(0, contribution, limits);
+}
+
+std::optional<std::string> ContributionLayout::check_part(size_t first, std::span<const double> part,
+                                                          const UpdateLimits& limits) const {
+  if (first > elements_ || part.size() > elements_ - first)
+    return "elements " + std::to_string(first) + " to " + std::to_string(first + part.size()) +
+           " lie beyond the layout's " + std::to_string(elements_);
+  const size_t end = first + part.size();
+  // The slot holding `first`: the last one that starts at or before it.
+  auto slot = std::upper_bound(slots_.begin(), slots_.end(), first,
+                               [](size_t element, const Slot& s) { return element < s.offset; });
+  if (slot != slots_.begin()) --slot;
+  for (; slot != slots_.end() && slot->offset < end; ++slot) {
+    const size_t from = std::max(first, slot->offset),
+                 to = std::min(end, slot->offset + size_t(slot->spec.numel()));
+    for (size_t i = from; i < to; ++i)
+      if (!std::isfinite(part[i - first]))
+        return "tensor '" + slot->spec.name + "' has a non-finite value at index " +
+               std::to_string(i - slot->offset);
+  }
+  if (end == elements_) {
+    double weight = part.back();
+    if (!(weight >= 1) || weight > double(limits.max_examples) || weight != std::floor(weight))
+      return "example count " + std::to_string(weight) + " is not an integer in [1, " +
+             std::to_string(limits.max_examples) + "]";
+  }
   return std::nullopt;
 }
 

@@ -815,6 +815,22 @@ TEST(Contribution, HubRefusesNonFiniteValuesAndBadCountsByName) {
   EXPECT_EQ(layout.check(std::span<const double>(packed).first(3), UpdateLimits{}).value_or("accepted"),
             "the contribution has 3 elements, the layout " + std::to_string(layout.elements()));
   EXPECT_THROW(layout.pack(federation.updates[0].model, 0, UpdateLimits{}, packed), UpdateRefused);
+  // Checked in parts, as segments land at the hub: the same verdicts, indices within the tensor.
+  std::vector<double> bad = packed;
+  bad[12] = std::nan("");
+  std::span<const double> all(bad);
+  EXPECT_EQ(layout.check_part(0, all.first(11), UpdateLimits{}), std::nullopt);
+  EXPECT_EQ(layout.check_part(11, all.subspan(11, 3), UpdateLimits{}).value_or("accepted"),
+            "tensor 'layer.bias' has a non-finite value at index 2");
+  EXPECT_EQ(layout.check_part(14, all.subspan(14), UpdateLimits{}), std::nullopt);
+  bad.back() = -1;
+  EXPECT_NE(layout.check_part(14, std::span<const double>(bad).subspan(14), UpdateLimits{})
+                .value_or("accepted")
+                .find("example count"),
+            std::string::npos);
+  EXPECT_NE(
+      layout.check_part(layout.elements(), all.first(1), UpdateLimits{}).value_or("accepted").find("beyond"),
+      std::string::npos);
 }
 
 TEST(Strategies, RobustStrategiesRefuseAWeightedSumByName) {

@@ -735,6 +735,48 @@ TEST(ProcessGroupTest, DeadlineReduceSpooledLeavesOutTheLateRankAndItsLateFrames
       options);
 }
 
+// Root's check sees every segment of every other rank in order; a refused rank is named with
+// the check's reason, left out of the sum like a missing one, and its sender still completes.
+TEST(ProcessGroupTest, DeadlineReduceLeavesOutARefusedContributionNamingWhy) {
+  for (uint64_t spool_bytes : {uint64_t{1} << 30, uint64_t{0}}) {  // in memory, then spooled
+    ProcessGroupOptions options;
+    options.segment_bytes = 4096;
+    options.deadline_reduce_spool_bytes = spool_bytes;
+    const size_t count = 20000;
+    std::vector<uint64_t> checked_bytes(4, 0);
+    ContributionCheck no_nan = [&](int rank, uint64_t offset, const void* data, uint64_t bytes) {
+      EXPECT_EQ(offset, checked_bytes[size_t(rank)]) << "segments are checked in order";
+      checked_bytes[size_t(rank)] += bytes;
+      const auto* values = static_cast<const float*>(data);
+      for (uint64_t i = 0; i < bytes / sizeof(float); ++i)
+        if (std::isnan(values[i]))
+          return std::optional<std::string>("NaN at element " + std::to_string(offset / sizeof(float) + i));
+      return std::optional<std::string>();
+    };
+    run_ranks(
+        4,
+        [&](ProcessGroup& group) {
+          const int rank = group.rank();
+          auto values = contribution_for<float>(rank, count);
+          if (rank == 2) values[15000] = std::nanf("");
+          auto result = std::make_shared<DeadlineReduceResult>();
+          group
+              .deadline_reduce(buffer_of(values, ScalarType::Float), 0, ReduceOp::Sum, 10s, result,
+                               rank == 0 ? no_nan : ContributionCheck())
+              ->wait();
+          if (rank != 0) return;
+          EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 3}));
+          EXPECT_TRUE(result->missing.empty());
+          ASSERT_EQ(result->refused.size(), 1u);
+          EXPECT_EQ(result->refused[0], (std::pair<int, std::string>{2, "NaN at element 15000"}));
+          expect_bits_equal(values, reference_over<float>({0, 1, 3}, count, ReduceOp::Sum), "without rank 2");
+          EXPECT_EQ(checked_bytes[1], count * sizeof(float));
+          EXPECT_EQ(checked_bytes[3], count * sizeof(float));
+        },
+        options);
+  }
+}
+
 std::string store_text(Store& store, const std::string& key) {
   const Bytes bytes = store.get(key);
   return std::string(bytes.begin(), bytes.end());

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core.h"
@@ -86,13 +88,23 @@ struct ProcessGroupOptions {
   std::string deadline_reduce_spool_directory;
 };
 
-// Which ranks a deadline reduce combined, in ascending order, and which it gave up on.
+// Which ranks a deadline reduce combined, in ascending order, which it gave up on, and which
+// it refused (their contribution arrived but failed root's check).
 struct DeadlineReduceResult {
   std::vector<int> contributors;
   std::vector<int> missing;
+  std::vector<std::pair<int, std::string>> refused;  // rank, why
   // Bytes root wrote to its spool file (0 when the contributions fitted in memory).
   uint64_t spooled_bytes = 0;
 };
+
+// Root's check of another rank's contribution to a deadline reduce, called for each segment as
+// it lands (in order, `offset` in bytes from the buffer's start): the reason to refuse the whole
+// contribution, or nothing. A refused rank is left out of the result like a missing one, but
+// listed with its reason; the federated hub uses it to keep a NaN or a forged example count
+// out of the sum, naming the device.
+using ContributionCheck =
+    std::function<std::optional<std::string>(int rank, uint64_t offset, const void* data, uint64_t bytes)>;
 
 class ProcessGroup {
  public:
@@ -134,7 +146,8 @@ class ProcessGroup {
   // buffer in segments as fast as root takes them and complete once it is written, or once
   // root has closed the round without them.
   std::shared_ptr<Work> deadline_reduce(Buffer buffer, int root, ReduceOp op, Milliseconds deadline,
-                                        std::shared_ptr<DeadlineReduceResult> result);
+                                        std::shared_ptr<DeadlineReduceResult> result,
+                                        ContributionCheck check = {});
 
   struct Impl;
 

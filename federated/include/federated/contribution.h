@@ -37,6 +37,10 @@ class ContributionLayout {
   // Hub side, for each contribution before it counts: why it is refused (a non-finite value,
   // naming the tensor and index, or a bad example count), or nothing when it is acceptable.
   std::optional<std::string> check(std::span<const double> contribution, const UpdateLimits& limits) const;
+  // The same, for the part of a contribution that starts at element `first` (the hub checks
+  // each segment as it lands, dist::ContributionCheck).
+  std::optional<std::string> check_part(size_t first, std::span<const double> part,
+                                        const UpdateLimits& limits) const;
 
   // Hub side: the contributors' summed vector as float64 tensors and their total weight.
   WeightedSum weighted_sum(std::span<const double> sum) const;
