@@ -29,12 +29,21 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j2
 
+# The federated executables, linked into $(VENV)/bin.
+TOOLS       := $(BUILD)/server/coordinator/torchnative-coordinator $(BUILD)/server/admin/torchnative-admin \
+               $(BUILD)/client/torchnative-device
+
 # The venv sees Debian's packages (numpy, torchvision) but our torch comes first on sys.path.
-$(VENV)/.assembled: $(BUILD)/shim/libtorch_global_deps.so $(BUILD)/shim/torch_shm_manager $(wildcard $(BUILD)/shim/_C*.so) scripts/assemble_torch.py
+$(VENV)/.assembled: $(BUILD)/shim/libtorch_global_deps.so $(BUILD)/shim/torch_shm_manager $(wildcard $(BUILD)/shim/_C*.so) scripts/assemble_torch.py $(TOOLS) \
+                    $(wildcard $(BUILD)/python/torchnative/_device*.so) $(wildcard python/torchnative/*.py)
 	$(PYTHON) scripts/assemble_torch.py $(UPSTREAM) $(BUILD)
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv --system-site-packages --without-pip $(VENV)
 	ln -sfn $(abspath $(BUILD))/pytree/torch $(SITE)/torch
 	ln -sfn $(abspath $(BUILD))/pytree/torchgen $(SITE)/torchgen
+	for tool in $(abspath $(TOOLS)); do ln -sfn $$tool $(VENV)/bin/$$(basename $$tool); done
+	# The torchnative package: our Python files next to the extension the build made.
+	for file in $(abspath $(wildcard python/torchnative/*.py)); do ln -sfn $$file $(BUILD)/python/torchnative/; done
+	ln -sfn $(abspath $(BUILD))/python/torchnative $(SITE)/torchnative
 	touch $@
 
 demo: setup
@@ -42,12 +51,12 @@ demo: setup
 
 test: setup asan-test
 	ctest --test-dir $(BUILD) --output-on-failure -j2
-	$(VENV)/bin/python -m pytest -q tests/python tests/distributed tests/golden
+	$(VENV)/bin/python -m pytest -q tests/python tests/distributed tests/golden tests/federated
 
 # The C++ unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan-test: system-packages
 	test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTORCHNATIVE_SANITIZE=ON
-	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test archive_test federated_test proto_test server_state_test
+	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test archive_test federated_test proto_test server_state_test coordinator_test
 	ctest --test-dir build-asan --output-on-failure
 
 bench: setup

@@ -27,7 +27,8 @@ void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp 
 // reduce (deadline_reduce.cpp). Every other rank sends its buffer; root combines into its own
 // the buffers that arrived whole by `deadline`, or, with `every_rank`, fails naming the ranks
 // that were lost or late.
-void send_streamed(OpContext& context, const Buffer& buffer, int root);
+// False when root closed the round before taking the whole buffer.
+bool send_streamed(OpContext& context, const Buffer& buffer, int root);
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
                                       Clock::time_point deadline, bool every_rank,
                                       const ContributionCheck& check = {});

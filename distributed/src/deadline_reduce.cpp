@@ -399,7 +399,7 @@ class Collector {
 
 }  // namespace
 
-void send_streamed(OpContext& context, const Buffer& buffer, int root) {
+bool send_streamed(OpContext& context, const Buffer& buffer, int root) {
   const Segments segments = segments_of(context, buffer);
   const auto* data = static_cast<const uint8_t*>(buffer.data);
   context.send(root, OpContext::slot(kReadyPhase, 0), nullptr, 0, nullptr);
@@ -410,12 +410,13 @@ void send_streamed(OpContext& context, const Buffer& buffer, int root) {
       auto credit = std::make_shared<uint64_t>();
       context.wait(
           context.recv(root, OpContext::slot(kCreditPhase, credits++), credit.get(), sizeof *credit, credit));
-      if (*credit == kRoundClosed) return;
+      if (*credit == kRoundClosed) return false;
       granted = *credit;
     }
     context.send(root, OpContext::slot(kSegmentPhase, static_cast<uint32_t>(s)), data + segments.offset(s),
                  segments.length(s), buffer.owner);
   }
+  return true;
 }
 
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
@@ -449,7 +450,11 @@ DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, Reduce
 void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op,
                          Clock::time_point deadline, DeadlineReduceResult& result,
                          const ContributionCheck& check) {
-  if (context.rank() != root) return send_streamed(context, buffer, root);
+  if (context.rank() != root) {
+    // What a sender can know: whether root took its whole buffer before closing the round.
+    (send_streamed(context, buffer, root) ? result.contributors : result.missing).push_back(context.rank());
+    return;
+  }
   result = receive_streamed(context, buffer, op, deadline, false, check);
 }
 

@@ -14,7 +14,10 @@ void run_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op) {
   const uint64_t bytes = buffer.nbytes();
   if (bytes > context.options().small_message_bytes) {
     if (context.options().topology == Topology::FullMesh) return reduce_blocks(context, buffer, op, root);
-    if (rank != root) return send_streamed(context, buffer, root);
+    if (rank != root) {
+      send_streamed(context, buffer, root);  // root fails the reduce if this rank's buffer is short
+      return;
+    }
     receive_streamed(context, buffer, op, context.deadline(), true);
     return;
   }

@@ -144,7 +144,8 @@ class ProcessGroup {
   // (plus its own buffer) and records exactly who contributed; late contributions are
   // discarded by sequence number, never added to a later round. Non-root ranks stream their
   // buffer in segments as fast as root takes them and complete once it is written, or once
-  // root has closed the round without them.
+  // root has closed the round without them; their result lists themselves as a contributor in
+  // the first case (root may still have refused it) and as missing in the second.
   std::shared_ptr<Work> deadline_reduce(Buffer buffer, int root, ReduceOp op, Milliseconds deadline,
                                         std::shared_ptr<DeadlineReduceResult> result,
                                         ContributionCheck check = {});

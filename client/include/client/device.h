@@ -1,0 +1,85 @@
+// The device side of a federated round, as a C++ library (no Python needed): register an
+// Ed25519 identity, long-poll the coordinator for work, and take part in the rounds it is
+// selected for — receive the model over the round's data plane, train, send the weighted
+// contribution into the hub's deadline reduce.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "federated/model.h"
+#include "torchnative/federated/v1/device.grpc.pb.h"
+
+namespace tn::client {
+
+namespace v1 = ::torchnative::federated::v1;
+using Milliseconds = std::chrono::milliseconds;
+
+// Waits between failed attempts: uniformly random in [0, min(maximum, initial * 2^failures)]
+// ("full jitter"), so devices cut off together do not come back together.
+struct Backoff {
+  Milliseconds initial{200};
+  Milliseconds maximum{30'000};
+};
+
+struct DeviceOptions {
+  std::string server_address;  // host:port of the coordinator's device service
+  std::string key_file;        // Ed25519 seed, created on first use (proto::SigningKey)
+  // PEM root certificates: the channel uses TLS when set, plaintext otherwise.
+  std::optional<std::string> tls_root_certificates_file;
+  v1::DeviceMetadata metadata;
+  Milliseconds check_in_wait{20'000};  // how long one CheckIn may be held by the server
+  Backoff backoff;
+  size_t max_message_bytes = size_t{4} << 20;
+};
+
+// What a trainer returns: the trained model (full weights, same tensors as the global model),
+// how many examples it saw, and metrics to log.
+struct TrainResult {
+  federated::Model model;
+  int64_t num_examples = 0;
+  std::map<std::string, double> metrics;
+};
+using Trainer = std::function<TrainResult(const federated::Model& global, const v1::RoundConfig& round)>;
+
+struct RoundReport {
+  std::string task_id;
+  uint64_t round_id = 0;
+  // The whole contribution reached the hub before it closed the round (the hub may still have
+  // refused it: a device cannot know, the round's record says).
+  bool contributed = false;
+  std::string error;   // why not, when not
+  TrainResult result;  // what this device trained (empty when training did not happen)
+};
+
+class Device {
+ public:
+  explicit Device(DeviceOptions options);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Registers (idempotent: the same key always gets the same id) and returns the device id.
+  const std::string& device_id();
+  // One long poll: an assignment, or nothing when the server had no work before its bound.
+  std::optional<v1::Assignment> check_in();
+  v1::RoundConfig fetch_task(const v1::Assignment& assignment);
+  // Joins the round's data plane, receives and checks the model, trains, contributes.
+  RoundReport participate(const v1::RoundConfig& round, const Trainer& trainer);
+  // check_in -> fetch_task -> participate until `stop`; failures back off (Backoff) and retry.
+  // Calls on_round after every round this device was assigned.
+  void run(const Trainer& trainer, std::stop_token stop,
+           const std::function<void(const RoundReport&)>& on_round = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tn::client

@@ -1,0 +1,178 @@
+// torchnative._device: the device client for Python. Models cross as dicts of numpy arrays
+// (name -> array), so any torch (ours or upstream) converts them with torch.from_numpy and
+// Tensor.numpy(); the C++ client does the rest with the GIL released.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+
+#include "client/device.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using tn::ScalarType;
+using tn::federated::Model;
+
+py::dtype numpy_dtype(ScalarType type) {
+  switch (type) {
+    case ScalarType::Float:
+      return py::dtype("float32");
+    case ScalarType::Double:
+      return py::dtype("float64");
+    case ScalarType::Half:
+      return py::dtype("float16");
+    case ScalarType::Long:
+      return py::dtype("int64");
+    case ScalarType::Int:
+      return py::dtype("int32");
+    case ScalarType::Short:
+      return py::dtype("int16");
+    case ScalarType::Char:
+      return py::dtype("int8");
+    case ScalarType::Byte:
+      return py::dtype("uint8");
+    case ScalarType::Bool:
+      return py::dtype("bool");
+    default:
+      throw py::type_error(std::string("torchnative._device: ") + tn::upstream_type_name(type) +
+                           " tensors have no numpy dtype (bfloat16 models need the torch API)");
+  }
+}
+
+ScalarType scalar_type(const py::dtype& dtype) {
+  static const std::pair<const char*, ScalarType> known[] = {
+      {"float32", ScalarType::Float}, {"float64", ScalarType::Double}, {"float16", ScalarType::Half},
+      {"int64", ScalarType::Long},    {"int32", ScalarType::Int},      {"int16", ScalarType::Short},
+      {"int8", ScalarType::Char},     {"uint8", ScalarType::Byte},     {"bool", ScalarType::Bool}};
+  for (const auto& [name, type] : known)
+    if (dtype.equal(py::dtype(name))) return type;
+  throw py::type_error("torchnative._device: numpy dtype " +
+                       py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() +
+                       " is not a model dtype");
+}
+
+py::dict to_numpy(const Model& model) {
+  py::dict out;
+  for (const auto& tensor : model.tensors) {
+    std::vector<py::ssize_t> shape(tensor.shape.begin(), tensor.shape.end());
+    py::array array(numpy_dtype(tensor.dtype), shape);
+    std::memcpy(array.mutable_data(), tensor.data.get(), tensor.nbytes);
+    out[py::str(tensor.name)] = array;
+  }
+  return out;
+}
+
+// The trained state: every entry of the global model, as arrays (or anything with .numpy()).
+Model from_numpy(const py::dict& state) {
+  Model model;
+  for (const auto& [key, value] : state) {
+    py::object item = py::reinterpret_borrow<py::object>(value);
+    if (py::hasattr(item, "numpy")) item = item.attr("detach")().attr("numpy")();
+    auto array = py::array::ensure(item, py::array::c_style);
+    if (!array)
+      throw py::type_error("torchnative._device: '" + std::string(py::str(key)) + "' is not an array");
+    tn::Shape shape(array.shape(), array.shape() + array.ndim());
+    auto bytes = std::span(reinterpret_cast<const std::byte*>(array.data()), size_t(array.nbytes()));
+    model.tensors.push_back(
+        tn::federated::copy_tensor(py::str(key), scalar_type(array.dtype()), shape, bytes));
+  }
+  return model;
+}
+
+py::dict round_config(const tn::client::v1::RoundConfig& round) {
+  py::dict config;
+  for (const auto& [name, value] : round.fit_config()) {
+    using V = tn::client::v1::ConfigValue;
+    switch (value.value_case()) {
+      case V::kBoolValue:
+        config[py::str(name)] = value.bool_value();
+        break;
+      case V::kIntValue:
+        config[py::str(name)] = value.int_value();
+        break;
+      case V::kDoubleValue:
+        config[py::str(name)] = value.double_value();
+        break;
+      case V::kStringValue:
+        config[py::str(name)] = value.string_value();
+        break;
+      case V::kBytesValue:
+        config[py::str(name)] = py::bytes(value.bytes_value());
+        break;
+      default:
+        break;
+    }
+  }
+  config["task_id"] = round.task_id();
+  config["round_id"] = round.round_id();
+  return config;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_device, m) {
+  py::class_<tn::client::RoundReport>(m, "RoundReport")
+      .def_readonly("task_id", &tn::client::RoundReport::task_id)
+      .def_readonly("round_id", &tn::client::RoundReport::round_id)
+      .def_readonly("contributed", &tn::client::RoundReport::contributed)
+      .def_readonly("error", &tn::client::RoundReport::error)
+      .def_property_readonly("num_examples",
+                             [](const tn::client::RoundReport& r) { return r.result.num_examples; });
+
+  py::class_<tn::client::Device>(m, "Device")
+      .def(py::init([](const std::string& server, const std::string& key_file,
+                       std::optional<std::string> tls_ca, double check_in_wait_seconds) {
+             tn::client::DeviceOptions options;
+             options.server_address = server;
+             options.key_file = key_file;
+             options.tls_root_certificates_file = std::move(tls_ca);
+             options.check_in_wait = tn::client::Milliseconds(int64_t(check_in_wait_seconds * 1000));
+             options.metadata.set_platform("python");
+             return std::make_unique<tn::client::Device>(std::move(options));
+           }),
+           py::arg("server"), py::arg("key_file"), py::kw_only(), py::arg("tls_ca") = py::none(),
+           py::arg("check_in_wait") = 20.0)
+      .def_property_readonly("device_id",
+                             [](tn::client::Device& device) {
+                               py::gil_scoped_release released;
+                               return device.device_id();
+                             })
+      // train(state: dict[str, ndarray], config: dict) -> (dict[str, ndarray|Tensor], num_examples)
+      .def(
+          "run",
+          [](tn::client::Device& device, const py::function& train, int rounds) {
+            std::vector<tn::client::RoundReport> reports;
+            auto trainer = [&train](const Model& global, const tn::client::v1::RoundConfig& round) {
+              py::gil_scoped_acquire gil;
+              py::tuple result = train(to_numpy(global), round_config(round));
+              if (result.size() < 2) throw py::value_error("train must return (state, num_examples)");
+              tn::client::TrainResult trained;
+              trained.model = from_numpy(result[0].cast<py::dict>());
+              trained.num_examples = result[1].cast<int64_t>();
+              return trained;
+            };
+            std::stop_source stop;
+            std::optional<py::error_already_set> interrupted;  // Ctrl-C, raised once the loop ends
+            {
+              py::gil_scoped_release released;
+              device.run(trainer, stop.get_token(), [&](const tn::client::RoundReport& report) {
+                reports.push_back(report);
+                if (rounds > 0 && int(reports.size()) >= rounds) stop.request_stop();
+                py::gil_scoped_acquire gil;
+                if (PyErr_CheckSignals() != 0) {
+                  interrupted.emplace();
+                  stop.request_stop();
+                }
+              });
+            }
+            if (interrupted) throw *interrupted;
+            return reports;
+          },
+          py::arg("train"), py::kw_only(), py::arg("rounds"),
+          "Takes part in `rounds` rounds: train(state, config) -> (state, num_examples).");
+}

@@ -1,0 +1,206 @@
+// torchnative-device: takes part in federated rounds with a synthetic trainer, as one device or
+// as many devices in one process (each its own identity and connections), for tests and load.
+//
+//   torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R]
+//                      [--examples N] [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE]
+//                      [--check-in-wait-ms MS]
+//
+// With --rounds R each device stops once it has contributed to R rounds. Exit status 1 when a
+// device gave up (it could not register), 0 otherwise.
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "client/device.h"
+
+namespace {
+
+using tn::client::RoundReport;
+using tn::client::TrainResult;
+using tn::federated::Model;
+
+std::atomic<bool> interrupted{false};
+
+struct Options {
+  std::string server, key_dir, report_dir, tls_ca;
+  int devices = 1;
+  int rounds = 0;        // rounds to contribute to, then stop; 0: until SIGTERM/SIGINT
+  int64_t examples = 0;  // 0: each device draws its own from its seed
+  uint64_t seed = 1;
+  double step = 0.01;
+  int check_in_wait_ms = 20'000;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr << "torchnative-device: " << problem
+            << "\nusage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] "
+               "[--examples N]"
+               " [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms MS]\n";
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + flag);
+    std::string value = argv[++i];
+    try {
+      if (flag == "--server")
+        o.server = value;
+      else if (flag == "--key-dir")
+        o.key_dir = value;
+      else if (flag == "--report-dir")
+        o.report_dir = value;
+      else if (flag == "--tls-ca")
+        o.tls_ca = value;
+      else if (flag == "--devices")
+        o.devices = std::stoi(value);
+      else if (flag == "--rounds")
+        o.rounds = std::stoi(value);
+      else if (flag == "--examples")
+        o.examples = std::stoll(value);
+      else if (flag == "--seed")
+        o.seed = std::stoull(value);
+      else if (flag == "--step")
+        o.step = std::stod(value);
+      else if (flag == "--check-in-wait-ms")
+        o.check_in_wait_ms = std::stoi(value);
+      else
+        usage("unknown flag " + flag);
+    } catch (const std::logic_error&) {
+      usage("bad value for " + flag + ": " + value);
+    }
+  }
+  if (o.server.empty() || o.key_dir.empty()) usage("--server and --key-dir are required");
+  if (o.devices < 1) usage("--devices must be at least 1");
+  return o;
+}
+
+// Moves every floating value by step * a standard normal draw seeded by (device, round), so
+// each device's update is reproducible and distinct; integer tensors count one more batch.
+TrainResult synthetic_training(const Model& global, uint64_t device_seed, uint64_t round_id, int64_t examples,
+                               double step) {
+  std::mt19937_64 rng(device_seed * 1'000'003 + round_id);
+  std::normal_distribution<double> noise;
+  TrainResult result;
+  result.num_examples = examples > 0 ? examples : int64_t(1 + device_seed % 97);
+  for (const auto& tensor : global.tensors) {
+    std::vector<std::byte> bytes(tensor.nbytes);
+    std::memcpy(bytes.data(), tensor.data.get(), tensor.nbytes);
+    size_t n = size_t(tensor.numel());
+    if (tensor.dtype == tn::ScalarType::Float) {
+      auto* v = reinterpret_cast<float*>(bytes.data());
+      for (size_t i = 0; i < n; ++i) v[i] = float(double(v[i]) + step * noise(rng));
+    } else if (tensor.dtype == tn::ScalarType::Double) {
+      auto* v = reinterpret_cast<double*>(bytes.data());
+      for (size_t i = 0; i < n; ++i) v[i] = v[i] + step * noise(rng);
+    } else if (tensor.dtype == tn::ScalarType::Long) {
+      auto* v = reinterpret_cast<int64_t*>(bytes.data());
+      for (size_t i = 0; i < n; ++i) v[i] += 1;
+    } else if (tn::federated::is_aggregated(tensor.dtype)) {
+      throw std::runtime_error("synthetic trainer: " + std::string(tn::upstream_type_name(tensor.dtype)) +
+                               " tensors are not supported (float32/float64/int64 are)");
+    }
+    result.model.tensors.push_back(
+        tn::federated::copy_tensor(tensor.name, tensor.dtype, tensor.shape, bytes));
+  }
+  result.metrics["examples"] = double(result.num_examples);
+  return result;
+}
+
+// What the device contributed, for a test to recompute the round's average on its own.
+void write_report(const std::string& directory, const std::string& device_id, const RoundReport& report) {
+  nlohmann::json out = {{"device_id", device_id},      {"task_id", report.task_id},
+                        {"round_id", report.round_id}, {"contributed", report.contributed},
+                        {"error", report.error},       {"num_examples", report.result.num_examples}};
+  for (const auto& tensor : report.result.model.tensors) {
+    nlohmann::json values = nlohmann::json::array();
+    size_t n = size_t(tensor.numel());
+    for (size_t i = 0; i < n; ++i) {
+      if (tensor.dtype == tn::ScalarType::Float)
+        values.push_back(reinterpret_cast<const float*>(tensor.data.get())[i]);
+      else if (tensor.dtype == tn::ScalarType::Double)
+        values.push_back(reinterpret_cast<const double*>(tensor.data.get())[i]);
+      else if (tensor.dtype == tn::ScalarType::Long)
+        values.push_back(reinterpret_cast<const int64_t*>(tensor.data.get())[i]);
+    }
+    out["tensors"][tensor.name] = {
+        {"dtype", tn::upstream_type_name(tensor.dtype)}, {"shape", tensor.shape}, {"values", values}};
+  }
+  std::string path = directory + "/" + device_id + "-round" + std::to_string(report.round_id) + ".json";
+  std::ofstream(path + ".tmp") << out.dump();
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options = parse(argc, argv);
+  std::filesystem::create_directories(options.key_dir);
+  if (!options.report_dir.empty()) std::filesystem::create_directories(options.report_dir);
+  std::signal(SIGTERM, [](int) { interrupted = true; });
+  std::signal(SIGINT, [](int) { interrupted = true; });
+  std::mutex log;
+  std::atomic<bool> failed{false};  // a device gave up (it could not register): exit status 1
+  std::stop_source everyone;        // stopped by SIGTERM/SIGINT
+  std::vector<std::thread> devices;
+  for (int d = 0; d < options.devices; ++d) {
+    devices.emplace_back([&, d, stop = everyone.get_token()] {
+      tn::client::DeviceOptions device_options;
+      device_options.server_address = options.server;
+      device_options.key_file = options.key_dir + "/device-" + std::to_string(d) + ".key";
+      if (!options.tls_ca.empty()) device_options.tls_root_certificates_file = options.tls_ca;
+      device_options.metadata.set_platform("synthetic");
+      device_options.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
+      try {
+        tn::client::Device device(device_options);
+        const std::string id = device.device_id();
+        uint64_t device_seed = options.seed * 65'537 + uint64_t(d);
+        int rounds = 0;
+        std::stop_source local;
+        std::stop_callback forward(stop, [&] { local.request_stop(); });
+        auto trainer = [&](const Model& global, const tn::client::v1::RoundConfig& round) {
+          return synthetic_training(global, device_seed, round.round_id(), options.examples, options.step);
+        };
+        device.run(trainer, local.get_token(), [&](const RoundReport& report) {
+          {
+            std::lock_guard<std::mutex> lock(log);
+            std::cerr << nlohmann::json{{"device", id},
+                                        {"task", report.task_id},
+                                        {"round", report.round_id},
+                                        {"contributed", report.contributed},
+                                        {"error", report.error}}
+                             .dump()
+                      << "\n";
+          }
+          if (!options.report_dir.empty()) write_report(options.report_dir, id, report);
+          // Only contributions count: an attempt this device could not finish is retried by the
+          // coordinator, and the device should be there for it.
+          if (options.rounds > 0 && report.contributed && ++rounds >= options.rounds) local.request_stop();
+        });
+      } catch (const std::exception& error) {
+        std::lock_guard<std::mutex> lock(log);
+        std::cerr << nlohmann::json{{"device", d}, {"fatal", error.what()}}.dump() << "\n";
+        failed = true;
+      }
+    });
+  }
+  // A signal stops every device; otherwise each stops after its rounds.
+  std::thread watcher([&] {
+    while (!interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    everyone.request_stop();
+  });
+  for (auto& device : devices) device.join();
+  interrupted = true;
+  watcher.join();
+  return failed ? 1 : 0;
+}

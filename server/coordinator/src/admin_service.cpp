@@ -1,0 +1,170 @@
+#include "admin_service.h"
+
+#include "device_metadata.h"
+#include "model_versions.h"
+#include "proto/model_transfer.h"
+#include "rpc_support.h"
+
+namespace tn::server {
+
+namespace {
+
+std::string method(const char* name) { return rpc_method(v1::AdminService::service_full_name(), name); }
+
+v1::RoundState round_state(const RoundRecord& round) {
+  switch (round.state) {
+    case RoundState::Open:
+      return v1::ROUND_STATE_TRAINING;
+    case RoundState::Completed:
+      return v1::ROUND_STATE_COMPLETED;
+    case RoundState::Abandoned:
+      // Interrupted: the coordinator stopped while the round ran.
+      return round.interrupted ? v1::ROUND_STATE_STOPPED : v1::ROUND_STATE_FAILED;
+  }
+  return v1::ROUND_STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+grpc::Status AdminServiceImpl::CreateTask(grpc::ServerContext*,
+                                          grpc::ServerReader<v1::CreateTaskRequest>* reader,
+                                          v1::CreateTaskResponse* response) {
+  const std::string name = method("CreateTask");
+  return serve(name, [&] {
+    v1::CreateTaskRequest first;
+    if (!reader->Read(&first) || !first.has_signed_header())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "CreateTask must open with its signed_header");
+    const v1::SignedPayload& signed_header = first.signed_header();
+    if (grpc::Status verified = verifier_.admin(name, signed_header.auth(), signed_header.payload());
+        !verified.ok())
+      return verified;
+    v1::CreateTaskHeader header;
+    if (grpc::Status parsed = parse_payload(signed_header.payload(), header); !parsed.ok()) return parsed;
+    tasks_.check(header);
+    const proto::TransferLimits& limits = services_.config.transfer_limits;
+    federated::Model model;
+    if (header.has_streamed_model()) {
+      proto::ModelAssembler assembler(limits);
+      assembler.accept_header(header.streamed_model());
+      v1::CreateTaskRequest message;
+      while (reader->Read(&message)) {
+        if (!message.has_chunk())
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "CreateTask: after the signed header only model chunks may follow");
+        assembler.accept_chunk(message.chunk());
+      }
+      model = assembler.finish();
+    } else if (header.has_stored_model()) {
+      const std::string& version = header.stored_model().model_version();
+      model = load_model_version(services_.state, version);
+      check_digest(proto::ModelChunker(model, version, limits).header(), header.stored_model().blake2b_256());
+    } else {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "CreateTask: the header names no initial model (streamed_model or stored_model)");
+    }
+    const std::string task_id = tasks_.create(header, std::move(model));
+    response->set_task_id(task_id);
+    response->set_initial_model_version(model_version_name(task_id, 0));
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AdminServiceImpl::StopTask(grpc::ServerContext*, const v1::StopTaskRequest* request,
+                                        v1::StopTaskResponse*) {
+  const std::string name = method("StopTask");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::StopTaskPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    tasks_.stop(payload.task_id(), payload.reason());
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AdminServiceImpl::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
+                                           v1::ListDevicesResponse* response) {
+  const std::string name = method("ListDevices");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::ListDevicesPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    for (const Device& device :
+         services_.state.with([](StateStore& store) { return store.list_devices(); })) {
+      v1::DeviceInfo& info = *response->add_devices();
+      info.set_device_id(device.id);
+      info.set_public_key(device.public_key);
+      *info.mutable_metadata() = metadata_from_json(device.metadata);
+      info.set_registered_unix_ms(uint64_t(device.registered_at_ms));
+      info.set_last_seen_unix_ms(uint64_t(device.last_seen_ms));
+      info.set_last_state(services_.board.last_state(device.id));
+    }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AdminServiceImpl::ListRounds(grpc::ServerContext*, const v1::ListRoundsRequest* request,
+                                          v1::ListRoundsResponse* response) {
+  const std::string name = method("ListRounds");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::ListRoundsPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    const std::string& task_id = payload.task_id();
+    std::vector<RoundRecord> rounds = services_.state.with([&](StateStore& store) {
+      if (!store.task(task_id)) throw NotFound("no task '" + task_id.substr(0, 300) + "'");
+      return store.list_rounds(task_id);
+    });
+    for (const RoundRecord& round : rounds) {
+      v1::RoundInfo& info = *response->add_rounds();
+      info.set_task_id(round.task_id);
+      info.set_round_id(round.round_number);
+      info.set_state(round_state(round));
+      info.set_input_model_version(model_version_name(task_id, round.model_version_in));
+      if (round.model_version_out)
+        info.set_output_model_version(model_version_name(task_id, *round.model_version_out));
+      for (const auto& id : round.selected) info.add_selected_devices(id);
+      for (const auto& id : round.contributors) info.add_contributors(id);
+      for (const auto& id : round.missing) info.add_missing(id);
+      info.set_started_unix_ms(uint64_t(round.started_at_ms));
+      if (round.closed_at_ms) info.set_closed_unix_ms(uint64_t(*round.closed_at_ms));
+    }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AdminServiceImpl::FetchModelVersion(grpc::ServerContext*,
+                                                 const v1::FetchModelVersionRequest* request,
+                                                 grpc::ServerWriter<v1::ModelStream>* writer) {
+  const std::string name = method("FetchModelVersion");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::FetchModelVersionPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    return stream_model_version(services_.state, payload.model_version(), payload.blake2b_256(),
+                                services_.config.transfer_limits, writer);
+  });
+}
+
+grpc::Status AdminServiceImpl::StreamEvents(grpc::ServerContext* context,
+                                            const v1::StreamEventsRequest* request,
+                                            grpc::ServerWriter<v1::Event>* writer) {
+  const std::string name = method("StreamEvents");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::StreamEventsPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    uint64_t cursor = services_.events.latest();
+    while (!context->IsCancelled() && !services_.events.closed())
+      for (const v1::Event& event :
+           services_.events.follow(cursor, payload.task_id(), std::chrono::milliseconds(500)))
+        if (!writer->Write(event)) return grpc::Status::OK;
+    return grpc::Status::OK;
+  });
+}
+
+}  // namespace tn::server

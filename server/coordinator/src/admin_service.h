@@ -1,0 +1,38 @@
+// AdminService (torchnative/federated/v1/admin.proto) as the coordinator serves it. Every
+// request is signed by a configured administrator key (RequestVerifier).
+#pragma once
+
+#include "request_verifier.h"
+#include "services.h"
+#include "tasks.h"
+#include "torchnative/federated/v1/admin.grpc.pb.h"
+
+namespace tn::server {
+
+class AdminServiceImpl final : public v1::AdminService::Service {
+ public:
+  AdminServiceImpl(Services services, const RequestVerifier& verifier, Tasks& tasks)
+      : services_(services), verifier_(verifier), tasks_(tasks) {}
+
+  // The signed header is checked whole before the model stream is read.
+  grpc::Status CreateTask(grpc::ServerContext* context, grpc::ServerReader<v1::CreateTaskRequest>* reader,
+                          v1::CreateTaskResponse* response) override;
+  grpc::Status StopTask(grpc::ServerContext* context, const v1::StopTaskRequest* request,
+                        v1::StopTaskResponse* response) override;
+  grpc::Status ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,
+                           v1::ListDevicesResponse* response) override;
+  grpc::Status ListRounds(grpc::ServerContext* context, const v1::ListRoundsRequest* request,
+                          v1::ListRoundsResponse* response) override;
+  grpc::Status FetchModelVersion(grpc::ServerContext* context, const v1::FetchModelVersionRequest* request,
+                                 grpc::ServerWriter<v1::ModelStream>* writer) override;
+  // Events from the moment of the call, until the caller cancels or the coordinator stops.
+  grpc::Status StreamEvents(grpc::ServerContext* context, const v1::StreamEventsRequest* request,
+                            grpc::ServerWriter<v1::Event>* writer) override;
+
+ private:
+  Services services_;
+  const RequestVerifier& verifier_;
+  Tasks& tasks_;
+};
+
+}  // namespace tn::server

@@ -1,0 +1,78 @@
+// Devices between rounds and in them: who is waiting for work right now (held in a CheckIn long
+// poll), who is reserved for a round, the assignments not yet delivered and the round
+// configurations devices fetch. In memory only: a restarted coordinator starts with no device
+// waiting and no round running, and devices find their way back by checking in again.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "federated/model.h"
+#include "torchnative/federated/v1/device.pb.h"
+
+namespace tn::server {
+
+namespace v1 = ::torchnative::federated::v1;
+
+class DeviceBoard {
+ public:
+  struct Waiting {
+    federated::DeviceId id;
+    nlohmann::json metadata;  // as registered, for a task's device requirements
+  };
+  using Chooser = std::function<std::vector<federated::DeviceId>(const std::vector<Waiting>& available)>;
+
+  // CheckIn: counts `device` as available while held, until an assignment for it is posted,
+  // `wait` passes, `gone()` (the caller hung up: a dead device must not be selected) or the
+  // board closes. An assignment posted while the device was between two CheckIns is delivered
+  // by the next one.
+  std::optional<v1::Assignment> check_in(const federated::DeviceId& device, const nlohmann::json& metadata,
+                                         std::chrono::milliseconds wait, const std::function<bool()>& gone);
+  // Runs `choose` on the devices waiting and not reserved (sorted by id) under the board's lock,
+  // and reserves the devices it returns, so rounds of two tasks never share a device.
+  std::vector<federated::DeviceId> reserve(const Chooser& choose);
+  // For reserved devices: posts their assignment (waking their CheckIn) and keeps the round
+  // configuration FetchTask gives them.
+  void assign(const std::map<federated::DeviceId, v1::RoundConfig>& configs);
+  // The configuration of round `round_id` of `task_id` assigned to `device`, while it runs.
+  std::optional<v1::RoundConfig> round_config(const federated::DeviceId& device, const std::string& task_id,
+                                              uint64_t round_id) const;
+  // Ends the reservations of a round's devices, with their undelivered assignments and configurations.
+  void release(const std::vector<federated::DeviceId>& devices);
+  // Returns once a device starts waiting, the board closes, or `wait` passes.
+  void wait_for_arrival(std::chrono::milliseconds wait);
+  size_t waiting() const;
+  // What the device last reported in a Heartbeat (UNSPECIFIED when nothing since the start).
+  void note_state(const federated::DeviceId& device, v1::DeviceState state);
+  v1::DeviceState last_state(const federated::DeviceId& device) const;
+  // Answers every held CheckIn with no work, now and from now on (shutdown).
+  void close();
+
+ private:
+  struct Held {
+    int calls = 0;  // a device may hold more than one CheckIn
+    nlohmann::json metadata;
+  };
+  struct Reservation {
+    std::optional<v1::Assignment> undelivered;
+    std::optional<v1::RoundConfig> config;
+  };
+  mutable std::mutex mutex_;
+  std::condition_variable assigned_;  // CheckIns wait on it
+  std::condition_variable arrived_;   // round loops wait on it
+  std::map<federated::DeviceId, Held> held_;
+  std::map<federated::DeviceId, Reservation> reserved_;
+  std::map<federated::DeviceId, v1::DeviceState> reported_;
+  uint64_t arrivals_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace tn::server

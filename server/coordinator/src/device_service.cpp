@@ -1,0 +1,155 @@
+#include "device_service.h"
+
+#include <sodium.h>
+
+#include "device_metadata.h"
+#include "model_versions.h"
+#include "proto/protocol.h"
+#include "proto/signing.h"
+#include "rpc_support.h"
+#include "server/hex.h"
+
+namespace tn::server {
+
+namespace {
+
+std::string method(const char* name) { return rpc_method(v1::DeviceService::service_full_name(), name); }
+
+// "dev-" and 32 hex digits of the key's BLAKE2b: the same key always gets the same id, and ids
+// are short, fixed-length and safe in paths and logs.
+federated::DeviceId device_id_for(const std::string& public_key) {
+  unsigned char digest[16];
+  crypto_generichash(digest, sizeof digest, reinterpret_cast<const unsigned char*>(public_key.data()),
+                     public_key.size(), nullptr, 0);
+  return "dev-" + to_hex({reinterpret_cast<const char*>(digest), sizeof digest});
+}
+
+}  // namespace
+
+grpc::Status DeviceServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                                         v1::RegisterResponse* response) {
+  const std::string name = method("Register");
+  return serve(name, [&] {
+    v1::RegisterPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (payload.public_key().size() != proto::kPublicKeyBytes)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "public_key is " + std::to_string(payload.public_key().size()) +
+                              " bytes; an Ed25519 public key is " + std::to_string(proto::kPublicKeyBytes));
+    if (grpc::Status verified =
+            verifier_.registration(name, request->auth(), request->payload(), payload.public_key());
+        !verified.ok())
+      return verified;
+    if (grpc::Status version = proto::check_protocol_version(payload.protocol_version()); !version.ok())
+      return version;
+    bool created = false;
+    uint64_t registered = 0;
+    const federated::DeviceId id = services_.state.with([&](StateStore& store) {
+      std::optional<Device> known = store.find_device_by_key(payload.public_key());
+      if (!known) {
+        known = store.register_device(device_id_for(payload.public_key()), payload.public_key(),
+                                      metadata_to_json(payload.metadata()));
+        created = true;
+      }
+      registered = store.list_devices().size();
+      return known->id;
+    });
+    if (created) {
+      services_.metrics.set_devices_registered(registered);
+      services_.events.publish(v1::EVENT_KIND_DEVICE_REGISTERED, "", 0, id, payload.metadata().platform());
+    }
+    response->set_device_id(id);
+    response->set_check_in_wait_bound_ms(uint32_t(services_.config.check_in_wait_bound.count()));
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status DeviceServiceImpl::CheckIn(grpc::ServerContext* context, const v1::CheckInRequest* request,
+                                        v1::CheckInResponse* response) {
+  const std::string name = method("CheckIn");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::CheckInPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status version = proto::check_protocol_version(payload.protocol_version()); !version.ok())
+      return version;
+    const federated::DeviceId& id = request->auth().key_id();
+    std::chrono::milliseconds wait = services_.config.check_in_wait_bound;
+    if (payload.max_wait_ms() > 0) wait = std::min(wait, std::chrono::milliseconds(payload.max_wait_ms()));
+    const nlohmann::json metadata = services_.state.with([&](StateStore& store) {
+      store.touch_device(id);
+      return store.device(id)->metadata;
+    });
+    std::optional<v1::Assignment> assignment =
+        services_.board.check_in(id, metadata, wait, [context] { return context->IsCancelled(); });
+    if (assignment)
+      *response->mutable_assignment() = *assignment;
+    else
+      response->mutable_no_work()->set_retry_after_ms(0);  // the long poll has done the waiting
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status DeviceServiceImpl::FetchTask(grpc::ServerContext*, const v1::FetchTaskRequest* request,
+                                          v1::FetchTaskResponse* response) {
+  const std::string name = method("FetchTask");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::FetchTaskPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    const federated::DeviceId& id = request->auth().key_id();
+    std::optional<v1::RoundConfig> round =
+        services_.board.round_config(id, payload.task_id(), payload.round_id());
+    if (!round)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "device " + id + " has no assignment in round " +
+                              std::to_string(payload.round_id()) + " of task '" +
+                              payload.task_id().substr(0, 300) +
+                              "': it was not selected, or the round has closed");
+    *response->mutable_round() = std::move(*round);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::FetchModelRequest* request,
+                                           grpc::ServerWriter<v1::ModelStream>* writer) {
+  const std::string name = method("FetchModel");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::FetchModelPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    return stream_model_version(services_.state, payload.model_version(), "",
+                                services_.config.transfer_limits, writer);
+  });
+}
+
+grpc::Status DeviceServiceImpl::SubmitUpdate(grpc::ServerContext*,
+                                             grpc::ServerReader<v1::SubmitUpdateRequest>*,
+                                             v1::SubmitUpdateResponse*) {
+  return {grpc::StatusCode::FAILED_PRECONDITION,
+          "SubmitUpdate is not served: rounds run on the data plane (RoundConfig.data_plane), where the hub "
+          "deadline-reduces each device's contribution"};
+}
+
+grpc::Status DeviceServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                          v1::HeartbeatResponse* response) {
+  const std::string name = method("Heartbeat");
+  return serve(name, [&] {
+    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
+      return verified;
+    v1::HeartbeatPayload payload;
+    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    const federated::DeviceId& id = request->auth().key_id();
+    services_.state.with([&](StateStore& store) { store.touch_device(id); });
+    services_.board.note_state(id, payload.state());
+    response->set_abandon_round(payload.round_id() != 0 &&
+                                !services_.board.round_config(id, payload.task_id(), payload.round_id()));
+    response->set_next_heartbeat_ms(uint32_t(services_.config.heartbeat_interval.count()));
+    return grpc::Status::OK;
+  });
+}
+
+}  // namespace tn::server

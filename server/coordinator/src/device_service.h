@@ -1,0 +1,38 @@
+// DeviceService (torchnative/federated/v1/device.proto) as the coordinator serves it. Every
+// request is verified first (RequestVerifier); malformed payloads are INVALID_ARGUMENT by name.
+// Updates travel on the round's data plane, so SubmitUpdate is refused (FAILED_PRECONDITION).
+#pragma once
+
+#include "request_verifier.h"
+#include "services.h"
+#include "torchnative/federated/v1/device.grpc.pb.h"
+
+namespace tn::server {
+
+class DeviceServiceImpl final : public v1::DeviceService::Service {
+ public:
+  DeviceServiceImpl(Services services, const RequestVerifier& verifier)
+      : services_(services), verifier_(verifier) {}
+
+  // Proof of possession of the key; idempotent (a key always gets the id derived from it).
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  // Held until the device is assigned a round or the wait bound passes.
+  grpc::Status CheckIn(grpc::ServerContext* context, const v1::CheckInRequest* request,
+                       v1::CheckInResponse* response) override;
+  // The round's configuration, with its data plane, for a device assigned to it.
+  grpc::Status FetchTask(grpc::ServerContext* context, const v1::FetchTaskRequest* request,
+                         v1::FetchTaskResponse* response) override;
+  grpc::Status FetchModel(grpc::ServerContext* context, const v1::FetchModelRequest* request,
+                          grpc::ServerWriter<v1::ModelStream>* writer) override;
+  grpc::Status SubmitUpdate(grpc::ServerContext* context, grpc::ServerReader<v1::SubmitUpdateRequest>* reader,
+                            v1::SubmitUpdateResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+
+ private:
+  Services services_;
+  const RequestVerifier& verifier_;
+};
+
+}  // namespace tn::server

@@ -1,0 +1,87 @@
+#include "request_verifier.h"
+
+#include <algorithm>
+
+#include "proto/signing.h"
+#include "server/hex.h"
+
+namespace tn::server {
+
+int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+RequestVerifier::RequestVerifier(GuardedState& state, Metrics& metrics,
+                                 std::vector<std::string> admin_public_keys,
+                                 std::chrono::milliseconds timestamp_window)
+    : state_(state),
+      metrics_(metrics),
+      admin_public_keys_(std::move(admin_public_keys)),
+      window_(timestamp_window) {}
+
+grpc::Status RequestVerifier::refuse(const char* reason, const std::string& message) const {
+  metrics_.count_refusal(reason);
+  return {grpc::StatusCode::UNAUTHENTICATED, message};
+}
+
+grpc::Status RequestVerifier::verify(std::string_view method, const v1::Auth& auth, std::string_view payload,
+                                     std::string_view public_key, const std::string& signer) const {
+  if (auth.nonce().size() < proto::kMinNonceBytes)
+    return refuse("short_nonce", "the nonce of " + signer + " is " + std::to_string(auth.nonce().size()) +
+                                     " bytes; at least " + std::to_string(proto::kMinNonceBytes) +
+                                     " are required");
+  if (!proto::verify_request(method, auth, payload, public_key))
+    return refuse("bad_signature",
+                  "the signature does not verify under the key of " + signer + " for " + std::string(method));
+  const int64_t now = unix_now_ms();
+  const int64_t stamped =
+      auth.timestamp_unix_ms() > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(auth.timestamp_unix_ms());
+  const int64_t skew = stamped > now ? stamped - now : now - stamped;
+  if (skew > window_.count())
+    return refuse("stale_timestamp", "the request of " + signer + " is timestamped " +
+                                         std::to_string(stamped) + " ms, " + std::to_string(skew) +
+                                         " ms from the server's clock (window ±" +
+                                         std::to_string(window_.count()) + " ms)");
+  const bool fresh = state_.with(
+      [&](StateStore& store) { return store.record_nonce(auth.key_id(), auth.nonce(), stamped); });
+  if (!fresh)
+    return refuse("reused_nonce", "the nonce of this request of " + signer + " was used before (a replay)");
+  return grpc::Status::OK;
+}
+
+grpc::Status RequestVerifier::device(std::string_view method, const v1::Auth& auth,
+                                     std::string_view payload) const {
+  std::optional<Device> device = state_.with([&](StateStore& store) { return store.device(auth.key_id()); });
+  if (!device)
+    return refuse("unknown_device", "no device is registered under key id '" + auth.key_id().substr(0, 256) +
+                                        "'; register first");
+  return verify(method, auth, payload, device->public_key, "device " + device->id);
+}
+
+grpc::Status RequestVerifier::registration(std::string_view method, const v1::Auth& auth,
+                                           std::string_view payload, std::string_view public_key) const {
+  if (!auth.key_id().empty())
+    return refuse("bad_key_id", "Register must carry an empty key id (it is signed by the key it registers)");
+  return verify(method, auth, payload, public_key, "the registering key " + to_hex(public_key));
+}
+
+grpc::Status RequestVerifier::admin(std::string_view method, const v1::Auth& auth,
+                                    std::string_view payload) const {
+  std::optional<std::string> key = from_hex(auth.key_id(), proto::kPublicKeyBytes);
+  if (!key ||
+      std::find(admin_public_keys_.begin(), admin_public_keys_.end(), *key) == admin_public_keys_.end())
+    return refuse("unknown_admin_key", "key id '" + auth.key_id().substr(0, 256) +
+                                           "' is not a configured administrator key (admin_public_keys)");
+  return verify(method, auth, payload, *key, "administrator " + auth.key_id());
+}
+
+void RequestVerifier::forget_expired_nonces() const {
+  // A request stamped before now - window is refused by its timestamp, so its nonce need not be
+  // remembered; one more window of margin covers the clock being stepped back.
+  const int64_t horizon = unix_now_ms() - 2 * window_.count();
+  state_.with([&](StateStore& store) { return store.prune_nonces(horizon); });
+}
+
+}  // namespace tn::server

@@ -1,0 +1,20 @@
+// What the RPC handlers and the round threads of one coordinator share.
+#pragma once
+
+#include "device_board.h"
+#include "event_log.h"
+#include "guarded_state.h"
+#include "metrics.h"
+#include "server/coordinator_config.h"
+
+namespace tn::server {
+
+struct Services {
+  const CoordinatorConfig& config;
+  GuardedState& state;
+  DeviceBoard& board;
+  EventLog& events;
+  Metrics& metrics;
+};
+
+}  // namespace tn::server

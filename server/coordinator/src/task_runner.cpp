@@ -1,0 +1,410 @@
+#include "task_runner.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <map>
+
+#include "distributed/process_group.h"
+#include "federated/contribution.h"
+#include "federated/errors.h"
+#include "json_log.h"
+#include "model_versions.h"
+#include "request_verifier.h"
+
+namespace tn::server {
+
+namespace {
+
+using federated::DeviceId;
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How often a loop waiting for devices looks at its stop and deadline flags.
+constexpr milliseconds kIdlePoll{250};
+
+milliseconds until(SteadyClock::time_point when) {
+  return std::max(std::chrono::duration_cast<milliseconds>(when - SteadyClock::now()), milliseconds(1));
+}
+
+// The strategy's fit configuration as the protocol's typed values; objects, arrays and null,
+// which ConfigValue cannot hold, travel as their JSON text.
+void put_fit_config(const nlohmann::json& config, v1::RoundConfig& round) {
+  for (const auto& [key, value] : config.items()) {
+    v1::ConfigValue& out = (*round.mutable_fit_config())[key];
+    if (value.is_boolean())
+      out.set_bool_value(value.get<bool>());
+    else if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX))
+      out.set_double_value(value.get<double>());
+    else if (value.is_number_integer())
+      out.set_int_value(value.get<int64_t>());
+    else if (value.is_number_float())
+      out.set_double_value(value.get<double>());
+    else if (value.is_string())
+      out.set_string_value(value.get<std::string>());
+    else
+      out.set_string_value(value.dump());
+  }
+}
+
+// The devices behind the ranks a failed rendezvous names ("rank(s) 2, 5 never connected", as
+// distributed/ words it), so that the operator learns which devices to look at.
+std::string absent_devices(const std::string& message, const std::vector<DeviceId>& selected) {
+  const std::string marker = "rank(s) ";
+  const size_t at = message.find(marker);
+  if (at == std::string::npos) return {};
+  std::string named;
+  const char* position = message.data() + at + marker.size();
+  const char* end = message.data() + message.size();
+  for (;;) {
+    size_t rank = 0;
+    auto parsed = std::from_chars(position, end, rank);
+    if (parsed.ec != std::errc()) break;
+    if (rank >= 1 && rank <= selected.size())
+      named += (named.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) + " = device " +
+               selected[rank - 1];
+    position = parsed.ptr;
+    if (end - position < 2 || std::memcmp(position, ", ", 2) != 0) break;
+    position += 2;
+  }
+  return named;
+}
+
+std::string join_ids(const std::vector<DeviceId>& ids) {
+  std::string text;
+  for (const DeviceId& id : ids) text += (text.empty() ? "" : ", ") + id;
+  return text.empty() ? "none" : text;
+}
+
+// The model's tensors back to back in table order: what the broadcast carries and what devices
+// check against the ModelHeader (and its digest) their round configuration names.
+std::shared_ptr<std::vector<uint8_t>> concatenated_bytes(const federated::Model& model) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(model.total_bytes());
+  size_t offset = 0;
+  for (const federated::NamedTensor& tensor : model.tensors) {
+    if (tensor.nbytes > 0) std::memcpy(bytes->data() + offset, tensor.data.get(), tensor.nbytes);
+    offset += tensor.nbytes;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+struct TaskRunner::Hosted {
+  std::vector<DeviceId> contributors;         // sorted: ranks ascend with device ids
+  std::optional<federated::WeightedSum> sum;  // when the round may be aggregated
+  std::string abandon_reason;                 // when it may not
+};
+
+TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned)
+    : services_(services),
+      task_(std::move(task)),
+      params_(std::move(params)),
+      rounds_planned_(rounds_planned) {
+  thread_ = std::thread([this] { run(); });
+}
+
+TaskRunner::~TaskRunner() {
+  drain();
+  join();
+}
+
+void TaskRunner::stop(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  if (!stop_reason_) stop_reason_ = reason;
+}
+
+void TaskRunner::drain() {
+  std::lock_guard lock(mutex_);
+  draining_ = true;
+}
+
+void TaskRunner::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+bool TaskRunner::halted(std::string* stop_reason) const {
+  std::lock_guard lock(mutex_);
+  if (stop_reason && stop_reason_) *stop_reason = *stop_reason_;
+  return draining_ || stop_reason_.has_value();
+}
+
+void TaskRunner::run() {
+  const std::string& id = task_.name();
+  log_event(LogLevel::Info, "task_running",
+            {{"task", id}, {"model_version", task_.model_version()}, {"rounds_planned", rounds_planned_}});
+  try {
+    for (;;) {
+      std::string stop_reason;
+      if (halted(&stop_reason)) {
+        if (!stop_reason.empty()) end_task(TaskState::Stopped, stop_reason);
+        break;
+      }
+      if (params_.deadline_unix_ms != 0 && unix_now_ms() >= int64_t(params_.deadline_unix_ms)) {
+        end_task(TaskState::Stopped, "the task's deadline (" + std::to_string(params_.deadline_unix_ms) +
+                                         " ms since the epoch) passed with " +
+                                         std::to_string(task_.model_version()) + " of " +
+                                         std::to_string(rounds_planned_) + " rounds completed");
+        break;
+      }
+      if (!run_round()) break;
+    }
+  } catch (const std::exception& error) {
+    // Nothing above should throw; if something does, the task stops here and the state store
+    // still holds its last committed round for the next start.
+    log_event(LogLevel::Error, "task_loop_failed", {{"task", id}, {"error", error.what()}});
+  }
+  finished_ = true;
+}
+
+bool TaskRunner::run_round() {
+  std::vector<DeviceId> selected =
+      services_.board.reserve([&](const std::vector<DeviceBoard::Waiting>& waiting) {
+        std::vector<DeviceId> eligible;
+        for (const DeviceBoard::Waiting& device : waiting)
+          if (params_.eligible(device.metadata)) eligible.push_back(device.id);
+        if (eligible.size() < params_.devices_to_wait_for()) return std::vector<DeviceId>{};
+        return task_.start_round(std::move(eligible)).devices;  // empty when it selected nobody
+      });
+  if (selected.empty()) {
+    services_.board.wait_for_arrival(kIdlePoll);
+    return true;
+  }
+  const federated::RoundPlan plan = task_.current_round()->plan();
+  const auto started = SteadyClock::now();
+  const int64_t deadline_unix_ms = unix_now_ms() + until(plan.deadline).count();
+  const std::string& id = task_.name();
+  try {
+    services_.state.with([&](StateStore& store) {
+      return store.begin_round(id, {plan.round_id, plan.model_version, plan.selected, deadline_unix_ms});
+    });
+  } catch (const std::exception& error) {
+    services_.board.release(selected);
+    log_event(LogLevel::Error, "round_not_recorded",
+              {{"task", id}, {"round", plan.round_id}, {"error", error.what()}});
+    return false;  // the store and the task disagree: resume from the store at the next start
+  }
+  services_.events.publish(v1::EVENT_KIND_ROUND_STARTED, id, plan.round_id, "",
+                           std::to_string(selected.size()) + " devices selected to train model version " +
+                               std::to_string(plan.model_version) + "; deadline " +
+                               std::to_string(deadline_unix_ms) + " ms since the epoch");
+  for (const DeviceId& device : selected)
+    services_.events.publish(v1::EVENT_KIND_DEVICE_SELECTED, id, plan.round_id, device, "");
+  Hosted hosted;
+  try {
+    hosted = host_round(plan, deadline_unix_ms);
+  } catch (const std::exception& error) {
+    hosted = {{}, std::nullopt, std::string("the coordinator could not host the round: ") + error.what()};
+  }
+  services_.board.release(selected);
+  return close_round(plan, std::move(hosted),
+                     std::chrono::duration<double>(SteadyClock::now() - started).count());
+}
+
+TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms) {
+  const CoordinatorConfig& config = services_.config;
+  const std::string& id = task_.name();
+  const federated::Model& model = task_.global_model();
+  const auto join_by = std::min(SteadyClock::now() + config.join_window, plan.deadline);
+
+  // A fresh store per attempt on a free port, and a prefix naming the attempt, so that a device
+  // still holding an earlier attempt's configuration can never join this one.
+  dist::TCPStoreOptions store_options;
+  store_options.host = config.data_plane_host;
+  store_options.is_master = true;
+  store_options.wait_for_workers = false;
+  store_options.timeout = until(join_by);
+  auto master = dist::make_tcp_store(store_options);
+  const std::string prefix = "torchnative/" + id + "/round/" + std::to_string(plan.round_id);
+  auto store = dist::make_prefix_store(prefix, master);
+
+  const std::string version = model_version_name(id, plan.model_version);
+  const proto::ModelChunker chunker(model, version, config.transfer_limits);
+  const int world = int(plan.selected.size()) + 1;
+  v1::RoundConfig common;
+  common.set_task_id(id);
+  common.set_round_id(plan.round_id);
+  common.set_model_version(version);
+  common.set_model_blake2b_256(chunker.header().blake2b_256());
+  put_fit_config(task_.fit_config(), common);
+  common.set_deadline_unix_ms(uint64_t(deadline_unix_ms));
+  v1::DataPlane& plane = *common.mutable_data_plane();
+  plane.set_store_host(config.data_plane_host);
+  plane.set_store_port(dist::tcp_store_port(*master));
+  plane.set_store_prefix(prefix);
+  plane.set_world_size(uint32_t(world));
+  plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(join_by).count()));
+  *plane.mutable_model() = chunker.header();
+  std::map<DeviceId, v1::RoundConfig> configs;
+  for (size_t i = 0; i < plan.selected.size(); ++i) {
+    v1::RoundConfig& round = configs[plan.selected[i]] = common;
+    round.mutable_data_plane()->set_rank(uint32_t(i + 1));  // plan.selected is sorted by device id
+  }
+  services_.board.assign(configs);
+
+  dist::ProcessGroupOptions options;
+  options.host = config.data_plane_host;
+  options.topology = dist::Topology::Star;
+  options.hub = 0;
+  options.timeout = until(join_by);
+  std::unique_ptr<dist::ProcessGroup> group;
+  try {
+    group = std::make_unique<dist::ProcessGroup>(store, 0, world, options);
+  } catch (const dist::DistError& error) {
+    const std::string absent = absent_devices(error.what(), plan.selected);
+    return {{},
+            std::nullopt,
+            "not every selected device joined the round's data plane in time: " + std::string(error.what()) +
+                (absent.empty() ? "" : " (" + absent + ")")};
+  }
+
+  auto bytes = concatenated_bytes(model);
+  try {
+    group->broadcast({bytes->data(), ScalarType::Byte, int64_t(bytes->size()), bytes}, 0)->wait();
+  } catch (const dist::DistError& error) {
+    return {{}, std::nullopt, std::string("the model broadcast failed: ") + error.what()};
+  }
+  services_.metrics.add_bytes_broadcast(bytes->size() * plan.selected.size());
+  bytes.reset();
+
+  const federated::ContributionLayout layout(model.spec());
+  // -0.0 is the exact identity of float64 addition (0.0 + -0.0 would be +0.0), so the hub's own
+  // share leaves the devices' sum with exactly the bits of sum_i n_i x_i in device order.
+  auto sum = std::make_shared<std::vector<double>>(layout.elements(), -0.0);
+  auto reduced = std::make_shared<dist::DeadlineReduceResult>();
+  // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
+  // an infinity or a bad example count leaves that device out, named, and the round goes on.
+  const federated::UpdateLimits& limits = config.update_limits;
+  dist::ContributionCheck check = [&layout, &limits](int, uint64_t offset, const void* data, uint64_t bytes) {
+    return layout.check_part(offset / sizeof(double),
+                             {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
+  };
+  try {
+    group
+        ->deadline_reduce({sum->data(), ScalarType::Double, int64_t(sum->size()), sum}, 0,
+                          dist::ReduceOp::Sum, until(plan.deadline), reduced, check)
+        ->wait();
+  } catch (const dist::DistError& error) {
+    return {{}, std::nullopt, std::string("the reduce of the contributions failed: ") + error.what()};
+  }
+  Hosted hosted;
+  for (int rank : reduced->contributors)
+    if (rank != 0) hosted.contributors.push_back(plan.selected[size_t(rank) - 1]);
+  for (const auto& [rank, why] : reduced->refused) {
+    services_.metrics.count_refusal("contribution_refused");
+    log_event(LogLevel::Warning, "contribution_refused",
+              {{"task", id},
+               {"round", plan.round_id},
+               {"device", plan.selected[size_t(rank) - 1]},
+               {"reason", why}});
+  }
+  services_.metrics.add_bytes_reduced(layout.bytes() * hosted.contributors.size());
+  if (hosted.contributors.size() < plan.min_updates) {
+    std::vector<DeviceId> missing;
+    for (int rank : reduced->missing) missing.push_back(plan.selected[size_t(rank) - 1]);
+    std::string refused;
+    for (const auto& [rank, why] : reduced->refused)
+      refused += (refused.empty() ? "" : "; ") + plan.selected[size_t(rank) - 1] + ": " + why;
+    hosted.abandon_reason = std::to_string(hosted.contributors.size()) + " of the " +
+                            std::to_string(plan.min_updates) +
+                            " contributions required arrived by the deadline; missing: " + join_ids(missing) +
+                            (refused.empty() ? "" : "; refused: " + refused);
+    return hosted;
+  }
+  // Each contribution is finite, but finite values can still add up past the largest double.
+  auto bad = std::find_if(sum->begin(), sum->end(), [](double value) { return !std::isfinite(value); });
+  if (bad != sum->end()) {
+    hosted.abandon_reason = "the sum of the contributions overflows at element " +
+                            std::to_string(bad - sum->begin()) + " of " + std::to_string(sum->size());
+    return hosted;
+  }
+  hosted.sum = layout.weighted_sum(*sum);
+  return hosted;
+}
+
+bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted, double seconds) {
+  const std::string& id = task_.name();
+  std::string reason = hosted.abandon_reason;
+  std::optional<std::string> failure;
+  bool completed = false;
+  try {
+    if (hosted.sum) {
+      federated::RoundOutcome outcome = task_.close_round_from_weighted_sum(*hosted.sum, hosted.contributors);
+      completed = outcome.status == federated::RoundStatus::Completed;
+      reason = outcome.reason;
+    } else {
+      // No update was submitted to the task, so this abandons the attempt and counts it against
+      // the task's retries; the reason recorded is the coordinator's.
+      task_.close_round();
+    }
+  } catch (const federated::TaskFailed& error) {
+    failure = hosted.sum
+                  ? std::string(error.what())
+                  : "task '" + id + "' failed: more than max_retries " + std::to_string(params_.max_retries) +
+                        " attempts in a row were abandoned; the last, round " +
+                        std::to_string(plan.round_id) + ": " + reason;
+    if (hosted.sum) reason = error.what();
+  }
+
+  RoundResult result;
+  result.outcome = completed ? RoundState::Completed : RoundState::Abandoned;
+  result.contributors = hosted.contributors;
+  std::set_difference(plan.selected.begin(), plan.selected.end(), hosted.contributors.begin(),
+                      hosted.contributors.end(), std::back_inserter(result.missing));
+  std::string stop_reason;
+  halted(&stop_reason);
+  if (completed) {
+    result.new_model = task_.global_model();
+    result.strategy_state = task_.strategy().export_state();
+    if (task_.model_version() >= rounds_planned_)
+      result.task_end =
+          TaskEnd{TaskState::Completed, "all " + std::to_string(rounds_planned_) + " rounds completed"};
+  } else {
+    result.abandon_reason = reason;
+    if (failure) result.task_end = TaskEnd{TaskState::Failed, *failure};
+  }
+  if (!result.task_end && !stop_reason.empty()) result.task_end = TaskEnd{TaskState::Stopped, stop_reason};
+  try {
+    services_.state.with([&](StateStore& store) { return store.close_round(id, plan.round_id, result); });
+  } catch (const std::exception& error) {
+    // The task has moved on in memory but not on disk: stop here, and let the next start resume
+    // from the last committed round (this one is then marked interrupted).
+    log_event(LogLevel::Error, "round_not_recorded",
+              {{"task", id}, {"round", plan.round_id}, {"error", error.what()}});
+    return false;
+  }
+  services_.metrics.count_round(completed ? "completed" : "abandoned", seconds);
+  services_.events.publish(completed ? v1::EVENT_KIND_ROUND_COMPLETED : v1::EVENT_KIND_ROUND_FAILED, id,
+                           plan.round_id, "",
+                           completed ? "model version " + std::to_string(task_.model_version()) + " from " +
+                                           std::to_string(result.contributors.size()) + " contributions"
+                                     : reason,
+                           {{"model_version_in", plan.model_version},
+                            {"model_version", task_.model_version()},
+                            {"contributors", result.contributors},
+                            {"missing", result.missing},
+                            {"seconds", seconds}});
+  if (!result.task_end) return true;
+  services_.events.publish(
+      result.task_end->state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED
+                                                   : v1::EVENT_KIND_TASK_FINISHED,
+      id, 0, "", std::string(task_state_name(result.task_end->state)) + ": " + result.task_end->reason);
+  return false;
+}
+
+void TaskRunner::end_task(TaskState state, const std::string& reason) {
+  const std::string& id = task_.name();
+  try {
+    services_.state.with([&](StateStore& store) { store.set_task_state(id, state, reason); });
+  } catch (const std::exception& error) {
+    log_event(LogLevel::Error, "task_state_not_recorded", {{"task", id}, {"error", error.what()}});
+    return;
+  }
+  services_.events.publish(
+      state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED : v1::EVENT_KIND_TASK_FINISHED, id, 0, "",
+      std::string(task_state_name(state)) + ": " + reason);
+}
+
+}  // namespace tn::server

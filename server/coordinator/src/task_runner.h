@@ -1,0 +1,66 @@
+// One running task's round loop, on its own thread:
+//
+//   wait until enough eligible devices are checked in, select among them (federated::Task,
+//   seeded per round), record the round (StateStore::begin_round), host it on the data plane
+//   (a TCP store and a star ProcessGroup whose hub, rank 0, is this thread; selected devices are
+//   ranks 1..k in ascending device-id order), broadcast the model, deadline-reduce the devices'
+//   contributions (federated/contribution.h), and close the round in the state store in one
+//   transaction: the new model and strategy state, or the reason it was abandoned.
+//
+// Ranks follow device-id order because the hub reduces in ascending rank order: the float64 sum
+// is then the one federated's strategies form over the individual updates, so the model has the
+// same bits as if each update had been aggregated on its own.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "federated/round.h"
+#include "round_params.h"
+#include "services.h"
+
+namespace tn::server {
+
+class TaskRunner {
+ public:
+  // Starts the loop at once. `task` is fresh or restored at the state store's resume point.
+  TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned);
+  ~TaskRunner();  // drains and joins
+  TaskRunner(const TaskRunner&) = delete;
+  TaskRunner& operator=(const TaskRunner&) = delete;
+
+  // StopTask: starts no further round; a round in progress runs to its end, then the task is
+  // recorded as stopped with `reason`.
+  void stop(const std::string& reason);
+  // Shutdown: starts no further round and lets one in progress finish; the task stays running in
+  // the state store, for the next start to resume.
+  void drain();
+  void join();
+  bool finished() const { return finished_; }
+
+ private:
+  struct Hosted;
+  void run();
+  bool run_round();
+  Hosted host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms);
+  bool close_round(const federated::RoundPlan& plan, Hosted hosted, double seconds);
+  void end_task(TaskState state, const std::string& reason);
+  bool halted(std::string* stop_reason = nullptr) const;
+
+  Services services_;
+  federated::Task task_;
+  RoundParams params_;
+  uint64_t rounds_planned_;
+  mutable std::mutex mutex_;
+  bool draining_ = false;
+  std::optional<std::string> stop_reason_;
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+}  // namespace tn::server

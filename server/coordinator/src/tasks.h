@@ -1,0 +1,47 @@
+// The coordinator's tasks: created by AdminService, resumed at startup, each running on its own
+// TaskRunner until it completes, fails, is stopped, or the coordinator shuts down.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "federated/model.h"
+#include "services.h"
+#include "task_runner.h"
+#include "torchnative/federated/v1/admin.pb.h"
+
+namespace tn::server {
+
+class Tasks {
+ public:
+  explicit Tasks(Services services) : services_(services) {}
+  ~Tasks();  // drains and joins every runner
+
+  // Starts a runner for every task the state store holds as running, at its resume point.
+  // A task that cannot be restored is logged and left as it is.
+  void resume_all();
+  // Refuses (federated::ParameterRefused naming it) a header whose round parameters, strategy
+  // or strategy parameters cannot run, before its model is read.
+  void check(const v1::CreateTaskHeader& header) const;
+  // Validates the header (round parameters, strategy and its parameters, the model against
+  // both), stores the task with `initial_model` as version 0 and starts it; returns its id.
+  // Refuses (federated::ParameterRefused) what cannot run, naming it: a strategy that needs the
+  // individual updates, which the data plane does not carry.
+  std::string create(const v1::CreateTaskHeader& header, federated::Model initial_model);
+  // Refuses (NotFound) an unknown task and (Conflict) one that is not running.
+  void stop(const std::string& task_id, const std::string& reason);
+  // No runner starts another round; rounds in progress finish. Then joins every runner.
+  void drain_and_join();
+
+ private:
+  void start(federated::Task task, RoundParams params, uint64_t rounds_planned);
+
+  Services services_;
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<TaskRunner>> runners_;
+  bool draining_ = false;
+};
+
+}  // namespace tn::server

@@ -1,0 +1,170 @@
+// The coordinator's refusals, against a real Coordinator on loopback: each bad request gets the
+// status and message that name what is wrong, is counted, and the daemon keeps serving.
+#include "server/coordinator.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "proto/protocol.h"
+#include "proto/signing.h"
+#include "server/hex.h"
+#include "torchnative/federated/v1/admin.grpc.pb.h"
+#include "torchnative/federated/v1/device.grpc.pb.h"
+
+namespace {
+
+namespace v1 = ::torchnative::federated::v1;
+using tn::proto::SigningKey;
+
+std::string device_method(const char* name) {
+  return "/" + std::string(v1::DeviceService::service_full_name()) + "/" + name;
+}
+
+class CoordinatorRefusals : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("coordinator_test_" + std::to_string(std::random_device{}()));
+    tn::server::CoordinatorConfig config;
+    config.listen = "127.0.0.1:0";
+    config.http_listen = "";
+    config.state_directory = directory_ / "state";
+    config.admin_public_keys = {admin_.public_key()};
+    coordinator_ = std::make_unique<tn::server::Coordinator>(config);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(coordinator_->grpc_port()),
+                                       grpc::InsecureChannelCredentials());
+    devices_ = v1::DeviceService::NewStub(channel);
+    admin_stub_ = v1::AdminService::NewStub(channel);
+  }
+
+  void TearDown() override {
+    coordinator_.reset();
+    std::filesystem::remove_all(directory_);
+  }
+
+  v1::RegisterRequest registration(const SigningKey& key) {
+    v1::RegisterPayload payload;
+    payload.set_protocol_version(tn::proto::kProtocolVersion);
+    payload.set_public_key(key.public_key());
+    v1::RegisterRequest request;
+    payload.SerializeToString(request.mutable_payload());
+    *request.mutable_auth() = tn::proto::sign_request(device_method("Register"), "", request.payload(), key);
+    return request;
+  }
+
+  grpc::Status call_register(const v1::RegisterRequest& request, v1::RegisterResponse* response = nullptr) {
+    grpc::ClientContext context;
+    v1::RegisterResponse ignored;
+    return devices_->Register(&context, request, response ? response : &ignored);
+  }
+
+  template <typename Request>
+  Request signed_request(const char* method, const std::string& key_id, const std::string& payload,
+                         const SigningKey& key) {
+    Request request;
+    request.set_payload(payload);
+    *request.mutable_auth() = tn::proto::sign_request(device_method(method), key_id, payload, key);
+    return request;
+  }
+
+  grpc::Status call_check_in(const v1::CheckInRequest& request) {
+    grpc::ClientContext context;
+    v1::CheckInResponse response;
+    return devices_->CheckIn(&context, request, &response);
+  }
+
+  std::filesystem::path directory_;
+  SigningKey admin_ = SigningKey::generate();
+  std::unique_ptr<tn::server::Coordinator> coordinator_;
+  std::unique_ptr<v1::DeviceService::Stub> devices_;
+  std::unique_ptr<v1::AdminService::Stub> admin_stub_;
+};
+
+void expect_refusal(const grpc::Status& status, grpc::StatusCode code, const std::string& words) {
+  EXPECT_EQ(status.error_code(), code) << status.error_message();
+  EXPECT_NE(status.error_message().find(words), std::string::npos) << status.error_message();
+}
+
+TEST_F(CoordinatorRefusals, RegisterIsIdempotentAndProvesPossessionOfTheKey) {
+  SigningKey device = SigningKey::generate();
+  v1::RegisterResponse first, second;
+  ASSERT_TRUE(call_register(registration(device), &first).ok());
+  ASSERT_TRUE(call_register(registration(device), &second).ok());
+  EXPECT_EQ(first.device_id(), second.device_id());
+  EXPECT_EQ(first.device_id().rfind("dev-", 0), 0u);
+
+  // Signed by another key than the one in the payload.
+  v1::RegisterRequest forged = registration(device);
+  SigningKey thief = SigningKey::generate();
+  *forged.mutable_auth() = tn::proto::sign_request(device_method("Register"), "", forged.payload(), thief);
+  expect_refusal(call_register(forged), grpc::StatusCode::UNAUTHENTICATED, "signature does not verify");
+}
+
+TEST_F(CoordinatorRefusals, ForgedUnknownReplayedStaleAndMalformedRequestsAreRefusedByName) {
+  SigningKey device = SigningKey::generate();
+  v1::RegisterResponse registered;
+  ASSERT_TRUE(call_register(registration(device), &registered).ok());
+  const std::string id = registered.device_id();
+  v1::CheckInPayload payload;
+  payload.set_protocol_version(tn::proto::kProtocolVersion);
+  payload.set_max_wait_ms(1);
+  const std::string bytes = payload.SerializeAsString();
+
+  auto valid = signed_request<v1::CheckInRequest>("CheckIn", id, bytes, device);
+  ASSERT_TRUE(call_check_in(valid).ok());
+  expect_refusal(call_check_in(valid), grpc::StatusCode::UNAUTHENTICATED, "was used before (a replay)");
+
+  auto forged = signed_request<v1::CheckInRequest>("CheckIn", id, bytes, device);
+  (*forged.mutable_auth()->mutable_signature())[0] ^= 1;
+  expect_refusal(call_check_in(forged), grpc::StatusCode::UNAUTHENTICATED, "signature does not verify");
+
+  auto other_method = signed_request<v1::CheckInRequest>("Heartbeat", id, bytes, device);
+  expect_refusal(call_check_in(other_method), grpc::StatusCode::UNAUTHENTICATED, "signature does not verify");
+
+  SigningKey stranger = SigningKey::generate();
+  auto unknown = signed_request<v1::CheckInRequest>("CheckIn", "dev-nobody", bytes, stranger);
+  expect_refusal(call_check_in(unknown), grpc::StatusCode::UNAUTHENTICATED, "no device is registered");
+
+  v1::CheckInRequest stale;
+  stale.set_payload(bytes);
+  v1::Auth& auth = *stale.mutable_auth();
+  auth.set_key_id(id);
+  auth.set_timestamp_unix_ms(1'000'000);  // 1970
+  auth.set_nonce(std::string(16, 'n'));
+  auth.set_signature(device.sign(tn::proto::signing_bytes(device_method("CheckIn"), auth, bytes)));
+  expect_refusal(call_check_in(stale), grpc::StatusCode::UNAUTHENTICATED, "from the server's clock");
+
+  auto malformed = signed_request<v1::CheckInRequest>("CheckIn", id, "\xff\xff\xff", device);
+  expect_refusal(call_check_in(malformed), grpc::StatusCode::INVALID_ARGUMENT,
+                 "not a valid serialized torchnative.federated.v1.CheckInPayload");
+
+  grpc::ClientContext context;
+  v1::SubmitUpdateResponse response;
+  auto writer = devices_->SubmitUpdate(&context, &response);
+  writer->WritesDone();
+  expect_refusal(writer->Finish(), grpc::StatusCode::FAILED_PRECONDITION, "rounds run on the data plane");
+
+  // Still serving.
+  ASSERT_TRUE(call_check_in(signed_request<v1::CheckInRequest>("CheckIn", id, bytes, device)).ok());
+}
+
+TEST_F(CoordinatorRefusals, AdminCallsNeedAConfiguredAdministratorKey) {
+  v1::ListDevicesRequest request;
+  const std::string method = "/" + std::string(v1::AdminService::service_full_name()) + "/ListDevices";
+  SigningKey stranger = SigningKey::generate();
+  *request.mutable_auth() =
+      tn::proto::sign_request(method, tn::server::to_hex(stranger.public_key()), request.payload(), stranger);
+  v1::ListDevicesResponse response;
+  grpc::ClientContext refused;
+  expect_refusal(admin_stub_->ListDevices(&refused, request, &response), grpc::StatusCode::UNAUTHENTICATED,
+                 "is not a configured administrator key");
+  *request.mutable_auth() =
+      tn::proto::sign_request(method, tn::server::to_hex(admin_.public_key()), request.payload(), admin_);
+  grpc::ClientContext accepted;
+  EXPECT_TRUE(admin_stub_->ListDevices(&accepted, request, &response).ok());
+}
+
+}  // namespace

@@ -1,0 +1,103 @@
+"""What the federated tests share: the executables, safetensors files written and read with
+numpy alone, bounded waits, and a running coordinator with an administrator key.
+
+The executables come from .venv/bin (`make setup`), or from $TORCHNATIVE_BIN (e.g. a directory
+of links to the sanitizer build's).
+"""
+import json
+import os
+import struct
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("TORCHNATIVE_BIN", REPO / ".venv" / "bin"))
+SAFETENSORS_DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+
+
+def tool(name):
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make setup`")
+    return str(path)
+
+
+def write_safetensors(path, tensors):
+    names = {np.dtype(dtype): name for name, dtype in SAFETENSORS_DTYPES.items()}
+    header, data = {}, b""
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": names[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+def read_safetensors(path):
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + length])
+    header.pop("__metadata__", None)
+    data = raw[8 + length:]
+    return {name: np.frombuffer(data[entry["data_offsets"][0]:entry["data_offsets"][1]],
+                                dtype=SAFETENSORS_DTYPES[entry["dtype"]]).reshape(entry["shape"])
+            for name, entry in header.items()}
+
+
+def wait_for(what, condition, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def admin_json(coordinator, *arguments):
+    result = subprocess.run(coordinator["admin"] + list(arguments), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def http_get(coordinator, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{coordinator['http_port']}{path}", timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+def start_coordinator(tmp_path):
+    """Starts a coordinator; yields its admin command line, ports, process and log."""
+    admin_key = tmp_path / "admin.key"
+    public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    config = tmp_path / "coordinator.json"
+    config.write_text(json.dumps({
+        "listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
+        "admin_public_keys": [public_key], "check_in_wait_bound_ms": 2000,
+        "data_plane": {"host": "127.0.0.1", "join_window_ms": 10000}}))
+    log_path = tmp_path / "coordinator.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
+
+    def listening():
+        for line in log_path.read_text().splitlines():
+            entry = json.loads(line)
+            if entry["event"] == "listening":
+                return entry
+        assert process.poll() is None, f"the coordinator exited: {log_path.read_text()}"
+        return None
+
+    ports = wait_for("the coordinator to listen", listening, 10)
+    admin = [tool("torchnative-admin"), "--server", f"127.0.0.1:{ports['grpc_port']}", "--key", str(admin_key)]
+    yield {"admin": admin, "grpc_port": ports["grpc_port"], "http_port": ports["http_port"],
+           "process": process, "log": log_path}
+    if process.poll() is None:
+        process.kill()
+        process.wait()

@@ -1,0 +1,69 @@
+"""Devices written in Python (torchnative.device on the shim's torch) take part in a FedAvg round.
+One of them trains to NaN: its client refuses to send the update (the check the hub applies too),
+and the round completes over the others with their exact weights, the poisoned one missing."""
+import json
+import subprocess
+
+import numpy as np
+
+from federation import REPO, admin_json, read_safetensors, wait_for, write_safetensors
+
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+DEVICE_SCRIPT = r'''
+import json, sys, torch
+from torchnative.device import Device
+server, key_file, shift, examples, poison = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+device = Device(server, key_file, check_in_wait=2.0)
+seen = {}
+def train(state, config):
+    assert all(isinstance(t, torch.Tensor) for t in state.values())
+    trained = {name: (t + shift if t.dtype == torch.float32 else t.clone()) for name, t in state.items()}
+    if poison:
+        trained["weight"][1, 2] = float("nan")
+    seen.update({name: t.tolist() for name, t in trained.items()})
+    return trained, examples
+reports = device.run(train, rounds=1)
+print(json.dumps({"device_id": device.device_id, "contributed": reports[0].contributed,
+                  "error": reports[0].error, "trained": seen}))
+'''
+
+
+def test_python_devices_and_a_poisoned_update(coordinator, tmp_path):
+    initial = {"weight": np.arange(6, dtype=np.float32).reshape(2, 3), "steps": np.array([7], dtype=np.int64)}
+    write_safetensors(tmp_path / "initial.safetensors", initial)
+    task = admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", "1",
+                      "--devices-per-round", "3", "--min-updates", "2", "--min-available", "3",
+                      "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"))["task_id"]
+    server = f"127.0.0.1:{coordinator['grpc_port']}"
+    plans = [(0.5, 10, "0"), (-0.25, 30, "0"), (1.0, 5, "1")]  # shift, examples, poisoned
+    devices = [subprocess.Popen([PYTHON, "-c", DEVICE_SCRIPT, server, str(tmp_path / f"python{i}.key"),
+                                 str(shift), str(examples), poison], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+               for i, (shift, examples, poison) in enumerate(plans)]
+    outputs = {}
+    for process, plan in zip(devices, plans):
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        outputs[plan] = json.loads(out)
+    poisoned = outputs.pop(plans[2])
+    assert not poisoned["contributed"], poisoned
+    assert "tensor 'weight' element 5 (index [1, 2]) is NaN" in poisoned["error"], poisoned
+    rounds = wait_for("the round to close", lambda: [r for r in admin_json(coordinator, "rounds", task)
+                                                     if r["state"] != "ROUND_STATE_OPEN"] or None, 30)
+    entry = rounds[0]
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+    honest = sorted(output["device_id"] for output in outputs.values())
+    assert entry["contributors"] == honest and entry["missing"] == [poisoned["device_id"]], entry
+
+    # FedAvg of the two honest devices, float64 in device-id order, rounded once.
+    by_id = sorted(outputs.items(), key=lambda item: item[1]["device_id"])
+    weighted, total = None, np.float64(0)
+    for (shift, examples, _), output in by_id:
+        product = np.float64(examples) * np.array(output["trained"]["weight"], dtype=np.float64)
+        weighted = product if weighted is None else weighted + product
+        total += np.float64(examples)
+    expected = (weighted / total).astype(np.float32)
+    admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(tmp_path / "out.safetensors"))
+    model = read_safetensors(tmp_path / "out.safetensors")
+    assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)
+    assert model["steps"].tolist() == [7]

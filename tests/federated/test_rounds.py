@@ -1,0 +1,145 @@
+"""A coordinator and five devices, as real processes on loopback, run three rounds of FedAvg.
+
+The test recomputes every round's weighted average on its own, from what each device reports it
+trained (float64 products and sums in device-id order, rounded once to float32), and requires
+the model versions the coordinator stored to have exactly those bits.
+"""
+import json
+import signal
+import subprocess
+
+import numpy as np
+
+from federation import admin_json, http_get, read_safetensors, tool, wait_for, write_safetensors
+
+DEVICES = 5
+ROUNDS = 3
+
+
+def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator, tmp_path):
+    rng = np.random.default_rng(2026)
+    initial = {"weight": rng.standard_normal((4, 3)).astype(np.float32),
+               "bias": rng.standard_normal(3).astype(np.float32),
+               "batches_seen": np.array([41], dtype=np.int64)}
+    write_safetensors(tmp_path / "initial.safetensors", initial)
+    created = admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(ROUNDS),
+                         "--devices-per-round", str(DEVICES), "--min-updates", str(DEVICES),
+                         "--min-available", str(DEVICES), "--round-timeout-ms", "20000",
+                         "--model", str(tmp_path / "initial.safetensors"))
+    task = created["task_id"]
+    assert created["initial_model_version"] == f"{task}/0"
+
+    reports = tmp_path / "reports"
+    devices = subprocess.Popen(
+        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
+         "--key-dir", str(tmp_path / "keys"), "--devices", str(DEVICES), "--rounds", str(ROUNDS),
+         "--report-dir", str(reports), "--check-in-wait-ms", "2000"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        def completed_rounds():
+            rounds = admin_json(coordinator, "rounds", task)
+            done = [r for r in rounds if r["state"] == "ROUND_STATE_COMPLETED"]
+            return rounds if len(done) == ROUNDS else None
+
+        rounds = wait_for(f"{ROUNDS} completed rounds", completed_rounds, 40)
+        _, device_log = devices.communicate(timeout=20)
+    finally:
+        if devices.poll() is None:
+            devices.kill()
+            devices.wait()
+    assert devices.returncode == 0, device_log
+
+    registered = sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
+    assert len(registered) == DEVICES
+    assert [r["round_id"] for r in rounds] == list(range(1, ROUNDS + 1)), rounds
+    previous = initial
+    for version, entry in enumerate(rounds, start=1):
+        assert entry["selected"] == registered and entry["contributors"] == registered, entry
+        assert entry["missing"] == []
+        assert entry["input_model_version"] == f"{task}/{version - 1}"
+        assert entry["output_model_version"] == f"{task}/{version}"
+
+        trained = {}
+        for device in registered:
+            report = json.loads((reports / f"{device}-round{entry['round_id']}.json").read_text())
+            assert report["contributed"] and report["error"] == "", report
+            assert report["task_id"] == task and report["round_id"] == entry["round_id"]
+            trained[device] = report
+        total = np.float64(0)
+        expected = {}
+        for name in ("weight", "bias"):
+            weighted_sum = None
+            for device in registered:  # device-id order, as the hub's ascending ranks
+                values = np.array(trained[device]["tensors"][name]["values"], dtype=np.float64)
+                product = np.float64(trained[device]["num_examples"]) * values
+                weighted_sum = product if weighted_sum is None else weighted_sum + product
+            expected[name] = weighted_sum
+        for device in registered:
+            total = total + np.float64(trained[device]["num_examples"])
+        for name in expected:
+            expected[name] = (expected[name] / total).astype(np.float32).reshape(initial[name].shape)
+
+        fetched_path = tmp_path / f"version{version}.safetensors"
+        fetched = admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(fetched_path))
+        assert fetched["model_version"] == entry["output_model_version"]
+        model = read_safetensors(fetched_path)
+        assert list(model) == ["weight", "bias", "batches_seen"]
+        for name in ("weight", "bias"):
+            assert model[name].dtype == np.float32 and model[name].shape == initial[name].shape
+            assert np.array_equal(model[name].view(np.uint32), expected[name].view(np.uint32)), (
+                f"round {entry['round_id']} tensor {name}: stored {model[name]} != recomputed {expected[name]}")
+            assert not np.array_equal(model[name], previous[name])  # the round did move the model
+        # Integer tensors are not averaged: the global's value stays, whatever devices sent.
+        assert model["batches_seen"].tolist() == [41]
+        assert all(trained[d]["tensors"]["batches_seen"]["values"] == [42] for d in registered)
+        previous = model
+
+    status, health = http_get(coordinator, "/healthz")
+    assert (status, health) == (200, "ok\n")
+    _, metrics = http_get(coordinator, "/metrics")
+    assert f'torchnative_rounds_total{{outcome="completed"}} {ROUNDS}' in metrics
+    assert 'torchnative_rounds_total{outcome="abandoned"} 0' in metrics
+    assert f"torchnative_devices_registered {DEVICES}" in metrics
+
+    process = coordinator["process"]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=15) == 0
+    events = [json.loads(line)["event"] for line in coordinator["log"].read_text().splitlines()]
+    assert events.count("round_completed") == ROUNDS and events[-1] == "stopped"
+
+
+def test_bad_requests_are_refused_by_name_and_the_daemon_stays_up(coordinator, tmp_path):
+    stranger = subprocess.run(
+        [tool("torchnative-admin"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
+         "--key", str(tmp_path / "stranger.key"), "devices"], capture_output=True, text=True, timeout=60)
+    assert stranger.returncode == 1
+    assert "status 16" in stranger.stderr and "is not a configured administrator key" in stranger.stderr
+
+    write_safetensors(tmp_path / "model.safetensors", {"weight": np.ones((2, 2), dtype=np.float32)})
+    common = ["create-task", "--rounds", "1", "--round-timeout-ms", "1000", "--model", str(tmp_path / "model.safetensors")]
+    refusals = {
+        "needs the individual updates; the data plane carries weighted sums":
+            ["--strategy", "fedmedian", "--devices-per-round", "3", "--min-updates", "3"],
+        "min_updates 4 exceeds selection.devices_per_round 3":
+            ["--strategy", "fedavg", "--devices-per-round", "3", "--min-updates", "4"],
+        "unknown parameter":
+            ["--strategy", "fedavg", "--devices-per-round", "3", "--min-updates", "3", "--params", '{"momentum": 1}'],
+    }
+    for message, arguments in refusals.items():
+        result = subprocess.run(coordinator["admin"] + common + arguments, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and "status 3" in result.stderr and message in result.stderr, result.stderr
+
+    assert http_get(coordinator, "/healthz") == (200, "ok\n")
+    _, metrics = http_get(coordinator, "/metrics")
+    assert 'torchnative_requests_refused_total{reason="unknown_admin_key"} 1' in metrics
+    assert admin_json(coordinator, "devices") == []
+
+
+def test_unknown_configuration_keys_are_refused_by_name(tmp_path):
+    config = tmp_path / "coordinator.json"
+    config.write_text(json.dumps({"state_directory": str(tmp_path / "state"), "admin_public_keys": ["00" * 32],
+                                  "check_in_wait_ms": 1000}))
+    result = subprocess.run([tool("torchnative-coordinator"), "--config", str(config)], capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 2
+    assert "unknown configuration key 'check_in_wait_ms'" in result.stderr
