@@ -163,7 +163,9 @@ double xlogy(double x, double y) { return std::isnan(y) ? y : x == 0 ? 0.0 : x *
 
 }  // namespace
 
-// fmax/fmin: NaN-ignoring maximum/minimum in the promoted type (integers included).
+// fmax/fmin: NaN-ignoring maximum/minimum in the promoted type (integers included). Between
+// equal values (+0 and -0) upstream returns the first operand for float and double, and the
+// second for float16 and bfloat16 (their kernels compare the other way round).
 template <bool Max>
 Tensor fminmax(const Tensor& a, const Tensor& b) {
   ScalarType t = result_type(a, b);
@@ -171,11 +173,17 @@ Tensor fminmax(const Tensor& a, const Tensor& b) {
   return TN_DISPATCH_ALL_TYPES(t, "fmax", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
+    constexpr bool ties_to_second = std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>;
     return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c {
-      if constexpr (std::is_floating_point_v<c>)
-        return Max ? std::fmax(x, y) : std::fmin(x, y);
-      else
+      if constexpr (std::is_floating_point_v<c>) {
+        if (std::isnan(x)) return y;
+        if (std::isnan(y)) return x;
+        bool second_wins = Max ? y > x : y < x;
+        if constexpr (ties_to_second) second_wins = second_wins || x == y;
+        return second_wins ? y : x;
+      } else {
         return Max ? std::max(x, y) : std::min(x, y);
+      }
     });
   });
 }
