@@ -62,6 +62,7 @@ asan-test: system-packages
 bench: setup
 	$(PYTHON) bench/shim_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/distributed_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+	$(PYTHON) bench/federated_bench.py --bin $(VENV)/bin
 
 clean:
 	rm -rf $(BUILD) build-asan $(VENV)

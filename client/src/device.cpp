@@ -51,26 +51,69 @@ Milliseconds until_unix_ms(uint64_t when) {
   return Milliseconds(when > now ? int64_t(when - now) : 0);
 }
 
-// The broadcast bytes as a model, checked against the table and digest the round announced.
-federated::Model model_from_broadcast(const v1::RoundConfig& round, const std::string& bytes) {
+// The broadcast bytes as a model whose tensors share them, checked against the table and digest
+// the round announced: the table as a transfer's header is checked, the model it describes
+// against the digest. Sharing instead of copying keeps a large model once in memory per device.
+federated::Model model_from_broadcast(const v1::RoundConfig& round,
+                                      std::shared_ptr<const std::string> bytes) {
   const v1::ModelHeader& header = round.data_plane().model();
   if (header.blake2b_256() != round.model_blake2b_256())
     throw std::runtime_error("round " + std::to_string(round.round_id()) +
                              ": the data plane's model table and the round disagree on the model digest");
-  proto::ModelAssembler assembler;
-  assembler.accept_header(header);
-  const size_t chunk = proto::TransferLimits{}.max_chunk_bytes;
-  v1::ModelChunk message;
-  for (size_t offset = 0, sequence = 0; offset < bytes.size(); offset += chunk, ++sequence) {
-    message.set_sequence(sequence);
-    message.set_offset(offset);
-    message.set_data(bytes.substr(offset, chunk));
-    assembler.accept_chunk(message);
+  // Names, dtypes, shapes, offsets back to back and the total; allocates nothing.
+  proto::ModelAssembler().accept_header(header);
+  if (header.total_bytes() != bytes->size())
+    throw std::runtime_error("round " + std::to_string(round.round_id()) + ": the model broadcast has " +
+                             std::to_string(bytes->size()) + " bytes, its table " +
+                             std::to_string(header.total_bytes()));
+  federated::Model model;
+  for (const v1::TensorEntry& entry : header.tensors()) {
+    const federated::TensorSpec spec{entry.name(), ScalarType(entry.dtype()),
+                                     Shape(entry.shape().begin(), entry.shape().end())};
+    std::shared_ptr<const std::byte> data(bytes,
+                                          reinterpret_cast<const std::byte*>(bytes->data()) + entry.offset());
+    model.tensors.push_back(
+        federated::wrap_tensor(spec.name, spec.dtype, spec.shape, std::move(data), spec.nbytes()));
   }
-  return assembler.finish();
+  if (proto::ModelChunker(model, header.model_version()).header().blake2b_256() != header.blake2b_256())
+    throw std::runtime_error("round " + std::to_string(round.round_id()) +
+                             ": the model broadcast does not hash to the digest the round names");
+  return model;
 }
 
+// Holds one of the process's training slots (DeviceOptions::training_slots) while in scope.
+class TrainingSlot {
+ public:
+  TrainingSlot(std::counting_semaphore<>* slots, uint64_t round_deadline_unix_ms, uint64_t round_id)
+      : slots_(slots) {
+    if (slots_ && !slots_->try_acquire_until(SystemClock::time_point(Milliseconds(round_deadline_unix_ms))))
+      throw std::runtime_error("round " + std::to_string(round_id) +
+                               ": its deadline passed while this device waited for a training slot");
+  }
+  ~TrainingSlot() {
+    if (slots_) slots_->release();
+  }
+  TrainingSlot(const TrainingSlot&) = delete;
+  TrainingSlot& operator=(const TrainingSlot&) = delete;
+
+ private:
+  std::counting_semaphore<>* slots_;
+};
+
 }  // namespace
+
+std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls_root_certificates_file) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = read_file(*options.tls_root_certificates_file);
+    credentials = grpc::SslCredentials(tls);
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(int(options.max_message_bytes));
+  arguments.SetMaxSendMessageSize(int(options.max_message_bytes));
+  return grpc::CreateCustomChannel(options.server_address, credentials, arguments);
+}
 
 struct Device::Impl {
   DeviceOptions options;
@@ -80,19 +123,9 @@ struct Device::Impl {
   std::mt19937_64 jitter{std::random_device{}()};
 
   explicit Impl(DeviceOptions o)
-      : options(std::move(o)), key(proto::SigningKey::load_or_create(options.key_file)) {
-    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-    if (options.tls_root_certificates_file) {
-      grpc::SslCredentialsOptions tls;
-      tls.pem_root_certs = read_file(*options.tls_root_certificates_file);
-      credentials = grpc::SslCredentials(tls);
-    }
-    grpc::ChannelArguments arguments;
-    arguments.SetMaxReceiveMessageSize(int(options.max_message_bytes));
-    arguments.SetMaxSendMessageSize(int(options.max_message_bytes));
-    stub =
-        v1::DeviceService::NewStub(grpc::CreateCustomChannel(options.server_address, credentials, arguments));
-  }
+      : options(std::move(o)),
+        key(proto::SigningKey::load_or_create(options.key_file)),
+        stub(v1::DeviceService::NewStub(options.channel ? options.channel : open_channel(options))) {}
 
   template <typename Request>
   void sign(Request& request, const char* method, const google::protobuf::Message& payload) {
@@ -185,14 +218,24 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     group_options.timeout = std::max(until_unix_ms(round.deadline_unix_ms()), Milliseconds(1));
     dist::ProcessGroup group(store, int(plane.rank()), int(plane.world_size()), group_options);
 
+    // In the hub's pieces (DataPlane.broadcast_piece_bytes; 0 from a hub that sends the model
+    // whole), each received in place.
     auto model_bytes = std::make_shared<std::string>(plane.model().total_bytes(), '\0');
-    group.broadcast({model_bytes->data(), ScalarType::Byte, int64_t(model_bytes->size()), model_bytes}, 0)
-        ->wait();
-    federated::Model global = model_from_broadcast(round, *model_bytes);
-    model_bytes.reset();
+    const uint64_t total = model_bytes->size();
+    const uint64_t piece = plane.broadcast_piece_bytes() > 0 ? plane.broadcast_piece_bytes() : total;
+    uint64_t offset = 0;
+    do {
+      const uint64_t length = std::min(piece, total - offset);
+      group.broadcast({model_bytes->data() + offset, ScalarType::Byte, int64_t(length), model_bytes}, 0)
+          ->wait();
+      offset += length;
+    } while (offset < total);
+    federated::Model global = model_from_broadcast(round, std::move(model_bytes));
 
+    const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
     report.result = trainer(global, round);
     federated::ContributionLayout layout(global.spec());
+    global = {};  // the broadcast's memory, while the contribution takes twice the model's
     auto contribution = std::make_shared<std::vector<double>>(layout.elements());
     layout.pack(report.result.model, report.result.num_examples, federated::UpdateLimits{}, *contribution);
     auto outcome = std::make_shared<dist::DeadlineReduceResult>();

@@ -1,13 +1,18 @@
 // torchnative-device: takes part in federated rounds with a synthetic trainer, as one device or
-// as many devices in one process (each its own identity and connections), for tests and load.
+// as many devices in one process, for tests and load. Each device has its own identity and its
+// own data-plane connections; the devices share one gRPC channel to the coordinator (one
+// connection, and one channel's resolver and load-balancing state instead of one per device).
 //
 //   torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R]
 //                      [--examples N] [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE]
-//                      [--check-in-wait-ms MS]
+//                      [--check-in-wait-ms MS] [--training-slots K]
 //
-// With --rounds R each device stops once it has contributed to R rounds. Exit status 1 when a
-// device gave up (it could not register), 0 otherwise.
+// With --rounds R each device stops once it has contributed to R rounds. With --training-slots K
+// at most K devices train and send their contribution at once (each then holds three times the
+// model), so that many devices of a large model fit in memory; 0, the default, sets no bound.
+// Exit status 1 when a device gave up (it could not register), 0 otherwise.
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "client/device.h"
+#include "distributed/process_group.h"
 
 namespace {
 
@@ -37,13 +43,15 @@ struct Options {
   uint64_t seed = 1;
   double step = 0.01;
   int check_in_wait_ms = 20'000;
+  int training_slots = 0;  // 0: no bound
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "torchnative-device: " << problem
             << "\nusage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] "
                "[--examples N]"
-               " [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms MS]\n";
+               " [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms MS]"
+               " [--training-slots K]\n";
   std::exit(2);
 }
 
@@ -74,6 +82,8 @@ Options parse(int argc, char** argv) {
         o.step = std::stod(value);
       else if (flag == "--check-in-wait-ms")
         o.check_in_wait_ms = std::stoi(value);
+      else if (flag == "--training-slots")
+        o.training_slots = std::stoi(value);
       else
         usage("unknown flag " + flag);
     } catch (const std::logic_error&) {
@@ -82,36 +92,43 @@ Options parse(int argc, char** argv) {
   }
   if (o.server.empty() || o.key_dir.empty()) usage("--server and --key-dir are required");
   if (o.devices < 1) usage("--devices must be at least 1");
+  if (o.training_slots < 0) usage("--training-slots must not be negative");
   return o;
 }
 
-// Moves every floating value by step * a standard normal draw seeded by (device, round), so
-// each device's update is reproducible and distinct; integer tensors count one more batch.
+// Moves every floating value by step * noise of zero mean and unit variance (uniform: a normal
+// draw costs ten times as much, and a thousand devices of one process would then take the
+// cores from the coordinator under test), seeded by (device, round), so each device's update is
+// reproducible and distinct; integer tensors count one more batch. Each tensor is written once,
+// into the memory the trained model keeps.
 TrainResult synthetic_training(const Model& global, uint64_t device_seed, uint64_t round_id, int64_t examples,
                                double step) {
   std::mt19937_64 rng(device_seed * 1'000'003 + round_id);
-  std::normal_distribution<double> noise;
+  const double scale = step * std::sqrt(3.0);  // uniform on [-1, 1) has variance 1/3
+  auto noise = [&] { return scale * (double(rng() >> 11) * 0x1p-52 - 1.0); };
   TrainResult result;
   result.num_examples = examples > 0 ? examples : int64_t(1 + device_seed % 97);
   for (const auto& tensor : global.tensors) {
-    std::vector<std::byte> bytes(tensor.nbytes);
-    std::memcpy(bytes.data(), tensor.data.get(), tensor.nbytes);
+    std::shared_ptr<std::byte[]> bytes(new std::byte[std::max<size_t>(tensor.nbytes, 1)]);
+    std::memcpy(bytes.get(), tensor.data.get(), tensor.nbytes);
     size_t n = size_t(tensor.numel());
     if (tensor.dtype == tn::ScalarType::Float) {
-      auto* v = reinterpret_cast<float*>(bytes.data());
-      for (size_t i = 0; i < n; ++i) v[i] = float(double(v[i]) + step * noise(rng));
+      auto* v = reinterpret_cast<float*>(bytes.get());
+      for (size_t i = 0; i < n; ++i) v[i] = float(double(v[i]) + noise());
     } else if (tensor.dtype == tn::ScalarType::Double) {
-      auto* v = reinterpret_cast<double*>(bytes.data());
-      for (size_t i = 0; i < n; ++i) v[i] = v[i] + step * noise(rng);
+      auto* v = reinterpret_cast<double*>(bytes.get());
+      for (size_t i = 0; i < n; ++i) v[i] = v[i] + noise();
     } else if (tensor.dtype == tn::ScalarType::Long) {
-      auto* v = reinterpret_cast<int64_t*>(bytes.data());
+      auto* v = reinterpret_cast<int64_t*>(bytes.get());
       for (size_t i = 0; i < n; ++i) v[i] += 1;
     } else if (tn::federated::is_aggregated(tensor.dtype)) {
       throw std::runtime_error("synthetic trainer: " + std::string(tn::upstream_type_name(tensor.dtype)) +
                                " tensors are not supported (float32/float64/int64 are)");
     }
+    std::byte* start = bytes.get();
     result.model.tensors.push_back(
-        tn::federated::copy_tensor(tensor.name, tensor.dtype, tensor.shape, bytes));
+        tn::federated::wrap_tensor(tensor.name, tensor.dtype, tensor.shape,
+                                   std::shared_ptr<const std::byte>(std::move(bytes), start), tensor.nbytes));
   }
   result.metrics["examples"] = double(result.num_examples);
   return result;
@@ -149,18 +166,25 @@ int main(int argc, char** argv) {
   if (!options.report_dir.empty()) std::filesystem::create_directories(options.report_dir);
   std::signal(SIGTERM, [](int) { interrupted = true; });
   std::signal(SIGINT, [](int) { interrupted = true; });
+  // Each device in a round holds a store connection, a connection to the hub and its I/O
+  // thread's descriptors.
+  tn::dist::raise_open_files_limit();
+  tn::client::DeviceOptions common;
+  common.server_address = options.server;
+  if (!options.tls_ca.empty()) common.tls_root_certificates_file = options.tls_ca;
+  common.metadata.set_platform("synthetic");
+  common.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
+  common.channel = tn::client::open_channel(common);
+  if (options.training_slots > 0)
+    common.training_slots = std::make_shared<std::counting_semaphore<>>(options.training_slots);
   std::mutex log;
   std::atomic<bool> failed{false};  // a device gave up (it could not register): exit status 1
   std::stop_source everyone;        // stopped by SIGTERM/SIGINT
   std::vector<std::thread> devices;
   for (int d = 0; d < options.devices; ++d) {
     devices.emplace_back([&, d, stop = everyone.get_token()] {
-      tn::client::DeviceOptions device_options;
-      device_options.server_address = options.server;
+      tn::client::DeviceOptions device_options = common;
       device_options.key_file = options.key_dir + "/device-" + std::to_string(d) + ".key";
-      if (!options.tls_ca.empty()) device_options.tls_root_certificates_file = options.tls_ca;
-      device_options.metadata.set_platform("synthetic");
-      device_options.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
       try {
         tn::client::Device device(device_options);
         const std::string id = device.device_id();

@@ -20,17 +20,18 @@ void run_scatter(OpContext& context, std::vector<Buffer>& inputs, Buffer& output
 void run_reduce_scatter(OpContext& context, std::vector<Buffer>& inputs, Buffer& output, ReduceOp op);
 void run_alltoall(OpContext& context, std::vector<Buffer>& inputs, std::vector<Buffer>& outputs);
 void run_barrier(OpContext& context);
+// With `defer`, root (whose buffer has no data) leaves the contributions in result.deferred.
 void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op,
                          Clock::time_point deadline, DeadlineReduceResult& result,
-                         const ContributionCheck& check);
+                         const ContributionCheck& check, bool defer);
 // A reduction streamed to root at root's pace, for deadline_reduce and a star group's large
 // reduce (deadline_reduce.cpp). Every other rank sends its buffer; root combines into its own
-// the buffers that arrived whole by `deadline`, or, with `every_rank`, fails naming the ranks
-// that were lost or late.
+// the buffers that arrived whole by `deadline` (or, with `defer`, keeps them for
+// result.deferred), or, with `every_rank`, fails naming the ranks that were lost or late.
 // False when root closed the round before taking the whole buffer.
 bool send_streamed(OpContext& context, const Buffer& buffer, int root);
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
                                       Clock::time_point deadline, bool every_rank,
-                                      const ContributionCheck& check = {});
+                                      const ContributionCheck& check = {}, bool defer = false);
 
 }  // namespace tn::dist

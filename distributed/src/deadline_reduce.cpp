@@ -1,6 +1,8 @@
 // The federated hub's reduce: root combines whatever arrived by the deadline, in ascending rank
 // order, and says exactly who is in the result. A rank that died or was late is missing, never
-// silently partly counted; its late frames are dropped when the operation retires.
+// silently partly counted; its late frames are dropped when the operation retires. One whose
+// contribution fails root's check, or does not match the reduce (another length or dtype), is
+// refused, with the reason.
 //
 // Contributions stream to root at root's pace, so that a buffer of gigabytes neither travels as
 // one frame nor piles up in root's memory. A sender announces itself with an empty "ready" frame
@@ -13,6 +15,8 @@
 // an unlinked spool file and frees it, and at the deadline folds the file into its buffer one
 // segment at a time. Either way the fold is the same ascending-rank reduction, so the two give
 // the same bits. Root tells every sender still owed a credit when the round closes without it.
+// A deferred reduce (deadline_reduce_deferred) skips the fold at the deadline: root keeps the
+// contributions, in memory or in the spool file, and folds ranges of them when asked.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -22,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <limits>
 #include <mutex>
 
@@ -80,8 +85,13 @@ class Keeper {
   virtual uint64_t window() const = 0;
   virtual std::shared_ptr<const void> owner() const = 0;
   virtual uint64_t spooled_bytes() const = 0;
+  // Every segment has landed or never will: memory lent for landing is no longer needed.
+  virtual void collected() {}
   // buffer = the ascending-rank reduction of the contributors (root among them).
   virtual void reduce(Buffer& buffer, ReduceOp op, const std::vector<int>& contributors) = 0;
+  // out = elements [first, first + count) reduced over `contributors` (root not among them).
+  virtual void fold(ScalarType dtype, ReduceOp op, const std::vector<int>& contributors, uint64_t first,
+                    uint64_t count, void* out) = 0;
 };
 
 class InMemory final : public Keeper {
@@ -104,6 +114,15 @@ class InMemory final : public Keeper {
       sources.push_back(contributor == root_ ? buffer.data : copy_of(contributor));
     reduce_in_order(buffer.dtype, op, buffer.data, sources.data(), static_cast<int>(sources.size()),
                     static_cast<size_t>(buffer.numel));
+  }
+
+  void fold(ScalarType dtype, ReduceOp op, const std::vector<int>& contributors, uint64_t first,
+            uint64_t count, void* out) override {
+    std::vector<const void*> sources;
+    for (int contributor : contributors)
+      sources.push_back(copy_of(contributor) + first * element_size(dtype));
+    reduce_in_order(dtype, op, out, sources.data(), static_cast<int>(sources.size()),
+                    static_cast<size_t>(count));
   }
 
  private:
@@ -151,6 +170,10 @@ class Spool final : public Keeper {
   uint64_t window() const override { return kSpoolWindow; }
   std::shared_ptr<const void> owner() const override { return landings_; }
   uint64_t spooled_bytes() const override { return spooled_bytes_; }
+  void collected() override {
+    free_.clear();
+    landings_.reset();
+  }
 
   // One segment at a time, in place in root's buffer: root's own values are set aside first
   // unless root comes first, every other contributor's are read from the file, and AVG folds
@@ -180,6 +203,25 @@ class Spool final : public Keeper {
       if (op == ReduceOp::Avg)
         finish_average(buffer.dtype, accumulator, static_cast<int>(contributors.size()), count);
     }
+  }
+
+  // As reduce folds a segment: the first contributor's values are read into `out`, every other
+  // one's into scratch memory and folded in.
+  void fold(ScalarType dtype, ReduceOp op, const std::vector<int>& contributors, uint64_t first,
+            uint64_t count, void* out) override {
+    const uint64_t element = element_size(dtype), bytes = count * element;
+    auto* accumulator = static_cast<uint8_t*>(out);
+    const auto incoming = scratch(bytes);
+    for (size_t i = 0; i < contributors.size(); ++i) {
+      uint8_t* into = i == 0 ? accumulator : incoming.get();
+      move_all(::pread, into, bytes, file_offset(contributors[i], 0) + first * element, "reading");
+      if (i == 0) continue;
+      const void* sources[] = {accumulator, into};
+      reduce_in_order(dtype, op == ReduceOp::Avg ? ReduceOp::Sum : op, accumulator, sources, 2,
+                      static_cast<size_t>(count));
+    }
+    if (op == ReduceOp::Avg)
+      finish_average(dtype, accumulator, static_cast<int>(contributors.size()), static_cast<size_t>(count));
   }
 
  private:
@@ -229,6 +271,8 @@ struct Finished {
     uint32_t slot;
     uint8_t* data;
     bool arrived;
+    // Why the transport refused the frame it met instead (another length or dtype), if so.
+    std::string mismatch;
   };
   std::mutex mutex;
   std::condition_variable changed;
@@ -249,9 +293,9 @@ class Collector {
     }
   }
 
-  // Until every sender is settled or `deadline` passes; with `every_rank`, until one is lost.
+  // Until every sender is settled or `deadline` passes; with `every_rank`, until one is left out.
   void collect(Clock::time_point deadline, bool every_rank) {
-    while (unsettled_ > 0 && !(every_rank && lost_ > 0) && Clock::now() < deadline) {
+    while (unsettled_ > 0 && !(every_rank && left_out_ > 0) && Clock::now() < deadline) {
       grant();
       std::deque<Finished::Receive> batch;
       {
@@ -305,10 +349,19 @@ class Collector {
 
   std::function<void(const Request&)> report_to(int peer) {
     return [finished = finished_, peer](const Request& request) {
+      std::string mismatch;
+      if (request.error) {
+        try {
+          std::rethrow_exception(request.error);
+        } catch (const MismatchError& error) {
+          mismatch = error.what();
+        } catch (const std::exception&) {
+        }
+      }
       {
         std::lock_guard lock(finished->mutex);
         finished->queue.push_back({peer, request.header.slot, static_cast<uint8_t*>(request.data),
-                                   request.state == Request::State::Done});
+                                   request.state == Request::State::Done, std::move(mismatch)});
       }
       finished->changed.notify_one();
     };
@@ -359,8 +412,12 @@ class Collector {
     const bool settled = sender.state != Sender::State::Announcing && sender.state != Sender::State::Sending;
     if (settled || !receive.arrived) {
       if (segment) keeper_.release(receive.data);
-      if (!settled) settle(sender, Sender::State::Lost);
-      return;
+      if (settled) return;
+      // A sender whose frame does not match the reduce (another length or dtype) is refused,
+      // named; one whose connection failed is missing.
+      if (receive.mismatch.empty()) return settle(sender, Sender::State::Lost);
+      sender.refusal = receive.mismatch;
+      return settle(sender, Sender::State::Refused);
     }
     if (segment && check_) {
       const uint64_t s = segment_of(receive.slot);
@@ -383,7 +440,7 @@ class Collector {
   void settle(Sender& sender, Sender::State state) {
     sender.state = state;
     --unsettled_;
-    if (state == Sender::State::Lost) ++lost_;
+    if (state != Sender::State::Complete) ++left_out_;
   }
 
   OpContext& context_;
@@ -394,7 +451,36 @@ class Collector {
   std::shared_ptr<Finished> finished_ = std::make_shared<Finished>();
   std::deque<int> line_;  // senders waiting for landing memory
   int unsettled_ = 0;
-  int lost_ = 0;
+  int left_out_ = 0;  // lost or refused
+};
+
+// The kept contributions of a deferred reduce, folded on request on the caller's thread.
+class KeptContributions final : public DeferredReduction {
+ public:
+  KeptContributions(std::unique_ptr<Keeper> keeper, ScalarType dtype, ReduceOp op, int64_t numel,
+                    std::vector<int> contributors)
+      : keeper_(std::move(keeper)),
+        dtype_(dtype),
+        op_(op),
+        numel_(static_cast<uint64_t>(numel)),
+        contributors_(std::move(contributors)) {}
+
+  void fold(uint64_t first, uint64_t count, void* out) override {
+    if (first > numel_ || count > numel_ - first)
+      throw InvalidArgument("deadline_reduce_deferred: elements " + std::to_string(first) + " to " +
+                            std::to_string(first + count) + " lie beyond the " + std::to_string(numel_) +
+                            " reduced");
+    if (contributors_.empty())
+      throw InvalidArgument("deadline_reduce_deferred: no rank contributed, there is nothing to fold");
+    if (count > 0) keeper_->fold(dtype_, op_, contributors_, first, count, out);
+  }
+
+ private:
+  const std::unique_ptr<Keeper> keeper_;
+  const ScalarType dtype_;
+  const ReduceOp op_;
+  const uint64_t numel_;
+  const std::vector<int> contributors_;
 };
 
 }  // namespace
@@ -421,7 +507,7 @@ bool send_streamed(OpContext& context, const Buffer& buffer, int root) {
 
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
                                       Clock::time_point deadline, bool every_rank,
-                                      const ContributionCheck& check) {
+                                      const ContributionCheck& check, bool defer) {
   const Segments segments = segments_of(context, buffer);
   std::unique_ptr<Keeper> keeper;
   if (segments.bytes * static_cast<uint64_t>(context.size() - 1) >
@@ -432,6 +518,9 @@ DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, Reduce
   Collector collector(context, segments, *keeper, check);
   collector.collect(deadline, every_rank);
   DeadlineReduceResult result = collector.outcome();
+  if (every_rank && !result.refused.empty())
+    throw MismatchError(std::string(collective_name(context.signature().collective)) +
+                        " failed: " + result.refused.front().second);
   if (every_rank && !result.missing.empty()) {
     const std::string name = collective_name(context.signature().collective);
     for (int peer : result.missing)
@@ -442,20 +531,31 @@ DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, Reduce
                        std::to_string(result.missing.front()));
   }
   collector.close_round();
-  keeper->reduce(buffer, op, result.contributors);
+  keeper->collected();
   result.spooled_bytes = keeper->spooled_bytes();
+  if (defer) {
+    std::vector<int> others;
+    std::copy_if(result.contributors.begin(), result.contributors.end(), std::back_inserter(others),
+                 [&](int rank) { return rank != context.rank(); });
+    result.deferred = std::make_shared<KeptContributions>(std::move(keeper), buffer.dtype, op, buffer.numel,
+                                                          std::move(others));
+    return result;
+  }
+  const auto fold_start = Clock::now();
+  keeper->reduce(buffer, op, result.contributors);
+  result.fold_seconds = std::chrono::duration<double>(Clock::now() - fold_start).count();
   return result;
 }
 
 void run_deadline_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op,
                          Clock::time_point deadline, DeadlineReduceResult& result,
-                         const ContributionCheck& check) {
+                         const ContributionCheck& check, bool defer) {
   if (context.rank() != root) {
     // What a sender can know: whether root took its whole buffer before closing the round.
     (send_streamed(context, buffer, root) ? result.contributors : result.missing).push_back(context.rank());
     return;
   }
-  result = receive_streamed(context, buffer, op, deadline, false, check);
+  result = receive_streamed(context, buffer, op, deadline, false, check, defer);
 }
 
 }  // namespace tn::dist

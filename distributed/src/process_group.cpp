@@ -3,6 +3,8 @@
 // posted receive never holds up a later send.
 #include "distributed/process_group.h"
 
+#include <sys/resource.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -339,7 +341,28 @@ std::shared_ptr<Work> ProcessGroup::deadline_reduce(Buffer buffer, int root, Red
   return impl_->enqueue(signature_of(Collective::DeadlineReduce, buffer, op, root),
                         [buffer, root, op, until, result, check](OpContext& context) mutable {
                           *result = {};
-                          run_deadline_reduce(context, buffer, root, op, until, *result, check);
+                          run_deadline_reduce(context, buffer, root, op, until, *result, check, false);
+                        });
+}
+
+std::shared_ptr<Work> ProcessGroup::deadline_reduce_deferred(ScalarType dtype, int64_t numel, int root,
+                                                             ReduceOp op, Milliseconds deadline,
+                                                             std::shared_ptr<DeadlineReduceResult> result,
+                                                             ContributionCheck check) {
+  impl_->check_rank(root, "root", "deadline_reduce_deferred");
+  if (root != impl_->rank)
+    throw InvalidArgument("deadline_reduce_deferred: rank " + std::to_string(impl_->rank) + " is not root " +
+                          std::to_string(root) + "; the other ranks call deadline_reduce");
+  impl_->check_rooted_at_hub(root, "deadline_reduce_deferred");
+  check_reducible(dtype, op, "deadline_reduce_deferred");
+  if (numel < 0) throw InvalidArgument("deadline_reduce_deferred: a negative element count");
+  if (!result) throw InvalidArgument("deadline_reduce_deferred: no result record to fill");
+  const Buffer nothing{nullptr, dtype, numel, nullptr};  // root's own contribution: none
+  const auto until = Clock::now() + deadline;
+  return impl_->enqueue(signature_of(Collective::DeadlineReduce, nothing, op, root),
+                        [buffer = nothing, root, op, until, result, check](OpContext& context) mutable {
+                          *result = {};
+                          run_deadline_reduce(context, buffer, root, op, until, *result, check, true);
                         });
 }
 
@@ -393,6 +416,16 @@ std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
                               if (auto request = pending.lock()) transport.cancel(request);
                             });
   return work;
+}
+
+uint64_t raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised{limit.rlim_max, limit.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return static_cast<uint64_t>(limit.rlim_cur);
 }
 
 }  // namespace tn::dist

@@ -299,7 +299,7 @@ void Transport::on_header(Connection& connection) {
     std::vector<RequestPtr> finished;
     {
       std::lock_guard lock(mutex_);
-      refuse_locked(request, *mismatch, finished);
+      refuse_locked(request, header.source, *mismatch, finished);
     }
     run_callbacks(finished);
   }
@@ -385,17 +385,28 @@ std::optional<std::string> Transport::mismatch_locked(const Request& request,
 }
 
 // A receive that meets a frame it must not take fails naming both sides, and so does the
-// group: the ranks no longer agree on what is being sent.
-void Transport::refuse_locked(const RequestPtr& request, const std::string& mismatch,
+// group: the ranks no longer agree on what is being sent. Except at a star's hub, whose spokes
+// share nothing but the hub: there the spoke that sent it (a misbehaving federated device, say)
+// loses its connection, as a dead spoke would, and the others carry on.
+void Transport::refuse_locked(const RequestPtr& request, int source, const std::string& mismatch,
                               std::vector<RequestPtr>& finished) {
   finish_locked(request, std::make_exception_ptr(MismatchError(mismatch)), finished);
+  if (topology_ == Topology::Star && rank_ == hub_) {
+    // On the I/O thread, which owns the connection's socket; the refused receive's callback
+    // runs first, so its owner learns of the mismatch before the loss.
+    asio::post(io_, [this, source, reason = "sent a mismatched frame: " + mismatch] {
+      lose_peer(*connections_[source], reason);
+    });
+    return;
+  }
   fail_group_locked(mismatch, finished);
 }
 
 // Completes a receive from a frame that was read into a buffer of its own.
 void Transport::deliver_locked(const RequestPtr& request, const FrameHeader& header, const uint8_t* payload,
                                std::vector<RequestPtr>& finished) {
-  if (auto mismatch = mismatch_locked(*request, header)) return refuse_locked(request, *mismatch, finished);
+  if (auto mismatch = mismatch_locked(*request, header))
+    return refuse_locked(request, header.source, *mismatch, finished);
   request->source = header.source;
   if (header.length > 0) std::memcpy(request->data, payload, header.length);
   finish_locked(request, nullptr, finished);

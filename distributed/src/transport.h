@@ -93,7 +93,7 @@ class Transport {
   RequestPtr take_posted_locked(const FrameHeader& header);
   // Why the frame may not complete this receive (other collective, size or dtype), if so.
   std::optional<std::string> mismatch_locked(const Request& request, const FrameHeader& header) const;
-  void refuse_locked(const RequestPtr& request, const std::string& mismatch,
+  void refuse_locked(const RequestPtr& request, int source, const std::string& mismatch,
                      std::vector<RequestPtr>& finished);
   void deliver_locked(const RequestPtr& request, const FrameHeader& header, const uint8_t* payload,
                       std::vector<RequestPtr>& finished);

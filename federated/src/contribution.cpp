@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "federated/errors.h"
 
@@ -115,6 +116,26 @@ WeightedSum ContributionLayout::weighted_sum(std::span<const double> sum) const 
     result.sum.tensors.push_back(copy_tensor(slot.spec.name, ScalarType::Double, slot.spec.shape, bytes));
   }
   return result;
+}
+
+WeightedSumReader ContributionLayout::weighted_sum_reader(
+    std::function<void(size_t first, std::span<double> out)> fold) const {
+  double total_weight = 0;
+  fold(elements_ - 1, {&total_weight, 1});
+  std::unordered_map<std::string, Slot> slots;
+  for (const Slot& slot : slots_) slots.emplace(slot.spec.name, slot);
+  auto read = [slots = std::move(slots), fold = std::move(fold)](const NamedTensor& tensor, int64_t begin,
+                                                                 std::span<double> out) {
+    auto found = slots.find(tensor.name);
+    if (found == slots.end() || found->second.spec != tensor.spec())
+      throw Refused("contribution sum: the model's tensor '" + tensor.name +
+                    "' is not in the contribution layout");
+    if (begin < 0 || out.size() > size_t(tensor.numel() - std::min(begin, tensor.numel())))
+      throw Refused("contribution sum: elements " + std::to_string(begin) + " to " +
+                    std::to_string(begin + int64_t(out.size())) + " lie beyond tensor '" + tensor.name + "'");
+    fold(found->second.offset + size_t(begin), out);
+  };
+  return {std::move(read), total_weight};
 }
 
 }  // namespace tn::federated

@@ -58,17 +58,13 @@ class MeanStrategy final : public Strategy {
 
   Model aggregate_from_weighted_sum(const Model& global, const WeightedSum& sum) override {
     global.spec();  // refuses a global model whose buffers do not match its shapes
-    if (!(sum.total_weight > 0 && std::isfinite(sum.total_weight)))
-      throw Refused(name() + ": the weighted sum's total weight " + std::to_string(sum.total_weight) +
-                    " must be positive and finite");
+    check_total_weight(sum.total_weight);
     std::unordered_map<std::string_view, const NamedTensor*> by_name;
     for (const NamedTensor& tensor : sum.sum.tensors)
       if (!by_name.emplace(tensor.name, &tensor).second)
         throw Refused(name() + ": the weighted sum lists tensor '" + tensor.name + "' twice");
-    std::vector<const NamedTensor*> sums(global.tensors.size(), nullptr);
     size_t expected = 0;
-    for (size_t k = 0; k < global.tensors.size(); ++k) {
-      const NamedTensor& reference = global.tensors[k];
+    for (const NamedTensor& reference : global.tensors) {
       if (!is_aggregated(reference.dtype)) continue;
       ++expected;
       auto found = by_name.find(reference.name);
@@ -79,19 +75,29 @@ class MeanStrategy final : public Strategy {
           tensor.nbytes != tensor.spec().nbytes() || (tensor.nbytes > 0 && !tensor.data))
         throw Refused(name() + ": the weighted sum's tensor '" + tensor.name +
                       "' must be floating, of the model's shape and hold its bytes");
-      int64_t bad = first_non_finite(tensor.dtype, tensor.data.get(), tensor.numel());
-      if (bad >= 0)
-        throw Refused(name() + ": the weighted sum's tensor '" + tensor.name + "' element " +
-                      std::to_string(bad) + " is not finite");
-      sums[k] = &tensor;
     }
     if (sum.sum.tensors.size() != expected)
       throw Refused(name() + ": the weighted sum has " + std::to_string(sum.sum.tensors.size()) +
                     " tensors, the model has " + std::to_string(expected) + " floating ones");
-    auto given_sum = [&](size_t k, int64_t begin, std::span<double> out) {
-      load_as_double(*sums[k], begin, out);
+    WeightedSumReader reader{[&](const NamedTensor& tensor, int64_t begin, std::span<double> out) {
+                               load_as_double(*by_name.at(tensor.name), begin, out);
+                             },
+                             sum.total_weight};
+    return aggregate_from_weighted_sum(global, reader);
+  }
+
+  Model aggregate_from_weighted_sum(const Model& global, const WeightedSumReader& sum) override {
+    global.spec();  // refuses a global model whose buffers do not match its shapes
+    check_total_weight(sum.total_weight);
+    auto read_sum = [&](size_t k, int64_t begin, std::span<double> out) {
+      const NamedTensor& tensor = global.tensors[k];
+      sum.read(tensor, begin, out);
+      for (size_t j = 0; j < out.size(); ++j)
+        if (!std::isfinite(out[j]))
+          throw Refused(name() + ": the weighted sum's tensor '" + tensor.name + "' element " +
+                        std::to_string(begin + int64_t(j)) + " is not finite");
     };
-    return step_from_sum(global, given_sum, sum.total_weight);
+    return step_from_sum(global, read_sum, sum.total_weight);
   }
 
  protected:
@@ -133,6 +139,12 @@ class MeanStrategy final : public Strategy {
 
  private:
   using SumSource = std::function<void(size_t tensor, int64_t begin, std::span<double> sum)>;
+
+  void check_total_weight(double total_weight) const {
+    if (!(total_weight > 0 && std::isfinite(total_weight)))
+      throw Refused(name() + ": the weighted sum's total weight " + std::to_string(total_weight) +
+                    " must be positive and finite");
+  }
 
   bool uses_second_moment() const {
     return step_ == Step::Adagrad || step_ == Step::Adam || step_ == Step::Yogi;

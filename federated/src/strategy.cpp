@@ -20,6 +20,10 @@ Model Strategy::aggregate_from_weighted_sum(const Model&, const WeightedSum&) {
   throw Unsupported(name_ + ": cannot aggregate from a weighted sum, it needs the individual updates");
 }
 
+Model Strategy::aggregate_from_weighted_sum(const Model&, const WeightedSumReader&) {
+  throw Unsupported(name_ + ": cannot aggregate from a weighted sum, it needs the individual updates");
+}
+
 EvaluationSummary Strategy::aggregate_evaluate(std::span<const EvaluationResult> results) const {
   if (results.empty()) throw Refused(name_ + ": no evaluation results to aggregate");
   std::vector<const EvaluationResult*> sorted;

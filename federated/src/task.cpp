@@ -126,7 +126,8 @@ RoundOutcome Task::close_round() {
   }
 }
 
-RoundOutcome Task::close_round_from_weighted_sum(const WeightedSum& sum, std::vector<DeviceId> contributors) {
+RoundOutcome Task::close_round_from_weighted_sum(const WeightedSumReader& sum,
+                                                 std::vector<DeviceId> contributors) {
   throw_if_failed();
   if (!round_) throw StateError("task '" + name() + "': no round is open");
   if (!strategy_->aggregates_from_weighted_sum())

@@ -1642,9 +1642,13 @@ TEST_F(TaskFixture, AnAggregateThatFailsAbandonsTheRound) {
 TEST_F(TaskFixture, ClosesFromAWeightedSum) {
   Task task(config(), initial(), make_strategy("fedavg"), clock);
   Selection selection = task.start_round(devices(4));
-  std::vector<double> sum = {4, 8, 12};
-  WeightedSum weighted{
-      {{copy_tensor("w", ScalarType::Double, {3}, std::as_bytes(std::span<const double>(sum)))}}, 4};
+  // The data plane's summed contributions [n * w ..., n], read a piece at a time.
+  const std::vector<double> sum = {4, 8, 12, 4};
+  WeightedSumReader weighted =
+      ContributionLayout(initial().spec()).weighted_sum_reader([&](size_t first, std::span<double> out) {
+        std::copy_n(sum.begin() + std::ptrdiff_t(first), out.size(), out.begin());
+      });
+  EXPECT_EQ(weighted.total_weight, 4);
   RoundOutcome outcome =
       task.close_round_from_weighted_sum(weighted, {selection.devices[1], selection.devices[0]});
   EXPECT_EQ(outcome.status, RoundStatus::Completed);

@@ -695,6 +695,50 @@ void check_deadline_reduce_in_memory_and_spooled(ScalarType dtype, ReduceOp op) 
   }
 }
 
+// Root keeps the contributions and folds them a range at a time, in memory and spooled: the bits
+// of the reference over the other ranks (root contributes nothing), whatever the ranges.
+template <typename T>
+void check_deadline_reduce_deferred(ScalarType dtype, ReduceOp op) {
+  const size_t count = 10007;
+  const auto want = reference_over<T>({1, 2, 3}, count, op);
+  for (uint64_t spool_bytes : {uint64_t{256} << 20, uint64_t{0}}) {
+    ProcessGroupOptions options;
+    options.segment_bytes = 4096;
+    options.deadline_reduce_spool_bytes = spool_bytes;
+    run_ranks(
+        4,
+        [&](ProcessGroup& group) {
+          auto result = std::make_shared<DeadlineReduceResult>();
+          if (group.rank() != 0) {
+            auto values = contribution_for<T>(group.rank(), count);
+            EXPECT_THROW(group.deadline_reduce_deferred(dtype, int64_t(count), 0, op, 10s, result),
+                         InvalidArgument);
+            group.deadline_reduce(buffer_of(values, dtype), 0, op, 10s, result)->wait();
+            return;
+          }
+          group.deadline_reduce_deferred(dtype, int64_t(count), 0, op, 10s, result)->wait();
+          const std::string what = std::string("deferred deadline_reduce ") + reduce_op_name(op) + " " +
+                                   scalar_type_name(dtype) + (spool_bytes == 0 ? " spooled" : " in memory");
+          EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 2, 3})) << what;
+          EXPECT_EQ(result->spooled_bytes, spool_bytes == 0 ? 3 * count * sizeof(T) : 0) << what;
+          ASSERT_TRUE(result->deferred) << what;
+          std::vector<T> folded(count);
+          // Uneven ranges across segment boundaries, the last first.
+          for (auto [first, size] : {std::pair<size_t, size_t>{9000, 1007}, {0, 1}, {1, 4000}, {4001, 4999}})
+            result->deferred->fold(first, size, folded.data() + first);
+          expect_bits_equal(folded, want, what);
+          EXPECT_THROW(result->deferred->fold(count, 1, folded.data()), InvalidArgument);
+        },
+        options);
+  }
+}
+
+TEST(ProcessGroupTest, DeadlineReduceDeferredFoldsRangesWithTheBitsOfTheReference) {
+  check_deadline_reduce_deferred<double>(ScalarType::Double, ReduceOp::Sum);
+  check_deadline_reduce_deferred<float>(ScalarType::Float, ReduceOp::Avg);
+  check_deadline_reduce_deferred<int32_t>(ScalarType::Int, ReduceOp::Sum);
+}
+
 TEST(ProcessGroupTest, DeadlineReduceSpooledGivesTheBitsOfInMemoryAndOfTheReference) {
   check_deadline_reduce_in_memory_and_spooled<float>(ScalarType::Float, ReduceOp::Sum);
   check_deadline_reduce_in_memory_and_spooled<float>(ScalarType::Float, ReduceOp::Avg);
@@ -1143,6 +1187,61 @@ TEST(ProcessGroupTest, StarSpokeThatDiesFailsOnlyWhatInvolvesIt) {
         }
       },
       options);
+}
+
+// A spoke whose contribution to the hub's deadline_reduce has another length (a federated device
+// sending what its client would not) is refused by name and disconnected; the reduce goes on
+// over the others and the hub keeps them. Its frame meets the hub's posted receive, or arrives
+// first and waits in the unexpected list.
+TEST(ProcessGroupTest, StarHubRefusesAMismatchedContributionAndKeepsTheOtherSpokes) {
+  for (bool hub_posts_late : {false, true}) {
+    ProcessGroupOptions options = star_options(0);
+    options.timeout = 10s;
+    const size_t count = 1000;
+    run_ranks(
+        4,
+        [&](ProcessGroup& group) {
+          const int rank = group.rank();
+          auto values = contribution_for<float>(rank, rank == 2 ? count + 1 : count);
+          auto result = std::make_shared<DeadlineReduceResult>();
+          if (rank == 0 && hub_posts_late) std::this_thread::sleep_for(300ms);
+          auto work =
+              group.deadline_reduce(buffer_of(values, ScalarType::Float), 0, ReduceOp::Sum, 5s, result);
+          if (rank == 2) {
+            EXPECT_THROW(work->wait(), PeerError);  // the hub hung up on it
+            return;
+          }
+          work->wait();
+          std::vector<int32_t> message{rank};
+          if (rank != 0) {
+            group.send(buffer_of(message, ScalarType::Int), 0, 1)->wait();
+            return;
+          }
+          EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 3}));
+          EXPECT_TRUE(result->missing.empty());
+          ASSERT_EQ(result->refused.size(), 1u);
+          EXPECT_EQ(
+              result->refused[0],
+              (std::pair<int, std::string>{
+                  2,
+                  "mismatched collectives: rank 2 called deadline_reduce(float32, 1001 elements, SUM, root "
+                  "0) as operation #1 of the group, rank 0 called deadline_reduce(float32, 1000 elements, "
+                  "SUM, root 0)"}));
+          expect_bits_equal(values, reference_over<float>({0, 1, 3}, count, ReduceOp::Sum), "without rank 2");
+          for (int spoke : {1, 3}) {
+            group.recv(buffer_of(message, ScalarType::Int), spoke, 1)->wait();
+            EXPECT_EQ(message[0], spoke);
+          }
+          try {
+            group.recv(buffer_of(message, ScalarType::Int), 2, 1)->wait();
+            ADD_FAILURE() << "received from a disconnected rank";
+          } catch (const PeerError& error) {
+            EXPECT_NE(std::string(error.what()).find("rank 2 sent a mismatched frame"), std::string::npos)
+                << error.what();
+          }
+        },
+        options);
+  }
 }
 
 // A star of `world` ranks as threads of this process: rendezvous, the model broadcast, a

@@ -2,7 +2,8 @@
 numpy alone, bounded waits, and a running coordinator with an administrator key.
 
 The executables come from .venv/bin (`make setup`), or from $TORCHNATIVE_BIN (e.g. a directory
-of links to the sanitizer build's).
+of links to the sanitizer build's); the test-only rogue device from the build tree, or from
+$TORCHNATIVE_TEST_BIN.
 """
 import json
 import os
@@ -17,11 +18,19 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("TORCHNATIVE_BIN", REPO / ".venv" / "bin"))
+TEST_BIN = Path(os.environ.get("TORCHNATIVE_TEST_BIN", REPO / "build" / "tests" / "federated"))
 SAFETENSORS_DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
 
 
 def tool(name):
     path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make setup`")
+    return str(path)
+
+
+def rogue_device():
+    path = TEST_BIN / "federated_rogue_device"
     if not path.exists():
         pytest.fail(f"{path} is missing: run `make setup`")
     return str(path)
@@ -72,17 +81,19 @@ def http_get(coordinator, path):
         return response.status, response.read().decode()
 
 
-def start_coordinator(tmp_path):
-    """Starts a coordinator; yields its admin command line, ports, process and log."""
+def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log"):
+    """Starts a coordinator on tmp_path's state directory and administrator key (both made on first
+    use, so a second launch resumes the first's state); returns its admin command line, ports,
+    process and log."""
     admin_key = tmp_path / "admin.key"
     public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
                                 check=True, capture_output=True, text=True).stdout.strip()
     config = tmp_path / "coordinator.json"
     config.write_text(json.dumps({
-        "listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
+        "listen": f"127.0.0.1:{grpc_port}", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
         "admin_public_keys": [public_key], "check_in_wait_bound_ms": 2000,
         "data_plane": {"host": "127.0.0.1", "join_window_ms": 10000}}))
-    log_path = tmp_path / "coordinator.log"
+    log_path = tmp_path / log_name
     with open(log_path, "w") as log:
         process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
 
@@ -96,8 +107,15 @@ def start_coordinator(tmp_path):
 
     ports = wait_for("the coordinator to listen", listening, 10)
     admin = [tool("torchnative-admin"), "--server", f"127.0.0.1:{ports['grpc_port']}", "--key", str(admin_key)]
-    yield {"admin": admin, "grpc_port": ports["grpc_port"], "http_port": ports["http_port"],
-           "process": process, "log": log_path}
+    return {"admin": admin, "grpc_port": ports["grpc_port"], "http_port": ports["http_port"],
+            "process": process, "log": log_path}
+
+
+def start_coordinator(tmp_path):
+    """Starts a coordinator; yields what launch_coordinator returns and kills it afterwards."""
+    coordinator = launch_coordinator(tmp_path)
+    yield coordinator
+    process = coordinator["process"]
     if process.poll() is None:
         process.kill()
         process.wait()

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <semaphore>
 #include <stop_token>
 #include <string>
 
@@ -37,7 +38,19 @@ struct DeviceOptions {
   Milliseconds check_in_wait{20'000};  // how long one CheckIn may be held by the server
   Backoff backoff;
   size_t max_message_bytes = size_t{4} << 20;
+  // A channel shared by the devices of one process (open_channel), so that hundreds of them
+  // keep one channel's state instead of one each; when null the device opens its own.
+  std::shared_ptr<grpc::Channel> channel;
+  // Shared by the devices of one process: a device holds a slot from training until its
+  // contribution is delivered, the phase that takes three times the model's memory (the
+  // trained model and the float64 contribution), so that many devices of a large model fit in
+  // one machine. When null a device trains whenever it is ready.
+  std::shared_ptr<std::counting_semaphore<>> training_slots;
 };
+
+// The channel to options.server_address: TLS with tls_root_certificates_file when set,
+// plaintext otherwise, messages up to max_message_bytes.
+std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options);
 
 // What a trainer returns: the trained model (full weights, same tensors as the global model),
 // how many examples it saw, and metrics to log.

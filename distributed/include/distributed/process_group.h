@@ -88,6 +88,18 @@ struct ProcessGroupOptions {
   std::string deadline_reduce_spool_directory;
 };
 
+// What root keeps of a deadline reduce it did not fold into a buffer (deadline_reduce_deferred):
+// the contributions as they landed, in its memory or its spool file, folded a range at a time on
+// demand. For a root that should never hold the whole result (the federated hub's float64 sum
+// is twice a float32 model of gigabytes): it consumes the reduction piece by piece instead.
+class DeferredReduction {
+ public:
+  virtual ~DeferredReduction() = default;
+  // out (count elements of the reduce's dtype) = elements [first, first + count) reduced over
+  // the contributing ranks in ascending rank order, with the bits deadline_reduce gives.
+  virtual void fold(uint64_t first, uint64_t count, void* out) = 0;
+};
+
 // Which ranks a deadline reduce combined, in ascending order, which it gave up on, and which
 // it refused (their contribution arrived but failed root's check).
 struct DeadlineReduceResult {
@@ -96,6 +108,11 @@ struct DeadlineReduceResult {
   std::vector<std::pair<int, std::string>> refused;  // rank, why
   // Bytes root wrote to its spool file (0 when the contributions fitted in memory).
   uint64_t spooled_bytes = 0;
+  // Root's time folding the contributions together once the round closed: the reduction
+  // proper, apart from waiting for and receiving them (0 when the fold was deferred).
+  double fold_seconds = 0;
+  // Root of deadline_reduce_deferred: the contributions, to fold on demand.
+  std::shared_ptr<DeferredReduction> deferred;
 };
 
 // Root's check of another rank's contribution to a deadline reduce, called for each segment as
@@ -149,11 +166,25 @@ class ProcessGroup {
   std::shared_ptr<Work> deadline_reduce(Buffer buffer, int root, ReduceOp op, Milliseconds deadline,
                                         std::shared_ptr<DeadlineReduceResult> result,
                                         ContributionCheck check = {});
+  // Root's side of a deadline_reduce of `numel` elements of `dtype` (the other ranks call
+  // deadline_reduce as usual) that keeps the contributions instead of folding them into a
+  // buffer: root contributes nothing of its own and folds what it needs, when it needs it, from
+  // result->deferred. Root still appears among result->contributors.
+  std::shared_ptr<Work> deadline_reduce_deferred(ScalarType dtype, int64_t numel, int root, ReduceOp op,
+                                                 Milliseconds deadline,
+                                                 std::shared_ptr<DeadlineReduceResult> result,
+                                                 ContributionCheck check = {});
 
   struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// Raises this process's soft limit on open files to its hard limit and returns the limit now in
+// force. A star hub holds a connection per spoke, and its store master one per rank while they
+// rendezvous; a process running many ranks holds a few descriptors per rank. A thousand ranks
+// outgrow the customary soft limit of 1024 long before the hard limit.
+uint64_t raise_open_files_limit();
 
 }  // namespace tn::dist

@@ -11,6 +11,7 @@
 // carries no names, shapes or dtypes a device could get wrong.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +45,9 @@ class ContributionLayout {
 
   // Hub side: the contributors' summed vector as float64 tensors and their total weight.
   WeightedSum weighted_sum(std::span<const double> sum) const;
+  // The same for a hub that never holds the summed vector: fold(first, out) fills out with its
+  // elements [first, first + out.size()). The total weight is read at once.
+  WeightedSumReader weighted_sum_reader(std::function<void(size_t first, std::span<double> out)> fold) const;
 
  private:
   struct Slot {

@@ -167,8 +167,10 @@ class Task {
   // TaskFailed when this abandonment exceeds max_retries.
   RoundOutcome close_round();
   // The same for a round whose updates were summed by the data plane instead of submitted:
-  // `contributors` (who the reduce says contributed) must be selected devices, each once.
-  RoundOutcome close_round_from_weighted_sum(const WeightedSum& sum, std::vector<DeviceId> contributors);
+  // `contributors` (who the reduce says contributed) must be selected devices, each once. A sum
+  // the strategy refuses (a non-finite value, one that does not fit the model) abandons the round.
+  RoundOutcome close_round_from_weighted_sum(const WeightedSumReader& sum,
+                                             std::vector<DeviceId> contributors);
 
   TaskCheckpoint checkpoint() const;
 

@@ -43,6 +43,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,16 @@ namespace tn::federated {
 // floating dtype, and total_weight = sum_i n_i.
 struct WeightedSum {
   Model sum;
+  double total_weight = 0;
+};
+
+// The same sums read a piece at a time, for a hub that never holds them all (the data plane's
+// float64 sum is twice a float32 model): read(tensor, begin, out) fills `out` with elements
+// [begin, begin + out.size()) of the sum for `tensor`, an aggregated tensor of the global
+// model. A strategy reads each tensor's elements once, in ascending order, tensor after tensor in
+// the model's order. `read` may throw Refused, which refuses the sum.
+struct WeightedSumReader {
+  std::function<void(const NamedTensor& tensor, int64_t begin, std::span<double> out)> read;
   double total_weight = 0;
 };
 
@@ -110,6 +121,9 @@ class Strategy {
   virtual Model aggregate(const Model& global, std::span<const Update> updates) = 0;
   // Unsupported unless aggregates_from_weighted_sum().
   virtual Model aggregate_from_weighted_sum(const Model& global, const WeightedSum& sum);
+  // The same with the sums read a piece at a time; a non-finite sum value is refused (Refused)
+  // when read, before the strategy's state changes.
+  virtual Model aggregate_from_weighted_sum(const Model& global, const WeightedSumReader& sum);
   // Refuses (Refused) no results, a repeated device, examples < 1, a non-finite loss or metric.
   EvaluationSummary aggregate_evaluate(std::span<const EvaluationResult> results) const;
 

@@ -5,31 +5,80 @@
 
 namespace tn::server {
 
-std::optional<v1::Assignment> DeviceBoard::check_in(const federated::DeviceId& device,
-                                                    const nlohmann::json& metadata,
-                                                    std::chrono::milliseconds wait,
-                                                    const std::function<bool()>& gone) {
+DeviceBoard::DeviceBoard() : expiry_([this] { expire_holds(); }) {}
+
+DeviceBoard::~DeviceBoard() {
+  close();
+  expiry_.join();
+}
+
+uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::json& metadata,
+                           std::chrono::milliseconds wait, Answer answer) {
+  std::optional<v1::Assignment> ready;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard lock(mutex_);
+    ticket = next_ticket_++;
+    auto reserved = reserved_.find(device);
+    if (!closed_ && reserved != reserved_.end() && reserved->second.undelivered) {
+      ready = std::exchange(reserved->second.undelivered, std::nullopt);
+    } else if (!closed_) {
+      const auto until = SteadyClock::now() + wait;
+      Held& held = held_[device];
+      held.holds[ticket] = {std::move(answer), until};
+      held.metadata = metadata;
+      const bool earliest = expiries_.empty() || until < expiries_.begin()->first;
+      expiries_.emplace(until, std::pair{device, ticket});
+      ++arrivals_;
+      arrived_.notify_all();
+      if (earliest) expiry_changed_.notify_one();
+      return ticket;
+    }
+  }
+  answer(std::move(ready));  // an assignment that was waiting for the device, or the board closed
+  return ticket;
+}
+
+DeviceBoard::Answer DeviceBoard::take_hold(const federated::DeviceId& device, uint64_t ticket) {
+  auto held = held_.find(device);
+  if (held == held_.end()) return {};
+  auto found = held->second.holds.find(ticket);
+  if (found == held->second.holds.end()) return {};
+  Answer answer = std::move(found->second.answer);
+  auto [first, last] = expiries_.equal_range(found->second.until);
+  for (auto expiry = first; expiry != last; ++expiry)
+    if (expiry->second.second == ticket) {
+      expiries_.erase(expiry);
+      break;
+    }
+  held->second.holds.erase(found);
+  if (held->second.holds.empty()) held_.erase(held);
+  return answer;
+}
+
+bool DeviceBoard::withdraw(const federated::DeviceId& device, uint64_t ticket) {
+  std::lock_guard lock(mutex_);
+  return bool(take_hold(device, ticket));
+}
+
+void DeviceBoard::expire_holds() {
   std::unique_lock lock(mutex_);
-  if (closed_) return std::nullopt;
-  Held& held = held_[device];
-  ++held.calls;
-  held.metadata = metadata;
-  ++arrivals_;
-  arrived_.notify_all();
-  auto has_assignment = [&] {
-    auto found = reserved_.find(device);
-    return found != reserved_.end() && found->second.undelivered;
-  };
-  // In slices, to notice a caller that hung up.
-  constexpr std::chrono::milliseconds kSlice{200};
-  const auto until = std::chrono::steady_clock::now() + wait;
-  while (!closed_ && !has_assignment() && std::chrono::steady_clock::now() < until && !gone())
-    assigned_.wait_until(lock, std::min(until, std::chrono::steady_clock::now() + kSlice));
-  std::optional<v1::Assignment> assignment;
-  // A caller that hung up would lose the assignment; the device's next CheckIn gets it instead.
-  if (has_assignment() && !gone()) assignment = std::exchange(reserved_[device].undelivered, std::nullopt);
-  if (--held_[device].calls == 0) held_.erase(device);
-  return assignment;
+  while (!closed_) {
+    if (expiries_.empty()) {
+      expiry_changed_.wait(lock);
+      continue;
+    }
+    const auto earliest = expiries_.begin()->first;
+    if (SteadyClock::now() < earliest) {
+      expiry_changed_.wait_until(lock, earliest);
+      continue;
+    }
+    const auto [device, ticket] = expiries_.begin()->second;
+    Answer answer = take_hold(device, ticket);
+    lock.unlock();
+    answer(std::nullopt);
+    lock.lock();
+  }
 }
 
 std::vector<federated::DeviceId> DeviceBoard::reserve(const Chooser& choose) {
@@ -43,6 +92,7 @@ std::vector<federated::DeviceId> DeviceBoard::reserve(const Chooser& choose) {
 }
 
 void DeviceBoard::assign(const std::map<federated::DeviceId, v1::RoundConfig>& configs) {
+  std::vector<std::pair<Answer, v1::Assignment>> delivered;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [id, config] : configs) {
@@ -50,11 +100,16 @@ void DeviceBoard::assign(const std::map<federated::DeviceId, v1::RoundConfig>& c
       v1::Assignment assignment;
       assignment.set_task_id(config.task_id());
       assignment.set_round_id(config.round_id());
-      reservation.undelivered = assignment;
       reservation.config = config;
+      // To one CheckIn the device holds; with none, its next CheckIn takes the assignment.
+      auto held = held_.find(id);
+      if (held == held_.end())
+        reservation.undelivered = std::move(assignment);
+      else
+        delivered.emplace_back(take_hold(id, held->second.holds.begin()->first), std::move(assignment));
     }
   }
-  assigned_.notify_all();
+  for (auto& [answer, assignment] : delivered) answer(std::move(assignment));
 }
 
 std::optional<v1::RoundConfig> DeviceBoard::round_config(const federated::DeviceId& device,
@@ -99,12 +154,18 @@ v1::DeviceState DeviceBoard::last_state(const federated::DeviceId& device) const
 }
 
 void DeviceBoard::close() {
+  std::vector<Answer> unanswered;
   {
     std::lock_guard lock(mutex_);
     closed_ = true;
+    for (auto& [id, held] : held_)
+      for (auto& [ticket, hold] : held.holds) unanswered.push_back(std::move(hold.answer));
+    held_.clear();
+    expiries_.clear();
   }
-  assigned_.notify_all();
   arrived_.notify_all();
+  expiry_changed_.notify_all();
+  for (Answer& answer : unanswered) answer(std::nullopt);
 }
 
 }  // namespace tn::server

@@ -2,6 +2,9 @@
 // poll), who is reserved for a round, the assignments not yet delivered and the round
 // configurations devices fetch. In memory only: a restarted coordinator starts with no device
 // waiting and no round running, and devices find their way back by checking in again.
+//
+// A held CheckIn is a callback, not a blocked thread, so a thousand waiting devices cost a
+// thousand small records; one thread of the board ends the holds whose wait has passed.
 #pragma once
 
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "federated/model.h"
@@ -29,13 +33,24 @@ class DeviceBoard {
     nlohmann::json metadata;  // as registered, for a task's device requirements
   };
   using Chooser = std::function<std::vector<federated::DeviceId>(const std::vector<Waiting>& available)>;
+  // How a held CheckIn ends: with the assignment posted for its device, or with nothing (its
+  // wait passed, or the board closed). Called once, never under the board's lock, on the thread
+  // that ended the hold (or on the caller's, from hold() itself).
+  using Answer = std::function<void(std::optional<v1::Assignment>)>;
 
-  // CheckIn: counts `device` as available while held, until an assignment for it is posted,
-  // `wait` passes, `gone()` (the caller hung up: a dead device must not be selected) or the
-  // board closes. An assignment posted while the device was between two CheckIns is delivered
-  // by the next one.
-  std::optional<v1::Assignment> check_in(const federated::DeviceId& device, const nlohmann::json& metadata,
-                                         std::chrono::milliseconds wait, const std::function<bool()>& gone);
+  DeviceBoard();
+  ~DeviceBoard();  // answers every hold, as close() does
+  DeviceBoard(const DeviceBoard&) = delete;
+  DeviceBoard& operator=(const DeviceBoard&) = delete;
+
+  // CheckIn: counts `device` as available until its hold is answered or withdrawn. An
+  // assignment posted while the device was between two CheckIns is given at once. Returns the
+  // hold's ticket, for withdraw().
+  uint64_t hold(const federated::DeviceId& device, const nlohmann::json& metadata,
+                std::chrono::milliseconds wait, Answer answer);
+  // The caller hung up (a dead device must not be selected): ends the hold without answering
+  // it. False when it had been answered already.
+  bool withdraw(const federated::DeviceId& device, uint64_t ticket);
   // Runs `choose` on the devices waiting and not reserved (sorted by id) under the board's lock,
   // and reserves the devices it returns, so rounds of two tasks never share a device.
   std::vector<federated::DeviceId> reserve(const Chooser& choose);
@@ -57,22 +72,35 @@ class DeviceBoard {
   void close();
 
  private:
+  using SteadyClock = std::chrono::steady_clock;
+  struct Hold {
+    Answer answer;
+    SteadyClock::time_point until;
+  };
   struct Held {
-    int calls = 0;  // a device may hold more than one CheckIn
+    std::map<uint64_t, Hold> holds;  // by ticket: a device may hold more than one CheckIn
     nlohmann::json metadata;
   };
   struct Reservation {
     std::optional<v1::Assignment> undelivered;
     std::optional<v1::RoundConfig> config;
   };
+  // Takes the hold out of the board; its answer is the caller's to call, outside the lock.
+  Answer take_hold(const federated::DeviceId& device, uint64_t ticket);
+  void expire_holds();  // the expiry thread
+
   mutable std::mutex mutex_;
-  std::condition_variable assigned_;  // CheckIns wait on it
-  std::condition_variable arrived_;   // round loops wait on it
+  std::condition_variable arrived_;         // round loops wait on it
+  std::condition_variable expiry_changed_;  // the expiry thread waits on it
   std::map<federated::DeviceId, Held> held_;
+  // When each hold's wait passes, earliest first.
+  std::multimap<SteadyClock::time_point, std::pair<federated::DeviceId, uint64_t>> expiries_;
+  uint64_t next_ticket_ = 1;
   std::map<federated::DeviceId, Reservation> reserved_;
   std::map<federated::DeviceId, v1::DeviceState> reported_;
   uint64_t arrivals_ = 0;
   bool closed_ = false;
+  std::thread expiry_;
 };
 
 }  // namespace tn::server

@@ -24,6 +24,37 @@ federated::DeviceId device_id_for(const std::string& public_key) {
   return "dev-" + to_hex({reinterpret_cast<const char*>(digest), sizeof digest});
 }
 
+// A CheckIn held on the board: answered by the board (an assignment, the wait passed, the board
+// closed) or withdrawn when the caller hangs up, whichever comes first; gRPC deletes it once done.
+class HeldCheckIn final : public grpc::ServerUnaryReactor {
+ public:
+  HeldCheckIn(DeviceBoard& board, federated::DeviceId device, v1::CheckInResponse* response)
+      : board_(board), device_(std::move(device)), response_(response) {}
+
+  void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait) {
+    ticket_ = board_.hold(device_, metadata, wait, [this](std::optional<v1::Assignment> assignment) {
+      if (assignment)
+        *response_->mutable_assignment() = std::move(*assignment);
+      else
+        response_->mutable_no_work()->set_retry_after_ms(0);  // the long poll has done the waiting
+      Finish(grpc::Status::OK);
+    });
+  }
+
+  // An assignment given to a caller that hung up would be lost; withdrawn in time, the device's
+  // next CheckIn is answered instead.
+  void OnCancel() override {
+    if (board_.withdraw(device_, ticket_)) Finish(grpc::Status::CANCELLED);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  DeviceBoard& board_;
+  const federated::DeviceId device_;
+  v1::CheckInResponse* const response_;
+  uint64_t ticket_ = 0;
+};
+
 }  // namespace
 
 grpc::Status DeviceServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
@@ -64,10 +95,12 @@ grpc::Status DeviceServiceImpl::Register(grpc::ServerContext*, const v1::Registe
   });
 }
 
-grpc::Status DeviceServiceImpl::CheckIn(grpc::ServerContext* context, const v1::CheckInRequest* request,
-                                        v1::CheckInResponse* response) {
+grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext*,
+                                                     const v1::CheckInRequest* request,
+                                                     v1::CheckInResponse* response) {
   const std::string name = method("CheckIn");
-  return serve(name, [&] {
+  auto* held = new HeldCheckIn(services_.board, request->auth().key_id(), response);
+  const grpc::Status status = serve(name, [&] {
     if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
       return verified;
     v1::CheckInPayload payload;
@@ -81,14 +114,11 @@ grpc::Status DeviceServiceImpl::CheckIn(grpc::ServerContext* context, const v1::
       store.touch_device(id);
       return store.device(id)->metadata;
     });
-    std::optional<v1::Assignment> assignment =
-        services_.board.check_in(id, metadata, wait, [context] { return context->IsCancelled(); });
-    if (assignment)
-      *response->mutable_assignment() = *assignment;
-    else
-      response->mutable_no_work()->set_retry_after_ms(0);  // the long poll has done the waiting
+    held->hold(metadata, wait);
     return grpc::Status::OK;
   });
+  if (!status.ok()) held->Finish(status);  // refused before it was held
+  return held;
 }
 
 grpc::Status DeviceServiceImpl::FetchTask(grpc::ServerContext*, const v1::FetchTaskRequest* request,

@@ -1,6 +1,10 @@
 // DeviceService (torchnative/federated/v1/device.proto) as the coordinator serves it. Every
 // request is verified first (RequestVerifier); malformed payloads are INVALID_ARGUMENT by name.
 // Updates travel on the round's data plane, so SubmitUpdate is refused (FAILED_PRECONDITION).
+//
+// CheckIn is served with gRPC's callback API: a long poll is a hold on the DeviceBoard, not a
+// server thread, so the number of devices waiting at once is not bounded by threads. The other
+// methods are short and stay synchronous.
 #pragma once
 
 #include "request_verifier.h"
@@ -9,7 +13,8 @@
 
 namespace tn::server {
 
-class DeviceServiceImpl final : public v1::DeviceService::Service {
+class DeviceServiceImpl final
+    : public v1::DeviceService::WithCallbackMethod_CheckIn<v1::DeviceService::Service> {
  public:
   DeviceServiceImpl(Services services, const RequestVerifier& verifier)
       : services_(services), verifier_(verifier) {}
@@ -17,9 +22,9 @@ class DeviceServiceImpl final : public v1::DeviceService::Service {
   // Proof of possession of the key; idempotent (a key always gets the id derived from it).
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
-  // Held until the device is assigned a round or the wait bound passes.
-  grpc::Status CheckIn(grpc::ServerContext* context, const v1::CheckInRequest* request,
-                       v1::CheckInResponse* response) override;
+  // Held until the device is assigned a round, the wait bound passes or the caller hangs up.
+  grpc::ServerUnaryReactor* CheckIn(grpc::CallbackServerContext* context, const v1::CheckInRequest* request,
+                                    v1::CheckInResponse* response) override;
   // The round's configuration, with its data plane, for a device assigned to it.
   grpc::Status FetchTask(grpc::ServerContext* context, const v1::FetchTaskRequest* request,
                          v1::FetchTaskResponse* response) override;

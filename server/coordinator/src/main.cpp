@@ -9,6 +9,7 @@
 #include <iostream>
 #include <vector>
 
+#include "distributed/process_group.h"
 #include "json_log.h"
 #include "server/coordinator.h"
 
@@ -70,13 +71,16 @@ int main(int argc, char** argv) {
     std::cerr << "torchnative-coordinator: " << error.what() << "\n" << kUsage;
     return 2;
   }
+  // A round of k devices holds about 2k descriptors (the store's connections and the hub's).
+  const uint64_t open_files_limit = tn::dist::raise_open_files_limit();
   try {
     tn::server::Coordinator coordinator(config);
     log_event(LogLevel::Info, "listening",
               {{"grpc_port", coordinator.grpc_port()},
                {"http_port", coordinator.http_port()},
                {"state_directory", config.state_directory.string()},
-               {"tls", config.tls.has_value()}});
+               {"tls", config.tls.has_value()},
+               {"open_files_limit", open_files_limit}});
     int received = 0;
     sigwait(&signals, &received);
     log_event(LogLevel::Info, "signal", {{"signal", received == SIGTERM ? "SIGTERM" : "SIGINT"}});

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <utility>
 
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
@@ -24,6 +24,9 @@ using std::chrono::milliseconds;
 
 // How often a loop waiting for devices looks at its stop and deadline flags.
 constexpr milliseconds kIdlePoll{250};
+// The model is broadcast in pieces of this size (DataPlane.broadcast_piece_bytes), each copied
+// out of the tensors into one staging buffer: the hub holds the model once plus one piece.
+constexpr uint64_t kBroadcastPieceBytes = uint64_t{64} << 20;
 
 milliseconds until(SteadyClock::time_point when) {
   return std::max(std::chrono::duration_cast<milliseconds>(when - SteadyClock::now()), milliseconds(1));
@@ -78,24 +81,38 @@ std::string join_ids(const std::vector<DeviceId>& ids) {
   return text.empty() ? "none" : text;
 }
 
-// The model's tensors back to back in table order: what the broadcast carries and what devices
-// check against the ModelHeader (and its digest) their round configuration names.
-std::shared_ptr<std::vector<uint8_t>> concatenated_bytes(const federated::Model& model) {
-  auto bytes = std::make_shared<std::vector<uint8_t>>(model.total_bytes());
-  size_t offset = 0;
+// Bytes [offset, offset + length) of the model's tensors laid back to back in table order: what
+// the broadcast carries and what devices check against the ModelHeader (and its digest) their
+// round configuration names.
+void copy_model_bytes(const federated::Model& model, uint64_t offset, uint64_t length, uint8_t* out) {
+  uint64_t start = 0;  // of the tensor in the concatenation
   for (const federated::NamedTensor& tensor : model.tensors) {
-    if (tensor.nbytes > 0) std::memcpy(bytes->data() + offset, tensor.data.get(), tensor.nbytes);
-    offset += tensor.nbytes;
+    const uint64_t end = start + tensor.nbytes;
+    if (end > offset && start < offset + length) {
+      const uint64_t from = std::max(offset, start), to = std::min(offset + length, end);
+      std::memcpy(out + (from - offset), reinterpret_cast<const uint8_t*>(tensor.data.get()) + (from - start),
+                  to - from);
+    }
+    start = end;
   }
-  return bytes;
 }
 
 }  // namespace
 
 struct TaskRunner::Hosted {
-  std::vector<DeviceId> contributors;         // sorted: ranks ascend with device ids
-  std::optional<federated::WeightedSum> sum;  // when the round may be aggregated
-  std::string abandon_reason;                 // when it may not
+  std::vector<DeviceId> contributors;               // sorted: ranks ascend with device ids
+  std::optional<federated::WeightedSumReader> sum;  // when the round may be aggregated
+  std::string abandon_reason;                       // when it may not
+  // Once the reduce is over: its phases' wall times and bytes for the round_data_plane log line,
+  // and the time the aggregation spends folding the contributions as it reads the sum.
+  nlohmann::json data_plane;
+  std::shared_ptr<double> fold_seconds = std::make_shared<double>(0);
+
+  static Hosted abandoned(std::string reason) {
+    Hosted hosted;
+    hosted.abandon_reason = std::move(reason);
+    return hosted;
+  }
 };
 
 TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned)
@@ -196,11 +213,10 @@ bool TaskRunner::run_round() {
   try {
     hosted = host_round(plan, deadline_unix_ms);
   } catch (const std::exception& error) {
-    hosted = {{}, std::nullopt, std::string("the coordinator could not host the round: ") + error.what()};
+    hosted = Hosted::abandoned(std::string("the coordinator could not host the round: ") + error.what());
   }
   services_.board.release(selected);
-  return close_round(plan, std::move(hosted),
-                     std::chrono::duration<double>(SteadyClock::now() - started).count());
+  return close_round(plan, std::move(hosted), started);
 }
 
 TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms) {
@@ -237,6 +253,7 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   plane.set_world_size(uint32_t(world));
   plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(join_by).count()));
   *plane.mutable_model() = chunker.header();
+  plane.set_broadcast_piece_bytes(kBroadcastPieceBytes);
   std::map<DeviceId, v1::RoundConfig> configs;
   for (size_t i = 0; i < plan.selected.size(); ++i) {
     v1::RoundConfig& round = configs[plan.selected[i]] = common;
@@ -249,30 +266,45 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   options.topology = dist::Topology::Star;
   options.hub = 0;
   options.timeout = until(join_by);
+  // Each phase's wall time goes into the round_data_plane log line (the benchmark reads it).
+  auto phase_start = SteadyClock::now();
+  auto seconds_of_phase = [&phase_start] {
+    const auto now = SteadyClock::now();
+    return std::chrono::duration<double>(now - std::exchange(phase_start, now)).count();
+  };
   std::unique_ptr<dist::ProcessGroup> group;
   try {
     group = std::make_unique<dist::ProcessGroup>(store, 0, world, options);
   } catch (const dist::DistError& error) {
     const std::string absent = absent_devices(error.what(), plan.selected);
-    return {{},
-            std::nullopt,
-            "not every selected device joined the round's data plane in time: " + std::string(error.what()) +
-                (absent.empty() ? "" : " (" + absent + ")")};
+    return Hosted::abandoned("not every selected device joined the round's data plane in time: " +
+                             std::string(error.what()) + (absent.empty() ? "" : " (" + absent + ")"));
   }
+  const double join_seconds = seconds_of_phase();
 
-  auto bytes = concatenated_bytes(model);
+  const uint64_t model_bytes = model.total_bytes();
+  auto staging = std::make_shared<std::vector<uint8_t>>(std::min(kBroadcastPieceBytes, model_bytes));
   try {
-    group->broadcast({bytes->data(), ScalarType::Byte, int64_t(bytes->size()), bytes}, 0)->wait();
+    uint64_t offset = 0;
+    do {  // once at least, as devices receive an empty model
+      const uint64_t length = std::min(kBroadcastPieceBytes, model_bytes - offset);
+      copy_model_bytes(model, offset, length, staging->data());
+      // The wait also keeps the staging buffer untouched until every spoke has its piece.
+      group->broadcast({staging->data(), ScalarType::Byte, int64_t(length), staging}, 0)->wait();
+      offset += length;
+    } while (offset < model_bytes);
   } catch (const dist::DistError& error) {
-    return {{}, std::nullopt, std::string("the model broadcast failed: ") + error.what()};
+    return Hosted::abandoned(std::string("the model broadcast failed: ") + error.what());
   }
-  services_.metrics.add_bytes_broadcast(bytes->size() * plan.selected.size());
-  bytes.reset();
+  services_.metrics.add_bytes_broadcast(model_bytes * plan.selected.size());
+  staging.reset();
+  const double broadcast_seconds = seconds_of_phase();
 
   const federated::ContributionLayout layout(model.spec());
-  // -0.0 is the exact identity of float64 addition (0.0 + -0.0 would be +0.0), so the hub's own
-  // share leaves the devices' sum with exactly the bits of sum_i n_i x_i in device order.
-  auto sum = std::make_shared<std::vector<double>>(layout.elements(), -0.0);
+  // The hub never holds the float64 sum, twice a float32 model: it keeps the contributions as
+  // they land (in memory, or spooled to disk past deadline_reduce_spool_bytes) and the strategy
+  // folds them a piece at a time as it reads the sum. The hub contributes nothing itself, so the
+  // sum has exactly the bits of sum_i n_i x_i in device order.
   auto reduced = std::make_shared<dist::DeadlineReduceResult>();
   // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
   // an infinity or a bad example count leaves that device out, named, and the round goes on.
@@ -283,15 +315,24 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   };
   try {
     group
-        ->deadline_reduce({sum->data(), ScalarType::Double, int64_t(sum->size()), sum}, 0,
-                          dist::ReduceOp::Sum, until(plan.deadline), reduced, check)
+        ->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0, dist::ReduceOp::Sum,
+                                   until(plan.deadline), reduced, check)
         ->wait();
   } catch (const dist::DistError& error) {
-    return {{}, std::nullopt, std::string("the reduce of the contributions failed: ") + error.what()};
+    return Hosted::abandoned(std::string("the reduce of the contributions failed: ") + error.what());
   }
   Hosted hosted;
   for (int rank : reduced->contributors)
     if (rank != 0) hosted.contributors.push_back(plan.selected[size_t(rank) - 1]);
+  hosted.data_plane = {{"task", id},
+                       {"round", plan.round_id},
+                       {"devices", plan.selected.size()},
+                       {"model_bytes", model_bytes},
+                       {"join_seconds", join_seconds},
+                       {"broadcast_seconds", broadcast_seconds},
+                       {"reduce_seconds", seconds_of_phase()},
+                       {"bytes_reduced", layout.bytes() * hosted.contributors.size()},
+                       {"spooled_bytes", reduced->spooled_bytes}};
   for (const auto& [rank, why] : reduced->refused) {
     services_.metrics.count_refusal("contribution_refused");
     log_event(LogLevel::Warning, "contribution_refused",
@@ -313,25 +354,33 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
                             (refused.empty() ? "" : "; refused: " + refused);
     return hosted;
   }
-  // Each contribution is finite, but finite values can still add up past the largest double.
-  auto bad = std::find_if(sum->begin(), sum->end(), [](double value) { return !std::isfinite(value); });
-  if (bad != sum->end()) {
-    hosted.abandon_reason = "the sum of the contributions overflows at element " +
-                            std::to_string(bad - sum->begin()) + " of " + std::to_string(sum->size());
-    return hosted;
-  }
-  hosted.sum = layout.weighted_sum(*sum);
+  // Each contribution is finite, but finite values can still add up past the largest double: the
+  // strategy refuses a non-finite sum as it reads it, which abandons the round naming the element.
+  hosted.sum = layout.weighted_sum_reader([deferred = reduced->deferred, fold_seconds = hosted.fold_seconds](
+                                              size_t first, std::span<double> out) {
+    const auto start = SteadyClock::now();
+    try {
+      deferred->fold(first, out.size(), out.data());
+    } catch (const dist::DistError& error) {  // the spool file could not be read back
+      throw federated::Refused(std::string("the hub could not fold the contributions: ") + error.what());
+    }
+    *fold_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  });
   return hosted;
 }
 
-bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted, double seconds) {
+bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
+                             SteadyClock::time_point started) {
   const std::string& id = task_.name();
   std::string reason = hosted.abandon_reason;
   std::optional<std::string> failure;
   bool completed = false;
   try {
     if (hosted.sum) {
+      const auto aggregation_start = SteadyClock::now();
       federated::RoundOutcome outcome = task_.close_round_from_weighted_sum(*hosted.sum, hosted.contributors);
+      hosted.data_plane["aggregate_seconds"] =
+          std::chrono::duration<double>(SteadyClock::now() - aggregation_start).count();
       completed = outcome.status == federated::RoundStatus::Completed;
       reason = outcome.reason;
     } else {
@@ -366,6 +415,7 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted, do
     if (failure) result.task_end = TaskEnd{TaskState::Failed, *failure};
   }
   if (!result.task_end && !stop_reason.empty()) result.task_end = TaskEnd{TaskState::Stopped, stop_reason};
+  const auto commit_start = SteadyClock::now();
   try {
     services_.state.with([&](StateStore& store) { return store.close_round(id, plan.round_id, result); });
   } catch (const std::exception& error) {
@@ -374,6 +424,13 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted, do
     log_event(LogLevel::Error, "round_not_recorded",
               {{"task", id}, {"round", plan.round_id}, {"error", error.what()}});
     return false;
+  }
+  const auto now = SteadyClock::now();
+  const double seconds = std::chrono::duration<double>(now - started).count();
+  if (!hosted.data_plane.is_null()) {
+    hosted.data_plane["fold_seconds"] = *hosted.fold_seconds;
+    hosted.data_plane["commit_seconds"] = std::chrono::duration<double>(now - commit_start).count();
+    log_event(LogLevel::Info, "round_data_plane", std::move(hosted.data_plane));
   }
   services_.metrics.count_round(completed ? "completed" : "abandoned", seconds);
   services_.events.publish(completed ? v1::EVENT_KIND_ROUND_COMPLETED : v1::EVENT_KIND_ROUND_FAILED, id,

@@ -4,7 +4,8 @@
 //   seeded per round), record the round (StateStore::begin_round), host it on the data plane
 //   (a TCP store and a star ProcessGroup whose hub, rank 0, is this thread; selected devices are
 //   ranks 1..k in ascending device-id order), broadcast the model, deadline-reduce the devices'
-//   contributions (federated/contribution.h), and close the round in the state store in one
+//   contributions (federated/contribution.h), aggregate them with the strategy, folding them a
+//   piece at a time as it reads the sum, and close the round in the state store in one
 //   transaction: the new model and strategy state, or the reason it was abandoned.
 //
 // Ranks follow device-id order because the hub reduces in ascending rank order: the float64 sum
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -48,7 +50,8 @@ class TaskRunner {
   void run();
   bool run_round();
   Hosted host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms);
-  bool close_round(const federated::RoundPlan& plan, Hosted hosted, double seconds);
+  bool close_round(const federated::RoundPlan& plan, Hosted hosted,
+                   std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);
   bool halted(std::string* stop_reason = nullptr) const;
 

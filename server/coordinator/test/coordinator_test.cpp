@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "proto/protocol.h"
@@ -18,6 +19,7 @@ namespace {
 
 namespace v1 = ::torchnative::federated::v1;
 using tn::proto::SigningKey;
+using namespace std::chrono_literals;
 
 std::string device_method(const char* name) {
   return "/" + std::string(v1::DeviceService::service_full_name()) + "/" + name;
@@ -165,6 +167,63 @@ TEST_F(CoordinatorRefusals, AdminCallsNeedAConfiguredAdministratorKey) {
       tn::proto::sign_request(method, tn::server::to_hex(admin_.public_key()), request.payload(), admin_);
   grpc::ClientContext accepted;
   EXPECT_TRUE(admin_stub_->ListDevices(&accepted, request, &response).ok());
+}
+
+// Read from /proc/self/status.
+int threads_of_this_process() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// CheckIn is served with gRPC's callback API: 300 CheckIns held at once (from one client thread,
+// the asynchronous stub) take no server thread each, and each is answered with no work when its
+// wait ends. Only threads are counted, never time.
+TEST_F(CoordinatorRefusals, HeldCheckInsTakeNoServerThreadEach) {
+  SigningKey device = SigningKey::generate();
+  v1::RegisterResponse registered;
+  ASSERT_TRUE(call_register(registration(device), &registered).ok());
+  v1::CheckInPayload payload;
+  payload.set_protocol_version(tn::proto::kProtocolVersion);
+  payload.set_max_wait_ms(2000);
+  const std::string bytes = payload.SerializeAsString();
+
+  constexpr int kHeld = 300;
+  const int threads_before = threads_of_this_process();
+  grpc::CompletionQueue completions;
+  struct Call {
+    grpc::ClientContext context;
+    v1::CheckInResponse response;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int i = 0; i < kHeld; ++i) {
+    calls.push_back(std::make_unique<Call>());
+    Call& call = *calls.back();
+    devices_
+        ->AsyncCheckIn(&call.context,
+                       signed_request<v1::CheckInRequest>("CheckIn", registered.device_id(), bytes, device),
+                       &completions)
+        ->Finish(&call.response, &call.status, &call);
+  }
+  // The most threads seen while the calls are held (they are answered after their 2 s wait).
+  int most_threads = threads_before;
+  int answered = 0;
+  while (answered < kHeld) {
+    void* tag = nullptr;
+    bool ok = false;
+    const auto next = completions.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + 10ms);
+    most_threads = std::max(most_threads, threads_of_this_process());
+    if (next != grpc::CompletionQueue::GOT_EVENT) continue;
+    ASSERT_TRUE(ok);
+    const Call& call = *static_cast<Call*>(tag);
+    EXPECT_TRUE(call.status.ok()) << call.status.error_message();
+    EXPECT_TRUE(call.response.has_no_work());
+    ++answered;
+  }
+  EXPECT_LT(most_threads - threads_before, kHeld / 3)
+      << "threads before: " << threads_before << ", at most while held: " << most_threads;
 }
 
 }  // namespace

@@ -1,0 +1,255 @@
+// federated_rogue_device: a device that misbehaves on purpose, for tests/federated/test_failures.py.
+// It sends what the real client never would (its own checks stop it), so the tests can show that
+// the coordinator refuses each by name and keeps serving. One JSON object on stdout says what the
+// coordinator answered.
+//
+//   federated_rogue_device --server HOST:PORT --key FILE MODE [ARGUMENT]
+//     check-in FILE        registers, sends one signed CheckIn, saves the request in FILE
+//     replay FILE          sends the request saved in FILE again, byte for byte
+//     garbage METHOD       a call of DeviceService's METHOD whose message does not parse
+//     oversized BYTES      a signed CheckIn whose payload is BYTES long
+//     contribute POISON    takes part in the next round it is selected for and contributes
+//                          nan (a NaN in the first tensor), short (one element too few) or
+//                          long (one element too many)
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <cmath>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "client/device.h"
+#include "distributed/process_group.h"
+#include "federated/contribution.h"
+#include "proto/model_transfer.h"
+#include "proto/protocol.h"
+#include "proto/signing.h"
+
+namespace {
+
+namespace v1 = ::torchnative::federated::v1;
+using nlohmann::json;
+using Milliseconds = std::chrono::milliseconds;
+using SystemClock = std::chrono::system_clock;
+
+constexpr const char* kCheckIn = "/torchnative.federated.v1.DeviceService/CheckIn";
+// Long enough for a test to start the other devices of the round.
+constexpr auto kSelectionWait = std::chrono::seconds(60);
+
+struct Options {
+  std::string server, key_file, mode, argument;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::cerr
+      << "federated_rogue_device: " << problem
+      << "\nusage: federated_rogue_device --server HOST:PORT --key FILE "
+         "(check-in FILE | replay FILE | garbage METHOD | oversized BYTES | contribute nan|short|long)\n";
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if ((word == "--server" || word == "--key") && i + 1 < argc)
+      (word == "--server" ? options.server : options.key_file) = argv[++i];
+    else
+      positional.push_back(word);
+  }
+  if (options.server.empty() || options.key_file.empty()) usage("--server and --key are required");
+  if (positional.empty() || positional.size() > 2) usage("one mode, with at most one argument");
+  options.mode = positional[0];
+  if (positional.size() == 2) options.argument = positional[1];
+  return options;
+}
+
+json status_json(const grpc::Status& status) {
+  return {{"code", int(status.error_code())}, {"message", status.error_message()}};
+}
+
+// A channel that sends whatever size it is given: the server's limit is what is being tested.
+std::shared_ptr<grpc::Channel> unlimited_channel(const std::string& server) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxSendMessageSize(-1);
+  arguments.SetMaxReceiveMessageSize(-1);
+  return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), arguments);
+}
+
+tn::client::Device registered_device(const Options& options) {
+  tn::client::DeviceOptions device_options;
+  device_options.server_address = options.server;
+  device_options.key_file = options.key_file;
+  device_options.metadata.set_platform("rogue");
+  device_options.check_in_wait = Milliseconds(1000);
+  return tn::client::Device(device_options);
+}
+
+v1::CheckInRequest signed_check_in(const std::string& device_id, const std::string& key_file,
+                                   const std::string& payload) {
+  v1::CheckInRequest request;
+  request.set_payload(payload);
+  *request.mutable_auth() =
+      tn::proto::sign_request(kCheckIn, device_id, payload, tn::proto::SigningKey::load_or_create(key_file));
+  return request;
+}
+
+grpc::Status call_check_in(const std::string& server, const v1::CheckInRequest& request) {
+  auto stub = v1::DeviceService::NewStub(unlimited_channel(server));
+  grpc::ClientContext context;
+  context.set_deadline(SystemClock::now() + std::chrono::seconds(30));
+  v1::CheckInResponse response;
+  return stub->CheckIn(&context, request, &response);
+}
+
+std::string short_wait_check_in_payload() {
+  v1::CheckInPayload payload;
+  payload.set_protocol_version(tn::proto::kProtocolVersion);
+  payload.set_max_wait_ms(1);  // answered at once, so the device is never selected
+  return payload.SerializeAsString();
+}
+
+json check_in_and_save(const Options& options) {
+  tn::client::Device device = registered_device(options);
+  v1::CheckInRequest request =
+      signed_check_in(device.device_id(), options.key_file, short_wait_check_in_payload());
+  std::ofstream(options.argument, std::ios::binary) << request.SerializeAsString();
+  json out = status_json(call_check_in(options.server, request));
+  out["device_id"] = device.device_id();
+  return out;
+}
+
+json replay(const Options& options) {
+  std::ifstream in(options.argument, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  v1::CheckInRequest request;
+  if (!request.ParseFromString(bytes.str())) usage("no saved CheckInRequest in " + options.argument);
+  return status_json(call_check_in(options.server, request));
+}
+
+json garbage(const Options& options) {
+  // A field tag whose varint never ends: no protobuf parser accepts it.
+  const std::string bytes(16, '\xff');
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::GenericStub stub(unlimited_channel(options.server));
+  grpc::ClientContext context;
+  context.set_deadline(SystemClock::now() + std::chrono::seconds(30));
+  std::promise<grpc::Status> finished;
+  stub.UnaryCall(&context, "/torchnative.federated.v1.DeviceService/" + options.argument, grpc::StubOptions(),
+                 &request, &response,
+                 [&finished](grpc::Status status) { finished.set_value(std::move(status)); });
+  return status_json(finished.get_future().get());
+}
+
+json oversized(const Options& options) {
+  tn::client::Device device = registered_device(options);
+  const std::string payload(std::stoull(options.argument), 'x');
+  return status_json(
+      call_check_in(options.server, signed_check_in(device.device_id(), options.key_file, payload)));
+}
+
+Milliseconds until_unix_ms(uint64_t when) {
+  const auto now =
+      uint64_t(std::chrono::duration_cast<Milliseconds>(SystemClock::now().time_since_epoch()).count());
+  return Milliseconds(std::max<int64_t>(when > now ? int64_t(when - now) : 0, 1));
+}
+
+// The broadcast bytes as the model the round's table describes, as the real client reads them.
+tn::federated::Model model_from_broadcast(const v1::ModelHeader& header, const std::string& bytes) {
+  tn::proto::ModelAssembler assembler;
+  assembler.accept_header(header);
+  const size_t chunk = tn::proto::TransferLimits{}.max_chunk_bytes;
+  v1::ModelChunk message;
+  for (size_t offset = 0, sequence = 0; offset < bytes.size(); offset += chunk, ++sequence) {
+    message.set_sequence(sequence);
+    message.set_offset(offset);
+    message.set_data(bytes.substr(offset, chunk));
+    assembler.accept_chunk(message);
+  }
+  return assembler.finish();
+}
+
+json contribute(const Options& options) {
+  const std::string& poison = options.argument;
+  if (poison != "nan" && poison != "short" && poison != "long") usage("unknown poison '" + poison + "'");
+  tn::client::Device device = registered_device(options);
+  json out = {{"device_id", device.device_id()}};
+  std::optional<v1::Assignment> assignment;
+  for (auto give_up = SystemClock::now() + kSelectionWait; !assignment && SystemClock::now() < give_up;)
+    assignment = device.check_in();
+  if (!assignment) throw std::runtime_error("not selected for any round");
+  const v1::RoundConfig round = device.fetch_task(*assignment);
+  out["round_id"] = round.round_id();
+  const v1::DataPlane& plane = round.data_plane();
+
+  tn::dist::TCPStoreOptions store_options;
+  store_options.host = plane.store_host();
+  store_options.port = uint16_t(plane.store_port());
+  store_options.wait_for_workers = false;
+  store_options.timeout = until_unix_ms(plane.join_deadline_unix_ms());
+  auto store = tn::dist::make_prefix_store(plane.store_prefix(), tn::dist::make_tcp_store(store_options));
+  tn::dist::ProcessGroupOptions group_options;
+  group_options.topology = tn::dist::Topology::Star;
+  group_options.hub = 0;
+  group_options.timeout = until_unix_ms(round.deadline_unix_ms());
+  tn::dist::ProcessGroup group(store, int(plane.rank()), int(plane.world_size()), group_options);
+  auto model_bytes = std::make_shared<std::string>(plane.model().total_bytes(), '\0');
+  group.broadcast({model_bytes->data(), tn::ScalarType::Byte, int64_t(model_bytes->size()), model_bytes}, 0)
+      ->wait();
+  const tn::federated::Model global = model_from_broadcast(plane.model(), *model_bytes);
+
+  // The global model itself, from one example, is a contribution the hub would accept; the
+  // poison is applied after pack(), whose checks would refuse it.
+  const tn::federated::ContributionLayout layout(global.spec());
+  std::vector<double> honest(layout.elements());
+  layout.pack(global, 1, tn::federated::UpdateLimits{}, honest);
+  if (poison == "nan") honest[0] = std::nan("");
+  if (poison == "short") honest.pop_back();
+  if (poison == "long") honest.push_back(1.0);
+  auto contribution = std::make_shared<std::vector<double>>(std::move(honest));
+  auto outcome = std::make_shared<tn::dist::DeadlineReduceResult>();
+  try {
+    group
+        .deadline_reduce(
+            {contribution->data(), tn::ScalarType::Double, int64_t(contribution->size()), contribution}, 0,
+            tn::dist::ReduceOp::Sum, until_unix_ms(round.deadline_unix_ms()), outcome)
+        ->wait();
+    out["delivered"] = !outcome->contributors.empty();
+  } catch (const tn::dist::DistError& error) {
+    out["delivered"] = false;
+    out["error"] = error.what();
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  try {
+    json out;
+    if (options.mode == "check-in")
+      out = check_in_and_save(options);
+    else if (options.mode == "replay")
+      out = replay(options);
+    else if (options.mode == "garbage")
+      out = garbage(options);
+    else if (options.mode == "oversized")
+      out = oversized(options);
+    else if (options.mode == "contribute")
+      out = contribute(options);
+    else
+      usage("unknown mode '" + options.mode + "'");
+    std::cout << out.dump() << std::endl;
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "federated_rogue_device: " << error.what() << "\n";
+    return 1;
+  }
+}

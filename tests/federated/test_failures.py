@@ -1,0 +1,343 @@
+"""Failures over real processes on loopback: a device killed mid-round (left out when the others
+still make min_updates, the attempt abandoned and retried when they do not), the coordinator
+killed mid-round and restarted on its state directory, and devices that send what the real client
+never would (a NaN or a wrong-length contribution past the client's checks, a garbage or an
+oversized gRPC message, a replayed request after a restart).
+
+Every completed round's model is recomputed here from what its contributors report they trained
+(float64 products and sums in device-id order, one rounding to float32) and compared bit for bit.
+"""
+import json
+import subprocess
+
+import numpy as np
+
+from federation import (REPO, admin_json, http_get, launch_coordinator, read_safetensors, rogue_device, tool,
+                        wait_for, write_safetensors)
+
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+# A Python device labelled LABEL: trains weight + shift * round_id, writes what it trained to
+# LABEL-round<R>.json before contributing, and in round SLEEP_ROUND first touches
+# LABEL-training<R> and sleeps, which is when a test kills it or its coordinator. Prints its
+# round reports once it has taken part in ROUNDS rounds (0: until killed).
+DEVICE_SCRIPT = r'''
+import json, pathlib, sys, time, torch
+from torchnative.device import Device
+server, key_file, directory, label = sys.argv[1:5]
+shift, examples, rounds, sleep_round, sleep_seconds = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
+directory = pathlib.Path(directory)
+device = Device(server, key_file, check_in_wait=1.0)
+(directory / f"{label}.id").write_text(device.device_id)
+def train(state, config):
+    round_id = config["round_id"]
+    trained = {name: (t + shift * round_id if t.dtype == torch.float32 else t.clone()) for name, t in state.items()}
+    (directory / f"{label}-round{round_id}.json").write_text(json.dumps({"weight": trained["weight"].tolist()}))
+    if round_id == sleep_round:
+        (directory / f"{label}-training{round_id}").touch()
+        time.sleep(sleep_seconds)
+    return trained, examples
+reports = device.run(train, rounds=rounds)
+print(json.dumps([[r.round_id, r.contributed, r.error] for r in reports]))
+'''
+INITIAL = {"weight": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "steps": np.array([7], dtype=np.int64)}
+OPEN = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
+
+
+class PythonDevices:
+    """Python device processes sharing one directory for keys, ids and what they trained."""
+
+    def __init__(self, coordinator, tmp_path):
+        self.server = f"127.0.0.1:{coordinator['grpc_port']}"
+        self.directory = tmp_path / "devices"
+        self.directory.mkdir()
+        self.examples, self.processes = {}, {}
+
+    def start(self, label, *, shift, examples, rounds, sleep_round=0, sleep_seconds=0.0):
+        self.examples[label] = examples
+        self.processes[label] = subprocess.Popen(
+            [PYTHON, "-c", DEVICE_SCRIPT, self.server, str(self.directory / f"{label}.key"), str(self.directory),
+             label, str(shift), str(examples), str(rounds), str(sleep_round), str(sleep_seconds)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return self.processes[label]
+
+    def device_id(self, label):
+        path = self.directory / f"{label}.id"
+        return wait_for(f"device {label} to register", lambda: path.exists() and path.read_text(), 30)
+
+    def training(self, label, round_id):
+        return (self.directory / f"{label}-training{round_id}").exists()
+
+    def reports(self, label):
+        process = self.processes[label]
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        return json.loads(out)
+
+    def trained(self, label, round_id):
+        return json.loads((self.directory / f"{label}-round{round_id}.json").read_text())["weight"]
+
+    def fedavg(self, labels, round_id):
+        """The weighted average of what `labels` trained in the round, as the hub must compute it."""
+        weighted, total = None, np.float64(0)
+        for label in sorted(labels, key=self.device_id):  # device-id order, as the hub's ranks
+            product = np.float64(self.examples[label]) * np.array(self.trained(label, round_id), dtype=np.float64)
+            weighted = product if weighted is None else weighted + product
+            total += np.float64(self.examples[label])
+        return (weighted / total).astype(np.float32)
+
+    def kill_all(self):
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def create_task(coordinator, tmp_path, *, rounds, per_round, min_updates, min_available, timeout_ms=30000):
+    write_safetensors(tmp_path / "initial.safetensors", INITIAL)
+    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
+                      "--devices-per-round", str(per_round), "--min-updates", str(min_updates),
+                      "--min-available", str(min_available), "--round-timeout-ms", str(timeout_ms),
+                      "--model", str(tmp_path / "initial.safetensors"))["task_id"]
+
+
+def closed_rounds(coordinator, task, count):
+    def closed():
+        rounds = admin_json(coordinator, "rounds", task)
+        done = [r for r in rounds if r["state"] != OPEN]
+        return rounds if len(done) >= count else None
+    return wait_for(f"{count} closed rounds of {task}", closed, 45)
+
+
+def fetch(coordinator, tmp_path, version):
+    """The stored model version's bytes as the admin CLI writes them, and its tensors."""
+    path = tmp_path / (version.replace("/", "-") + ".safetensors")
+    assert admin_json(coordinator, "fetch-model", version, "--out", str(path))["model_version"] == version
+    return path.read_bytes(), read_safetensors(path)
+
+
+def assert_bits(model, expected):
+    assert model["weight"].dtype == np.float32 and model["weight"].shape == expected.shape
+    assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)
+    assert model["steps"].tolist() == [7]  # integer tensors keep the global's values
+
+
+def checked_in(coordinator):
+    _, metrics = http_get(coordinator, "/metrics")
+    return int(next(line.split()[1] for line in metrics.splitlines()
+                    if line.startswith("torchnative_devices_checked_in ")))
+
+
+def log_events(log, name):
+    return [entry for entry in map(json.loads, log.read_text().splitlines()) if entry["event"] == name]
+
+
+def test_a_device_killed_mid_round_is_left_out_and_the_next_round_goes_on(coordinator, tmp_path):
+    devices = PythonDevices(coordinator, tmp_path)
+    try:
+        devices.start("a", shift=0.5, examples=10, rounds=2)
+        devices.start("b", shift=-0.25, examples=30, rounds=2)
+        victim = devices.start("victim", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120)
+        # All three wait before the task exists, so its first round selects all three; the
+        # second needs only the two survivors (min_available 2).
+        wait_for("three devices to check in", lambda: checked_in(coordinator) == 3, 30)
+        task = create_task(coordinator, tmp_path, rounds=2, per_round=3, min_updates=2, min_available=2)
+        wait_for("the victim to be training", lambda: devices.training("victim", 1), 30)
+        victim.kill()
+        assert victim.wait() == -9
+        reports = {label: devices.reports(label) for label in ("a", "b")}
+        rounds = closed_rounds(coordinator, task, 2)
+    finally:
+        devices.kill_all()
+
+    a, b, dead = (devices.device_id(label) for label in ("a", "b", "victim"))
+    assert reports == {"a": [[1, True, ""], [2, True, ""]], "b": [[1, True, ""], [2, True, ""]]}
+    first, second = rounds
+    assert (first["round_id"], first["state"]) == (1, "ROUND_STATE_COMPLETED"), first
+    assert first["selected"] == sorted([a, b, dead]) and first["missing"] == [dead], first
+    assert first["contributors"] == sorted([a, b]), first
+    assert (second["round_id"], second["state"]) == (2, "ROUND_STATE_COMPLETED"), second
+    assert second["selected"] == second["contributors"] == sorted([a, b]) and second["missing"] == [], second
+    assert [first["input_model_version"], first["output_model_version"], second["output_model_version"]] == [
+        f"{task}/0", f"{task}/1", f"{task}/2"]
+    assert_bits(fetch(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1))
+    assert_bits(fetch(coordinator, tmp_path, f"{task}/2")[1], devices.fedavg(["a", "b"], 2))
+
+
+def test_a_device_killed_below_min_updates_abandons_the_attempt_and_a_replacement_completes_the_retry(
+        coordinator, tmp_path):
+    devices = PythonDevices(coordinator, tmp_path)
+    try:
+        devices.start("a", shift=0.5, examples=10, rounds=2)
+        devices.start("b", shift=-0.25, examples=30, rounds=2)
+        victim = devices.start("victim", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120)
+        task = create_task(coordinator, tmp_path, rounds=1, per_round=3, min_updates=3, min_available=3)
+        wait_for("the victim to be training", lambda: devices.training("victim", 1), 30)
+        victim.kill()
+        assert victim.wait() == -9
+        abandoned = closed_rounds(coordinator, task, 1)[0]
+        # The retry waits for a third device: the replacement arrives only now.
+        devices.start("replacement", shift=2.0, examples=7, rounds=1)
+        reports = {label: devices.reports(label) for label in ("a", "b", "replacement")}
+        rounds = closed_rounds(coordinator, task, 2)
+    finally:
+        devices.kill_all()
+
+    a, b, dead, new = (devices.device_id(label) for label in ("a", "b", "victim", "replacement"))
+    assert abandoned == rounds[0]
+    assert (abandoned["round_id"], abandoned["state"]) == (1, "ROUND_STATE_FAILED"), abandoned
+    assert abandoned["selected"] == sorted([a, b, dead]) and abandoned["missing"] == [dead], abandoned
+    assert abandoned["contributors"] == sorted([a, b]) and abandoned["output_model_version"] == "", abandoned
+    failed = log_events(coordinator["log"], "round_failed")
+    assert [event["round"] for event in failed] == [1]
+    assert failed[0]["message"] == f"2 of the 3 contributions required arrived by the deadline; missing: {dead}"
+
+    retry = rounds[1]
+    assert (retry["round_id"], retry["state"]) == (2, "ROUND_STATE_COMPLETED"), retry
+    assert retry["selected"] == retry["contributors"] == sorted([a, b, new]) and retry["missing"] == [], retry
+    assert (retry["input_model_version"], retry["output_model_version"]) == (f"{task}/0", f"{task}/1")
+    assert reports == {"a": [[1, True, ""], [2, True, ""]], "b": [[1, True, ""], [2, True, ""]],
+                       "replacement": [[2, True, ""]]}
+    assert_bits(fetch(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b", "replacement"], 2))
+    _, metrics = http_get(coordinator, "/metrics")
+    assert 'torchnative_rounds_total{outcome="abandoned"} 1' in metrics
+    assert 'torchnative_rounds_total{outcome="completed"} 1' in metrics
+
+
+def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_version(coordinator, tmp_path):
+    server = f"127.0.0.1:{coordinator['grpc_port']}"
+    # A signed request from before the crash, to replay after it: used nonces are durable.
+    saved = tmp_path / "check-in.request"
+    earlier = subprocess.run([rogue_device(), "--server", server, "--key", str(tmp_path / "rogue.key"),
+                              "check-in", str(saved)], capture_output=True, text=True, timeout=60)
+    assert earlier.returncode == 0 and json.loads(earlier.stdout)["code"] == 0, earlier
+
+    devices = PythonDevices(coordinator, tmp_path)
+    restarted = None
+    try:
+        devices.start("a", shift=0.5, examples=10, rounds=0, sleep_round=2, sleep_seconds=2)
+        devices.start("b", shift=-0.25, examples=30, rounds=0, sleep_round=2, sleep_seconds=2)
+        task = create_task(coordinator, tmp_path, rounds=2, per_round=2, min_updates=2, min_available=2)
+        closed_rounds(coordinator, task, 1)
+        (tmp_path / "before").mkdir()
+        before = {version: fetch(coordinator, tmp_path / "before", version)[0] for version in (f"{task}/0", f"{task}/1")}
+        wait_for("round 2 to be training", lambda: devices.training("a", 2) and devices.training("b", 2), 30)
+        coordinator["process"].kill()
+        assert coordinator["process"].wait() == -9
+
+        restarted = launch_coordinator(tmp_path, grpc_port=coordinator["grpc_port"], log_name="restarted.log")
+        wait_for("the task to finish", lambda: log_events(restarted["log"], "task_finished"), 45)
+        rounds = admin_json(restarted, "rounds", task)
+        (tmp_path / "after").mkdir()
+        after = {version: fetch(restarted, tmp_path / "after", version) for version in [*before, f"{task}/2"]}
+        replayed = subprocess.run([rogue_device(), "--server", server, "--key", str(tmp_path / "rogue.key"),
+                                   "replay", str(saved)], capture_output=True, text=True, timeout=60)
+        assert http_get(restarted, "/healthz") == (200, "ok\n")
+    finally:
+        devices.kill_all()
+        if restarted and restarted["process"].poll() is None:
+            restarted["process"].kill()
+            restarted["process"].wait()
+
+    assert [(r["round_id"], r["state"]) for r in rounds] == [
+        (1, "ROUND_STATE_COMPLETED"), (2, "ROUND_STATE_STOPPED"), (3, "ROUND_STATE_COMPLETED")], rounds
+    a, b = devices.device_id("a"), devices.device_id("b")
+    interrupted, resumed = rounds[1], rounds[2]
+    assert interrupted["selected"] == sorted([a, b]) and interrupted["output_model_version"] == "", interrupted
+    assert interrupted["contributors"] == [] and interrupted["input_model_version"] == f"{task}/1", interrupted
+    assert (resumed["input_model_version"], resumed["output_model_version"]) == (f"{task}/1", f"{task}/2")
+    assert resumed["contributors"] == sorted([a, b]), resumed
+    assert [(e["task"], e["round"]) for e in log_events(restarted["log"], "round_interrupted")] == [(task, 2)]
+    assert [(e["task"], e["model_version"], e["next_round"]) for e in log_events(restarted["log"], "task_resumed")] \
+        == [(task, 1, 3)]
+    assert log_events(restarted["log"], "task_finished")[0]["message"] == "completed: all 2 rounds completed"
+    for version, stored in before.items():
+        assert after[version][0] == stored, f"{version} changed across the restart"
+    assert_bits(after[f"{task}/2"][1], devices.fedavg(["a", "b"], 3))
+    outcome = json.loads(replayed.stdout)
+    assert outcome["code"] == 16 and "was used before (a replay)" in outcome["message"], outcome
+
+
+def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_the_daemon_stays_up(
+        coordinator, tmp_path):
+    server = f"127.0.0.1:{coordinator['grpc_port']}"
+
+    def rogue(key, *mode):
+        return subprocess.Popen([rogue_device(), "--server", server, "--key", str(tmp_path / key), *mode],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def outcome(process):
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        return json.loads(out)
+
+    # gRPC refuses a message that does not parse before any handler runs: INTERNAL from a
+    # synchronous method, UNIMPLEMENTED from a callback one (CheckIn), both without a message.
+    assert outcome(rogue("garbage.key", "garbage", "Register")) == {"code": 13, "message": ""}
+    assert outcome(rogue("garbage.key", "garbage", "CheckIn")) == {"code": 12, "message": ""}
+    oversized = outcome(rogue("oversized.key", "oversized", str(5 << 20)))
+    assert oversized["code"] == 8, oversized  # RESOURCE_EXHAUSTED, at the configured 4 MiB
+    assert oversized["message"].startswith("Received message larger than max (") and \
+        oversized["message"].endswith(" vs. 4194304)"), oversized
+
+    reports = tmp_path / "reports"
+    honest = subprocess.Popen(
+        [tool("torchnative-device"), "--server", server, "--key-dir", str(tmp_path / "keys"), "--devices", "2",
+         "--rounds", "1", "--report-dir", str(reports), "--check-in-wait-ms", "1000"],
+        stderr=subprocess.PIPE, text=True)
+    poisons = {poison: rogue(f"{poison}.key", "contribute", poison) for poison in ("nan", "short", "long")}
+    late_devices = PythonDevices(coordinator, tmp_path)
+    late_devices.start("late", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=4)  # past the deadline
+    try:
+        task = create_task(coordinator, tmp_path, rounds=1, per_round=6, min_updates=2, min_available=6,
+                           timeout_ms=2500)
+        rogues = {poison: outcome(process) for poison, process in poisons.items()}
+        _, device_log = honest.communicate(timeout=60)
+        assert honest.returncode == 0, device_log
+        entry = closed_rounds(coordinator, task, 1)[0]
+        late = late_devices.reports("late")
+    finally:
+        late_devices.kill_all()
+        for process in [honest, *poisons.values()]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    honest_ids = sorted(path.name.split("-round")[0] for path in reports.glob("*-round1.json"))
+    rogue_ids = {poison: result["device_id"] for poison, result in rogues.items()}
+    assert len(honest_ids) == 2
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+    late_id = late_devices.device_id("late")
+    assert entry["contributors"] == honest_ids, entry
+    assert entry["missing"] == sorted([*rogue_ids.values(), late_id]), entry
+    # Woken past the deadline, the late device finds the round closed, or its hub already gone.
+    assert late[0][:2] == [1, False] and late[0][2] in (
+        "the hub closed the round before this contribution was delivered",
+        "deadline_reduce failed: rank 0 disconnected (End of file)"), late
+    # The NaN is refused as its segment lands; a contribution of another length meets the hub's
+    # receive with another signature, and its device is disconnected, not the round failed.
+    refused = {event["device"]: event["reason"] for event in log_events(coordinator["log"], "contribution_refused")}
+    assert set(refused) == set(rogue_ids.values())
+    assert refused[rogue_ids["nan"]] == "tensor 'weight' has a non-finite value at index 0"
+    ranks = {device: rank for rank, device in enumerate(entry["selected"], start=1)}
+    for poison, elements in (("short", 12), ("long", 14)):
+        assert refused[rogue_ids[poison]] == (
+            f"mismatched collectives: rank {ranks[rogue_ids[poison]]} called deadline_reduce(float64, {elements} "
+            "elements, SUM, root 0) as operation #2 of the group, rank 0 called deadline_reduce(float64, "
+            "13 elements, SUM, root 0)")
+        assert rogues[poison]["delivered"] is False, rogues[poison]
+        assert rogues[poison]["error"] == "deadline_reduce failed: rank 0 disconnected (End of file)"
+    assert rogues["nan"]["delivered"] is True  # all of it reached the hub, which refused it
+
+    # The two honest devices' FedAvg, from their reports.
+    weighted, total = None, np.float64(0)
+    for device in honest_ids:
+        report = json.loads((reports / f"{device}-round1.json").read_text())
+        product = np.float64(report["num_examples"]) * np.array(report["tensors"]["weight"]["values"], dtype=np.float64)
+        weighted = product if weighted is None else weighted + product
+        total += np.float64(report["num_examples"])
+    assert_bits(fetch(coordinator, tmp_path, entry["output_model_version"])[1],
+                (weighted / total).astype(np.float32).reshape(3, 4))
+
+    assert http_get(coordinator, "/healthz") == (200, "ok\n")
+    _, metrics = http_get(coordinator, "/metrics")
+    assert 'torchnative_requests_refused_total{reason="contribution_refused"} 3' in metrics
