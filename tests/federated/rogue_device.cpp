@@ -1,4 +1,4 @@
-// federated_rogue_device: a device that misbehaves on purpose, for tests/federated/test_failures.py.
+// federated_rogue_device: a device that misbehaves on purpose, for tests/federated/test_round_failures.py.
 // It sends what the real client never would (its own checks stop it), so the tests can show that
 // the coordinator refuses each by name and keeps serving. One JSON object on stdout says what the
 // coordinator answered.
