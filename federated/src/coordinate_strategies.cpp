@@ -26,29 +26,17 @@ class CoordinateStrategy final : public Strategy {
     // Each chunk holds every update's values of `chunk` coordinates: about 8 MB of scratch
     // whatever the number of updates.
     const int64_t chunk = std::max<int64_t>(1, kScratchDoubles / int64_t(n));
-    Model result;
-    std::vector<double> rows(n * static_cast<size_t>(chunk)), column(n), y(static_cast<size_t>(chunk));
-    for (size_t k = 0; k < global.tensors.size(); ++k) {
-      const NamedTensor& tensor = global.tensors[k];
-      if (!is_aggregated(tensor.dtype)) {
-        result.tensors.push_back(tensor);
-        continue;
-      }
-      NewTensor out = allocate_tensor(tensor.spec());
-      const int64_t numel = tensor.numel();
-      for (int64_t begin = 0; begin < numel; begin += chunk) {
-        const size_t count = size_t(std::min(chunk, numel - begin));
-        for (size_t i = 0; i < n; ++i)
-          load_as_double(*aligned.tensors[i][k], begin, {rows.data() + i * count, count});
-        for (size_t j = 0; j < count; ++j) {
-          for (size_t i = 0; i < n; ++i) column[i] = rows[i * count + j];
-          y[j] = trim_fraction_ < 0 ? median(column) : trimmed_mean(column, cut);
-        }
-        store_rounded({y.data(), count}, tensor.dtype, out.bytes, begin);
-      }
-      refuse_non_finite_result(name(), out.tensor);
-      result.tensors.push_back(std::move(out.tensor));
-    }
+    std::vector<double> rows(n * static_cast<size_t>(chunk)), column(n);
+    Model result =
+        map_aggregated_tensors(name(), global, chunk, [&](size_t k, int64_t begin, std::span<double> y) {
+          const size_t count = y.size();
+          for (size_t i = 0; i < n; ++i)
+            load_as_double(*aligned.tensors[i][k], begin, {rows.data() + i * count, count});
+          for (size_t j = 0; j < count; ++j) {
+            for (size_t i = 0; i < n; ++i) column[i] = rows[i * count + j];
+            y[j] = trim_fraction_ < 0 ? median(column) : trimmed_mean(column, cut);
+          }
+        });
     count_round();
     return result;
   }

@@ -34,29 +34,16 @@ class KrumStrategy final : public Strategy {
     AlignedUpdates aligned = align_updates(name(), global, updates, min_updates());
     std::vector<size_t> kept = lowest_scores(global, aligned);
 
-    Model result;
-    std::vector<double> sum(kChunkElements), x(kChunkElements);
-    for (size_t k = 0; k < global.tensors.size(); ++k) {
-      const NamedTensor& tensor = global.tensors[k];
-      if (!is_aggregated(tensor.dtype)) {
-        result.tensors.push_back(tensor);
-        continue;
-      }
-      NewTensor out = allocate_tensor(tensor.spec());
-      const int64_t numel = tensor.numel();
-      for (int64_t begin = 0; begin < numel; begin += kChunkElements) {
-        const size_t count = size_t(std::min(kChunkElements, numel - begin));
-        std::fill(sum.begin(), sum.begin() + count, 0.0);
-        for (size_t i : kept) {
-          load_as_double(*aligned.tensors[i][k], begin, {x.data(), count});
-          for (size_t j = 0; j < count; ++j) sum[j] += x[j];
-        }
-        for (size_t j = 0; j < count; ++j) sum[j] /= double(kept.size());
-        store_rounded({sum.data(), count}, tensor.dtype, out.bytes, begin);
-      }
-      refuse_non_finite_result(name(), out.tensor);
-      result.tensors.push_back(std::move(out.tensor));
-    }
+    std::vector<double> x(kChunkElements);
+    Model result = map_aggregated_tensors(
+        name(), global, kChunkElements, [&](size_t k, int64_t begin, std::span<double> sum) {
+          std::fill(sum.begin(), sum.end(), 0.0);
+          for (size_t i : kept) {
+            load_as_double(*aligned.tensors[i][k], begin, {x.data(), sum.size()});
+            for (size_t j = 0; j < sum.size(); ++j) sum[j] += x[j];
+          }
+          for (double& value : sum) value /= double(kept.size());
+        });
     count_round();
     return result;
   }

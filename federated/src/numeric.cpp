@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <vector>
+#include <vector>
 
 #include "federated/errors.h"
 
@@ -143,6 +145,29 @@ void refuse_non_finite_result(const std::string& strategy, const NamedTensor& re
   throw AggregationFailed(strategy + ": tensor '" + result.name + "' element " + std::to_string(bad) +
                           " (index " + index_str(result.shape, bad) + ") is not finite in " +
                           scalar_type_name(result.dtype) + " after aggregation; the model is left unchanged");
+}
+
+Model map_aggregated_tensors(const std::string& strategy, const Model& global, int64_t chunk,
+                             const std::function<void(size_t k, int64_t begin, std::span<double> y)>& fill) {
+  Model result;
+  std::vector<double> y(static_cast<size_t>(chunk));
+  for (size_t k = 0; k < global.tensors.size(); ++k) {
+    const NamedTensor& tensor = global.tensors[k];
+    if (!is_aggregated(tensor.dtype)) {
+      result.tensors.push_back(tensor);
+      continue;
+    }
+    NewTensor out = allocate_tensor(tensor.spec());
+    const int64_t numel = tensor.numel();
+    for (int64_t begin = 0; begin < numel; begin += chunk) {
+      const std::span<double> values(y.data(), size_t(std::min(chunk, numel - begin)));
+      fill(k, begin, values);
+      store_rounded(values, tensor.dtype, out.bytes, begin);
+    }
+    refuse_non_finite_result(strategy, out.tensor);
+    result.tensors.push_back(std::move(out.tensor));
+  }
+  return result;
 }
 
 }  // namespace tn::federated::detail

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -48,5 +49,13 @@ size_t floor_of_product(double factor, size_t count);
 // Refuses (AggregationFailed) a result element that is not finite in its dtype, naming the
 // strategy, the tensor and the index, so no unusable model is ever published.
 void refuse_non_finite_result(const std::string& strategy, const NamedTensor& result);
+
+// The result of a strategy that computes every aggregated tensor chunk by chunk in double:
+// fill(k, begin, y) writes elements [begin, begin + y.size()) of tensor k (chunks of at most
+// `chunk` elements, in ascending order), each rounded once to the tensor's dtype; integer
+// tensors keep the global model's values. Refuses a non-finite result as
+// refuse_non_finite_result does.
+Model map_aggregated_tensors(const std::string& strategy, const Model& global, int64_t chunk,
+                             const std::function<void(size_t k, int64_t begin, std::span<double> y)>& fill);
 
 }  // namespace tn::federated::detail
