@@ -5,7 +5,6 @@
 #include <cstring>
 #include <optional>
 #include <vector>
-#include <vector>
 
 #include "federated/errors.h"
 
