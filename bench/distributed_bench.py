@@ -2,8 +2,10 @@
 
 For all_reduce, broadcast and all_gather at 4 B .. 256 MiB and world 2 and 4, each rank times
 every call (after warm-up) and rank 0 reports the median and the spread (min..max) of the
-slowest rank's time per call. The machine's loopback TCP throughput is measured in the same
-run as the ceiling. Usage: distributed_bench.py --shim PY --upstream PY [--quick]
+slowest rank's time per call. Ours runs twice: as configured by default (ranks on one host
+copy large buffers from each other's memory) and with TORCHNATIVE_SAME_HOST_MEMORY=0 (every
+byte over TCP, as between hosts). The machine's loopback TCP throughput is measured in the same
+run as TCP's ceiling. Usage: distributed_bench.py --shim PY --upstream PY [--quick]
 """
 import argparse
 import json
@@ -69,14 +71,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_backend(python, backend, world, quick, workdir):
+def run_backend(python, backend, world, quick, workdir, env=None):
     script = os.path.join(workdir, "rank_code.py")
     with open(script, "w") as f:
         f.write(RANK_CODE)
     out = os.path.join(workdir, f"{backend}-{world}.json")
     iters = {str(n): iterations(n, quick) for n in SIZES}
     subprocess.run([os.path.abspath(python), script, backend, str(world), str(free_port()), out, "1" if quick else "0",
-                    json.dumps(SIZES), json.dumps(OPS), json.dumps(iters)], check=True, cwd=workdir)
+                    json.dumps(SIZES), json.dumps(OPS), json.dumps(iters)], check=True, cwd=workdir,
+                   env=dict(os.environ, **(env or {})))
     with open(out) as f:
         return json.load(f)
 
@@ -129,19 +132,22 @@ def main():
     with tempfile.TemporaryDirectory() as workdir:
         for world in WORLDS:
             ours = run_backend(args.shim, "local", world, args.quick, workdir)
+            tcp = run_backend(args.shim, "local", world, args.quick, workdir, {"TORCHNATIVE_SAME_HOST_MEMORY": "0"})
             gloo = run_backend(args.upstream, "gloo", world, args.quick, workdir)
-            print(f"\nworld {world}: time per call, median [min..max] over the timed calls; "
+            print(f"\nworld {world}: time per call, median [min..max] over the timed calls; ours = default "
+                  f"(same-host memory), tcp = ours with TORCHNATIVE_SAME_HOST_MEMORY=0;\n"
                   f"ratio = gloo / ours (above 1: ours faster); GB/s = bytes / median")
-            print(f"{'op':<11}{'size':>9}  {'ours':>26}  {'gloo':>26}  {'ratio':>6}  {'ours GB/s':>9}  {'gloo GB/s':>9}")
+            print(f"{'op':<11}{'size':>9}  {'ours':>26}  {'tcp':>26}  {'gloo':>26}  {'ratio':>6}  {'tcp r.':>6}"
+                  f"  {'ours GB/s':>9}  {'tcp GB/s':>9}  {'gloo GB/s':>9}")
             for op in OPS:
                 for nbytes in SIZES:
-                    a, b = ours[f"{op}/{nbytes}"], gloo[f"{op}/{nbytes}"]
-                    ma, mb = statistics.median(a), statistics.median(b)
+                    a, t, b = ours[f"{op}/{nbytes}"], tcp[f"{op}/{nbytes}"], gloo[f"{op}/{nbytes}"]
+                    ma, mt, mb = statistics.median(a), statistics.median(t), statistics.median(b)
                     fmt = lambda ts, m: f"{m * 1e6:9.1f} us [{min(ts) * 1e6:.0f}..{max(ts) * 1e6:.0f}]"
-                    print(f"{op:<11}{human(nbytes):>9}  {fmt(a, ma):>26}  {fmt(b, mb):>26}  {mb / ma:6.2f}"
-                          f"  {nbytes / ma / 1e9:9.3f}  {nbytes / mb / 1e9:9.3f}")
+                    print(f"{op:<11}{human(nbytes):>9}  {fmt(a, ma):>26}  {fmt(t, mt):>26}  {fmt(b, mb):>26}"
+                          f"  {mb / ma:6.2f}  {mb / mt:6.2f}  {nbytes / ma / 1e9:9.3f}  {nbytes / mt / 1e9:9.3f}"
+                          f"  {nbytes / mb / 1e9:9.3f}")
             sys.stdout.flush()
-
 
 if __name__ == "__main__":
     main()

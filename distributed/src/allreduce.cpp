@@ -2,13 +2,66 @@
 // of them locally (one step, the latency optimum). Large: the buffer is cut into one block per
 // rank; each rank receives every peer's copy of its block, reduces it in ascending rank order
 // and sends the result to every peer (reduce-scatter + allgather, each rank moving 2(P-1)/P of
-// the buffer), pipelined in segments so reduction overlaps transfer.
+// the buffer), pipelined in segments so reduction overlaps transfer. A large allreduce of a
+// group on one host does the same with reads of the peers' memory (peer_memory.h) in place of
+// the transfers.
 #include "collectives.h"
+#include "peer_memory.h"
 #include "reduce_kernels.h"
 
 namespace tn::dist {
 
 namespace {
+
+// Peers' copies are read a chunk at a time into scratch that stays in cache while the chunk is
+// reduced, instead of the whole block being copied out and read back from memory.
+constexpr uint64_t kPeerChunkBytes = 256 << 10;
+
+// Each rank reduces its own block in place, reading the peers' copies of it, then copies every
+// other block, reduced, from its owner. The blocks and the order of reduction are those of
+// reduce_blocks, so the bits are the same as over TCP.
+void allreduce_from_peer_memory(OpContext& context, Buffer& buffer, ReduceOp op, const PeerMemory& memory) {
+  enum : uint32_t { kAnnounce = 1, kReduced, kReleased };
+  const int size = context.size(), rank = context.rank();
+  const size_t element = element_size(buffer.dtype), count = static_cast<size_t>(buffer.numel);
+  auto* data = static_cast<uint8_t*>(buffer.data);
+  const std::vector<uint64_t> addresses =
+      context.exchange(OpContext::slot(kAnnounce, 0), reinterpret_cast<uintptr_t>(data));
+
+  const Range mine = block_of(count, size, rank);
+  const size_t chunk = std::max<size_t>(1, kPeerChunkBytes / element);
+  auto copies = scratch(chunk * element * static_cast<uint64_t>(size - 1));
+  std::vector<const void*> sources(size);
+  for (size_t first = mine.begin; first < mine.begin + mine.count; first += chunk) {
+    const size_t n = std::min(chunk, mine.begin + mine.count - first);
+    const uint64_t offset = first * element;
+    for (int peer = 0, index = 0; peer < size; ++peer) {
+      if (peer == rank) {
+        sources[peer] = data + offset;
+        continue;
+      }
+      uint8_t* copy = copies.get() + chunk * element * static_cast<uint64_t>(index++);
+      memory.read(peer, addresses[peer] + offset, copy, n * element);
+      sources[peer] = copy;
+    }
+    reduce_in_order(buffer.dtype, op, data + offset, sources.data(), size, n);
+  }
+  // Telling a peer my block is reduced also tells it I no longer read its copy of my block;
+  // only then may it overwrite that with my result. Its own block in my buffer is overwritten
+  // here only after it said the same.
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank) context.tell(peer, OpContext::slot(kReduced, 0), 1);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    context.hear(peer, OpContext::slot(kReduced, 0));
+    const Range block = block_of(count, size, peer);
+    if (block.count > 0)
+      memory.read(peer, addresses[peer] + block.begin * element, data + block.begin * element,
+                  block.count * element);
+  }
+  // The peers may still be reading my block: the buffer is the caller's again once none is.
+  context.exchange(OpContext::slot(kReleased, 0), 1);
+}
 
 void allreduce_one_step(OpContext& context, Buffer& buffer, ReduceOp op) {
   const int size = context.size(), rank = context.rank();
@@ -29,6 +82,8 @@ void run_allreduce(OpContext& context, Buffer& buffer, ReduceOp op) {
   if (context.size() == 1) return;  // a single rank's sum, product, min, max or average is itself
   if (buffer.nbytes() <= context.options().small_message_bytes)
     allreduce_one_step(context, buffer, op);
+  else if (const PeerMemory* memory = context.peer_memory())
+    allreduce_from_peer_memory(context, buffer, op, *memory);
   else
     reduce_blocks(context, buffer, op, -1);
 }

@@ -3,8 +3,10 @@
 // and all links stream at the same time. Past the one-step size, the buffer moves in at least
 // eight segments: a receiver that posts its receives after the first segments arrived still
 // takes the rest straight into its buffer, and chain links overlap. A star has no links between
-// spokes, so its hub always sends to every spoke itself.
+// spokes, so its hub always sends to every spoke itself. In a group on one host, a buffer past
+// the one-step size is copied by every rank straight from root's memory (peer_memory.h).
 #include "collectives.h"
+#include "peer_memory.h"
 
 namespace tn::dist {
 
@@ -13,12 +15,31 @@ constexpr uint64_t kDirectTotalBytes = 4 << 20;
 // Root queues every segment for every peer at once, a request each: with a thousand spokes and a
 // model of gigabytes, segments of segment_bytes would make millions of them.
 constexpr uint64_t kMaxStarSegments = 64;
+
+void broadcast_from_peer_memory(OpContext& context, Buffer& buffer, int root, const PeerMemory& memory) {
+  enum : uint32_t { kAnnounce = 1, kCopied };
+  if (context.rank() == root) {
+    for (int peer = 0; peer < context.size(); ++peer)
+      if (peer != root)
+        context.tell(peer, OpContext::slot(kAnnounce, 0), reinterpret_cast<uintptr_t>(buffer.data));
+    // Root's buffer is the caller's again once every peer has its copy.
+    for (int peer = 0; peer < context.size(); ++peer)
+      if (peer != root) context.hear(peer, OpContext::slot(kCopied, 0));
+    return;
+  }
+  memory.read(root, context.hear(root, OpContext::slot(kAnnounce, 0)), buffer.data, buffer.nbytes());
+  context.tell(root, OpContext::slot(kCopied, 0), 1);
+}
+
 }  // namespace
 
 void run_broadcast(OpContext& context, Buffer& buffer, int root) {
   const int size = context.size(), rank = context.rank();
   if (size == 1) return;
   const uint64_t bytes = buffer.nbytes();
+  if (const PeerMemory* memory = context.peer_memory();
+      memory && bytes > context.options().small_message_bytes)
+    return broadcast_from_peer_memory(context, buffer, root, *memory);
   auto* data = static_cast<uint8_t*>(buffer.data);
   const bool star = context.options().topology == Topology::Star;
   uint64_t segment = bytes <= context.options().small_message_bytes

@@ -23,6 +23,21 @@ void OpContext::tell(int dest, uint32_t slot, uint64_t value) {
                   payload);
 }
 
+uint64_t OpContext::hear(int source, uint32_t slot) {
+  auto value = std::make_shared<uint64_t>(0);
+  wait(recv(source, slot, value.get(), sizeof(uint64_t), value));
+  return *value;
+}
+
+std::vector<uint64_t> OpContext::exchange(uint32_t slot, uint64_t value) {
+  std::vector<uint64_t> values(size_, value);
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_) tell(peer, slot, value);
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_) values[peer] = hear(peer, slot);
+  return values;
+}
+
 void OpContext::wait(const RequestPtr& request) {
   transport_.wait(*request, deadline_, options_.timeout, name_);
 }

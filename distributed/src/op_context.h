@@ -48,6 +48,12 @@ class OpContext {
   // peer lost meanwhile shows in this operation's receives from it), so an operation may send
   // any number of them without keeping a request for each.
   void tell(int dest, uint32_t slot, uint64_t value);
+  // Waits for the value `source` told in `slot`.
+  uint64_t hear(int source, uint32_t slot);
+  // Tells every peer `value`, then hears each one's value in the same slot (by rank).
+  std::vector<uint64_t> exchange(uint32_t slot, uint64_t value);
+  // Non-null when every rank of the group reads the others' memory directly.
+  const PeerMemory* peer_memory() const { return transport_.peer_memory(); }
   void wait(const RequestPtr& request);
   void wait_all(const std::vector<RequestPtr>& requests);
 

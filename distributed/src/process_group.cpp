@@ -1,6 +1,7 @@
-// ProcessGroup: argument checks on the caller's thread, then the collective runs on the
-// group's worker thread in call order; point-to-point operations bypass the worker so that a
-// posted receive never holds up a later send.
+// ProcessGroup: argument checks on the caller's thread, then the collective runs in call
+// order, on the group's worker thread or on the thread that waits for it (CollectiveQueue);
+// point-to-point operations bypass the queue so that a posted receive never holds up a later
+// send.
 #include "distributed/process_group.h"
 
 #include <sys/resource.h>
@@ -19,6 +20,96 @@ namespace tn::dist {
 
 size_t Buffer::nbytes() const { return static_cast<size_t>(numel) * element_size(dtype); }
 
+namespace {
+
+// The group's collectives, run one at a time in call order. The worker thread runs them, but a
+// thread that waits (without a timeout of its own) for the collective next in line while none
+// is running takes it and runs it itself: that saves the two thread hand-offs, to the worker
+// and back, that are most of a small collective's latency on a loaded machine.
+class CollectiveQueue {
+ public:
+  using Task = std::function<void()>;
+
+  // False once the queue is stopping.
+  bool push(const void* key, Task task) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return false;
+      pending_.push_back({key, std::move(task)});
+    }
+    changed_.notify_all();
+    return true;
+  }
+
+  void run_worker() {
+    for (;;) {
+      Pending next;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock,
+                      [this] { return (stopping_ && pending_.empty()) || (!running_ && !pending_.empty()); });
+        if (pending_.empty()) return;
+        next = take_next_locked();
+      }
+      run(next);
+    }
+  }
+
+  // Runs the collective identified by `key` on this thread if it is next and nothing runs.
+  void run_if_next(const void* key) {
+    Pending next;
+    {
+      std::lock_guard lock(mutex_);
+      if (running_ || pending_.empty() || pending_.front().key != key) return;
+      next = take_next_locked();
+    }
+    run(next);
+  }
+
+  // No more collectives are accepted; the worker runs out the queue (against a transport shut
+  // down, so each fails at once) and returns.
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+  }
+  // After stop() and the worker's return: waits for a collective a waiter is still running.
+  void wait_idle() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !running_; });
+  }
+
+ private:
+  struct Pending {
+    const void* key = nullptr;
+    Task task;
+  };
+  Pending take_next_locked() {
+    Pending next = std::move(pending_.front());
+    pending_.pop_front();
+    running_ = true;
+    return next;
+  }
+  void run(Pending& next) {
+    next.task();
+    {
+      std::lock_guard lock(mutex_);
+      running_ = false;
+    }
+    changed_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Pending> pending_;
+  bool running_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
 struct Work::State {
   std::mutex mutex;
   std::condition_variable done_changed;
@@ -28,6 +119,8 @@ struct Work::State {
   // Point-to-point work has no worker watching the clock; its waiter enforces the deadline.
   std::optional<Clock::time_point> deadline;
   std::function<void()> on_deadline;
+  // Collectives: the group's queue, so that a waiter can run the collective itself.
+  std::weak_ptr<CollectiveQueue> queue;
 
   void finish(std::exception_ptr failure, int from = -1) {
     {
@@ -58,6 +151,9 @@ int Work::source_rank() const {
 }
 
 bool Work::wait(std::optional<Milliseconds> timeout) {
+  // A waiter with a timeout of its own must be able to return before the collective ends.
+  if (!timeout)
+    if (auto queue = state_->queue.lock()) queue->run_if_next(state_.get());
   std::unique_lock lock(state_->mutex);
   auto finished = [this] { return state_->done; };
   std::optional<Clock::time_point> until = state_->deadline;
@@ -88,26 +184,12 @@ struct ProcessGroup::Impl {
   std::shared_ptr<Store> store;
   std::unique_ptr<Transport> transport;
 
-  std::mutex queue_mutex;
-  std::condition_variable queue_changed;
-  std::deque<std::function<void()>> queue;
-  bool stopping = false;
+  std::shared_ptr<CollectiveQueue> queue = std::make_shared<CollectiveQueue>();
+  // Taken in call order, under this mutex together with the push, so that every rank numbers
+  // the same call the same way.
+  std::mutex sequence_mutex;
   uint64_t next_sequence = 0;
   std::thread worker;
-
-  void run_worker() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(queue_mutex);
-        queue_changed.wait(lock, [this] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        task = std::move(queue.front());
-        queue.pop_front();
-      }
-      task();
-    }
-  }
 
   std::shared_ptr<Work> make_work(const std::string& operation) {
     struct ConcreteWork : Work {
@@ -122,10 +204,10 @@ struct ProcessGroup::Impl {
   // call order, so every rank numbers the same call the same way.
   std::shared_ptr<Work> enqueue(Signature signature, std::function<void(OpContext&)> algorithm) {
     auto work = make_work(collective_name(signature.collective));
-    std::lock_guard lock(queue_mutex);
-    if (stopping) throw DistError("the process group was destroyed");
-    const uint64_t sequence = ++next_sequence;
-    queue.push_back([this, signature, sequence, algorithm = std::move(algorithm), state = work->state_] {
+    work->state_->queue = queue;
+    std::lock_guard lock(sequence_mutex);
+    const uint64_t sequence = next_sequence + 1;
+    auto task = [this, signature, sequence, algorithm = std::move(algorithm), state = work->state_] {
       OpContext context(*transport, rank, size, sequence, signature, options);
       try {
         algorithm(context);
@@ -137,8 +219,9 @@ struct ProcessGroup::Impl {
         transport->fail_group(error.what());
         state->finish(std::current_exception());
       }
-    });
-    queue_changed.notify_one();
+    };
+    if (!queue->push(work->state_.get(), std::move(task))) throw DistError("the process group was destroyed");
+    next_sequence = sequence;
     return work;
   }
 
@@ -206,24 +289,22 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   impl_->options = options;
   impl_->store = std::move(store);
   impl_->transport = std::make_unique<Transport>(*impl_->store, rank, size, options);
-  impl_->worker = std::thread([impl = impl_.get()] { impl->run_worker(); });
+  impl_->worker = std::thread([queue = impl_->queue] { queue->run_worker(); });
 }
 
 ProcessGroup::~ProcessGroup() {
-  {
-    std::lock_guard lock(impl_->queue_mutex);
-    impl_->stopping = true;
-  }
-  impl_->queue_changed.notify_all();
-  // Closing the transport fails whatever the worker waits on, so the join is prompt; the
-  // operations still queued then fail at once instead of waiting out their timeouts.
+  impl_->queue->stop();
+  // Closing the transport fails whatever the running collective waits on, so the join is
+  // prompt; the operations still queued then fail at once instead of waiting out their timeouts.
   impl_->transport->shutdown();
   impl_->worker.join();
+  impl_->queue->wait_idle();
 }
 
 int ProcessGroup::rank() const { return impl_->rank; }
 int ProcessGroup::size() const { return impl_->size; }
 const ProcessGroupOptions& ProcessGroup::options() const { return impl_->options; }
+bool ProcessGroup::reads_peer_memory() const { return impl_->transport->peer_memory() != nullptr; }
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core.h"
+#include "peer_memory.h"
 #include "scratch.h"
 
 namespace tn::dist {
@@ -76,6 +77,8 @@ Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions
   const uint64_t proposal = (uint64_t{entropy()} << 32) | entropy();
   const Bytes agreed = store.compare_set("session", {}, text_as_bytes(std::to_string(proposal)));
   session_ = std::stoull(bytes_as_text(agreed));
+  if (options.same_host_memory && topology_ == Topology::FullMesh && size_ > 1)
+    memory_ = std::make_unique<PeerMemory>(store, rank_, size_);
   if (listens) {
     store.set("address/" + std::to_string(rank), text_as_bytes(options.host + ":" + std::to_string(port_)));
     accept_next();
@@ -97,6 +100,8 @@ Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions
                          " ms on rank " + std::to_string(rank_) + ": rank(s) " + rank_list(absent) +
                          " never connected");
     }
+    lock.unlock();
+    if (memory_) memory_->decide(store, deadline);
   } catch (...) {
     shutdown();
     throw;
@@ -104,6 +109,10 @@ Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions
 }
 
 Transport::~Transport() { shutdown(); }
+
+const PeerMemory* Transport::peer_memory() const {
+  return memory_ && memory_->enabled() ? memory_.get() : nullptr;
+}
 
 bool Transport::linked(int peer) const {
   return peer != rank_ && (topology_ == Topology::FullMesh || rank_ == hub_ || peer == hub_);

@@ -25,6 +25,7 @@
 namespace tn::dist {
 
 using Clock = std::chrono::steady_clock;
+class PeerMemory;
 
 struct Request {
   enum class State { Pending, Done, Failed };
@@ -73,6 +74,8 @@ class Transport {
   // Closes every connection and stops the I/O thread; pending requests fail. Idempotent.
   void shutdown();
   uint16_t port() const { return port_; }
+  // Every rank of the group reads every other's memory directly (peer_memory.h), or null.
+  const PeerMemory* peer_memory() const;
 
  private:
   struct Connection;
@@ -107,6 +110,7 @@ class Transport {
   const int hub_;
   uint64_t session_ = 0;
   uint16_t port_ = 0;
+  std::unique_ptr<PeerMemory> memory_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_guard_;
   asio::ip::tcp::acceptor acceptor_;

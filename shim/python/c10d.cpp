@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdlib>
+#include <string_view>
 
 #include "distributed/process_group.h"
 #include "distributed/store.h"
@@ -354,6 +355,10 @@ struct LocalGroup : ProcessGroupBase {
       : ProcessGroupBase(rank, size) {
     ProcessGroupOptions options;
     options.timeout = timeout;
+    // TORCHNATIVE_SAME_HOST_MEMORY=0 sends everything over TCP, as between hosts (the benchmark
+    // measures both ways).
+    if (const char* memory = std::getenv("TORCHNATIVE_SAME_HOST_MEMORY"))
+      options.same_host_memory = std::string_view(memory) != "0";
     ::py::gil_scoped_release unlocked;  // the rendezvous waits for the other ranks
     group = std::make_unique<ProcessGroup>(std::move(store), rank, size, options);
   }

@@ -75,6 +75,11 @@ struct ProcessGroupOptions {
   size_t small_message_bytes = 64 * 1024;
   size_t segment_bytes = 1 << 20;
   Topology topology = Topology::FullMesh;
+  // Ranks on the same host copy large buffers straight from each other's memory (Linux
+  // process_vm_readv) instead of through TCP, when every rank of the group can read every
+  // other; otherwise, or when false, all data goes over TCP. ProcessGroup::reads_peer_memory
+  // says which was chosen.
+  bool same_host_memory = true;
   // Star only: the rank every other rank connects to. Broadcast, reduce, deadline_reduce,
   // gather and scatter must be rooted there, send/recv must have it at one end, and barrier
   // goes through it; everything else is refused by name.
@@ -136,6 +141,8 @@ class ProcessGroup {
   int rank() const;
   int size() const;
   const ProcessGroupOptions& options() const;
+  // Whether large collectives copy straight from the peers' memory (options.same_host_memory).
+  bool reads_peer_memory() const;
 
   std::shared_ptr<Work> allreduce(Buffer buffer, ReduceOp op);
   std::shared_ptr<Work> broadcast(Buffer buffer, int root);
