@@ -223,14 +223,24 @@ class FileStore final : public Store {
 
  private:
   // Opens and locks the file now at path_. Another user may remove the file between our open
-  // and our lock; then the descriptor refers to a dead file and we start over.
+  // and our lock; then the descriptor refers to a dead file and we start over. A lock another
+  // process never lets go of (stopped, or a foreign program holding it) fails after the
+  // store's timeout instead of blocking forever.
   std::unique_ptr<LockedFile> lock_file(int lock_operation) {
+    const bool unlimited = unlimited_timeout(timeout());
+    const auto deadline = unlimited ? Clock::time_point::max() : Clock::now() + timeout();
     for (;;) {
       const int descriptor = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (descriptor < 0) throw DistError("file store cannot open '" + path_ + "': " + errno_message());
       auto file = std::make_unique<LockedFile>(descriptor);
-      while (::flock(descriptor, lock_operation) != 0) {
-        if (errno != EINTR) throw DistError("file store cannot lock '" + path_ + "': " + errno_message());
+      for (auto pause = std::chrono::microseconds(50); ::flock(descriptor, lock_operation | LOCK_NB) != 0;
+           pause = std::min(pause * 2, std::chrono::microseconds(20000))) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+          throw DistError("file store cannot lock '" + path_ + "': " + errno_message());
+        if (Clock::now() >= deadline)
+          throw TimeoutError("file store could not lock '" + path_ + "' within " +
+                             std::to_string(timeout().count()) + " ms: another process holds its lock");
+        std::this_thread::sleep_for(pause);
       }
       struct stat opened {};
       struct stat at_path {};

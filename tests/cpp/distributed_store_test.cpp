@@ -2,8 +2,10 @@
 // prefix, file and TCP stores (sharing between processes, cleanup, a master and its clients,
 // hostile bytes on the master's port).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -426,6 +428,28 @@ TEST(FileStore, LastUserRemovesTheFile) {
   EXPECT_EQ(text_of(second->get("key")), "1");
   second.reset();
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// A process that holds the file's lock and never lets go (stopped, or not a store at all) makes
+// operations time out naming the file, instead of blocking them forever.
+TEST(FileStore, ALockNeverReleasedTimesOutNamingTheFile) {
+  TempDir dir;
+  const std::string path = dir.file("store");
+  auto store = make_file_store(path, std::nullopt, std::chrono::milliseconds(300));
+  store->set("key", bytes_of("1"));
+  const int holder = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(holder, 0);
+  ASSERT_EQ(::flock(holder, LOCK_EX), 0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store->set("other", bytes_of("2"));
+    FAIL() << "set went through a lock held elsewhere";
+  } catch (const TimeoutError& error) {
+    EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  ::close(holder);
+  EXPECT_EQ(text_of(store->get("key")), "1");  // usable again once the lock is free
 }
 
 TEST(FileStore, NumUsersThUserRemovesTheFile) {
