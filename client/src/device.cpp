@@ -81,6 +81,19 @@ federated::Model model_from_broadcast(const v1::RoundConfig& round,
   return model;
 }
 
+federated::ContributionKind contribution_kind(const v1::RoundConfig& round) {
+  switch (round.data_plane().contribution()) {
+    case v1::CONTRIBUTION_KIND_WEIGHTED:
+      return federated::ContributionKind::WeightedSum;
+    case v1::CONTRIBUTION_KIND_VALUES:
+      return federated::ContributionKind::Values;
+    default:  // a newer hub's kind: sending either would be aggregated as something else
+      throw std::runtime_error("round " + std::to_string(round.round_id()) + ": contribution kind " +
+                               std::to_string(int(round.data_plane().contribution())) +
+                               " is not one this device knows");
+  }
+}
+
 // Holds one of the process's training slots (DeviceOptions::training_slots) while in scope.
 class TrainingSlot {
  public:
@@ -234,7 +247,7 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
 
     const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
     report.result = trainer(global, round);
-    federated::ContributionLayout layout(global.spec());
+    federated::ContributionLayout layout(global.spec(), contribution_kind(round));
     global = {};  // the broadcast's memory, while the contribution takes twice the model's
     auto contribution = std::make_shared<std::vector<double>>(layout.elements());
     layout.pack(report.result.model, report.result.num_examples, federated::UpdateLimits{}, *contribution);

@@ -92,6 +92,8 @@ class Keeper {
   // out = elements [first, first + count) reduced over `contributors` (root not among them).
   virtual void fold(ScalarType dtype, ReduceOp op, const std::vector<int>& contributors, uint64_t first,
                     uint64_t count, void* out) = 0;
+  // out = bytes [first, first + bytes) of `peer`'s contribution (root's own is not kept).
+  virtual void read(int peer, uint64_t first, uint64_t bytes, void* out) = 0;
 };
 
 class InMemory final : public Keeper {
@@ -123,6 +125,10 @@ class InMemory final : public Keeper {
       sources.push_back(copy_of(contributor) + first * element_size(dtype));
     reduce_in_order(dtype, op, out, sources.data(), static_cast<int>(sources.size()),
                     static_cast<size_t>(count));
+  }
+
+  void read(int peer, uint64_t first, uint64_t bytes, void* out) override {
+    std::memcpy(out, copy_of(peer) + first, bytes);
   }
 
  private:
@@ -222,6 +228,10 @@ class Spool final : public Keeper {
     }
     if (op == ReduceOp::Avg)
       finish_average(dtype, accumulator, static_cast<int>(contributors.size()), static_cast<size_t>(count));
+  }
+
+  void read(int peer, uint64_t first, uint64_t bytes, void* out) override {
+    move_all(::pread, static_cast<uint8_t*>(out), bytes, file_offset(peer, 0) + first, "reading");
   }
 
  private:
@@ -466,16 +476,28 @@ class KeptContributions final : public DeferredReduction {
         contributors_(std::move(contributors)) {}
 
   void fold(uint64_t first, uint64_t count, void* out) override {
-    if (first > numel_ || count > numel_ - first)
-      throw InvalidArgument("deadline_reduce_deferred: elements " + std::to_string(first) + " to " +
-                            std::to_string(first + count) + " lie beyond the " + std::to_string(numel_) +
-                            " reduced");
+    check_range(first, count);
     if (contributors_.empty())
       throw InvalidArgument("deadline_reduce_deferred: no rank contributed, there is nothing to fold");
     if (count > 0) keeper_->fold(dtype_, op_, contributors_, first, count, out);
   }
 
+  void read(int rank, uint64_t first, uint64_t count, void* out) override {
+    check_range(first, count);
+    if (!std::binary_search(contributors_.begin(), contributors_.end(), rank))
+      throw InvalidArgument("deadline_reduce_deferred: rank " + std::to_string(rank) +
+                            " did not contribute, there is nothing of it to read");
+    if (count > 0) keeper_->read(rank, first * element_size(dtype_), count * element_size(dtype_), out);
+  }
+
  private:
+  void check_range(uint64_t first, uint64_t count) const {
+    if (first > numel_ || count > numel_ - first)
+      throw InvalidArgument("deadline_reduce_deferred: elements " + std::to_string(first) + " to " +
+                            std::to_string(first + count) + " lie beyond the " + std::to_string(numel_) +
+                            " reduced");
+  }
+
   const std::unique_ptr<Keeper> keeper_;
   const ScalarType dtype_;
   const ReduceOp op_;
@@ -526,7 +548,7 @@ DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, Reduce
     for (int peer : result.missing)
       if (auto failure = context.transport().peer_failure(peer))
         throw PeerError(name + " failed: rank " + std::to_string(peer) + " " + *failure);
-    throw TimeoutError(name + " timed out after " + std::to_string(context.options().timeout.count()) +
+    throw TimeoutError(name + " timed out after " + std::to_string(context.timeout().count()) +
                        " ms on rank " + std::to_string(context.rank()) + " waiting for rank " +
                        std::to_string(result.missing.front()));
   }

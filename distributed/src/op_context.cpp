@@ -38,9 +38,7 @@ std::vector<uint64_t> OpContext::exchange(uint32_t slot, uint64_t value) {
   return values;
 }
 
-void OpContext::wait(const RequestPtr& request) {
-  transport_.wait(*request, deadline_, options_.timeout, name_);
-}
+void OpContext::wait(const RequestPtr& request) { transport_.wait(*request, deadline_, timeout_, name_); }
 
 void OpContext::wait_all(const std::vector<RequestPtr>& requests) {
   for (const auto& request : requests) wait(request);

@@ -18,14 +18,15 @@ namespace tn::dist {
 class OpContext {
  public:
   OpContext(Transport& transport, int rank, int size, uint64_t sequence, Signature signature,
-            const ProcessGroupOptions& options)
+            const ProcessGroupOptions& options, Milliseconds timeout)
       : transport_(transport),
         rank_(rank),
         size_(size),
         sequence_(sequence),
         signature_(signature),
         options_(options),
-        deadline_(Clock::now() + options.timeout),
+        timeout_(timeout),
+        deadline_(Clock::now() + timeout),
         name_(collective_name(signature.collective)) {}
   OpContext(const OpContext&) = delete;
   OpContext& operator=(const OpContext&) = delete;
@@ -34,6 +35,8 @@ class OpContext {
   int size() const { return size_; }
   const Signature& signature() const { return signature_; }
   const ProcessGroupOptions& options() const { return options_; }
+  // This operation's own timeout (the group's unless the call gave one) and the deadline it sets.
+  Milliseconds timeout() const { return timeout_; }
   Clock::time_point deadline() const { return deadline_; }
   Transport& transport() { return transport_; }
   uint64_t sequence() const { return sequence_; }
@@ -77,6 +80,7 @@ class OpContext {
   const uint64_t sequence_;
   const Signature signature_;
   const ProcessGroupOptions& options_;
+  const Milliseconds timeout_;
   const Clock::time_point deadline_;
   const std::string name_;
   std::vector<RequestPtr> sends_;

@@ -202,13 +202,16 @@ struct ProcessGroup::Impl {
 
   // Runs `algorithm` as the group's next collective. The sequence number is taken here, in
   // call order, so every rank numbers the same call the same way.
-  std::shared_ptr<Work> enqueue(Signature signature, std::function<void(OpContext&)> algorithm) {
+  std::shared_ptr<Work> enqueue(std::optional<Milliseconds> timeout, Signature signature,
+                                std::function<void(OpContext&)> algorithm) {
+    check_timeout(timeout, collective_name(signature.collective));
     auto work = make_work(collective_name(signature.collective));
     work->state_->queue = queue;
     std::lock_guard lock(sequence_mutex);
     const uint64_t sequence = next_sequence + 1;
-    auto task = [this, signature, sequence, algorithm = std::move(algorithm), state = work->state_] {
-      OpContext context(*transport, rank, size, sequence, signature, options);
+    auto task = [this, signature, sequence, algorithm = std::move(algorithm), state = work->state_,
+                 timeout = timeout.value_or(options.timeout)] {
+      OpContext context(*transport, rank, size, sequence, signature, options, timeout);
       try {
         algorithm(context);
         context.finish_sends();
@@ -228,15 +231,21 @@ struct ProcessGroup::Impl {
   // Point-to-point work has no worker watching the clock: its waiter runs on_deadline, which
   // cancels what is pending and fails the group with `late` (an operation that timed out leaves
   // the ranks out of step).
-  void expire_at_deadline(const std::shared_ptr<Work::State>& state, std::string late,
+  void expire_at_deadline(const std::shared_ptr<Work::State>& state, Milliseconds timeout, std::string late,
                           std::function<void()> cancel = {}) {
-    state->deadline = Clock::now() + options.timeout;
+    state->deadline = Clock::now() + timeout;
     state->on_deadline = [this, weak = std::weak_ptr<Work::State>(state), late = std::move(late),
                           cancel = std::move(cancel)] {
       if (cancel) cancel();
       transport->fail_group(late);
       if (auto state = weak.lock()) state->finish(std::make_exception_ptr(TimeoutError(late)));
     };
+  }
+
+  static void check_timeout(std::optional<Milliseconds> timeout, const std::string& operation) {
+    if (timeout && *timeout <= Milliseconds::zero())
+      throw InvalidArgument(operation + ": a timeout must be positive, got " +
+                            std::to_string(timeout->count()) + " ms");
   }
 
   void check_rank(int which, const char* role, const char* operation) const {
@@ -321,39 +330,40 @@ Signature signature_of(Collective collective, const Buffer& buffer, ReduceOp op 
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroup::allreduce(Buffer buffer, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::allreduce(Buffer buffer, ReduceOp op, Timeout timeout) {
   impl_->refuse_in_star("allreduce");
   check_reducible(buffer.dtype, op, "allreduce");
-  return impl_->enqueue(signature_of(Collective::Allreduce, buffer, op),
+  return impl_->enqueue(timeout, signature_of(Collective::Allreduce, buffer, op),
                         [buffer, op](OpContext& context) mutable { run_allreduce(context, buffer, op); });
 }
 
-std::shared_ptr<Work> ProcessGroup::broadcast(Buffer buffer, int root) {
+std::shared_ptr<Work> ProcessGroup::broadcast(Buffer buffer, int root, Timeout timeout) {
   impl_->check_rank(root, "root", "broadcast");
   impl_->check_rooted_at_hub(root, "broadcast");
-  return impl_->enqueue(signature_of(Collective::Broadcast, buffer, ReduceOp::Sum, root),
+  return impl_->enqueue(timeout, signature_of(Collective::Broadcast, buffer, ReduceOp::Sum, root),
                         [buffer, root](OpContext& context) mutable { run_broadcast(context, buffer, root); });
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::reduce(Buffer buffer, int root, ReduceOp op, Timeout timeout) {
   impl_->check_rank(root, "root", "reduce");
   impl_->check_rooted_at_hub(root, "reduce");
   check_reducible(buffer.dtype, op, "reduce");
   return impl_->enqueue(
-      signature_of(Collective::Reduce, buffer, op, root),
+      timeout, signature_of(Collective::Reduce, buffer, op, root),
       [buffer, root, op](OpContext& context) mutable { run_reduce(context, buffer, root, op); });
 }
 
-std::shared_ptr<Work> ProcessGroup::allgather(Buffer input, std::vector<Buffer> outputs) {
+std::shared_ptr<Work> ProcessGroup::allgather(Buffer input, std::vector<Buffer> outputs, Timeout timeout) {
   impl_->refuse_in_star("allgather");
   impl_->check_buffers(outputs, input, "output buffers", "allgather");
-  return impl_->enqueue(signature_of(Collective::Allgather, input),
+  return impl_->enqueue(timeout, signature_of(Collective::Allgather, input),
                         [input, outputs = std::move(outputs)](OpContext& context) mutable {
                           run_allgather(context, input, outputs);
                         });
 }
 
-std::shared_ptr<Work> ProcessGroup::gather(Buffer input, std::vector<Buffer> outputs, int root) {
+std::shared_ptr<Work> ProcessGroup::gather(Buffer input, std::vector<Buffer> outputs, int root,
+                                           Timeout timeout) {
   impl_->check_rank(root, "root", "gather");
   impl_->check_rooted_at_hub(root, "gather");
   if (rank() == root)
@@ -361,13 +371,14 @@ std::shared_ptr<Work> ProcessGroup::gather(Buffer input, std::vector<Buffer> out
   else if (!outputs.empty())
     throw InvalidArgument("gather: only the root rank passes output buffers, rank " + std::to_string(rank()) +
                           " passed " + std::to_string(outputs.size()));
-  return impl_->enqueue(signature_of(Collective::Gather, input, ReduceOp::Sum, root),
+  return impl_->enqueue(timeout, signature_of(Collective::Gather, input, ReduceOp::Sum, root),
                         [input, outputs = std::move(outputs), root](OpContext& context) mutable {
                           run_gather(context, input, outputs, root);
                         });
 }
 
-std::shared_ptr<Work> ProcessGroup::scatter(std::vector<Buffer> inputs, Buffer output, int root) {
+std::shared_ptr<Work> ProcessGroup::scatter(std::vector<Buffer> inputs, Buffer output, int root,
+                                            Timeout timeout) {
   impl_->check_rank(root, "root", "scatter");
   impl_->check_rooted_at_hub(root, "scatter");
   if (rank() == root)
@@ -375,39 +386,40 @@ std::shared_ptr<Work> ProcessGroup::scatter(std::vector<Buffer> inputs, Buffer o
   else if (!inputs.empty())
     throw InvalidArgument("scatter: only the root rank passes input buffers, rank " + std::to_string(rank()) +
                           " passed " + std::to_string(inputs.size()));
-  return impl_->enqueue(signature_of(Collective::Scatter, output, ReduceOp::Sum, root),
+  return impl_->enqueue(timeout, signature_of(Collective::Scatter, output, ReduceOp::Sum, root),
                         [inputs = std::move(inputs), output, root](OpContext& context) mutable {
                           run_scatter(context, inputs, output, root);
                         });
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op,
+                                                   Timeout timeout) {
   impl_->refuse_in_star("reduce_scatter");
   impl_->check_buffers(inputs, output, "input buffers", "reduce_scatter");
   check_reducible(output.dtype, op, "reduce_scatter");
-  return impl_->enqueue(signature_of(Collective::ReduceScatter, output, op),
+  return impl_->enqueue(timeout, signature_of(Collective::ReduceScatter, output, op),
                         [inputs = std::move(inputs), output, op](OpContext& context) mutable {
                           run_reduce_scatter(context, inputs, output, op);
                         });
 }
 
-std::shared_ptr<Work> ProcessGroup::alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs) {
+std::shared_ptr<Work> ProcessGroup::alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs,
+                                             Timeout timeout) {
   impl_->refuse_in_star("alltoall");
   if (inputs.empty()) throw InvalidArgument("alltoall: no input buffers");
   impl_->check_buffers(inputs, inputs.front(), "input buffers", "alltoall", false);
   impl_->check_buffers(outputs, inputs.front(), "output buffers", "alltoall", false);
   Signature signature = signature_of(Collective::Alltoall, inputs.front());
   signature.count = 0;  // per-pair sizes differ; each receiver checks the length it gets
-  return impl_->enqueue(
-      signature, [inputs = std::move(inputs), outputs = std::move(outputs)](OpContext& context) mutable {
-        run_alltoall(context, inputs, outputs);
-      });
+  return impl_->enqueue(timeout, signature,
+                        [inputs = std::move(inputs), outputs = std::move(outputs)](
+                            OpContext& context) mutable { run_alltoall(context, inputs, outputs); });
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier() {
+std::shared_ptr<Work> ProcessGroup::barrier(Timeout timeout) {
   Signature signature;
   signature.collective = Collective::Barrier;
-  return impl_->enqueue(signature, [](OpContext& context) { run_barrier(context); });
+  return impl_->enqueue(timeout, signature, [](OpContext& context) { run_barrier(context); });
 }
 
 std::shared_ptr<Work> ProcessGroup::deadline_reduce(Buffer buffer, int root, ReduceOp op,
@@ -419,7 +431,7 @@ std::shared_ptr<Work> ProcessGroup::deadline_reduce(Buffer buffer, int root, Red
   check_reducible(buffer.dtype, op, "deadline_reduce");
   if (!result) throw InvalidArgument("deadline_reduce: no result record to fill");
   const auto until = Clock::now() + deadline;
-  return impl_->enqueue(signature_of(Collective::DeadlineReduce, buffer, op, root),
+  return impl_->enqueue(std::nullopt, signature_of(Collective::DeadlineReduce, buffer, op, root),
                         [buffer, root, op, until, result, check](OpContext& context) mutable {
                           *result = {};
                           run_deadline_reduce(context, buffer, root, op, until, *result, check, false);
@@ -440,7 +452,7 @@ std::shared_ptr<Work> ProcessGroup::deadline_reduce_deferred(ScalarType dtype, i
   if (!result) throw InvalidArgument("deadline_reduce_deferred: no result record to fill");
   const Buffer nothing{nullptr, dtype, numel, nullptr};  // root's own contribution: none
   const auto until = Clock::now() + deadline;
-  return impl_->enqueue(signature_of(Collective::DeadlineReduce, nothing, op, root),
+  return impl_->enqueue(std::nullopt, signature_of(Collective::DeadlineReduce, nothing, op, root),
                         [buffer = nothing, root, op, until, result, check](OpContext& context) mutable {
                           *result = {};
                           run_deadline_reduce(context, buffer, root, op, until, *result, check, true);
@@ -458,29 +470,34 @@ Signature point_to_point_signature(const Buffer& buffer) {
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroup::send(Buffer buffer, int dst, int64_t tag) {
+std::shared_ptr<Work> ProcessGroup::send(Buffer buffer, int dst, int64_t tag, Timeout timeout) {
   impl_->check_rank(dst, "destination", "send");
   if (dst == rank()) throw InvalidArgument("send: rank " + std::to_string(dst) + " cannot send to itself");
   if (rank() != impl_->options.hub && dst != impl_->options.hub)
     impl_->refuse_in_star("send from rank " + std::to_string(rank()) + " to rank " + std::to_string(dst));
+  Impl::check_timeout(timeout, "send");
+  const Milliseconds limit = timeout.value_or(impl_->options.timeout);
   auto work = impl_->make_work("send");
   auto state = work->state_;
-  impl_->expire_at_deadline(state, "send with tag " + std::to_string(tag) + " timed out after " +
-                                       std::to_string(impl_->options.timeout.count()) + " ms on rank " +
-                                       std::to_string(rank()) + " sending to rank " + std::to_string(dst));
+  impl_->expire_at_deadline(state, limit,
+                            "send with tag " + std::to_string(tag) + " timed out after " +
+                                std::to_string(limit.count()) + " ms on rank " + std::to_string(rank()) +
+                                " sending to rank " + std::to_string(dst));
   impl_->transport->send(dst, FrameKind::PointToPoint, static_cast<uint64_t>(tag), 0,
                          point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
                          [state](const Request& request) { state->finish(request.error); });
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
+std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag, Timeout timeout) {
   if (src != -1) impl_->check_rank(src, "source", "recv");
   if (src == rank())
     throw InvalidArgument("recv: rank " + std::to_string(src) + " cannot receive from itself");
   // From any source, a spoke can only hear from the hub anyway.
   if (src >= 0 && rank() != impl_->options.hub && src != impl_->options.hub)
     impl_->refuse_in_star("recv on rank " + std::to_string(rank()) + " from rank " + std::to_string(src));
+  Impl::check_timeout(timeout, "recv");
+  const Milliseconds limit = timeout.value_or(impl_->options.timeout);
   auto work = impl_->make_work("recv");
   auto state = work->state_;
   Transport& transport = *impl_->transport;
@@ -488,10 +505,10 @@ std::shared_ptr<Work> ProcessGroup::recv(Buffer buffer, int src, int64_t tag) {
       transport.post_recv(FrameKind::PointToPoint, src, static_cast<uint64_t>(tag), 0,
                           point_to_point_signature(buffer), buffer.data, buffer.nbytes(), buffer.owner,
                           [state](const Request& done) { state->finish(done.error, done.source); });
-  impl_->expire_at_deadline(state,
+  impl_->expire_at_deadline(state, limit,
                             "recv with tag " + std::to_string(tag) + " timed out after " +
-                                std::to_string(impl_->options.timeout.count()) + " ms on rank " +
-                                std::to_string(rank()) + " waiting for " +
+                                std::to_string(limit.count()) + " ms on rank " + std::to_string(rank()) +
+                                " waiting for " +
                                 (src < 0 ? std::string("any rank") : "rank " + std::to_string(src)),
                             [&transport, pending = std::weak_ptr<Request>(request)] {
                               if (auto request = pending.lock()) transport.cancel(request);

@@ -42,7 +42,36 @@ double element_as_double(ScalarType dtype, const std::byte* data, size_t index) 
 
 }  // namespace
 
-ContributionLayout::ContributionLayout(const ModelSpec& spec) : spec_(spec) {
+ContributionKind contribution_kind_for(const Strategy& strategy) {
+  return strategy.aggregates_from_weighted_sum() ? ContributionKind::WeightedSum : ContributionKind::Values;
+}
+
+class ContributionLayout::SlotIndex {
+ public:
+  SlotIndex(const std::vector<Slot>& slots, const char* what) : what_(what) {
+    for (const Slot& slot : slots) slots_.emplace(slot.spec.name, slot);
+  }
+
+  // Where elements [begin, begin + count) of the model's `tensor` start in a contribution;
+  // refuses (Refused) a tensor the layout does not hold and a range beyond it.
+  size_t offset(const NamedTensor& tensor, int64_t begin, size_t count) const {
+    auto found = slots_.find(tensor.name);
+    if (found == slots_.end() || found->second.spec != tensor.spec())
+      throw Refused(std::string(what_) + ": the model's tensor '" + tensor.name +
+                    "' is not in the contribution layout");
+    if (begin < 0 || count > size_t(tensor.numel() - std::min(begin, tensor.numel())))
+      throw Refused(std::string(what_) + ": elements " + std::to_string(begin) + " to " +
+                    std::to_string(begin + int64_t(count)) + " lie beyond tensor '" + tensor.name + "'");
+    return found->second.offset + size_t(begin);
+  }
+
+ private:
+  std::unordered_map<std::string, Slot> slots_;
+  const char* what_;
+};
+
+ContributionLayout::ContributionLayout(const ModelSpec& spec, ContributionKind kind)
+    : spec_(spec), kind_(kind) {
   size_t offset = 0;
   for (const TensorSpec& tensor : spec.tensors()) {
     if (!is_aggregated(tensor.dtype)) continue;
@@ -61,11 +90,14 @@ void ContributionLayout::pack(const Model& trained, int64_t num_examples, const 
   Update update{"this device", 0, 0, num_examples, trained};
   validate_update(update, spec_, 0, 0, limits);
   const double weight = double(num_examples);
+  const bool weighted = kind_ == ContributionKind::WeightedSum;
   for (const Slot& slot : slots_) {
     const NamedTensor* tensor = trained.find(slot.spec.name);
     const auto* bytes = tensor->data.get();
-    for (size_t i = 0; i < size_t(slot.spec.numel()); ++i)
-      out[slot.offset + i] = weight * element_as_double(slot.spec.dtype, bytes, i);
+    for (size_t i = 0; i < size_t(slot.spec.numel()); ++i) {
+      const double x = element_as_double(slot.spec.dtype, bytes, i);
+      out[slot.offset + i] = weighted ? weight * x : x;
+    }
   }
   out[elements_ - 1] = weight;
 }
@@ -105,7 +137,14 @@ std::optional<std::string> ContributionLayout::check_part(size_t first, std::spa
   return std::nullopt;
 }
 
+void ContributionLayout::require_kind(ContributionKind kind, const char* what) const {
+  if (kind_ != kind)
+    throw ParameterRefused(std::string(what) + ": the layout's contributions are " +
+                           (kind_ == ContributionKind::WeightedSum ? "weighted sums" : "values"));
+}
+
 WeightedSum ContributionLayout::weighted_sum(std::span<const double> sum) const {
+  require_kind(ContributionKind::WeightedSum, "contribution sum");
   if (sum.size() != elements_)
     throw ParameterRefused("contribution sum of " + std::to_string(sum.size()) +
                            " elements, the layout has " + std::to_string(elements_));
@@ -120,22 +159,26 @@ WeightedSum ContributionLayout::weighted_sum(std::span<const double> sum) const 
 
 WeightedSumReader ContributionLayout::weighted_sum_reader(
     std::function<void(size_t first, std::span<double> out)> fold) const {
+  require_kind(ContributionKind::WeightedSum, "contribution sum");
   double total_weight = 0;
   fold(elements_ - 1, {&total_weight, 1});
-  std::unordered_map<std::string, Slot> slots;
-  for (const Slot& slot : slots_) slots.emplace(slot.spec.name, slot);
-  auto read = [slots = std::move(slots), fold = std::move(fold)](const NamedTensor& tensor, int64_t begin,
-                                                                 std::span<double> out) {
-    auto found = slots.find(tensor.name);
-    if (found == slots.end() || found->second.spec != tensor.spec())
-      throw Refused("contribution sum: the model's tensor '" + tensor.name +
-                    "' is not in the contribution layout");
-    if (begin < 0 || out.size() > size_t(tensor.numel() - std::min(begin, tensor.numel())))
-      throw Refused("contribution sum: elements " + std::to_string(begin) + " to " +
-                    std::to_string(begin + int64_t(out.size())) + " lie beyond tensor '" + tensor.name + "'");
-    fold(found->second.offset + size_t(begin), out);
+  auto read = [index = SlotIndex(slots_, "contribution sum"), fold = std::move(fold)](
+                  const NamedTensor& tensor, int64_t begin, std::span<double> out) {
+    fold(index.offset(tensor, begin, out.size()), out);
   };
   return {std::move(read), total_weight};
+}
+
+UpdatesReader ContributionLayout::updates_reader(
+    size_t count, std::function<void(size_t update, size_t first, std::span<double> out)> read) const {
+  require_kind(ContributionKind::Values, "contributions");
+  auto read_tensor = [index = SlotIndex(slots_, "contributions"), count, read = std::move(read)](
+                         size_t update, const NamedTensor& tensor, int64_t begin, std::span<double> out) {
+    if (update >= count)
+      throw Refused("contributions: update " + std::to_string(update) + " of " + std::to_string(count));
+    read(update, index.offset(tensor, begin, out.size()), out);
+  };
+  return {count, std::move(read_tensor)};
 }
 
 }  // namespace tn::federated

@@ -21,17 +21,25 @@ class CoordinateStrategy final : public Strategy {
 
   Model aggregate(const Model& global, std::span<const Update> updates) override {
     AlignedUpdates aligned = align_updates(name(), global, updates, 1);
-    const size_t n = aligned.updates.size();
+    return aggregate_loaded(global, aligned.updates.size(), load_aligned(aligned), 0);
+  }
+
+  Model aggregate_from_updates(const Model& global, const UpdatesReader& updates) override {
+    UpdateLoader load = load_read(name(), global, updates, 1);
+    return aggregate_loaded(global, updates.count, load, updates.chunk_elements);
+  }
+
+ private:
+  // Coordinates `chunk` at a time (0: as many as fit about 8 MB of scratch for all n updates,
+  // whatever n), each from every update's values of it.
+  Model aggregate_loaded(const Model& global, size_t n, const UpdateLoader& load, int64_t chunk) {
     const size_t cut = trim_fraction_ < 0 ? 0 : floor_of_product(trim_fraction_, n);
-    // Each chunk holds every update's values of `chunk` coordinates: about 8 MB of scratch
-    // whatever the number of updates.
-    const int64_t chunk = std::max<int64_t>(1, kScratchDoubles / int64_t(n));
+    if (chunk == 0) chunk = std::max<int64_t>(1, kScratchDoubles / int64_t(n));
     std::vector<double> rows(n * static_cast<size_t>(chunk)), column(n);
     Model result =
         map_aggregated_tensors(name(), global, chunk, [&](size_t k, int64_t begin, std::span<double> y) {
           const size_t count = y.size();
-          for (size_t i = 0; i < n; ++i)
-            load_as_double(*aligned.tensors[i][k], begin, {rows.data() + i * count, count});
+          for (size_t i = 0; i < n; ++i) load(i, k, begin, {rows.data() + i * count, count});
           for (size_t j = 0; j < count; ++j) {
             for (size_t i = 0; i < n; ++i) column[i] = rows[i * count + j];
             y[j] = trim_fraction_ < 0 ? median(column) : trimmed_mean(column, cut);
@@ -41,7 +49,6 @@ class CoordinateStrategy final : public Strategy {
     return result;
   }
 
- private:
   // For an even count the mean of the two middle values, as a/2 + b/2: halving is exact for
   // values read from float16/bfloat16/float32 (and for normal float64), and cannot overflow.
   static double median(std::vector<double>& values) {

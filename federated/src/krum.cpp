@@ -23,7 +23,19 @@ class KrumStrategy final : public Strategy {
   size_t min_updates() const override { return std::max(2 * f_ + 3, m_ + f_); }
 
   Model aggregate(const Model& global, std::span<const Update> updates) override {
-    const size_t n = updates.size();
+    check_count(updates.size());
+    AlignedUpdates aligned = align_updates(name(), global, updates, min_updates());
+    return aggregate_loaded(global, aligned.updates.size(), load_aligned(aligned), 0);
+  }
+
+  Model aggregate_from_updates(const Model& global, const UpdatesReader& updates) override {
+    check_count(updates.count);
+    UpdateLoader load = load_read(name(), global, updates, min_updates());
+    return aggregate_loaded(global, updates.count, load, updates.chunk_elements);
+  }
+
+ private:
+  void check_count(size_t n) const {
     if (n < 2 * f_ + 3)
       throw Refused(name() + ": needs at least 2f+3 = " + std::to_string(2 * f_ + 3) + " updates, got " +
                     std::to_string(n));
@@ -31,31 +43,35 @@ class KrumStrategy final : public Strategy {
       throw Refused(name() + ": keeping m = " + std::to_string(m_) + " of " + std::to_string(n) +
                     " updates with f = " + std::to_string(f_) +
                     " needs m <= n - f = " + std::to_string(n - f_));
-    AlignedUpdates aligned = align_updates(name(), global, updates, min_updates());
-    std::vector<size_t> kept = lowest_scores(global, aligned);
+  }
 
-    std::vector<double> x(kChunkElements);
-    Model result = map_aggregated_tensors(
-        name(), global, kChunkElements, [&](size_t k, int64_t begin, std::span<double> sum) {
-          std::fill(sum.begin(), sum.end(), 0.0);
-          for (size_t i : kept) {
-            load_as_double(*aligned.tensors[i][k], begin, {x.data(), sum.size()});
-            for (size_t j = 0; j < sum.size(); ++j) sum[j] += x[j];
-          }
-          for (double& value : sum) value /= double(kept.size());
-        });
+  // Two passes over the updates, `chunk` coordinates at a time (0: the defaults below): the
+  // pairwise distances, then the mean of the kept updates.
+  Model aggregate_loaded(const Model& global, size_t n, const UpdateLoader& load, int64_t chunk) {
+    std::vector<size_t> kept = lowest_scores(global, n, load, chunk);
+    const int64_t mean_chunk = chunk > 0 ? chunk : kChunkElements;
+    std::vector<double> x(static_cast<size_t>(mean_chunk));
+    Model result = map_aggregated_tensors(name(), global, mean_chunk,
+                                          [&](size_t k, int64_t begin, std::span<double> sum) {
+                                            std::fill(sum.begin(), sum.end(), 0.0);
+                                            for (size_t i : kept) {
+                                              load(i, k, begin, {x.data(), sum.size()});
+                                              for (size_t j = 0; j < sum.size(); ++j) sum[j] += x[j];
+                                            }
+                                            for (double& value : sum) value /= double(kept.size());
+                                          });
     count_round();
     return result;
   }
 
- private:
   // Indices (into the device-sorted updates, ascending) of the m updates with the lowest scores;
   // a tie goes to the lower device id.
-  std::vector<size_t> lowest_scores(const Model& global, const AlignedUpdates& aligned) const {
-    const size_t n = aligned.updates.size();
-    // distance[i * n + j]: |x_i - x_j|^2 over every aggregated coordinate, in model order.
+  std::vector<size_t> lowest_scores(const Model& global, size_t n, const UpdateLoader& load,
+                                    int64_t chunk) const {
+    // distance[i * n + j]: |x_i - x_j|^2 over every aggregated coordinate, summed in model
+    // order, so the chunking does not change a bit.
     std::vector<double> distance(n * n, 0.0);
-    const int64_t chunk = std::max<int64_t>(1, kScratchDoubles / int64_t(n));
+    if (chunk == 0) chunk = std::max<int64_t>(1, kScratchDoubles / int64_t(n));
     std::vector<double> rows(n * size_t(chunk));
     for (size_t k = 0; k < global.tensors.size(); ++k) {
       const NamedTensor& tensor = global.tensors[k];
@@ -63,8 +79,7 @@ class KrumStrategy final : public Strategy {
       const int64_t numel = tensor.numel();
       for (int64_t begin = 0; begin < numel; begin += chunk) {
         const size_t count = size_t(std::min(chunk, numel - begin));
-        for (size_t i = 0; i < n; ++i)
-          load_as_double(*aligned.tensors[i][k], begin, {rows.data() + i * count, count});
+        for (size_t i = 0; i < n; ++i) load(i, k, begin, {rows.data() + i * count, count});
         for (size_t a = 0; a < n; ++a)
           for (size_t b = a + 1; b < n; ++b) {
             double total = distance[a * n + b];

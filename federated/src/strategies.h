@@ -1,6 +1,7 @@
 // What the strategy implementations share, and their constructors for make_strategy. Private.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -22,6 +23,16 @@ struct AlignedUpdates {
 // update whose tensor names, dtypes, shapes or byte counts differ from the global model's.
 AlignedUpdates align_updates(const std::string& strategy, const Model& global,
                              std::span<const Update> updates, size_t min_updates);
+
+// Elements [begin, begin + out.size()) of update `update`'s tensor k (the global model's k-th,
+// an aggregated one) as doubles: the one way the robust strategies see the updates, whether they
+// were given whole (aggregate) or are read from where a hub keeps them (aggregate_from_updates).
+using UpdateLoader = std::function<void(size_t update, size_t k, int64_t begin, std::span<double> out)>;
+UpdateLoader load_aligned(const AlignedUpdates& aligned);
+// Refuses, as align_updates does, fewer than `min_updates` updates (and a reader without a read
+// function or with a negative chunk). The loader refers to `global` and `updates`.
+UpdateLoader load_read(const std::string& strategy, const Model& global, const UpdatesReader& updates,
+                       size_t min_updates);
 
 // The pass-through client configs every strategy takes, checked against the strategy's own
 // client-side parameters (a fit_config key may not overwrite one).

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "federated/errors.h"
+#include "numeric.h"
 #include "strategies.h"
 
 namespace tn::federated {
@@ -22,6 +23,10 @@ Model Strategy::aggregate_from_weighted_sum(const Model&, const WeightedSum&) {
 
 Model Strategy::aggregate_from_weighted_sum(const Model&, const WeightedSumReader&) {
   throw Unsupported(name_ + ": cannot aggregate from a weighted sum, it needs the individual updates");
+}
+
+Model Strategy::aggregate_from_updates(const Model&, const UpdatesReader&) {
+  throw Unsupported(name_ + ": aggregates from the weighted sum, which needs the example counts");
 }
 
 EvaluationSummary Strategy::aggregate_evaluate(std::span<const EvaluationResult> results) const {
@@ -118,12 +123,19 @@ std::unique_ptr<Strategy> restore_strategy(const StrategyState& state) {
 }
 
 namespace detail {
+namespace {
+
+void refuse_fewer_than(const std::string& strategy, size_t min_updates, size_t count) {
+  if (count < min_updates)
+    throw Refused(strategy + ": needs at least " + std::to_string(min_updates) + " update" +
+                  (min_updates == 1 ? "" : "s") + ", got " + std::to_string(count));
+}
+
+}  // namespace
 
 AlignedUpdates align_updates(const std::string& strategy, const Model& global,
                              std::span<const Update> updates, size_t min_updates) {
-  if (updates.size() < min_updates)
-    throw Refused(strategy + ": needs at least " + std::to_string(min_updates) + " update" +
-                  (min_updates == 1 ? "" : "s") + ", got " + std::to_string(updates.size()));
+  refuse_fewer_than(strategy, min_updates, updates.size());
   global.spec();  // refuses a global model whose buffers do not match its shapes
   AlignedUpdates aligned;
   for (const Update& update : updates) aligned.updates.push_back(&update);
@@ -162,6 +174,25 @@ AlignedUpdates align_updates(const std::string& strategy, const Model& global,
     aligned.tensors.push_back(std::move(tensors));
   }
   return aligned;
+}
+
+UpdateLoader load_aligned(const AlignedUpdates& aligned) {
+  return [&aligned](size_t update, size_t k, int64_t begin, std::span<double> out) {
+    load_as_double(*aligned.tensors[update][k], begin, out);
+  };
+}
+
+UpdateLoader load_read(const std::string& strategy, const Model& global, const UpdatesReader& updates,
+                       size_t min_updates) {
+  refuse_fewer_than(strategy, min_updates, updates.count);
+  if (!updates.read) throw Refused(strategy + ": the updates reader has no read function");
+  if (updates.chunk_elements < 0)
+    throw Refused(strategy + ": the updates reader's chunk of " + std::to_string(updates.chunk_elements) +
+                  " elements is negative");
+  global.spec();  // refuses a global model whose buffers do not match its shapes
+  return [&global, &updates](size_t update, size_t k, int64_t begin, std::span<double> out) {
+    updates.read(update, global.tensors[k], begin, out);
+  };
 }
 
 ClientConfigs read_client_configs(const std::string& strategy, ParamReader& reader,

@@ -129,16 +129,34 @@ RoundOutcome Task::close_round() {
 RoundOutcome Task::close_round_from_weighted_sum(const WeightedSumReader& sum,
                                                  std::vector<DeviceId> contributors) {
   throw_if_failed();
-  if (!round_) throw StateError("task '" + name() + "': no round is open");
   if (!strategy_->aggregates_from_weighted_sum())
     throw Unsupported("task '" + name() + "': " + strategy_->name() +
                       " cannot aggregate from a weighted sum, it needs the individual updates");
+  return close_round_from_data_plane(std::move(contributors),
+                                     [&] { return strategy_->aggregate_from_weighted_sum(global_, sum); });
+}
+
+RoundOutcome Task::close_round_from_updates(const UpdatesReader& updates,
+                                            std::vector<DeviceId> contributors) {
+  throw_if_failed();
+  if (strategy_->aggregates_from_weighted_sum())
+    throw Unsupported("task '" + name() + "': " + strategy_->name() +
+                      " aggregates from a weighted sum, not from the individual updates");
+  if (updates.count != contributors.size())
+    throw Refused("task '" + name() + "': the updates reader holds " + std::to_string(updates.count) +
+                  " updates for " + std::to_string(contributors.size()) + " contributors");
+  return close_round_from_data_plane(std::move(contributors),
+                                     [&] { return strategy_->aggregate_from_updates(global_, updates); });
+}
+
+RoundOutcome Task::close_round_from_data_plane(std::vector<DeviceId> contributors,
+                                               const std::function<Model()>& aggregate) {
+  if (!round_) throw StateError("task '" + name() + "': no round is open");
   if (round_->close_with_contributors(std::move(contributors)) == RoundStatus::Abandoned)
     return finish(RoundStatus::Abandoned, round_->contributors(), {}, std::nullopt);
   try {
-    Model next = strategy_->aggregate_from_weighted_sum(global_, sum);
-    return finish(RoundStatus::Completed, round_->contributors(), {}, std::move(next));
-  } catch (const Refused& error) {  // the data plane's sum does not fit the model
+    return finish(RoundStatus::Completed, round_->contributors(), {}, aggregate());
+  } catch (const Refused& error) {  // what the data plane delivered does not fit the model
     return finish(RoundStatus::Abandoned, round_->contributors(), error.what(), std::nullopt);
   } catch (const AggregationFailed& error) {
     return finish(RoundStatus::Abandoned, round_->contributors(), error.what(), std::nullopt);

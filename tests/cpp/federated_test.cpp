@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -831,6 +832,115 @@ TEST(Contribution, HubRefusesNonFiniteValuesAndBadCountsByName) {
   EXPECT_NE(
       layout.check_part(layout.elements(), all.first(1), UpdateLimits{}).value_or("accepted").find("beyond"),
       std::string::npos);
+}
+
+const std::vector<std::pair<std::string, json>> kRobustStrategies = {{"fedmedian", json::object()},
+                                                                     {"trimmed_mean", {{"beta", 0.3}}},
+                                                                     {"krum", {{"f", 2}}},
+                                                                     {"multi_krum", {{"f", 1}, {"m", 3}}}};
+
+// What a hub keeps of the robust strategies' round: each device's packed Values contribution
+// [x ..., n], in device-id order, as its deadline reduce leaves them apart.
+std::vector<std::vector<double>> packed_values(const Federation& federation,
+                                               const ContributionLayout& layout) {
+  std::vector<const Update*> by_id;
+  for (const Update& update : federation.updates) by_id.push_back(&update);
+  std::sort(by_id.begin(), by_id.end(),
+            [](const Update* a, const Update* b) { return a->device_id < b->device_id; });
+  std::vector<std::vector<double>> packed;
+  for (const Update* update : by_id) {
+    packed.emplace_back(layout.elements());
+    layout.pack(update->model, update->num_examples, UpdateLimits{}, packed.back());
+  }
+  return packed;
+}
+
+// The robust strategies read the packed values a range at a time, chunks cutting tensors
+// mid-way or not, and must give the bits of aggregate() on the individual updates.
+TEST(Contribution, RobustStrategiesReadingPackedValuesGiveTheBitsOfTheUpdates) {
+  for (ScalarType dtype : kFloatTypes) {
+    Federation federation = make_federation(dtype, 1000, 7, 950 + uint64_t(dtype));
+    ContributionLayout layout(federation.spec, ContributionKind::Values);
+    std::vector<std::vector<double>> packed = packed_values(federation, layout);
+    for (size_t i = 0; i < packed.size(); ++i) {
+      EXPECT_EQ(layout.check(packed[i], UpdateLimits{}), std::nullopt);
+      // The values themselves, the example count last: nothing is weighted.
+      EXPECT_EQ(packed[i][0], double(federation.values[i][0][0]));
+      EXPECT_EQ(packed[i].back(), double(federation.examples[i]));
+    }
+    // 1000 weight elements, 6 bias, 4 head: 7 and 333 cut tensors mid-way, 4 cuts the bias, 0
+    // is the strategies' own chunking.
+    for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{4}, int64_t{7}, int64_t{333}}) {
+      size_t largest_read = 0;
+      UpdatesReader reader =
+          layout.updates_reader(packed.size(), [&](size_t update, size_t first, std::span<double> out) {
+            largest_read = std::max(largest_read, out.size());
+            std::copy_n(packed[update].begin() + std::ptrdiff_t(first), out.size(), out.begin());
+          });
+      reader.chunk_elements = chunk;
+      for (const auto& [name, params] : kRobustStrategies) {
+        SCOPED_TRACE(name + ", " + scalar_type_name(dtype) + ", chunks of " + std::to_string(chunk));
+        largest_read = 0;
+        Model expected = make_strategy(name, params)->aggregate(federation.global, federation.updates);
+        Model got = make_strategy(name, params)->aggregate_from_updates(federation.global, reader);
+        EXPECT_TRUE(same_bytes(expected, got));
+        if (chunk > 0) {
+          EXPECT_LE(largest_read, size_t(chunk));
+        }
+      }
+    }
+  }
+}
+
+TEST(Contribution, EachKindIsReadOnlyAsItsOwn) {
+  Federation federation = make_federation(ScalarType::Float, 10, 5, 960);
+  ContributionLayout weighted(federation.spec), values(federation.spec, ContributionKind::Values);
+  EXPECT_EQ(contribution_kind_for(*make_strategy("fedadam")), ContributionKind::WeightedSum);
+  for (const auto& [name, params] : kRobustStrategies)
+    EXPECT_EQ(contribution_kind_for(*make_strategy(name, params)), ContributionKind::Values) << name;
+  EXPECT_EQ(message_of<ParameterRefused>(
+                [&] { values.weighted_sum_reader([](size_t, std::span<double> out) { out[0] = 1; }); }),
+            "contribution sum: the layout's contributions are values");
+  EXPECT_EQ(message_of<ParameterRefused>(
+                [&] { weighted.updates_reader(5, [](size_t, size_t, std::span<double>) {}); }),
+            "contributions: the layout's contributions are weighted sums");
+}
+
+TEST(Contribution, UpdatesReadersRefuseWhatDoesNotFitByName) {
+  Federation federation = make_federation(ScalarType::Float, 10, 5, 970);
+  ContributionLayout layout(federation.spec, ContributionKind::Values);
+  std::vector<std::vector<double>> packed = packed_values(federation, layout);
+  UpdatesReader reader =
+      layout.updates_reader(packed.size(), [&](size_t update, size_t first, std::span<double> out) {
+        std::copy_n(packed[update].begin() + std::ptrdiff_t(first), out.size(), out.begin());
+      });
+  std::vector<double> out(3);
+  const NamedTensor& bias = federation.global.tensors[1];
+  EXPECT_EQ(message_of<Refused>([&] { reader.read(5, bias, 0, out); }), "contributions: update 5 of 5");
+  EXPECT_EQ(message_of<Refused>([&] { reader.read(0, bias, 4, out); }),
+            "contributions: elements 4 to 7 lie beyond tensor 'layer.bias'");
+  EXPECT_EQ(message_of<Refused>([&] { reader.read(0, federation.global.tensors[3], 0, {}); }),
+            "contributions: the model's tensor 'bn.num_batches_tracked' is not in the contribution layout");
+  // Krum's n >= 2f + 3 holds for the reader as for the updates.
+  EXPECT_EQ(message_of<Refused>([&] {
+              make_strategy("krum", {{"f", 2}})->aggregate_from_updates(federation.global, reader);
+            }),
+            "krum: needs at least 2f+3 = 7 updates, got 5");
+  UpdatesReader none{0, reader.read};
+  EXPECT_EQ(message_of<Refused>(
+                [&] { make_strategy("fedmedian")->aggregate_from_updates(federation.global, none); }),
+            "fedmedian: needs at least 1 update, got 0");
+  // A read that fails refuses the updates, and the strategy's rounds do not advance.
+  UpdatesReader failing{5, [](size_t, const NamedTensor&, int64_t, std::span<double>) {
+                          throw Refused("the hub could not read its spool");
+                        }};
+  auto median = make_strategy("fedmedian");
+  EXPECT_EQ(message_of<Refused>([&] { median->aggregate_from_updates(federation.global, failing); }),
+            "the hub could not read its spool");
+  EXPECT_EQ(median->rounds(), 0u);
+  EXPECT_EQ(message_of<Unsupported>(
+                [&] { make_strategy("fedavg")->aggregate_from_updates(federation.global, reader); }),
+            "fedavg: aggregates from the weighted sum, which needs the example counts");
 }
 
 TEST(Strategies, RobustStrategiesRefuseAWeightedSumByName) {
@@ -1660,6 +1770,56 @@ TEST_F(TaskFixture, ClosesFromAWeightedSum) {
   EXPECT_EQ(
       message_of<Unsupported>([&] { median.close_round_from_weighted_sum(weighted, {}); }),
       "task 'keyboard': fedmedian cannot aggregate from a weighted sum, it needs the individual updates");
+}
+
+TEST_F(TaskFixture, ClosesFromTheIndividualUpdates) {
+  // The data plane's Values contributions [w ..., n], kept apart and read a range at a time.
+  const std::vector<std::vector<double>> kept = {{1, 9, -4, 100}, {3, 2, -5, 1}, {2, 5, 7, 7}};
+  auto reader_of = [&](const ContributionLayout& layout, size_t count) {
+    return layout.updates_reader(count, [&](size_t update, size_t first, std::span<double> out) {
+      std::copy_n(kept[update].begin() + std::ptrdiff_t(first), out.size(), out.begin());
+    });
+  };
+  const ContributionLayout layout(initial().spec(), ContributionKind::Values);
+  TaskConfig three = config();
+  three.min_updates = 3;
+  three.selection.min_devices = 3;
+  Task task(three, initial(), make_strategy("fedmedian"), clock);
+  Selection selection = task.start_round(devices(4));
+  RoundOutcome outcome = task.close_round_from_updates(
+      reader_of(layout, 3), {selection.devices[2], selection.devices[0], selection.devices[1]});
+  EXPECT_EQ(outcome.status, RoundStatus::Completed);
+  for (size_t j = 0; j < 3; ++j)  // the median of each coordinate; example counts play no part
+    EXPECT_EQ(read_as<float>(task.global_model().tensors[0].data.get() + 4 * j),
+              (std::array<float, 3>{2, 5, -4})[j]);
+  EXPECT_EQ(read_as<int64_t>(task.global_model().tensors[1].data.get()), 5);
+
+  // Below Krum's n >= 2f + 3 the task never opens (min_updates), so a round cannot get there
+  // with fewer; a reader that fails abandons the round with its reason.
+  EXPECT_NE(message_of<ParameterRefused>([&] {
+              Task(config(), initial(), make_strategy("krum"), clock);
+            }).find("min_updates 2 is below the 3 that krum needs"),
+            std::string::npos);
+  Task krum(three, initial(), make_strategy("krum"), clock);
+  selection = krum.start_round(devices(4));
+  UpdatesReader failing{3, [](size_t, const NamedTensor&, int64_t, std::span<double>) -> void {
+                          throw Refused("the hub could not read the contributions back: spool gone");
+                        }};
+  outcome = krum.close_round_from_updates(failing,
+                                          {selection.devices[0], selection.devices[1], selection.devices[2]});
+  EXPECT_EQ(outcome.status, RoundStatus::Abandoned);
+  EXPECT_EQ(outcome.reason, "the hub could not read the contributions back: spool gone");
+  EXPECT_EQ(message_of<Refused>([&] {
+              krum.start_round(devices(4));
+              krum.close_round_from_updates(reader_of(layout, 3), {selection.devices[0]});
+            }),
+            "task 'keyboard': the updates reader holds 3 updates for 1 contributors");
+  EXPECT_EQ(message_of<Unsupported>([&] {
+              Task mean(config(), initial(), make_strategy("fedavg"), clock);
+              mean.start_round(devices(4));
+              mean.close_round_from_updates(reader_of(layout, 2), {});
+            }),
+            "task 'keyboard': fedavg aggregates from a weighted sum, not from the individual updates");
 }
 
 TEST_F(TaskFixture, ResumesFromACheckpointExactly) {

@@ -479,6 +479,37 @@ TEST(ProcessGroupTest, ReceiveThatIsNeverSentTimesOutNamingThePeer) {
       << errors[0];
 }
 
+// A call's own timeout (c10d's option timeouts) applies instead of the group's 30 s, for a
+// collective and for a receive; a timeout that is not positive is refused.
+TEST(ProcessGroupTest, ACallsOwnTimeoutReplacesTheGroups) {
+  ProcessGroupOptions options;
+  options.timeout = 30s;
+  for (bool collective : {true, false}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto errors = errors_of(
+        2,
+        [collective](ProcessGroup& group) {
+          std::vector<float> values(4);
+          if (group.rank() == 1) {
+            std::this_thread::sleep_for(600ms);  // connected, silent
+            return;
+          }
+          if (collective)
+            group.allreduce(buffer_of(values, ScalarType::Float), ReduceOp::Sum, 200ms)->wait();
+          else
+            group.recv(buffer_of(values, ScalarType::Float), 1, 9, 200ms)->wait();
+        },
+        options);
+    EXPECT_NE(errors[0].find("timed out after 200 ms"), std::string::npos) << errors[0];
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  }
+  run_ranks(1, [](ProcessGroup& group) {
+    std::vector<float> values(1);
+    EXPECT_THROW(group.barrier(0ms), InvalidArgument);
+    EXPECT_THROW(group.send(buffer_of(values, ScalarType::Float), 0, 1, -5ms), InvalidArgument);
+  });
+}
+
 TEST(ProcessGroupTest, MismatchedCollectivesAreRefusedByName) {
   ProcessGroupOptions options;
   options.timeout = 5s;

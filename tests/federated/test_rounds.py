@@ -118,8 +118,8 @@ def test_bad_requests_are_refused_by_name_and_the_daemon_stays_up(coordinator, t
     write_safetensors(tmp_path / "model.safetensors", {"weight": np.ones((2, 2), dtype=np.float32)})
     common = ["create-task", "--rounds", "1", "--round-timeout-ms", "1000", "--model", str(tmp_path / "model.safetensors")]
     refusals = {
-        "needs the individual updates; the data plane carries weighted sums":
-            ["--strategy", "fedmedian", "--devices-per-round", "3", "--min-updates", "3"],
+        "min_updates 3 is below the 5 that krum needs":
+            ["--strategy", "krum", "--params", '{"f": 1}', "--devices-per-round", "3", "--min-updates", "3"],
         "min_updates 4 exceeds selection.devices_per_round 3":
             ["--strategy", "fedavg", "--devices-per-round", "3", "--min-updates", "4"],
         "unknown parameter":

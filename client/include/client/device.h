@@ -1,7 +1,8 @@
 // The device side of a federated round, as a C++ library (no Python needed): register an
 // Ed25519 identity, long-poll the coordinator for work, and take part in the rounds it is
-// selected for — receive the model over the round's data plane, train, send the weighted
-// contribution into the hub's deadline reduce.
+// selected for — receive the model over the round's data plane, train, send the contribution
+// (weighted or the values themselves, as the round's DataPlane.contribution says) into the hub's
+// deadline reduce.
 #pragma once
 
 #include <chrono>

@@ -103,6 +103,11 @@ class DeferredReduction {
   // out (count elements of the reduce's dtype) = elements [first, first + count) reduced over
   // the contributing ranks in ascending rank order, with the bits deadline_reduce gives.
   virtual void fold(uint64_t first, uint64_t count, void* out) = 0;
+  // out (count elements of the reduce's dtype) = elements [first, first + count) of `rank`'s
+  // contribution exactly as it landed, for a root that needs each contribution apart (the
+  // federated hub's median, trimmed mean and Krum) without holding them all whole. Refuses
+  // (InvalidArgument) a rank that did not contribute and a range beyond the buffer.
+  virtual void read(int rank, uint64_t first, uint64_t count, void* out) = 0;
 };
 
 // Which ranks a deadline reduce combined, in ascending order, which it gave up on, and which
@@ -144,25 +149,31 @@ class ProcessGroup {
   // Whether large collectives copy straight from the peers' memory (options.same_host_memory).
   bool reads_peer_memory() const;
 
-  std::shared_ptr<Work> allreduce(Buffer buffer, ReduceOp op);
-  std::shared_ptr<Work> broadcast(Buffer buffer, int root);
+  // Every operation below takes an optional timeout of its own; without one, options().timeout
+  // applies (c10d's per-call option timeouts).
+  using Timeout = std::optional<Milliseconds>;
+
+  std::shared_ptr<Work> allreduce(Buffer buffer, ReduceOp op, Timeout timeout = {});
+  std::shared_ptr<Work> broadcast(Buffer buffer, int root, Timeout timeout = {});
   // Only root's buffer receives the result; the others' buffers are left as they were.
-  std::shared_ptr<Work> reduce(Buffer buffer, int root, ReduceOp op);
+  std::shared_ptr<Work> reduce(Buffer buffer, int root, ReduceOp op, Timeout timeout = {});
   // outputs[r] receives rank r's input (one buffer per rank, each input's size).
-  std::shared_ptr<Work> allgather(Buffer input, std::vector<Buffer> outputs);
+  std::shared_ptr<Work> allgather(Buffer input, std::vector<Buffer> outputs, Timeout timeout = {});
   // outputs is used on root only (one per rank); others pass an empty vector.
-  std::shared_ptr<Work> gather(Buffer input, std::vector<Buffer> outputs, int root);
+  std::shared_ptr<Work> gather(Buffer input, std::vector<Buffer> outputs, int root, Timeout timeout = {});
   // inputs is used on root only (one per rank).
-  std::shared_ptr<Work> scatter(std::vector<Buffer> inputs, Buffer output, int root);
+  std::shared_ptr<Work> scatter(std::vector<Buffer> inputs, Buffer output, int root, Timeout timeout = {});
   // inputs[r] is this rank's contribution to rank r's output.
-  std::shared_ptr<Work> reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op);
+  std::shared_ptr<Work> reduce_scatter(std::vector<Buffer> inputs, Buffer output, ReduceOp op,
+                                       Timeout timeout = {});
   // inputs[r] goes to rank r; outputs[r] comes from rank r. Sizes may differ per rank, but what
   // rank a sends rank b must be what rank b expects from rank a.
-  std::shared_ptr<Work> alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs);
-  std::shared_ptr<Work> barrier();
-  std::shared_ptr<Work> send(Buffer buffer, int dst, int64_t tag);
+  std::shared_ptr<Work> alltoall(std::vector<Buffer> inputs, std::vector<Buffer> outputs,
+                                 Timeout timeout = {});
+  std::shared_ptr<Work> barrier(Timeout timeout = {});
+  std::shared_ptr<Work> send(Buffer buffer, int dst, int64_t tag, Timeout timeout = {});
   // src -1 receives from whichever rank sends with this tag first.
-  std::shared_ptr<Work> recv(Buffer buffer, int src, int64_t tag);
+  std::shared_ptr<Work> recv(Buffer buffer, int src, int64_t tag, Timeout timeout = {});
 
   // The federated hub's reduce: root sums what arrives from the other ranks before `deadline`
   // (plus its own buffer) and records exactly who contributed; late contributions are

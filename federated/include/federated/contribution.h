@@ -1,14 +1,19 @@
-// What one device puts into the round's hub reduce: a flat float64 vector
+// What one device puts into the round's hub reduce: a flat float64 vector, in one of two kinds
+// (ContributionKind) chosen by the task's strategy,
 //
-//   [ n * x  for every element of every aggregated tensor, in the model's order ...,  n ]
+//   WeightedSum  [ n * x  for every element of every aggregated tensor, in the model's order ...,  n ]
+//   Values       [     x  for every element of every aggregated tensor, in the model's order ...,  n ]
 //
-// where x is the trained model and n its example count. The hub sums the contributions of the
-// devices that delivered (ascending rank = device-id order) and reads the sum back as a
-// WeightedSum, which the FedAvg family aggregates from; because each product n * x and each
-// sum is rounded in double exactly as the strategies round them, the result has the same bits
-// as aggregating the individual updates. Integer tensors are not sent: the aggregate keeps the
-// global model's values. The layout is fixed by the task's ModelSpec, so a contribution
-// carries no names, shapes or dtypes a device could get wrong.
+// where x is the trained model and n its example count. For the FedAvg family the hub sums the
+// WeightedSum contributions of the devices that delivered (ascending rank = device-id order)
+// and reads the sum back as a WeightedSum; because each product n * x and each sum is rounded in
+// double exactly as the strategies round them, the result has the same bits as aggregating the
+// individual updates. The robust strategies (median, trimmed mean, Krum) ignore example counts
+// and need each update's x apart: the hub keeps the Values contributions as they landed and
+// reads each one's ranges back (UpdatesReader); x converts to double exactly, so again the bits
+// are aggregate()'s. Either way n is the last element and is checked. Integer tensors are not
+// sent: the aggregate keeps the global model's values. The layout is fixed by the task's
+// ModelSpec, so a contribution carries no names, shapes or dtypes a device could get wrong.
 #pragma once
 
 #include <functional>
@@ -23,9 +28,16 @@
 
 namespace tn::federated {
 
+enum class ContributionKind { WeightedSum, Values };
+
+// The kind `strategy` aggregates from: WeightedSum when it aggregates from a weighted sum, else
+// Values.
+ContributionKind contribution_kind_for(const Strategy& strategy);
+
 class ContributionLayout {
  public:
-  explicit ContributionLayout(const ModelSpec& spec);
+  explicit ContributionLayout(const ModelSpec& spec, ContributionKind kind = ContributionKind::WeightedSum);
+  ContributionKind kind() const { return kind_; }
   // Aggregated elements plus one for the example count.
   size_t elements() const { return elements_; }
   size_t bytes() const { return elements_ * sizeof(double); }
@@ -43,19 +55,31 @@ class ContributionLayout {
   std::optional<std::string> check_part(size_t first, std::span<const double> part,
                                         const UpdateLimits& limits) const;
 
-  // Hub side: the contributors' summed vector as float64 tensors and their total weight.
+  // Hub side, WeightedSum layouts (ParameterRefused otherwise): the contributors' summed vector
+  // as float64 tensors and their total weight.
   WeightedSum weighted_sum(std::span<const double> sum) const;
   // The same for a hub that never holds the summed vector: fold(first, out) fills out with its
   // elements [first, first + out.size()). The total weight is read at once.
   WeightedSumReader weighted_sum_reader(std::function<void(size_t first, std::span<double> out)> fold) const;
+  // Hub side, Values layouts (ParameterRefused otherwise): the `count` contributions, numbered in
+  // device-id order, as an UpdatesReader; read(update, first, out) fills out with elements
+  // [first, first + out.size()) of that contribution.
+  UpdatesReader updates_reader(
+      size_t count, std::function<void(size_t update, size_t first, std::span<double> out)> read) const;
 
  private:
   struct Slot {
     TensorSpec spec;
     size_t offset;  // in elements
   };
+  void require_kind(ContributionKind kind, const char* what) const;
+  // The layout's slots by tensor name, to find where elements [begin, begin + count) of a model
+  // tensor lie in a contribution.
+  class SlotIndex;
+
   std::vector<Slot> slots_;  // aggregated tensors only
   ModelSpec spec_;
+  ContributionKind kind_;
   size_t elements_ = 1;
 };
 

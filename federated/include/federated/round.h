@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -171,10 +172,19 @@ class Task {
   // the strategy refuses (a non-finite value, one that does not fit the model) abandons the round.
   RoundOutcome close_round_from_weighted_sum(const WeightedSumReader& sum,
                                              std::vector<DeviceId> contributors);
+  // The same for a strategy that needs the individual updates (median, trimmed mean, Krum),
+  // whose contributions the data plane kept apart: `updates` reads them, numbered as the sorted
+  // `contributors`. Fewer updates than the strategy accepts (Krum's n >= 2f + 3) abandons the
+  // round with the strategy's reason.
+  RoundOutcome close_round_from_updates(const UpdatesReader& updates, std::vector<DeviceId> contributors);
 
   TaskCheckpoint checkpoint() const;
 
  private:
+  // Closes the open round over `contributors` and, when enough contributed, aggregates; a Refused
+  // or AggregationFailed from `aggregate` abandons the round with its reason.
+  RoundOutcome close_round_from_data_plane(std::vector<DeviceId> contributors,
+                                           const std::function<Model()>& aggregate);
   RoundOutcome finish(RoundStatus status, std::vector<DeviceId> contributors, std::string reason,
                       std::optional<Model> aggregate);
   void throw_if_failed() const;

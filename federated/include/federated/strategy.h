@@ -11,7 +11,9 @@
 // aggregate_from_weighted_sum(): sum_i n_i * x_i and sum_i n_i as a hub reduce (or, decoded,
 // secure aggregation) delivers them. Given float64 sums accumulated in ascending device order,
 // both entry points give the same bits. Median, trimmed mean and Krum need the individual
-// updates and refuse the weighted sum (Unsupported).
+// updates and refuse the weighted sum (Unsupported); they take aggregate_from_updates() instead:
+// the individual updates' values read a range at a time, as a hub that keeps the contributions
+// where they landed delivers them, with the same bits as aggregate().
 //
 // Integer tensors keep the global model's value (see model.h). aggregate() expects updates that
 // passed validate_update; it still refuses (UpdateRefused) any whose tensors do not match the
@@ -74,6 +76,20 @@ struct WeightedSumReader {
   double total_weight = 0;
 };
 
+// The individual updates' values read a range at a time, for a hub that keeps each device's
+// contribution where it landed instead of as a whole model: read(i, tensor, begin, out) fills
+// `out` with elements [begin, begin + out.size()) of update i's values for `tensor`, an
+// aggregated tensor of the global model, exactly as doubles. Updates are numbered 0..count - 1 in
+// ascending device-id order. A strategy reads the same range of every update in turn and asks
+// for at most `chunk_elements` elements at a time (0: its own default, a few MB of doubles over
+// all the updates); neither changes a bit of the result. `read` may throw Refused, which refuses
+// the updates. Example counts are not read: the strategies taking this ignore them.
+struct UpdatesReader {
+  size_t count = 0;
+  std::function<void(size_t update, const NamedTensor& tensor, int64_t begin, std::span<double> out)> read;
+  int64_t chunk_elements = 0;
+};
+
 struct EvaluationResult {
   DeviceId device_id;
   int64_t num_examples = 0;
@@ -124,6 +140,9 @@ class Strategy {
   // The same with the sums read a piece at a time; a non-finite sum value is refused (Refused)
   // when read, before the strategy's state changes.
   virtual Model aggregate_from_weighted_sum(const Model& global, const WeightedSumReader& sum);
+  // Unsupported when aggregates_from_weighted_sum() (those need the example counts). Refuses
+  // (Refused) fewer than min_updates() updates, as aggregate() does.
+  virtual Model aggregate_from_updates(const Model& global, const UpdatesReader& updates);
   // Refuses (Refused) no results, a repeated device, examples < 1, a non-finite loss or metric.
   EvaluationSummary aggregate_evaluate(std::span<const EvaluationResult> results) const;
 

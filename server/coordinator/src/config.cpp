@@ -44,10 +44,12 @@ std::chrono::milliseconds duration_at(const json& object, const std::string& key
 }
 
 void parse_data_plane(const json& section, CoordinatorConfig& config) {
-  refuse_unknown_keys(section, "data_plane.", {"host", "join_window_ms"});
+  refuse_unknown_keys(section, "data_plane.", {"host", "join_window_ms", "spool_bytes"});
   if (section.contains("host")) config.data_plane_host = text_at(section, "host", "data_plane.");
   if (section.contains("join_window_ms"))
     config.join_window = duration_at(section, "join_window_ms", "data_plane.");
+  if (section.contains("spool_bytes"))
+    config.spool_bytes = count_at(section, "spool_bytes", "data_plane.", 1);
 }
 
 void parse_transfer_limits(const json& section, proto::TransferLimits& limits) {

@@ -100,11 +100,13 @@ void copy_model_bytes(const federated::Model& model, uint64_t offset, uint64_t l
 }  // namespace
 
 struct TaskRunner::Hosted {
-  std::vector<DeviceId> contributors;               // sorted: ranks ascend with device ids
-  std::optional<federated::WeightedSumReader> sum;  // when the round may be aggregated
-  std::string abandon_reason;                       // when it may not
+  std::vector<DeviceId> contributors;  // sorted: ranks ascend with device ids
+  // When the round may be aggregated, one of these, as the strategy's contribution kind says.
+  std::optional<federated::WeightedSumReader> sum;
+  std::optional<federated::UpdatesReader> updates;
+  std::string abandon_reason;  // when it may not
   // Once the reduce is over: its phases' wall times and bytes for the round_data_plane log line,
-  // and the time the aggregation spends folding the contributions as it reads the sum.
+  // and the time the aggregation spends folding or reading the contributions as it reads them.
   nlohmann::json data_plane;
   std::shared_ptr<double> fold_seconds = std::make_shared<double>(0);
 
@@ -254,6 +256,9 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(join_by).count()));
   *plane.mutable_model() = chunker.header();
   plane.set_broadcast_piece_bytes(kBroadcastPieceBytes);
+  const federated::ContributionKind kind = federated::contribution_kind_for(task_.strategy());
+  plane.set_contribution(kind == federated::ContributionKind::Values ? v1::CONTRIBUTION_KIND_VALUES
+                                                                     : v1::CONTRIBUTION_KIND_WEIGHTED);
   std::map<DeviceId, v1::RoundConfig> configs;
   for (size_t i = 0; i < plan.selected.size(); ++i) {
     v1::RoundConfig& round = configs[plan.selected[i]] = common;
@@ -266,6 +271,7 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   options.topology = dist::Topology::Star;
   options.hub = 0;
   options.timeout = until(join_by);
+  options.deadline_reduce_spool_bytes = config.spool_bytes;
   // Each phase's wall time goes into the round_data_plane log line (the benchmark reads it).
   auto phase_start = SteadyClock::now();
   auto seconds_of_phase = [&phase_start] {
@@ -300,11 +306,12 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   staging.reset();
   const double broadcast_seconds = seconds_of_phase();
 
-  const federated::ContributionLayout layout(model.spec());
-  // The hub never holds the float64 sum, twice a float32 model: it keeps the contributions as
-  // they land (in memory, or spooled to disk past deadline_reduce_spool_bytes) and the strategy
-  // folds them a piece at a time as it reads the sum. The hub contributes nothing itself, so the
-  // sum has exactly the bits of sum_i n_i x_i in device order.
+  const federated::ContributionLayout layout(model.spec(), kind);
+  // The hub never holds the float64 sum, twice a float32 model, nor the contributions as whole
+  // models: it keeps them as they land (in memory, or spooled to disk past
+  // deadline_reduce_spool_bytes) and the strategy reads them a piece at a time, folded into the
+  // sum (WeightedSum: the hub contributes nothing itself, so the sum has exactly the bits of
+  // sum_i n_i x_i in device order) or each contribution apart (Values).
   auto reduced = std::make_shared<dist::DeadlineReduceResult>();
   // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
   // an infinity or a bad example count leaves that device out, named, and the round goes on.
@@ -354,18 +361,33 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
                             (refused.empty() ? "" : "; refused: " + refused);
     return hosted;
   }
-  // Each contribution is finite, but finite values can still add up past the largest double: the
-  // strategy refuses a non-finite sum as it reads it, which abandons the round naming the element.
-  hosted.sum = layout.weighted_sum_reader([deferred = reduced->deferred, fold_seconds = hosted.fold_seconds](
-                                              size_t first, std::span<double> out) {
+  // A spool file that cannot be read back refuses the round's aggregate, abandoning the round.
+  auto timed = [fold_seconds = hosted.fold_seconds](const auto& read) {
     const auto start = SteadyClock::now();
     try {
-      deferred->fold(first, out.size(), out.data());
-    } catch (const dist::DistError& error) {  // the spool file could not be read back
-      throw federated::Refused(std::string("the hub could not fold the contributions: ") + error.what());
+      read();
+    } catch (const dist::DistError& error) {
+      throw federated::Refused(std::string("the hub could not read the contributions back: ") + error.what());
     }
     *fold_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
-  });
+  };
+  if (kind == federated::ContributionKind::Values) {
+    std::vector<int> ranks;  // of the contributors, ascending as their device ids
+    for (int rank : reduced->contributors)
+      if (rank != 0) ranks.push_back(rank);
+    hosted.updates = layout.updates_reader(
+        ranks.size(),
+        [deferred = reduced->deferred, ranks, timed](size_t update, size_t first, std::span<double> out) {
+          timed([&] { deferred->read(ranks[update], first, out.size(), out.data()); });
+        });
+    return hosted;
+  }
+  // Each contribution is finite, but finite values can still add up past the largest double: the
+  // strategy refuses a non-finite sum as it reads it, which abandons the round naming the element.
+  hosted.sum =
+      layout.weighted_sum_reader([deferred = reduced->deferred, timed](size_t first, std::span<double> out) {
+        timed([&] { deferred->fold(first, out.size(), out.data()); });
+      });
   return hosted;
 }
 
@@ -376,9 +398,11 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   std::optional<std::string> failure;
   bool completed = false;
   try {
-    if (hosted.sum) {
+    if (hosted.sum || hosted.updates) {
       const auto aggregation_start = SteadyClock::now();
-      federated::RoundOutcome outcome = task_.close_round_from_weighted_sum(*hosted.sum, hosted.contributors);
+      federated::RoundOutcome outcome =
+          hosted.sum ? task_.close_round_from_weighted_sum(*hosted.sum, hosted.contributors)
+                     : task_.close_round_from_updates(*hosted.updates, hosted.contributors);
       hosted.data_plane["aggregate_seconds"] =
           std::chrono::duration<double>(SteadyClock::now() - aggregation_start).count();
       completed = outcome.status == federated::RoundStatus::Completed;
@@ -389,12 +413,13 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
       task_.close_round();
     }
   } catch (const federated::TaskFailed& error) {
-    failure = hosted.sum
+    const bool aggregated = hosted.sum || hosted.updates;
+    failure = aggregated
                   ? std::string(error.what())
                   : "task '" + id + "' failed: more than max_retries " + std::to_string(params_.max_retries) +
                         " attempts in a row were abandoned; the last, round " +
                         std::to_string(plan.round_id) + ": " + reason;
-    if (hosted.sum) reason = error.what();
+    if (aggregated) reason = error.what();
   }
 
   RoundResult result;

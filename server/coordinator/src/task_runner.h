@@ -4,13 +4,15 @@
 //   seeded per round), record the round (StateStore::begin_round), host it on the data plane
 //   (a TCP store and a star ProcessGroup whose hub, rank 0, is this thread; selected devices are
 //   ranks 1..k in ascending device-id order), broadcast the model, deadline-reduce the devices'
-//   contributions (federated/contribution.h), aggregate them with the strategy, folding them a
-//   piece at a time as it reads the sum, and close the round in the state store in one
-//   transaction: the new model and strategy state, or the reason it was abandoned.
+//   contributions (federated/contribution.h), aggregate them with the strategy, reading them a
+//   piece at a time (folded into the weighted sum for the FedAvg family, each device's apart for
+//   median, trimmed mean and Krum), and close the round in the state store in one transaction:
+//   the new model and strategy state, or the reason it was abandoned.
 //
 // Ranks follow device-id order because the hub reduces in ascending rank order: the float64 sum
-// is then the one federated's strategies form over the individual updates, so the model has the
-// same bits as if each update had been aggregated on its own.
+// is then the one federated's strategies form over the individual updates, and the contributions
+// read apart are numbered as the strategies number the updates, so the model has the same bits
+// as if each update had been aggregated on its own.
 #pragma once
 
 #include <atomic>

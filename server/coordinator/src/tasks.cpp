@@ -24,14 +24,6 @@ nlohmann::json strategy_parameters(const v1::CreateTaskHeader& header) {
   }
 }
 
-std::unique_ptr<federated::Strategy> make_data_plane_strategy(const v1::CreateTaskHeader& header) {
-  auto strategy = federated::make_strategy(header.strategy(), strategy_parameters(header));
-  if (!strategy->aggregates_from_weighted_sum())
-    throw federated::ParameterRefused("CreateTask: strategy '" + header.strategy() +
-                                      "' needs the individual updates; the data plane carries weighted sums");
-  return strategy;
-}
-
 }  // namespace
 
 Tasks::~Tasks() { drain_and_join(); }
@@ -60,7 +52,7 @@ void Tasks::resume_all() {
 
 void Tasks::check(const v1::CreateTaskHeader& header) const {
   RoundParams::from_header(header, "unnamed");
-  make_data_plane_strategy(header);
+  federated::make_strategy(header.strategy(), strategy_parameters(header));
 }
 
 std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model initial_model) {
@@ -72,7 +64,8 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
       id = "task-" + std::to_string(n);
   });
   RoundParams params = RoundParams::from_header(header, id);
-  std::unique_ptr<federated::Strategy> strategy = make_data_plane_strategy(header);
+  std::unique_ptr<federated::Strategy> strategy =
+      federated::make_strategy(header.strategy(), strategy_parameters(header));
   if (federated::ContributionLayout(initial_model.spec()).elements() == 1)
     throw federated::ParameterRefused("CreateTask: the model has no floating-point tensor to train");
   TaskDefinition definition;

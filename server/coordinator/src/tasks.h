@@ -27,8 +27,8 @@ class Tasks {
   void check(const v1::CreateTaskHeader& header) const;
   // Validates the header (round parameters, strategy and its parameters, the model against
   // both), stores the task with `initial_model` as version 0 and starts it; returns its id.
-  // Refuses (federated::ParameterRefused) what cannot run, naming it: a strategy that needs the
-  // individual updates, which the data plane does not carry.
+  // Refuses (federated::ParameterRefused) what cannot run, naming it: e.g. min_updates below
+  // what the strategy needs (Krum's 2f + 3), a model with nothing to train.
   std::string create(const v1::CreateTaskHeader& header, federated::Model initial_model);
   // Refuses (NotFound) an unknown task and (Conflict) one that is not running.
   void stop(const std::string& task_id, const std::string& reason);

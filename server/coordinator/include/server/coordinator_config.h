@@ -7,7 +7,9 @@
 //     "state_directory": "/var/lib/torchnative", required (server/state_store.h)
 //     "admin_public_keys": ["<64 hex digits>"],  required; an admin call's key_id is the key in hex
 //     "data_plane": {"host": "127.0.0.1",        where each round's TCP store and hub listen
-//                    "join_window_ms": 30000},   how long selected devices have to join a round
+//                    "join_window_ms": 30000,    how long selected devices have to join a round
+//                    "spool_bytes": 268435456},  contributions the hub keeps in memory; past
+//                                                this it spools them to disk ($TMPDIR)
 //     "request_timestamp_window_ms": 300000,     requests signed further from now are refused
 //     "check_in_wait_bound_ms": 20000,           the longest a CheckIn is held
 //     "heartbeat_interval_ms": 10000,            what devices are told to keep to
@@ -49,6 +51,8 @@ struct CoordinatorConfig {
   std::vector<std::string> admin_public_keys;  // 32 bytes each
   std::string data_plane_host = "127.0.0.1";
   std::chrono::milliseconds join_window{30'000};
+  // dist::ProcessGroupOptions::deadline_reduce_spool_bytes of the rounds' hub.
+  uint64_t spool_bytes = uint64_t{256} << 20;
   std::chrono::milliseconds request_timestamp_window{std::chrono::minutes(5)};
   std::chrono::milliseconds check_in_wait_bound{20'000};
   std::chrono::milliseconds heartbeat_interval{10'000};
