@@ -772,6 +772,17 @@ void check_deadline_reduce_deferred(ScalarType dtype, ReduceOp op) {
             result->deferred->fold(first, size, folded.data() + first);
           expect_bits_equal(folded, want, what);
           EXPECT_THROW(result->deferred->fold(count, 1, folded.data()), InvalidArgument);
+          // Each contribution reads back exactly as it was sent, over segment boundaries.
+          for (int rank = 1; rank < 4; ++rank) {
+            std::vector<T> read(count);
+            for (auto [first, size] : {std::pair<size_t, size_t>{4095, 5000}, {0, 4095}, {9095, 912}})
+              result->deferred->read(rank, first, size, read.data() + first);
+            expect_bits_equal(read, contribution_for<T>(rank, count),
+                              what + " read of rank " + std::to_string(rank));
+          }
+          EXPECT_THROW(result->deferred->read(1, count - 1, 2, folded.data()), InvalidArgument);
+          EXPECT_THROW(result->deferred->read(0, 0, 1, folded.data()),
+                       InvalidArgument);  // root keeps nothing
         },
         options);
   }
