@@ -6,7 +6,6 @@
 // group on one host does the same with reads of the peers' memory (peer_memory.h) in place of
 // the transfers.
 #include "collectives.h"
-#include "peer_memory.h"
 #include "reduce_kernels.h"
 
 namespace tn::dist {
@@ -20,7 +19,7 @@ constexpr uint64_t kPeerChunkBytes = 256 << 10;
 // Each rank reduces its own block in place, reading the peers' copies of it, then copies every
 // other block, reduced, from its owner. The blocks and the order of reduction are those of
 // reduce_blocks, so the bits are the same as over TCP.
-void allreduce_from_peer_memory(OpContext& context, Buffer& buffer, ReduceOp op, const PeerMemory& memory) {
+void allreduce_from_peer_memory(OpContext& context, Buffer& buffer, ReduceOp op) {
   enum : uint32_t { kAnnounce = 1, kReduced, kReleased };
   const int size = context.size(), rank = context.rank();
   const size_t element = element_size(buffer.dtype), count = static_cast<size_t>(buffer.numel);
@@ -41,7 +40,7 @@ void allreduce_from_peer_memory(OpContext& context, Buffer& buffer, ReduceOp op,
         continue;
       }
       uint8_t* copy = copies.get() + chunk * element * static_cast<uint64_t>(index++);
-      memory.read(peer, addresses[peer] + offset, copy, n * element);
+      context.read_peer(peer, addresses[peer] + offset, copy, n * element);
       sources[peer] = copy;
     }
     reduce_in_order(buffer.dtype, op, data + offset, sources.data(), size, n);
@@ -56,8 +55,8 @@ void allreduce_from_peer_memory(OpContext& context, Buffer& buffer, ReduceOp op,
     context.hear(peer, OpContext::slot(kReduced, 0));
     const Range block = block_of(count, size, peer);
     if (block.count > 0)
-      memory.read(peer, addresses[peer] + block.begin * element, data + block.begin * element,
-                  block.count * element);
+      context.read_peer(peer, addresses[peer] + block.begin * element, data + block.begin * element,
+                        block.count * element);
   }
   // The peers may still be reading my block: the buffer is the caller's again once none is.
   context.exchange(OpContext::slot(kReleased, 0), 1);
@@ -82,8 +81,8 @@ void run_allreduce(OpContext& context, Buffer& buffer, ReduceOp op) {
   if (context.size() == 1) return;  // a single rank's sum, product, min, max or average is itself
   if (buffer.nbytes() <= context.options().small_message_bytes)
     allreduce_one_step(context, buffer, op);
-  else if (const PeerMemory* memory = context.peer_memory())
-    allreduce_from_peer_memory(context, buffer, op, *memory);
+  else if (context.reads_peer_memory())
+    allreduce_from_peer_memory(context, buffer, op);
   else
     reduce_blocks(context, buffer, op, -1);
 }

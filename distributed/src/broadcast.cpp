@@ -6,7 +6,6 @@
 // spokes, so its hub always sends to every spoke itself. In a group on one host, a buffer past
 // the one-step size is copied by every rank straight from root's memory (peer_memory.h).
 #include "collectives.h"
-#include "peer_memory.h"
 
 namespace tn::dist {
 
@@ -16,7 +15,7 @@ constexpr uint64_t kDirectTotalBytes = 4 << 20;
 // model of gigabytes, segments of segment_bytes would make millions of them.
 constexpr uint64_t kMaxStarSegments = 64;
 
-void broadcast_from_peer_memory(OpContext& context, Buffer& buffer, int root, const PeerMemory& memory) {
+void broadcast_from_peer_memory(OpContext& context, Buffer& buffer, int root) {
   enum : uint32_t { kAnnounce = 1, kCopied };
   if (context.rank() == root) {
     for (int peer = 0; peer < context.size(); ++peer)
@@ -27,7 +26,7 @@ void broadcast_from_peer_memory(OpContext& context, Buffer& buffer, int root, co
       if (peer != root) context.hear(peer, OpContext::slot(kCopied, 0));
     return;
   }
-  memory.read(root, context.hear(root, OpContext::slot(kAnnounce, 0)), buffer.data, buffer.nbytes());
+  context.read_peer(root, context.hear(root, OpContext::slot(kAnnounce, 0)), buffer.data, buffer.nbytes());
   context.tell(root, OpContext::slot(kCopied, 0), 1);
 }
 
@@ -37,9 +36,8 @@ void run_broadcast(OpContext& context, Buffer& buffer, int root) {
   const int size = context.size(), rank = context.rank();
   if (size == 1) return;
   const uint64_t bytes = buffer.nbytes();
-  if (const PeerMemory* memory = context.peer_memory();
-      memory && bytes > context.options().small_message_bytes)
-    return broadcast_from_peer_memory(context, buffer, root, *memory);
+  if (context.reads_peer_memory() && bytes > context.options().small_message_bytes)
+    return broadcast_from_peer_memory(context, buffer, root);
   auto* data = static_cast<uint8_t*>(buffer.data);
   const bool star = context.options().topology == Topology::Star;
   uint64_t segment = bytes <= context.options().small_message_bytes

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "peer_memory.h"
+
 namespace tn::dist {
 
 RequestPtr OpContext::recv(int source, uint32_t slot, void* data, uint64_t bytes,
@@ -36,6 +38,21 @@ std::vector<uint64_t> OpContext::exchange(uint32_t slot, uint64_t value) {
   for (int peer = 0; peer < size_; ++peer)
     if (peer != rank_) values[peer] = hear(peer, slot);
   return values;
+}
+
+void OpContext::read_peer(int peer, uint64_t address, void* out, uint64_t bytes) {
+  std::string failure;
+  try {
+    if (transport_.peer_memory()->read(peer, address, out, bytes)) return;
+    failure = "rank " + std::to_string(peer) + " let go of the buffer it announced while it was read";
+  } catch (const PeerError& error) {
+    failure = error.what();
+  }
+  // A peer lets go of its buffer, or exits, before the operation ends only when its part
+  // failed or it died. If it failed, its abort frame (ahead of its disconnection) says why.
+  const auto until = std::min(deadline_, Clock::now() + std::chrono::seconds(1));
+  if (auto why = transport_.failure_involving(peer, until)) failure = *why;
+  throw PeerError(name_ + " failed: " + failure);
 }
 
 void OpContext::wait(const RequestPtr& request) { transport_.wait(*request, deadline_, timeout_, name_); }

@@ -55,8 +55,10 @@ class OpContext {
   uint64_t hear(int source, uint32_t slot);
   // Tells every peer `value`, then hears each one's value in the same slot (by rank).
   std::vector<uint64_t> exchange(uint32_t slot, uint64_t value);
-  // Non-null when every rank of the group reads the others' memory directly.
-  const PeerMemory* peer_memory() const { return transport_.peer_memory(); }
+  // Whether every rank of the group reads the others' memory directly (peer_memory.h).
+  bool reads_peer_memory() const { return transport_.peer_memory() != nullptr; }
+  // Copies `bytes` at `address` in peer's memory (reads_peer_memory() only).
+  void read_peer(int peer, uint64_t address, void* out, uint64_t bytes);
   void wait(const RequestPtr& request);
   void wait_all(const std::vector<RequestPtr>& requests);
 

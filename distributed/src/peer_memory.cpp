@@ -81,7 +81,7 @@ void PeerMemory::decide(Store& store, Clock::time_point deadline) {
   enabled_ = everyone;
 }
 
-void PeerMemory::read(int peer, uint64_t address, void* out, uint64_t bytes) const {
+bool PeerMemory::read(int peer, uint64_t address, void* out, uint64_t bytes) const {
   auto* into = static_cast<uint8_t*>(out);
   uint64_t done = 0;
   while (done < bytes) {
@@ -93,11 +93,12 @@ void PeerMemory::read(int peer, uint64_t address, void* out, uint64_t bytes) con
     }
     const int error = got < 0 ? errno : EFAULT;
     if (error == EINTR) continue;
+    if (error == EFAULT) return false;
     throw PeerError("rank " + std::to_string(peer) + " " +
                     (error == ESRCH ? std::string("exited while its memory was being read")
-                                    : "could not be read at the buffer it announced (" +
-                                          std::string(std::strerror(error)) + ")"));
+                                    : "could not be read (" + std::string(std::strerror(error)) + ")"));
   }
+  return true;
 }
 
 }  // namespace tn::dist

@@ -31,9 +31,10 @@ class PeerMemory {
   void decide(Store& store, Clock::time_point deadline);
 
   bool enabled() const { return enabled_; }
-  // Copies `bytes` at `address` in peer's memory into `out`; PeerError naming the peer when
-  // the process is gone or the range is no longer mapped.
-  void read(int peer, uint64_t address, void* out, uint64_t bytes) const;
+  // Copies `bytes` at `address` in peer's memory into `out`. False when the range is no longer
+  // mapped there (the peer let go of its buffer); PeerError naming the peer when its process
+  // is gone or the kernel refuses.
+  bool read(int peer, uint64_t address, void* out, uint64_t bytes) const;
 
  private:
   bool probe(const std::string& published, int peer);

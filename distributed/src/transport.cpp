@@ -123,10 +123,27 @@ bool Transport::dials(int peer) const {
 }
 
 void Transport::shutdown() {
+  bool failed;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     stopping_ = true;
+    failed = peers_told_;
+  }
+  // A failed group's abort frames may still be queued behind a frame being written; they go
+  // out before the connections close (for a moment at most), so that each peer reads why this
+  // rank gave up before it sees the disconnection.
+  if (failed) {
+    const auto until = Clock::now() + std::chrono::milliseconds(500);
+    auto drained = [this] {
+      for (auto& connection : connections_) {
+        if (!connection) continue;
+        std::lock_guard lock(connection->send_mutex);
+        if (!connection->lost && (connection->writing || !connection->send_queue.empty())) return false;
+      }
+      return true;
+    };
+    while (!drained() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   work_guard_.reset();
   io_.stop();
@@ -270,7 +287,6 @@ void Transport::on_header(Connection& connection) {
                        std::vector<RequestPtr> finished;
                        {
                          std::lock_guard lock(mutex_);
-                         if (!group_failure_) failure_from_peer_ = true;
                          fail_group_locked("rank " + std::to_string(connection.peer) + " failed: " + *reason,
                                            finished);
                        }
@@ -617,7 +633,10 @@ void Transport::lose_peer(Connection& connection, const std::string& reason) {
     std::lock_guard lock(mutex_);
     // A connection closed by our own shutdown is not a peer failure.
     const bool newly_lost = !already_lost && !stopping_;
-    if (newly_lost) peer_failures_[connection.peer] = reason;
+    if (newly_lost) {
+      peer_failures_[connection.peer] = reason;
+      changed_.notify_all();
+    }
     const auto error = std::make_exception_ptr(PeerError("rank " + std::to_string(connection.peer) + " " +
                                                          peer_failures_[connection.peer].value_or(reason)));
     if (newly_lost) {
@@ -655,6 +674,7 @@ void Transport::run_callbacks(std::vector<RequestPtr>& finished) {
 void Transport::fail_group_locked(const std::string& reason, std::vector<RequestPtr>& finished) {
   if (group_failure_) return;
   group_failure_ = reason;
+  changed_.notify_all();
   const auto error = std::make_exception_ptr(PeerError(reason));
   for (auto& request : posted_) finish_locked(request, error, finished);
   posted_.clear();
@@ -667,9 +687,10 @@ void Transport::fail_group(const std::string& reason) {
   {
     std::lock_guard lock(mutex_);
     fail_group_locked(reason, finished);
-    // A failure found here (possibly first recorded by the I/O thread, as mismatches are) is
-    // told to every peer once; one learned from a peer's abort, that peer has told everyone.
-    tell_peers = !peers_told_ && !failure_from_peer_ && !stopping_;
+    // The failure is told to every peer once, even one learned from a peer's abort: a rank
+    // that fails and then exits must leave its reason ahead of its disconnection on every
+    // connection, or a peer that has not yet read the first abort would blame the exit.
+    tell_peers = !peers_told_ && !stopping_;
     peers_told_ = true;
   }
   run_callbacks(finished);
@@ -689,6 +710,15 @@ void Transport::fail_group(const std::string& reason) {
     abort->owner = text;
     queue_send(abort);
   }
+}
+
+std::optional<std::string> Transport::failure_involving(int peer, Clock::time_point until) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, until, [&] { return group_failure_ || peer_failures_[peer]; });
+  // The group's failure came first (a peer's abort frame is read before its disconnection).
+  if (group_failure_) return group_failure_;
+  if (peer_failures_[peer]) return "rank " + std::to_string(peer) + " " + *peer_failures_[peer];
+  return std::nullopt;
 }
 
 std::optional<std::string> Transport::group_failure() const {

@@ -69,6 +69,9 @@ class Transport {
   void fail_group(const std::string& reason);
   std::optional<std::string> group_failure() const;
   std::optional<std::string> peer_failure(int peer) const;
+  // Waits until `peer` is lost or the group fails, or `until` passes: why (the group's failure
+  // first), naming the rank, if so.
+  std::optional<std::string> failure_involving(int peer, Clock::time_point until);
   // Collective frames with a sequence number at or below this are stale and dropped.
   void retire_collectives_through(uint64_t sequence);
   // Closes every connection and stops the I/O thread; pending requests fail. Idempotent.
@@ -123,8 +126,7 @@ class Transport {
   bool stopping_ = false;
   std::vector<std::optional<std::string>> peer_failures_;
   std::optional<std::string> group_failure_;
-  bool failure_from_peer_ = false;  // the group failure came in an abort frame
-  bool peers_told_ = false;         // abort frames have gone out
+  bool peers_told_ = false;  // abort frames have gone out
   std::deque<RequestPtr> posted_;
   struct Unexpected {
     FrameHeader header;

@@ -10,9 +10,11 @@
 
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "distributed/process_group.h"
 #include "distributed/store.h"
+#include "futures.h"
 #include "python_shim.h"
 
 namespace py = pybind11;
@@ -184,6 +186,55 @@ struct WorkHandle {
     return nullptr;
   }
 };
+
+// The first error of `works`, once every one has finished.
+std::exception_ptr first_error_when_finished(const std::vector<std::shared_ptr<Work>>& works) {
+  std::exception_ptr first;
+  for (const auto& work : works) {
+    try {
+      work->wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  return first;
+}
+
+void complete_from(FutureState& state, std::exception_ptr error, const ::py::list& outputs) {
+  if (error)
+    state.fail(std::move(error));
+  else
+    state.complete_with_list_copied_per_read(outputs);
+}
+
+// Work.get_future: a new future each call, as upstream's, whose value is Work.result(). The
+// library's Work has no completion callback, so unless the work is already done a thread waits for
+// it and completes the future under the GIL; callbacks run on that thread, as upstream's run on
+// the backend's. The thread holds the Works and the future's state, never the group, so either may
+// outlive the group (destroying a group fails its pending work).
+std::shared_ptr<PythonFuture> future_of(const WorkHandle& work) {
+  auto state = std::make_shared<FutureState>();
+  if (work.is_completed()) {
+    complete_from(*state, work.error(), work.outputs);
+  } else {
+    std::thread([works = work.works, outputs = work.outputs, state]() mutable {
+      std::exception_ptr error = first_error_when_finished(works);
+      // An interpreter that is finalizing may already have freed these objects: leave them alone
+      // (taking the GIL then would also end this thread inside PyGILState_Ensure).
+      if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+        outputs.release();
+        static_cast<void>(new std::shared_ptr<FutureState>(std::move(state)));  // leaked, see above
+        return;
+      }
+      ::py::gil_scoped_acquire locked;
+      // Moved into this scope so that their Python objects are released with the GIL held.
+      const ::py::list held_outputs = std::move(outputs);
+      const std::shared_ptr<FutureState> held_state = std::move(state);
+      complete_from(*held_state, std::move(error), held_outputs);
+    }).detach();
+  }
+  return std::make_shared<PythonFuture>(std::move(state));
+}
 
 std::shared_ptr<WorkHandle> handle(std::shared_ptr<Work> work, ::py::list outputs) {
   auto result = std::make_shared<WorkHandle>();
@@ -837,11 +888,7 @@ void init_c10d(PyObject* root_module, PyObject* c10d_module) {
       .def("_source_rank", [](const WorkHandle& work) { return work.works.front()->source_rank(); })
       .def("result", [](const WorkHandle& work) { return work.outputs; })
       .def("synchronize", [](const WorkHandle&) {})  // CPU work has no stream to synchronize
-      .def("get_future", [](const WorkHandle&) {
-        throw NotImplemented(
-            "Work.get_future is not supported by ProcessGroupLocal: it needs "
-            "torch.futures (torch._C.Future), which the shim does not provide yet");
-      });
+      .def("get_future", &future_of);
 
   bind_process_groups(m);
 

@@ -487,6 +487,7 @@ bool absent_by_design(const std::string& name) {
 }  // namespace
 
 void init_surface(PyObject* module) {
+  init_futures(module);  // before c10d, whose Work.get_future returns one
   // Constants the stubs only annotate; values are upstream's.
   PyObject* c10d = add_submodule(module, "torch._C._distributed_c10d");
   init_c10d(module, c10d);

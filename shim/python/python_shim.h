@@ -127,6 +127,8 @@ void init_jit_types(PyObject* module);
 void install_library_guard();
 // torch._C._distributed_c10d and torch._C._c10d_init, on the distributed/ library.
 void init_c10d(PyObject* root_module, PyObject* c10d_module);
+// torch._C.Future and torch._C._collect_all (futures.cpp).
+void init_futures(PyObject* module);
 
 // Translates a C++ exception into the Python exception upstream raises.
 void set_python_error(const std::exception& e);

@@ -23,17 +23,29 @@ SAMPLES = (x, i, s, e, x4)
 
 STORAGE_SAMPLES = (torch.UntypedStorage([1, 2, 3, 4]), torch.UntypedStorage(), x.storage())
 
+def future_samples():
+    # Completed ones only: wait() on a pending future would rightly block forever.
+    done = torch.futures.Future()
+    done.set_result(x)
+    failed = torch.futures.Future()
+    failed.set_exception(ValueError("sample"))
+    return (done, failed, done.then(lambda f: 1 / 0), torch._C._collect_all([done, failed]))
+
 def targets(group):
     if group == "tensor":
         return [(name, None) for name in sorted(dir(torch._C._TensorBase)) if not name.startswith("__")]
     if group == "storage":
         return [(name, None) for name in sorted(dir(torch._C.StorageBase)) if name not in ("__init__", "__new__")]
+    if group == "future":
+        return ([(name, None) for name in sorted(dir(torch._C.Future)) if not name.startswith("__")]
+                + [("_collect_all", torch._C._collect_all), ("Future", torch._C.Future)])
     module = getattr(torch._C, group)
     return [(name, getattr(module, name)) for name in sorted(dir(module)) if not name.startswith("__")]
 
 def bound(sample, name):
     try:
-        return getattr(sample.clone(), name)  # properties may raise (imag on real dtypes)
+        fresh = sample if isinstance(sample, torch._C.Future) else sample.clone()
+        return getattr(fresh, name)  # properties may raise (imag on real dtypes)
     except Exception:
         return None
 
@@ -41,7 +53,7 @@ for name, fn in targets(sys.argv[1]):
     sys.stderr.write(name + "\n")
     sys.stderr.flush()
     for args in ARGS:
-        samples = STORAGE_SAMPLES if sys.argv[1] == "storage" else SAMPLES
+        samples = {"storage": STORAGE_SAMPLES, "future": future_samples()}.get(sys.argv[1], SAMPLES)
         callables = [fn] if fn is not None else [bound(t, name) for t in samples]
         for call in callables:
             try:
@@ -52,7 +64,8 @@ print("done")
 '''
 
 
-@pytest.mark.parametrize("group", ["_VariableFunctions", "_nn", "_linalg", "_special", "_fft", "tensor", "storage"])
+@pytest.mark.parametrize("group", ["_VariableFunctions", "_nn", "_linalg", "_special", "_fft", "tensor", "storage",
+                                   "future"])
 def test_odd_arguments_never_crash(group):
     process = subprocess.run([sys.executable, "-c", PROBE, group], capture_output=True, text=True, timeout=900)
     last = process.stderr.strip().splitlines()[-1:] if process.stderr.strip() else ["(none)"]
