@@ -280,31 +280,43 @@ struct ProcessGroupBase {
   }
 };
 
-std::shared_ptr<WorkHandle> allreduce(ProcessGroupBase& self, const ::py::object& tensor, ReduceOpValue op) {
-  const Buffer buffer = buffer_of(tensor, "allreduce");
-  const ReduceOp reduce_op = to_library(op);
-  return released(list_of(tensor), [&] { return self.local("allreduce").allreduce(buffer, reduce_op); });
+// An option struct's timeout for one call: unset (negative, upstream's kUnsetTimeout) leaves
+// the group's.
+ProcessGroup::Timeout own_timeout(Timeout timeout) {
+  return timeout.count() < 0 ? std::nullopt : ProcessGroup::Timeout(timeout);
 }
 
-std::shared_ptr<WorkHandle> broadcast(ProcessGroupBase& self, const ::py::object& tensor, int64_t root) {
-  const Buffer buffer = buffer_of(tensor, "broadcast");
+std::shared_ptr<WorkHandle> allreduce(ProcessGroupBase& self, const ::py::object& tensor, ReduceOpValue op,
+                                      Timeout timeout = kNoTimeout) {
+  const Buffer buffer = buffer_of(tensor, "allreduce");
+  const ReduceOp reduce_op = to_library(op);
   return released(list_of(tensor),
-                  [&] { return self.local("broadcast").broadcast(buffer, static_cast<int>(root)); });
+                  [&] { return self.local("allreduce").allreduce(buffer, reduce_op, own_timeout(timeout)); });
+}
+
+std::shared_ptr<WorkHandle> broadcast(ProcessGroupBase& self, const ::py::object& tensor, int64_t root,
+                                      Timeout timeout = kNoTimeout) {
+  const Buffer buffer = buffer_of(tensor, "broadcast");
+  return released(list_of(tensor), [&] {
+    return self.local("broadcast").broadcast(buffer, static_cast<int>(root), own_timeout(timeout));
+  });
 }
 
 std::shared_ptr<WorkHandle> reduce(ProcessGroupBase& self, const ::py::object& tensor, int64_t root,
-                                   ReduceOpValue op) {
+                                   ReduceOpValue op, Timeout timeout = kNoTimeout) {
   const Buffer buffer = buffer_of(tensor, "reduce");
   const ReduceOp reduce_op = to_library(op);
-  return released(list_of(tensor),
-                  [&] { return self.local("reduce").reduce(buffer, static_cast<int>(root), reduce_op); });
+  return released(list_of(tensor), [&] {
+    return self.local("reduce").reduce(buffer, static_cast<int>(root), reduce_op, own_timeout(timeout));
+  });
 }
 
 std::shared_ptr<WorkHandle> allgather(ProcessGroupBase& self, const ::py::list& outputs,
-                                      const ::py::object& input) {
+                                      const ::py::object& input, Timeout timeout = kNoTimeout) {
   const Buffer in = buffer_of(input, "allgather");
   std::vector<Buffer> outs = buffers_of(outputs, "allgather");
-  return released(outputs, [&] { return self.local("allgather").allgather(in, std::move(outs)); });
+  return released(
+      outputs, [&] { return self.local("allgather").allgather(in, std::move(outs), own_timeout(timeout)); });
 }
 
 // The slices of `whole` that hold each rank's part, as buffers sharing its memory.
@@ -434,7 +446,7 @@ void bind_process_groups(::py::module_& m) {
           "broadcast",
           [](Group& self, const ::py::list& tensors, const BroadcastOptions& opts) {
             return broadcast(self, single_tensor(tensors, "broadcast"),
-                             root_of(opts.rootRank, opts.rootTensor, "broadcast"));
+                             root_of(opts.rootRank, opts.rootTensor, "broadcast"), opts.timeout);
           },
           ::py::arg("tensors"), ::py::arg("opts") = BroadcastOptions())
       .def(
@@ -444,7 +456,7 @@ void bind_process_groups(::py::module_& m) {
       .def(
           "allreduce",
           [](Group& self, const ::py::list& tensors, const AllreduceOptions& opts) {
-            return allreduce(self, single_tensor(tensors, "allreduce"), opts.reduceOp);
+            return allreduce(self, single_tensor(tensors, "allreduce"), opts.reduceOp, opts.timeout);
           },
           ::py::arg("tensors"), ::py::arg("opts") = AllreduceOptions())
       .def(
@@ -464,7 +476,8 @@ void bind_process_groups(::py::module_& m) {
           [](Group& self, const ::py::list& tensors, const AllreduceCoalescedOptions& opts) {
             auto result = std::make_shared<WorkHandle>();
             for (const auto& tensor : tensors) {
-              auto one = allreduce(self, ::py::reinterpret_borrow<::py::object>(tensor), opts.reduceOp);
+              auto one = allreduce(self, ::py::reinterpret_borrow<::py::object>(tensor), opts.reduceOp,
+                                   opts.timeout);
               result->works.push_back(one->works.front());
             }
             result->outputs = tensors;
@@ -475,7 +488,7 @@ void bind_process_groups(::py::module_& m) {
           "reduce",
           [](Group& self, const ::py::list& tensors, const ReduceOptions& opts) {
             return reduce(self, single_tensor(tensors, "reduce"),
-                          root_of(opts.rootRank, opts.rootTensor, "reduce"), opts.reduceOp);
+                          root_of(opts.rootRank, opts.rootTensor, "reduce"), opts.reduceOp, opts.timeout);
           },
           ::py::arg("tensors"), ::py::arg("opts") = ReduceOptions())
       .def(
@@ -486,9 +499,10 @@ void bind_process_groups(::py::module_& m) {
           ::py::arg("tensor"), ::py::arg("root"), ::py::arg("op") = ReduceOpValue())
       .def(
           "allgather",
-          [](Group& self, const ::py::list& output_lists, const ::py::list& inputs, const AllGatherOptions&) {
-            return allgather(self, single_list(output_lists, "allgather"),
-                             single_tensor(inputs, "allgather"));
+          [](Group& self, const ::py::list& output_lists, const ::py::list& inputs,
+             const AllGatherOptions& opts) {
+            return allgather(self, single_list(output_lists, "allgather"), single_tensor(inputs, "allgather"),
+                             opts.timeout);
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = AllGatherOptions())
       .def(
@@ -500,24 +514,28 @@ void bind_process_groups(::py::module_& m) {
       .def(
           "_allgather_base",
           [](Group& self, const ::py::object& output, const ::py::object& input,
-             const AllGatherOptions&) -> WorkPtr {
+             const AllGatherOptions& opts) -> WorkPtr {
             const Tensor whole = tensor_argument(output, "_allgather_base");
             std::vector<Buffer> slices = split_evenly(whole, self.size, "_allgather_base");
             const Buffer in = buffer_of(input, "_allgather_base");
-            return released(list_of(output),
-                            [&] { return self.local("_allgather_base").allgather(in, std::move(slices)); });
+            return released(list_of(output), [&] {
+              return self.local("_allgather_base")
+                  .allgather(in, std::move(slices), own_timeout(opts.timeout));
+            });
           },
           ::py::arg("output"), ::py::arg("input"), ::py::arg("opts") = AllGatherOptions())
       .def(
           "allgather_coalesced",
-          [](Group& self, const ::py::list& output_lists, const ::py::list& inputs, const AllGatherOptions&) {
+          [](Group& self, const ::py::list& output_lists, const ::py::list& inputs,
+             const AllGatherOptions& opts) {
             if (output_lists.size() != inputs.size())
               throw InvalidArgument("allgather_coalesced: " + std::to_string(output_lists.size()) +
                                     " output lists for " + std::to_string(inputs.size()) + " inputs");
             auto result = std::make_shared<WorkHandle>();
             for (size_t i = 0; i < inputs.size(); ++i)
               result->works.push_back(allgather(self, output_lists[i].cast<::py::list>(),
-                                                ::py::reinterpret_borrow<::py::object>(inputs[i]))
+                                                ::py::reinterpret_borrow<::py::object>(inputs[i]),
+                                                opts.timeout)
                                           ->works.front());
             result->outputs = output_lists;
             return result;
@@ -531,8 +549,9 @@ void bind_process_groups(::py::module_& m) {
             ::py::list outputs = output_lists.empty() ? ::py::list() : single_list(output_lists, "gather");
             std::vector<Buffer> buffers = buffers_of(outputs, "gather");
             const Buffer in = buffer_of(single_tensor(inputs, "gather"), "gather");
-            return released(outputs,
-                            [&] { return self.local("gather").gather(in, std::move(buffers), root); });
+            return released(outputs, [&] {
+              return self.local("gather").gather(in, std::move(buffers), root, own_timeout(opts.timeout));
+            });
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = GatherOptions())
       .def(
@@ -544,8 +563,9 @@ void bind_process_groups(::py::module_& m) {
             ::py::object output = single_tensor(outputs, "scatter");
             std::vector<Buffer> ins = buffers_of(inputs, "scatter");
             const Buffer out = buffer_of(output, "scatter");
-            return released(outputs,
-                            [&] { return self.local("scatter").scatter(std::move(ins), out, root); });
+            return released(outputs, [&] {
+              return self.local("scatter").scatter(std::move(ins), out, root, own_timeout(opts.timeout));
+            });
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = ScatterOptions())
       .def(
@@ -558,7 +578,8 @@ void bind_process_groups(::py::module_& m) {
             const Buffer out = buffer_of(output, "reduce_scatter");
             const ReduceOp op = to_library(opts.reduceOp);
             return released(outputs, [&] {
-              return self.local("reduce_scatter").reduce_scatter(std::move(ins), out, op);
+              return self.local("reduce_scatter")
+                  .reduce_scatter(std::move(ins), out, op, own_timeout(opts.timeout));
             });
           },
           ::py::arg("output_tensors"), ::py::arg("input_tensors"), ::py::arg("opts") = ReduceScatterOptions())
@@ -571,7 +592,8 @@ void bind_process_groups(::py::module_& m) {
             const Buffer out = buffer_of(output, "_reduce_scatter_base");
             const ReduceOp op = to_library(opts.reduceOp);
             return released(list_of(output), [&] {
-              return self.local("_reduce_scatter_base").reduce_scatter(std::move(slices), out, op);
+              return self.local("_reduce_scatter_base")
+                  .reduce_scatter(std::move(slices), out, op, own_timeout(opts.timeout));
             });
           },
           ::py::arg("outputTensor"), ::py::arg("inputTensor"), ::py::arg("opts") = ReduceScatterOptions())
@@ -579,24 +601,27 @@ void bind_process_groups(::py::module_& m) {
           "alltoall_base",
           [](Group& self, const ::py::object& output, const ::py::object& input,
              const std::vector<int64_t>& output_split_sizes, const std::vector<int64_t>& input_split_sizes,
-             const AllToAllOptions&) {
+             const AllToAllOptions& opts) {
             auto outputs = split_sized(tensor_argument(output, "alltoall_base"), output_split_sizes,
                                        self.size, "alltoall_base");
             auto inputs = split_sized(tensor_argument(input, "alltoall_base"), input_split_sizes, self.size,
                                       "alltoall_base");
             return released(list_of(output), [&] {
-              return self.local("alltoall_base").alltoall(std::move(inputs), std::move(outputs));
+              return self.local("alltoall_base")
+                  .alltoall(std::move(inputs), std::move(outputs), own_timeout(opts.timeout));
             });
           },
           ::py::arg("output_tensor"), ::py::arg("input_tensor"), ::py::arg("output_split_sizes"),
           ::py::arg("input_split_sizes"), ::py::arg("opts") = AllToAllOptions())
       .def(
           "alltoall",
-          [](Group& self, const ::py::list& outputs, const ::py::list& inputs, const AllToAllOptions&) {
+          [](Group& self, const ::py::list& outputs, const ::py::list& inputs, const AllToAllOptions& opts) {
             std::vector<Buffer> ins = buffers_of(inputs, "alltoall");
             std::vector<Buffer> outs = buffers_of(outputs, "alltoall");
-            return released(outputs,
-                            [&] { return self.local("alltoall").alltoall(std::move(ins), std::move(outs)); });
+            return released(outputs, [&] {
+              return self.local("alltoall")
+                  .alltoall(std::move(ins), std::move(outs), own_timeout(opts.timeout));
+            });
           },
           ::py::arg("output_tensor"), ::py::arg("input_tensor"), ::py::arg("opts") = AllToAllOptions())
       .def(
@@ -627,8 +652,9 @@ void bind_process_groups(::py::module_& m) {
           ::py::arg("tensors"), ::py::arg("tag"))
       .def(
           "barrier",
-          [](Group& self, const BarrierOptions&) {
-            return released(::py::list(), [&] { return self.local("barrier").barrier(); });
+          [](Group& self, const BarrierOptions& opts) {
+            return released(::py::list(),
+                            [&] { return self.local("barrier").barrier(own_timeout(opts.timeout)); });
           },
           ::py::arg("opts") = BarrierOptions())
       // batch_isend_irecv brackets its operations with these. Our point-to-point operations

@@ -26,6 +26,15 @@ try:
             time.sleep(0.5)
             os.kill(os.getpid(), signal.SIGKILL)
         dist.all_reduce(big)
+    elif scenario == "own_timeout":
+        # c10d's option timeouts: this call's 300 ms, not the group's 5 s, while the last rank
+        # stays away (it waits in a barrier the others reach once they have failed).
+        if rank == world - 1:
+            time.sleep(2)
+        else:
+            opts = dist.AllreduceOptions()
+            opts.timeout = timedelta(milliseconds=300)
+            dist.distributed_c10d._get_default_group().allreduce([big], opts).wait()
     else:  # mismatch: the last rank broadcasts while the others all_reduce
         if rank == world - 1:
             dist.broadcast(big, 0)
@@ -61,6 +70,16 @@ def test_killed_rank_is_named_within_the_timeout(tmp_path):
         elapsed = float(line.split()[1])
         assert elapsed < 5.0, line
         assert "rank 3" in line and "allreduce" in line, line
+
+
+def test_a_calls_own_timeout_applies(tmp_path):
+    outputs = run(tmp_path, "own_timeout", world=2)
+    code, out, err = outputs[0]
+    assert code == 0, err
+    line = out.strip().splitlines()[-1]
+    assert line.startswith("RAISED "), f"{out} {err}"
+    assert float(line.split()[1]) < 1.5, line
+    assert "timed out after 300 ms" in line, line
 
 
 def test_mismatched_collectives_are_refused_by_name(tmp_path):
