@@ -10,6 +10,7 @@
 // anything is allocated for them, and a request that breaks the format ends its connection.
 #include <array>
 #include <asio.hpp>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -570,8 +571,7 @@ class Client {
  private:
   asio::error_code connect_once(Deadline deadline) {
     asio::error_code error;
-    asio::ip::tcp::resolver resolver(io_);
-    const auto endpoints = resolver.resolve(host_, std::to_string(port_), error);
+    const auto endpoints = resolve(deadline, error);
     if (error) return error;
     asio::async_connect(socket_, endpoints,
                         [&](const asio::error_code& connect_error, const asio::ip::tcp::endpoint&) {
@@ -584,6 +584,42 @@ class Client {
       socket_.close(ignored);
     }
     return error;
+  }
+
+  // Name resolution (getaddrinfo) cannot be cancelled and a broken resolver can take far longer
+  // than the store's timeout: it runs on a thread of its own, abandoned at the deadline.
+  asio::ip::tcp::resolver::results_type resolve(Deadline deadline, asio::error_code& error) {
+    struct Lookup {
+      std::mutex mutex;
+      std::condition_variable done_changed;
+      bool done = false;
+      asio::error_code error;
+      asio::ip::tcp::resolver::results_type results;
+    };
+    auto lookup = std::make_shared<Lookup>();
+    std::thread([lookup, host = host_, port = std::to_string(port_)] {
+      asio::io_context context;
+      asio::ip::tcp::resolver resolver(context);
+      asio::error_code resolve_error;
+      auto results = resolver.resolve(host, port, resolve_error);
+      std::lock_guard lock(lookup->mutex);
+      lookup->error = resolve_error;
+      lookup->results = std::move(results);
+      lookup->done = true;
+      lookup->done_changed.notify_all();
+    }).detach();
+    std::unique_lock lock(lookup->mutex);
+    auto finished = [&] { return lookup->done; };
+    if (deadline)
+      lookup->done_changed.wait_until(lock, *deadline, finished);
+    else
+      lookup->done_changed.wait(lock, finished);
+    if (!lookup->done) {
+      error = asio::error::timed_out;
+      return {};
+    }
+    error = lookup->error;
+    return lookup->results;
   }
 
   // Runs the pending operations until they complete (true) or the deadline passes (false); then
