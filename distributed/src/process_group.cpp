@@ -121,8 +121,10 @@ struct Work::State {
   std::function<void()> on_deadline;
   // Collectives: the group's queue, so that a waiter can run the collective itself.
   std::weak_ptr<CollectiveQueue> queue;
+  std::vector<std::function<void()>> on_finished;
 
   void finish(std::exception_ptr failure, int from = -1) {
+    std::vector<std::function<void()>> callbacks;
     {
       std::lock_guard lock(mutex);
       if (done) return;
@@ -130,8 +132,10 @@ struct Work::State {
       error = failure;
       source = from;
       on_deadline = nullptr;
+      callbacks.swap(on_finished);
     }
     done_changed.notify_all();
+    for (auto& callback : callbacks) callback();
   }
 };
 
@@ -143,6 +147,17 @@ bool Work::is_completed() const {
 std::exception_ptr Work::exception() const {
   std::lock_guard lock(state_->mutex);
   return state_->error;
+}
+
+void Work::on_finished(std::function<void()> callback) {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (!state_->done) {
+      state_->on_finished.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback();
 }
 
 int Work::source_rank() const {

@@ -8,7 +8,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -187,17 +191,11 @@ struct WorkHandle {
   }
 };
 
-// The first error of `works`, once every one has finished.
-std::exception_ptr first_error_when_finished(const std::vector<std::shared_ptr<Work>>& works) {
-  std::exception_ptr first;
-  for (const auto& work : works) {
-    try {
-      work->wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  return first;
+// The first error of `works`, all finished.
+std::exception_ptr first_error(const std::vector<std::shared_ptr<Work>>& works) {
+  for (const auto& work : works)
+    if (auto error = work->exception()) return error;
+  return nullptr;
 }
 
 void complete_from(FutureState& state, std::exception_ptr error, const ::py::list& outputs) {
@@ -207,32 +205,86 @@ void complete_from(FutureState& state, std::exception_ptr error, const ::py::lis
     state.complete_with_list_copied_per_read(outputs);
 }
 
-// Work.get_future: a new future each call, as upstream's, whose value is Work.result(). The
-// library's Work has no completion callback, so unless the work is already done a thread waits for
-// it and completes the future under the GIL; callbacks run on that thread, as upstream's run on
-// the backend's. The thread holds the Works and the future's state, never the group, so either may
-// outlive the group (destroying a group fails its pending work).
+// A future waiting for its works: its Python objects are touched and released only with the
+// GIL held, by the FutureCompleter; whoever drops the last reference afterwards finds none.
+struct TN_HIDDEN PendingFuture {
+  std::vector<std::shared_ptr<Work>> works;
+  ::py::list outputs;
+  std::shared_ptr<FutureState> state;
+  std::atomic<size_t> unfinished{0};
+};
+
+// Completes the futures of finished works under the GIL, on one thread of its own: the library
+// finishes works on threads that must never wait for the GIL (its I/O thread serves every
+// connection), and a thread per pending future would not scale. Futures' callbacks run on this
+// thread, as upstream's run on its backend's.
+class TN_HIDDEN FutureCompleter {
+ public:
+  // Never destroyed: its thread may still wait when static objects are torn down at exit.
+  static FutureCompleter& instance() {
+    static auto* completer = new FutureCompleter();
+    return *completer;
+  }
+
+  void post(std::shared_ptr<PendingFuture> pending) {
+    {
+      std::lock_guard lock(mutex_);
+      ready_.push_back(std::move(pending));
+    }
+    ready_changed_.notify_one();
+  }
+
+ private:
+  FutureCompleter() {
+    std::thread([this] { run(); }).detach();
+  }
+
+  void run() {
+    for (;;) {
+      std::shared_ptr<PendingFuture> pending;
+      {
+        std::unique_lock lock(mutex_);
+        ready_changed_.wait(lock, [this] { return !ready_.empty(); });
+        pending = std::move(ready_.front());
+        ready_.pop_front();
+      }
+      // A finalizing interpreter may already have freed these objects: leave them alone (taking
+      // the GIL then would also end this thread inside PyGILState_Ensure).
+      if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+        static_cast<void>(new std::shared_ptr<PendingFuture>(std::move(pending)));  // leaked, see above
+        continue;
+      }
+      ::py::gil_scoped_acquire locked;
+      const ::py::list outputs = std::move(pending->outputs);
+      const std::shared_ptr<FutureState> state = std::move(pending->state);
+      complete_from(*state, first_error(pending->works), outputs);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_changed_;
+  std::deque<std::shared_ptr<PendingFuture>> ready_;
+};
+
+// Work.get_future: a new future each call, as upstream's, whose value is Work.result(),
+// completed by the FutureCompleter once every work has finished. It holds the works and the
+// outputs, never the group, so it may outlive the group (destroying a group fails its pending
+// work).
 std::shared_ptr<PythonFuture> future_of(const WorkHandle& work) {
   auto state = std::make_shared<FutureState>();
   if (work.is_completed()) {
     complete_from(*state, work.error(), work.outputs);
-  } else {
-    std::thread([works = work.works, outputs = work.outputs, state]() mutable {
-      std::exception_ptr error = first_error_when_finished(works);
-      // An interpreter that is finalizing may already have freed these objects: leave them alone
-      // (taking the GIL then would also end this thread inside PyGILState_Ensure).
-      if (!Py_IsInitialized() || _Py_IsFinalizing()) {
-        outputs.release();
-        static_cast<void>(new std::shared_ptr<FutureState>(std::move(state)));  // leaked, see above
-        return;
-      }
-      ::py::gil_scoped_acquire locked;
-      // Moved into this scope so that their Python objects are released with the GIL held.
-      const ::py::list held_outputs = std::move(outputs);
-      const std::shared_ptr<FutureState> held_state = std::move(state);
-      complete_from(*held_state, std::move(error), held_outputs);
-    }).detach();
+    return std::make_shared<PythonFuture>(std::move(state));
   }
+  auto pending = std::make_shared<PendingFuture>();
+  pending->works = work.works;
+  pending->outputs = work.outputs;
+  pending->state = state;
+  pending->unfinished = work.works.size();
+  for (const auto& one : work.works)
+    one->on_finished([pending] {
+      if (--pending->unfinished == 0) FutureCompleter::instance().post(pending);
+    });
   return std::make_shared<PythonFuture>(std::move(state));
 }
 

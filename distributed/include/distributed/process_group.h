@@ -47,6 +47,10 @@ class Work {
   std::exception_ptr exception() const;  // null while pending or after success
   // The rank a recv-from-any-source received from (-1 until it completes).
   int source_rank() const;
+  // Runs `callback` once the work has finished: at once, on this thread, if it has; otherwise on
+  // the thread that finishes it (the group's worker or I/O thread, or a waiter). It must be
+  // quick and must not wait for anything (the I/O thread serves every connection).
+  void on_finished(std::function<void()> callback);
   const std::string& operation() const { return operation_; }
 
  protected:
