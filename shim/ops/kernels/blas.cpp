@@ -115,43 +115,46 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
 }
 
 // Upstream's kernel for small batched products (fewer than 400 multiply-adds per
-// batch): a plain loop accumulating in the op-math type (float for float, half and
-// bfloat16). It is built without FMA (a baseline-ISA file), so no fused steps here.
+// batch): each result element scales itself by beta (starts at 0 for bmm or beta = 0,
+// so NaN in self does not leak) and then accumulates (alpha * a) * b term by term in
+// the storage type, rounding after every operation (float16/bfloat16 included). It is
+// built without FMA (a baseline-ISA file), so no fused steps here.
 template <bool IsBmm>
 void small_bmm(const Tensor& result, const Tensor& a, const Tensor& b, const Scalar& beta,
                const Scalar& alpha) {
   int64_t bs = result.size(0), is = result.size(1), js = result.size(2), ks = a.size(2);
   TN_DISPATCH_ALL_TYPES(result.dtype(), "bmm", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    using opmath_t =
-        std::conditional_t<std::is_same_v<scalar_t, Half> || std::is_same_v<scalar_t, BFloat16>, float,
-                           std::conditional_t<std::is_same_v<scalar_t, bool>, bool, scalar_t>>;
-    opmath_t al = alpha.to<opmath_t>(), be = beta.to<opmath_t>();
     const scalar_t* pa = a.template data_as<scalar_t>();
     const scalar_t* pb = b.template data_as<scalar_t>();
     scalar_t* pr = result.template data_as<scalar_t>();
-    for (int64_t n = 0; n < bs; ++n)
-      for (int64_t i = 0; i < is; ++i)
-        for (int64_t j = 0; j < js; ++j) {
-          opmath_t acc = opmath_t(0);
-          for (int64_t p = 0; p < ks; ++p) {
-            opmath_t x = opmath_t(pa[(n * is + i) * ks + p]), y = opmath_t(pb[(n * ks + p) * js + j]);
-            if constexpr (std::is_same_v<opmath_t, bool>)
-              acc = acc || (x && y);
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      bool al = alpha.to<bool>(), be = beta.to<bool>();
+      for (int64_t n = 0; n < bs; ++n)
+        for (int64_t i = 0; i < is; ++i)
+          for (int64_t j = 0; j < js; ++j) {
+            bool acc = false;
+            for (int64_t p = 0; p < ks; ++p)
+              acc = acc || (pa[(n * is + i) * ks + p] && pb[(n * ks + p) * js + j]);
+            bool& r = pr[(n * is + i) * js + j];
+            if constexpr (IsBmm)
+              r = acc;
             else
-              acc = opmath_t(acc + x * y);
+              r = be ? ((r && be) || (al && acc)) : (al && acc);
           }
-          scalar_t& r = pr[(n * is + i) * js + j];
-          if constexpr (IsBmm) {
-            r = scalar_t(acc);
-          } else if constexpr (std::is_same_v<opmath_t, bool>) {
-            r = be ? ((r && be) || (al && acc)) : (al && acc);
-          } else if (be == opmath_t(0)) {
-            r = scalar_t(opmath_t(al * acc));
-          } else {
-            r = scalar_t(opmath_t(opmath_t(r) * be + al * acc));
+    } else {
+      scalar_t al = scalar_t(alpha.to<compute_t<scalar_t>>()), be = scalar_t(beta.to<compute_t<scalar_t>>());
+      bool zero_start = IsBmm || compute_t<scalar_t>(be) == 0;
+      for (int64_t n = 0; n < bs; ++n)
+        for (int64_t i = 0; i < is; ++i)
+          for (int64_t j = 0; j < js; ++j) {
+            scalar_t& r = pr[(n * is + i) * js + j];
+            r = zero_start ? scalar_t(0) : scalar_t(r * be);
+            for (int64_t p = 0; p < ks; ++p)
+              r = scalar_t(r +
+                           scalar_t(scalar_t(al * pa[(n * is + i) * ks + p]) * pb[(n * ks + p) * js + j]));
           }
-        }
+    }
   });
 }
 

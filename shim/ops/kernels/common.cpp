@@ -89,6 +89,19 @@ ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64
   return plan;
 }
 
+Tensor sequential_mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+                       ScalarType t) {
+  ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
+  Tensor out = Tensor::empty(plan.out_shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "mean", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    reduce_loop<double, scalar_t, scalar_t>(
+        plan, out, 0.0, [](double acc, scalar_t x, int64_t) { return acc + double(compute_t<scalar_t>(x)); },
+        [](double acc, int64_t n) { return scalar_t(compute_t<scalar_t>(acc / double(n))); });
+  });
+  return out;
+}
+
 // The elements in order as a 1-D tensor (a view when already contiguous).
 Tensor flat(const Tensor& t) {
   Tensor c = t.contiguous();

@@ -2,6 +2,7 @@
 // other operators through the door.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <type_traits>
 
@@ -245,6 +246,77 @@ Tensor vml_unary(const Tensor& a, const char* half_kernel, VmlOp op, F fallback)
   else
     vml_apply(op, in.data_as<float>(), out.data_as<float>(), in.numel());
   return out.to(t);
+}
+
+// Upstream's cpu_kernel_vec on a CPU with AVX2 runs its vectorized lambda (SLEEF math)
+// on whole blocks of `block` elements (2 * Vectorized<T>::size()) along TensorIterator's
+// innermost coalesced dimension, and its scalar lambda (libm) on each row's remainder and
+// on rows whose inputs are not contiguous there (one broadcast input is allowed); so
+// which function an element gets depends on the shape and the inputs' layouts. Returns,
+// in row-major order of `shape`, true for the elements the vectorized lambda computes.
+// `inputs` are the operands as given (their strides, before conversion to `common`).
+std::vector<bool> vectorized_elements(const Shape& shape, const std::vector<Tensor>& inputs,
+                                      ScalarType common, int64_t block);
+
+// The mean over `dims` (none or empty: all) in `t`, added in input order in double and
+// rounded once: upstream's order for batch_norm's statistics, and at least as accurate
+// as its float accumulation for float16/bfloat16.
+Tensor sequential_mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
+                       ScalarType t);
+
+// Upstream's cascade sum (sum and nansum of float32/float64) over `dims` (none or empty:
+// all) of `self` converted to `t`, in its order: the same TensorIterator layout, the
+// same choice of inner/outer, vectorized/scalar loops and the same multi-level
+// accumulators, in the storage type. `ignore_nan` counts NaN as 0 (nansum).
+Tensor cascade_sum(const Tensor& self, ScalarType t, const std::optional<std::vector<int64_t>>& dims,
+                   bool keepdim, bool ignore_nan);
+
+// Upstream's float32 2-norm over `dims` (none or empty: all), in its order: the
+// vectorized last-dim kernel when exactly one contiguous dim is reduced, else one
+// FMA-contracted running sum per result in TensorIterator's order.
+Tensor norm2_float(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+
+// An elementwise float/double kernel as upstream's cpu_kernel_vec computes it: `scalar`
+// (taking and returning T, so float stays float as in upstream's scalar lambda) on the
+// elements vectorized_elements leaves to it, `vector(in..., out, n)` on the others,
+// packed (lanes are independent, so packing does not change their bits).
+template <typename T, size_t N, typename ScalarFn, typename VectorFn>
+Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, VectorFn vector) {
+  static_assert(N == 1 || N == 2);
+  constexpr ScalarType t = std::is_same_v<T, double> ? ScalarType::Double : ScalarType::Float;
+  Shape shape = inputs[0].sizes();
+  for (size_t k = 1; k < N; ++k) shape = broadcast_shapes(shape, inputs[k].sizes());
+  std::vector<bool> vectorized = vectorized_elements(shape, std::vector<Tensor>(inputs.begin(), inputs.end()),
+                                                     t, 64 / int64_t(sizeof(T)));
+  std::array<Tensor, N> dense;
+  std::array<const T*, N> in;
+  for (size_t k = 0; k < N; ++k) {
+    dense[k] = call_tensor_op("aten::expand", "", {inputs[k].to(t), shape, false}).contiguous();
+    in[k] = dense[k].template data_as<T>();
+  }
+  Tensor out = Tensor::empty(shape, t);
+  T* po = out.data_as<T>();
+  std::array<std::vector<T>, N> packed;
+  std::vector<int64_t> where;
+  int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (vectorized[size_t(i)]) {
+      where.push_back(i);
+      for (size_t k = 0; k < N; ++k) packed[k].push_back(in[k][i]);
+    } else if constexpr (N == 1) {
+      po[i] = scalar(in[0][i]);
+    } else {
+      po[i] = scalar(in[0][i], in[1][i]);
+    }
+  }
+  if (where.empty()) return out;
+  std::vector<T> results(where.size());
+  if constexpr (N == 1)
+    vector(packed[0].data(), results.data(), int64_t(where.size()));
+  else
+    vector(packed[0].data(), packed[1].data(), results.data(), int64_t(where.size()));
+  for (size_t j = 0; j < where.size(); ++j) po[where[j]] = results[j];
+  return out;
 }
 
 template <typename F>

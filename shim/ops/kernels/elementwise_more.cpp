@@ -11,13 +11,18 @@ namespace tn {
 namespace {
 
 // Binary on the float result type of both operands (integers promote to the default dtype).
+// float32 operands reach `f` as float, so a generic `f` computes in float as upstream's
+// scalar kernels do; one taking double computes in double.
 template <typename F>
 Tensor float_binary(const Tensor& a, const Tensor& b, const char* half_kernel, F f) {
   ScalarType t = float_type(result_type(a, b));
   if (t == ScalarType::Half && half_kernel) dtype_not_implemented(half_kernel, t);
   return TN_DISPATCH_ALL_TYPES(t, "binary", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
+    if constexpr (std::is_same_v<scalar_t, float>)
+      return map_binary<scalar_t>(a, b, t, t,
+                                  [&](double x, double y) -> double { return f(float(x), float(y)); });
+    else if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
       return map_binary<scalar_t>(a, b, t, t, [&](double x, double y) -> double { return f(x, y); });
     else
       return Tensor();
@@ -157,9 +162,44 @@ Tensor activation(const Tensor& x, const char* kernel, F f) {
   return float_unary(x, nullptr, f);
 }
 
+// Upstream's scalar logaddexp (log of 1 + exp, not log1p), in the storage type.
+template <typename T>
+T logaddexp(T x, T y) {
+  if (std::isinf(x) && x == y) return x;
+  T m = std::max(x, y);
+  return m + std::log(T(1) + std::exp(-std::abs(x - y)));
+}
+
+// Upstream's scalar elu: exp(x * input_scale) - 1, not expm1, and the coefficients
+// formed in the storage type.
+template <typename T>
+T elu_scalar(T v, T negcoef, T poscoef, T negiptcoef) {
+  return v <= T(0) ? (std::exp(v * negiptcoef) - T(1)) * negcoef : v * poscoef;
+}
+
+Tensor elu(const Tensor& x, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    T negcoef = alpha.to<T>() * scale.to<T>(), poscoef = scale.to<T>(), negiptcoef = input_scale.to<T>();
+    return cpu_kernel_vec<T>(
+        std::array{x}, [=](T v) { return elu_scalar(v, negcoef, poscoef, negiptcoef); },
+        [=](const T* in, T* out, int64_t n) { vml_elu(in, out, n, negcoef, poscoef, negiptcoef); });
+  };
+  if (x.dtype() == ScalarType::Double) return run(0.0);
+  if (x.dtype() == ScalarType::Float) return run(0.0f);
+  double negcoef = alpha.to_double() * scale.to_double(), poscoef = scale.to_double(),
+         negiptcoef = input_scale.to_double();
+  return activation(x, "elu_cpu", [=](double v) { return elu_scalar(v, negcoef, poscoef, negiptcoef); });
+}
+
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
-// x * log(y), 0 where x is 0 unless y is NaN.
-double xlogy(double x, double y) { return std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y); }
+// x * log(y), 0 where x is 0 unless y is NaN. Upstream's xlogy kernel is scalar only
+// (libm), in the storage type.
+template <typename T>
+T xlogy(T x, T y) {
+  return std::isnan(y) ? y : x == 0 ? T(0) : x * std::log(y);
+}
+const auto xlogy_fn = [](auto x, auto y) { return xlogy(x, y); };
 
 }  // namespace
 
@@ -207,11 +247,17 @@ TN_KERNEL("aten::copysign.Scalar", {
                       [](double x, double y) { return std::copysign(x, y); });
 });
 TN_KERNEL("aten::logaddexp", {
-  return floating_only_binary(a.tensor(0), a.tensor(1), "logaddexp_cpu", [](double x, double y) {
-    if (std::isinf(x) && x == y) return x;
-    double m = std::max(x, y);
-    return m + std::log1p(std::exp(-std::abs(x - y)));
-  });
+  const Tensor &x = a.tensor(0), &y = a.tensor(1);
+  ScalarType t = result_type(x, y);
+  if (t == ScalarType::Double)
+    return cpu_kernel_vec<double>(
+        std::array{x, y}, logaddexp<double>,
+        [](const double* p, const double* q, double* o, int64_t n) { vml_logaddexp(p, q, o, n); });
+  if (t == ScalarType::Float)
+    return cpu_kernel_vec<float>(
+        std::array{x, y}, logaddexp<float>,
+        [](const float* p, const float* q, float* o, int64_t n) { vml_logaddexp(p, q, o, n); });
+  return floating_only_binary(x, y, "logaddexp_cpu", logaddexp<double>);
 });
 TN_KERNEL("aten::logaddexp2", {
   return floating_only_binary(a.tensor(0), a.tensor(1), "logaddexp2_cpu", [](double x, double y) {
@@ -242,10 +288,11 @@ TN_KERNEL("aten::nextafter", {
     }
   });
 });
-TN_KERNEL("aten::xlogy.Tensor", { return float_binary(a.tensor(0), a.tensor(1), nullptr, xlogy); });
+TN_KERNEL("aten::xlogy.Tensor", { return float_binary(a.tensor(0), a.tensor(1), nullptr, xlogy_fn); });
 TN_KERNEL("aten::xlogy.Scalar_Other",
-          { return float_binary(a.tensor(0), scalar_arg(a, 1), nullptr, xlogy); });
-TN_KERNEL("aten::xlogy.Scalar_Self", { return float_binary(scalar_arg(a, 0), a.tensor(1), nullptr, xlogy); });
+          { return float_binary(a.tensor(0), scalar_arg(a, 1), nullptr, xlogy_fn); });
+TN_KERNEL("aten::xlogy.Scalar_Self",
+          { return float_binary(scalar_arg(a, 0), a.tensor(1), nullptr, xlogy_fn); });
 TN_KERNEL("aten::bitwise_left_shift.Tensor", { return shift<true>(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::bitwise_left_shift.Tensor_Scalar", { return shift<true>(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::bitwise_left_shift.Scalar_Tensor", { return shift<true>(scalar_arg(a, 0), a.tensor(1)); });
@@ -351,23 +398,15 @@ TN_KERNEL("aten::leaky_relu", {
   double slope = a.scalar(1).to_double();
   return activation(a.tensor(0), "leaky_relu_cpu", [=](double v) { return v > 0 ? v : v * slope; });
 });
-TN_KERNEL("aten::elu", {
-  double alpha = a.scalar(1).to_double(), scale = a.scalar(2).to_double(),
-         input_scale = a.scalar(3).to_double();
-  // Upstream's formula: exp(x * input_scale) - 1, not expm1.
-  return activation(a.tensor(0), "elu_cpu", [=](double v) {
-    return v > 0 ? v * scale : (std::exp(v * input_scale) - 1) * (alpha * scale);
-  });
-});
+TN_KERNEL("aten::elu", { return elu(a.tensor(0), a.scalar(1), a.scalar(2), a.scalar(3)); });
+// Upstream's celu and selu are elu with these coefficients.
 TN_KERNEL("aten::celu", {
-  double alpha = a.scalar(1).to_double();
-  return activation(a.tensor(0), "elu_cpu",
-                    [=](double v) { return v > 0 ? v : (std::exp(v * (1 / alpha)) - 1) * alpha; });
+  const Scalar& alpha = a.scalar(1);
+  return elu(a.tensor(0), alpha, Scalar(1.0), Scalar(1.0 / alpha.to_double()));
 });
 TN_KERNEL("aten::selu", {
-  constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
-  return activation(a.tensor(0), "elu_cpu",
-                    [](double v) { return v > 0 ? v * scale : (std::exp(v) - 1) * (alpha * scale); });
+  return elu(a.tensor(0), Scalar(1.6732632423543772848170429916717),
+             Scalar(1.0507009873554804934193349852946), Scalar(1.0));
 });
 TN_KERNEL("aten::silu",
           { return activation(a.tensor(0), "silu_cpu", [](double v) { return v * sigmoid(v); }); });

@@ -34,8 +34,9 @@ void check_square(const Tensor& a, const char* name) {
 Tensor column_major(const Tensor& a) {
   int64_t n = a.size(-1), rows = a.size(-2);
   Tensor batch = op("aten::reshape", "", {a, Shape{-1, rows, n}});
-  return op("aten::transpose", "int", {batch, int64_t{1}, int64_t{2}})
-      .contiguous();  // (batch, n, rows): column-major
+  // (batch, n, rows): column-major. Always a copy: LAPACK overwrites it, and an input
+  // already laid out column-major (a transposed view, a single column) must not change.
+  return op("aten::transpose", "int", {batch, int64_t{1}, int64_t{2}}).clone();
 }
 
 template <typename T>
@@ -109,7 +110,8 @@ std::tuple<Tensor, Tensor, Tensor> determinants(const Tensor& a) {
 }
 
 // Solves A X = B for each matrix (B with as many right-hand sides as its columns).
-Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
+// Solves a X = b, or a^T X = b when `transposed`, through a's LU factors.
+Tensor lu_solve(const Tensor& a, const Tensor& b, const char* name, bool transposed) {
   check_square(a, name);
   Lu f = lu(a);
   for (int64_t i = 0; i < f.batch; ++i)
@@ -117,7 +119,7 @@ Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
       throw Error(std::string(name) + ": The solver failed because the input matrix is singular.");
   Tensor rhs = column_major(b);  // (batch, nrhs, n) column-major
   int n = int(f.n), nrhs = int(b.size(-1)), info = 0;
-  char trans = 'N';
+  char trans = transposed ? 'T' : 'N';
   TN_DISPATCH_ALL_TYPES(a.dtype(), name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
@@ -134,6 +136,23 @@ Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
   });
   Tensor back = op("aten::transpose", "int", {rhs, int64_t{1}, int64_t{2}});
   return op("aten::reshape", "", {back, b.sizes()});
+}
+
+// Upstream's linalg.solve (and inv, which solves against the identity): a contiguous A
+// is factored as A^T (its memory is already A^T's column-major copy) and solved with
+// trans = 'T', which rounds differently from factoring A.
+Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
+  check_square(a, name);
+  bool transposed = a.is_contiguous();
+  // Batch dims broadcast: each matrix of A solves against its own right-hand side.
+  Shape batch = broadcast_shapes(Shape(a.sizes().begin(), a.sizes().end() - 2),
+                                 Shape(b.sizes().begin(), b.sizes().end() - std::min<int64_t>(b.dim(), 2)));
+  Shape a_shape = batch, b_shape = batch;
+  a_shape.insert(a_shape.end(), a.sizes().end() - 2, a.sizes().end());
+  b_shape.insert(b_shape.end(), b.sizes().end() - std::min<int64_t>(b.dim(), 2), b.sizes().end());
+  Tensor ae = op("aten::expand", "", {a, a_shape, false}), be = op("aten::expand", "", {b, b_shape, false});
+  if (!transposed) return lu_solve(ae, be, name, false);
+  return lu_solve(op("aten::transpose", "int", {ae, int64_t{-2}, int64_t{-1}}), be, name, true);
 }
 
 Tensor identity_like(const Tensor& a) {
@@ -172,7 +191,9 @@ TN_KERNEL("aten::linalg_solve", {
   if (!a.boolean(2))
     throw NotImplemented("torchnative does not implement aten::linalg_solve with left=False yet");
   const Tensor &A = a.tensor(0), &B = a.tensor(1);
-  bool vector = B.dim() == A.dim() - 1;
+  // Upstream's rule: B is a (batch of) vector(s) when 1-D or shaped like A without its last dim.
+  bool vector =
+      B.dim() == 1 || (B.dim() == A.dim() - 1 && B.sizes() == Shape(A.sizes().begin(), A.sizes().end() - 1));
   Tensor rhs = vector ? op("aten::unsqueeze", "", {B, int64_t{-1}}) : B;
   Tensor x = solve(A, rhs, "torch.linalg.solve");
   return vector ? op("aten::squeeze", "dim", {x, int64_t{-1}}) : x;

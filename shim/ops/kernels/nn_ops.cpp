@@ -35,7 +35,12 @@ Tensor pointwise_loss(const Tensor& input, const Tensor& target, int64_t reducti
   ScalarType type = result_type(x, t);
   Tensor loss = TN_DISPATCH_ALL_TYPES(type, "loss", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
+    // float32 reaches a generic `f` as float: upstream's loss kernels compute in the
+    // storage type, and their sums add exactly those values.
+    if constexpr (std::is_same_v<scalar_t, float>)
+      return map_binary<scalar_t>(x, t, type, type,
+                                  [&](double a, double b) -> double { return f(float(a), float(b)); });
+    else if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
       return map_binary<scalar_t>(x, t, type, type, [&](double a, double b) -> double { return f(a, b); });
     else
       return Tensor();
@@ -80,7 +85,8 @@ Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& weight, cons
     if (count <= 1)
       throw Error("Expected more than 1 value per channel when training, got input size " +
                   shape_str(input.sizes()));
-    mean = op("aten::mean", "dim", {input, dims, false, IValue()});
+    // Upstream's per-channel statistics add in input order in double (not the cascade sum).
+    mean = sequential_mean(input, dims, false, input.dtype());
     var = op("aten::var", "correction", {input, dims, int64_t{0}, false});
     if (running_mean) {
       running_mean->copy_from(add(op("aten::mul", "Scalar", {*running_mean, Scalar(1 - momentum)}),
@@ -558,32 +564,43 @@ Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool out_int32, 
 TN_KERNEL("aten::mse_loss", {
   check_same_size(a.tensor(0), a.tensor(1), "mse_loss");
   return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2),
-                        [](double x, double t) { return (x - t) * (x - t); });
+                        [](auto x, auto t) { return (x - t) * (x - t); });
 });
 TN_KERNEL("aten::l1_loss", {
   check_same_size(a.tensor(0), a.tensor(1), "l1_loss");
   return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2),
-                        [](double x, double t) { return std::abs(x - t); });
+                        [](auto x, auto t) { return std::abs(x - t); });
 });
 TN_KERNEL("aten::smooth_l1_loss", {
   double beta = a.real(3);
   if (beta < 0) throw Error("smooth_l1_loss does not support negative values for beta.");
-  return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2), [beta](double x, double t) {
-    double d = std::abs(x - t);
-    return beta == 0 ? d : d < beta ? 0.5 * d * d / beta : d - 0.5 * beta;
+  return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2), [beta](auto x, auto t) {
+    using T = decltype(x);
+    T d = std::abs(x - t), b = T(beta), half = T(0.5);
+    return beta == 0 ? d : d < b ? half * d * d / b : d - half * b;
   });
 });
 TN_KERNEL("aten::huber_loss", {
   double delta = a.real(3);
   if (delta <= 0) throw Error("huber_loss does not support non-positive values for delta.");
-  return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2), [delta](double x, double t) {
-    double d = std::abs(x - t);
-    return d < delta ? 0.5 * d * d : delta * (d - 0.5 * delta);
+  return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2), [delta](auto x, auto t) {
+    using T = decltype(x);
+    T d = std::abs(x - t), k = T(delta), half = T(0.5);
+    return d < k ? half * d * d : k * (d - half * k);
   });
 });
 TN_KERNEL("aten::soft_margin_loss", {
-  return pointwise_loss(a.tensor(0), a.tensor(1), a.integer(2),
-                        [](double x, double t) { return std::log1p(std::exp(-t * x)); });
+  const Tensor &x = a.tensor(0), &t = a.tensor(1);
+  if (!is_floating(x.dtype()))
+    return pointwise_loss(x, t, a.integer(2),
+                          [](double v, double w) { return std::log(1 + std::exp(-v * w)); });
+  // Upstream's chain of in-place steps in the input's dtype, log(1 + exp(-input * target)),
+  // with exp and log through the vml (SLEEF) kernels.
+  Tensor product = mul(op("aten::neg", "", {x}), t).to(x.dtype());
+  Tensor loss = op(
+      "aten::log", "",
+      {op("aten::add", "Scalar", {op("aten::exp", "", {product}), Scalar(int64_t{1}), Scalar(int64_t{1})})});
+  return reduce(loss, a.integer(2));
 });
 TN_KERNEL("aten::binary_cross_entropy", {
   const Tensor &x = a.tensor(0), &t = a.tensor(1);

@@ -1,5 +1,7 @@
 // Reductions over dimensions, softmax, matmul and linear (products themselves in blas.cpp).
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "common.h"
 
@@ -10,24 +12,23 @@ namespace {
 Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim,
            std::optional<ScalarType> dtype) {
   ScalarType t = integral_to_long(self.dtype(), dtype);
+  if (t == ScalarType::Float || t == ScalarType::Double) return cascade_sum(self, t, dims, keepdim, false);
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "sum", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    // Floats accumulate in double: at least as accurate as upstream's cascade sum.
+    // float16/bfloat16 accumulate in double: at least as accurate as upstream's cascade
+    // sum in float; integers exactly (wrapping) in int64.
     using acc_t =
         std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
     const scalar_t* in = plan.values.template data_as<scalar_t>();
     scalar_t* o = out.template data_as<scalar_t>();
     for (int64_t i = 0; i < out.numel(); ++i) {
-      // Narrower types: four running sums in double break the serial dependency and
-      // stay more accurate than upstream's float cascade. double keeps the plain order,
-      // which is upstream's for the row lengths it sums serially.
+      // Four running sums break the serial dependency.
       const scalar_t* row = in + i * plan.inner;
       acc_t partial[4] = {0, 0, 0, 0};
       int64_t j = 0;
-      constexpr bool split = !std::is_same_v<scalar_t, double>;
-      for (; split && j + 4 <= plan.inner; j += 4)
+      for (; j + 4 <= plan.inner; j += 4)
         for (int k = 0; k < 4; ++k) partial[k] += acc_t(compute_t<scalar_t>(row[j + k]));
       acc_t total = (partial[0] + partial[1]) + (partial[2] + partial[3]);
       for (; j < plan.inner; ++j) total += acc_t(compute_t<scalar_t>(row[j]));
@@ -48,15 +49,16 @@ Tensor mean(const Tensor& self, const std::optional<std::vector<int64_t>>& dims,
                  : t == ScalarType::Int  ? "Int"
                  : t == ScalarType::Bool ? "Bool"
                                          : scalar_type_name(t)));
-  ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
-  Tensor out = Tensor::empty(plan.out_shape, t);
-  TN_DISPATCH_ALL_TYPES(t, "mean", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    reduce_loop<double, scalar_t, scalar_t>(
-        plan, out, 0.0, [](double acc, scalar_t x, int64_t) { return acc + double(compute_t<scalar_t>(x)); },
-        [](double acc, int64_t n) { return scalar_t(compute_t<scalar_t>(acc / double(n))); });
-  });
-  return out;
+  if (t == ScalarType::Float || t == ScalarType::Double) {
+    // Upstream's composition: the cascade sum divided by the number of elements reduced.
+    int64_t count = 1;
+    if (!dims || dims->empty() || self.dim() == 0)
+      count = self.numel();
+    else
+      for (int64_t d : *dims) count *= self.size(d);
+    return op("aten::div", "Scalar", {cascade_sum(self, t, dims, keepdim, false), Scalar(count)});
+  }
+  return sequential_mean(self, dims, keepdim, t);
 }
 
 // max/min/argmax/argmin: NaN propagates and wins; ties keep the first index.
@@ -105,6 +107,51 @@ std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim
   return {values, indices};
 }
 
+// Upstream's vectorized sum of a row (vec::reduce_all): a row shorter than a vector in
+// order; else whole vectors lane by lane, the last partial one into the first lanes,
+// then the lanes folded (AVX2 float: across halves, then pairs; double: in order).
+template <typename T>
+T vector_row_sum(const T* x, int64_t n) {
+  constexpr int64_t width = 32 / int64_t(sizeof(T));
+  if (n < width) {
+    T acc = x[0];
+    for (int64_t i = 1; i < n; ++i) acc += x[i];
+    return acc;
+  }
+  T lanes[width];
+  std::copy(x, x + width, lanes);
+  int64_t d = width;
+  for (; d < n - n % width; d += width)
+    for (int64_t l = 0; l < width; ++l) lanes[l] += x[d + l];
+  for (int64_t l = 0; l < n - d; ++l) lanes[l] += x[d + l];
+  if constexpr (std::is_same_v<T, float>)
+    return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  else
+    return ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
+}
+
+// Upstream's last-dim softmax kernels in the storage type: exp(x - max) through SLEEF,
+// the vectorized row sum, then a multiplication by its reciprocal (softmax) or
+// (x - max) - log(sum) with SLEEF's log (log_softmax).
+template <typename T>
+void softmax_lastdim_row(const T* in, T* out, int64_t n, bool log) {
+  T m = in[0];
+  for (int64_t j = 1; j < n; ++j)
+    if (!std::isnan(m) && (std::isnan(in[j]) || in[j] > m)) m = in[j];  // NaN propagates
+  std::vector<T> shifted(static_cast<size_t>(n)), exps(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) shifted[size_t(j)] = in[j] - m;
+  vml_apply(VmlOp::Exp, shifted.data(), exps.data(), n);
+  T sum = vector_row_sum(exps.data(), n);
+  if (!log) {
+    T reciprocal = T(1) / sum;
+    for (int64_t j = 0; j < n; ++j) out[j] = exps[size_t(j)] * reciprocal;
+    return;
+  }
+  T log_sum;
+  vml_apply(VmlOp::Log, &sum, &log_sum, 1);
+  for (int64_t j = 0; j < n; ++j) out[j] = shifted[size_t(j)] - log_sum;
+}
+
 Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, bool log) {
   ScalarType t = dtype.value_or(self.dtype());
   if (!is_floating(t) || t == ScalarType::Half)
@@ -125,6 +172,14 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
   TN_DISPATCH_ALL_TYPES(t, "softmax", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
+    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      if (last && self.dim() > 0 && vml_available()) {
+        for (int64_t r = 0; r < rows; ++r)
+          softmax_lastdim_row(moved.template data_as<scalar_t>() + r * n,
+                              out.template data_as<scalar_t>() + r * n, n, log);
+        return;
+      }
+    }
     std::vector<c> exps;  // each exp computed once, reused for the output
     for (int64_t r = 0; r < rows; ++r) {
       const scalar_t* in = moved.template data_as<scalar_t>() + r * n;
@@ -291,6 +346,12 @@ TN_KERNEL("aten::linear", {
   Tensor wt = call_tensor_op("aten::t", "", {a.tensor(1)});
   if (x.dim() == 2 && bias)
     return call_tensor_op("aten::addmm", "", {*bias, x, wt, Scalar(int64_t{1}), Scalar(int64_t{1})});
+  // As upstream: a contiguous 3-D input with a bias folds its batch into addmm's rows.
+  if (x.dim() == 3 && x.is_contiguous() && bias) {
+    Tensor rows = x.view_as_strided({x.size(0) * x.size(1), x.size(2)}, {x.size(2), 1}, x.offset());
+    Tensor out = call_tensor_op("aten::addmm", "", {*bias, rows, wt, Scalar(int64_t{1}), Scalar(int64_t{1})});
+    return call_tensor_op("aten::reshape", "", {out, Shape{x.size(0), x.size(1), out.size(1)}});
+  }
   Tensor out = matmul(x, wt);
   if (bias) out = call_tensor_op("aten::add", "Tensor", {out, *bias, Scalar(int64_t{1})});
   return out;

@@ -103,25 +103,27 @@ double correction_of(const Args& a, size_t unbiased_or_correction, bool is_corre
   return a.boolean(unbiased_or_correction) ? 1.0 : 0.0;
 }
 
+// Upstream's composition: sum(exp(x - max)) over dims, log, plus max (an infinite max
+// taken as 0, so all -inf stays -inf and +inf stays honest), with exp and log through
+// the vml (SLEEF) kernels.
 Tensor logsumexp(const Tensor& self, const Dims& dims, bool keepdim) {
   ScalarType t = float_type(self.dtype());
   if (t == ScalarType::Half) dtype_not_implemented("exp_vml_cpu", t);
-  ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
-  Tensor out = Tensor::empty(plan.out_shape, t);
+  Tensor x = self.to(t);
+  std::vector<int64_t> over = dims.value_or(std::vector<int64_t>{});
+  auto sum_of = [&](const Tensor& v) { return op("aten::sum", "dim_IntList", {v, over, keepdim, IValue()}); };
+  if (x.numel() == 0) return op("aten::log", "", {sum_of(op("aten::exp", "", {x}))});
+  Tensor maxes = op("aten::amax", "", {x, over, true}).contiguous();
   TN_DISPATCH_ALL_TYPES(t, "logsumexp", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    const scalar_t* in = plan.values.template data_as<scalar_t>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      const scalar_t* row = in + i * plan.inner;
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < plan.inner; ++j) m = std::max(m, double(row[j]));
-      double total = 0;
-      if (std::isinf(m)) m = 0;  // all -inf (or an inf): subtracting nothing keeps inf/nan honest
-      for (int64_t j = 0; j < plan.inner; ++j) total += std::exp(double(row[j]) - m);
-      out.template data_as<scalar_t>()[i] = scalar_t(std::log(total) + m);
-    }
+    scalar_t* m = maxes.template data_as<scalar_t>();
+    for (int64_t i = 0; i < maxes.numel(); ++i)
+      if (std::isinf(double(compute_t<scalar_t>(m[i])))) m[i] = scalar_t(0);
   });
-  return out;
+  Tensor total = sum_of(op("aten::exp", "", {op("aten::sub", "Tensor", {x, maxes, Scalar(int64_t{1})})}));
+  return op(
+      "aten::add", "Tensor",
+      {op("aten::log", "", {total}), op("aten::reshape", "", {maxes, total.sizes()}), Scalar(int64_t{1})});
 }
 
 // p-norms: 0 counts nonzeros, inf/-inf take max/min of |x|, others (sum |x|^p)^(1/p).
@@ -131,6 +133,8 @@ Tensor vector_norm(const Tensor& self, double p, const Dims& dims, bool keepdim,
     throw Error(std::string(name) + "(): input dtype should be either floating point or complex. Got " +
                 upstream_type_name(self.dtype()) + " instead.");
   ScalarType t = dtype.value_or(self.dtype());
+  if (p == 2 && t == ScalarType::Float && self.dtype() == ScalarType::Float)
+    return norm2_float(self, dims, keepdim);
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   if (self.numel() == 0 && p < 0)
     throw IndexError(std::string(name) +
@@ -173,6 +177,7 @@ double p_of(const std::optional<Scalar>& p) { return p ? p->to_double() : 2.0; }
 
 Tensor nansum(const Tensor& self, const Dims& dims, bool keepdim, std::optional<ScalarType> dtype) {
   ScalarType t = integral_to_long(self.dtype(), dtype);
+  if (t == ScalarType::Float || t == ScalarType::Double) return cascade_sum(self, t, dims, keepdim, true);
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "nansum", [&](auto tag_) {
@@ -197,6 +202,13 @@ Tensor nanmean(const Tensor& self, const Dims& dims, bool keepdim, std::optional
   if (!is_floating(t))
     throw Error(std::string("nanmean(): expected input to have floating point dtype but got ") +
                 upstream_type_name(t));
+  if (t == ScalarType::Float || t == ScalarType::Double) {
+    // Upstream's composition: nansum divided by the count of non-NaN elements.
+    Tensor count = op("aten::sum", "dim_IntList",
+                      {op("aten::logical_not", "", {op("aten::isnan", "", {self})}),
+                       dims.value_or(std::vector<int64_t>{}), keepdim, IValue()});
+    return op("aten::div", "Tensor", {nansum(self, dims, keepdim, t), count});
+  }
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
   TN_DISPATCH_ALL_TYPES(t, "nanmean", [&](auto tag_) {

@@ -1,6 +1,8 @@
 // The vectorized math library upstream's "*_vml_cpu" kernels use on x86-64: every
 // element of exp, log, sin, tanh, ... goes through SLEEF's 1-ulp AVX2 functions (the
 // same Debian libsleef upstream links), so calling them here gives upstream's bits.
+// The vectorized lambdas of cpu_kernel_vec kernels (logaddexp, elu) are here too, built
+// from the same AVX2 operations and SLEEF calls as upstream's Vectorized<T>.
 // This file alone is compiled for AVX2 (see shim/CMakeLists.txt); callers check
 // vml_available(), defined in baseline code, before calling in.
 #include "vml.h"
@@ -8,7 +10,9 @@
 #include <immintrin.h>
 #include <sleef.h>
 
+#include <array>
 #include <cstring>
+#include <limits>
 
 namespace tn {
 
@@ -61,30 +65,128 @@ VmlEntry entry(VmlOp op) {
   return {nullptr, nullptr};
 }
 
+// One AVX2 vector of T, with the Vectorized<T> operations upstream's kernels use.
+struct Double4 {
+  using T = double;
+  using V = __m256d;
+  static constexpr int64_t lanes = 4;
+  static V load(const T* p) { return _mm256_loadu_pd(p); }
+  static void store(T* p, V v) { _mm256_storeu_pd(p, v); }
+  static V splat(T x) { return _mm256_set1_pd(x); }
+  static V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_pd(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static V abs(V a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
+  static V neg(V a) { return _mm256_xor_pd(_mm256_set1_pd(-0.0), a); }
+  // IEEE maximum: a NaN in either lane gives NaN (all-ones bits).
+  static V maximum(V a, V b) { return _mm256_or_pd(_mm256_max_pd(a, b), _mm256_cmp_pd(a, b, _CMP_UNORD_Q)); }
+  static V equal(V a, V b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
+  static V greater(V a, V b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+  static V both(V a, V b) { return _mm256_and_pd(a, b); }
+  static V select(V mask, V yes, V no) { return _mm256_blendv_pd(no, yes, mask); }
+  static V exp(V a) { return Sleef_expd4_u10(a); }
+  static V log(V a) { return Sleef_logd4_u10(a); }
+};
+
+struct Float8 {
+  using T = float;
+  using V = __m256;
+  static constexpr int64_t lanes = 8;
+  static V load(const T* p) { return _mm256_loadu_ps(p); }
+  static void store(T* p, V v) { _mm256_storeu_ps(p, v); }
+  static V splat(T x) { return _mm256_set1_ps(x); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  static V neg(V a) { return _mm256_xor_ps(_mm256_set1_ps(-0.0f), a); }
+  static V maximum(V a, V b) { return _mm256_or_ps(_mm256_max_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }
+  static V equal(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  static V greater(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  static V both(V a, V b) { return _mm256_and_ps(a, b); }
+  static V select(V mask, V yes, V no) { return _mm256_blendv_ps(no, yes, mask); }
+  static V exp(V a) { return Sleef_expf8_u10(a); }
+  static V log(V a) { return Sleef_logf8_u10(a); }
+};
+
+// out[i] = f(in_0[i], ...) a vector at a time. Full vectors are loaded and stored in
+// place; only the tail goes through zero-padded buffers, so no lane reads past an input.
+template <typename L, size_t N, typename F>
+void map_lanes(const std::array<const typename L::T*, N>& in, typename L::T* out, int64_t n, F f) {
+  using T = typename L::T;
+  auto step = [&](const std::array<const T*, N>& from, T* to) {
+    if constexpr (N == 1)
+      L::store(to, f(L::load(from[0])));
+    else
+      L::store(to, f(L::load(from[0]), L::load(from[1])));
+  };
+  std::array<const T*, N> from;
+  int64_t i = 0;
+  for (; i + L::lanes <= n; i += L::lanes) {
+    for (size_t k = 0; k < N; ++k) from[k] = in[k] + i;
+    step(from, out + i);
+  }
+  if (i == n) return;
+  size_t tail = size_t(n - i) * sizeof(T);
+  T buffers[N][L::lanes] = {};
+  for (size_t k = 0; k < N; ++k) {
+    std::memcpy(buffers[k], in[k] + i, tail);
+    from[k] = buffers[k];
+  }
+  T result[L::lanes];
+  step(from, result);
+  std::memcpy(out + i, result, tail);
+}
+
+// Upstream's vectorized logaddexp: max(a, b) + log(1 + exp(-|a - b|)), and a itself
+// where a and b are the same infinity.
+template <typename L>
+void logaddexp_lanes(const typename L::T* a, const typename L::T* b, typename L::T* out, int64_t n) {
+  using V = typename L::V;
+  using T = typename L::T;
+  map_lanes<L, 2>({a, b}, out, n, [](V x, V y) {
+    V m = L::maximum(x, y);
+    V sum = L::add(m, L::log(L::add(L::splat(T(1)), L::exp(L::neg(L::abs(L::sub(x, y)))))));
+    V same_infinity =
+        L::both(L::equal(x, y), L::equal(L::abs(x), L::splat(std::numeric_limits<T>::infinity())));
+    return L::select(same_infinity, x, sum);
+  });
+}
+
+// Upstream's vectorized elu: x * poscoef where x > 0, else (exp(x * negiptcoef) - 1) * negcoef.
+template <typename L>
+void elu_lanes(const typename L::T* x, typename L::T* out, int64_t n, typename L::T negcoef,
+               typename L::T poscoef, typename L::T negiptcoef) {
+  using V = typename L::V;
+  using T = typename L::T;
+  map_lanes<L, 1>({x}, out, n, [=](V v) {
+    V negative = L::mul(L::sub(L::exp(L::mul(v, L::splat(negiptcoef))), L::splat(T(1))), L::splat(negcoef));
+    return L::select(L::greater(v, L::splat(T(0))), L::mul(v, L::splat(poscoef)), negative);
+  });
+}
+
 }  // namespace
 
-// Full vectors are loaded and stored in place; only the tail goes through a zero-padded
-// buffer, so no lane ever reads past the input.
 void vml_apply(VmlOp op, const double* in, double* out, int64_t n) {
-  DoubleFn fn = entry(op).d;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(out + i, fn(_mm256_loadu_pd(in + i)));
-  if (i == n) return;
-  double buffer[4] = {};
-  std::memcpy(buffer, in + i, size_t(n - i) * sizeof(double));
-  _mm256_storeu_pd(buffer, fn(_mm256_loadu_pd(buffer)));
-  std::memcpy(out + i, buffer, size_t(n - i) * sizeof(double));
+  map_lanes<Double4, 1>({in}, out, n, entry(op).d);
 }
 
 void vml_apply(VmlOp op, const float* in, float* out, int64_t n) {
-  FloatFn fn = entry(op).f;
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, fn(_mm256_loadu_ps(in + i)));
-  if (i == n) return;
-  float buffer[8] = {};
-  std::memcpy(buffer, in + i, size_t(n - i) * sizeof(float));
-  _mm256_storeu_ps(buffer, fn(_mm256_loadu_ps(buffer)));
-  std::memcpy(out + i, buffer, size_t(n - i) * sizeof(float));
+  map_lanes<Float8, 1>({in}, out, n, entry(op).f);
+}
+
+void vml_logaddexp(const double* a, const double* b, double* out, int64_t n) {
+  logaddexp_lanes<Double4>(a, b, out, n);
+}
+void vml_logaddexp(const float* a, const float* b, float* out, int64_t n) {
+  logaddexp_lanes<Float8>(a, b, out, n);
+}
+
+void vml_elu(const double* x, double* out, int64_t n, double negcoef, double poscoef, double negiptcoef) {
+  elu_lanes<Double4>(x, out, n, negcoef, poscoef, negiptcoef);
+}
+void vml_elu(const float* x, float* out, int64_t n, float negcoef, float poscoef, float negiptcoef) {
+  elu_lanes<Float8>(x, out, n, negcoef, poscoef, negiptcoef);
 }
 
 }  // namespace tn

@@ -307,7 +307,33 @@ def _ternary_cases():
     yield case("clamp_max/int64/3x4/fn", lambda a: torch.clamp_max(a, 2), "int64", (Arg((3, 4)),))
 
 
+# Layouts that decide which elements upstream's cpu_kernel_vec gives its vectorized
+# (SLEEF) lambda and which its scalar (libm) one: whole blocks of 2 vectors along the
+# innermost coalesced dimension go vectorized, the rest of each row scalar.
+VECTOR_TAIL_PAIRS = {
+    "37": (((37,), CONTIGUOUS), ((37,), CONTIGUOUS)),            # 32 vectorized + 5 scalar
+    "5x13": (((5, 13), CONTIGUOUS), ((5, 13), CONTIGUOUS)),      # coalesced to 65: 64 + 1
+    "5x13_row": (((5, 13), CONTIGUOUS), ((13,), CONTIGUOUS)),    # rows of 13: 8 + 5 (float64)
+    "37_0d": (((37,), CONTIGUOUS), ((), CONTIGUOUS)),            # broadcast scalar operand
+    "17x3_col": (((17, 3), TRANSPOSED), ((17, 1), CONTIGUOUS)),  # inner dim the first one
+    "5x13_transposed": (((5, 13), TRANSPOSED), ((5, 13), CONTIGUOUS)),  # no common order: scalar
+}
+
+
+def _vector_tail_cases():
+    for pair, ((lshape, llayout), (rshape, rlayout)) in VECTOR_TAIL_PAIRS.items():
+        for dtype in ("float32", "float64"):
+            args = (Arg(lshape, layout=llayout), Arg(rshape, layout=rlayout))
+            yield Case("logaddexp/%s/%s/fn" % (dtype, pair), torch.logaddexp, args, dtype)
+    for dtype in ("float32", "float64"):
+        yield Case("logaddexp/%s/37_special/fn" % dtype, torch.logaddexp,
+                   (Arg((37,), "special"), Arg((37,), "special")), dtype)
+    yield Case("logaddexp/float32+float64/37/fn", torch.logaddexp,
+               (Arg((37,), dtype="float32"), Arg((37,), dtype="float64")), "float64")
+
+
 def cases():
+    yield from _vector_tail_cases()
     for op in BINARY_OPS:
         yield from _binary_cases(op)
     for op in UNARY_OPS:

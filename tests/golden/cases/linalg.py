@@ -36,6 +36,9 @@ def _products():
         ("baddbmm/default", torch.baddbmm, (Arg((2, 3, 5)), Arg((2, 3, 4)), Arg((2, 4, 5)))),
         ("baddbmm/beta_alpha", partial(torch.baddbmm, beta=0.5, alpha=2),
          (Arg((2, 3, 5)), Arg((2, 3, 4)), Arg((2, 4, 5)))),
+        # inexact beta and alpha tell (alpha * a) * b, upstream's small-batch order, from alpha * (a * b)
+        ("baddbmm/inexact_beta_alpha", partial(torch.baddbmm, beta=0.7, alpha=0.3),
+         (Arg((3, 4, 6)), Arg((3, 4, 5)), Arg((3, 5, 6)))),
         ("addbmm/default", torch.addbmm, (Arg((3, 5)), Arg((2, 3, 4)), Arg((2, 4, 5)))),
         ("tensordot/dims1", partial(torch.tensordot, dims=1), (Arg((3, 4)), Arg((4, 2)))),
         ("tensordot/dims_lists", partial(torch.tensordot, dims=([0, 2], [1, 0])),
@@ -111,3 +114,20 @@ def cases():
     for name, call, args in lapack:
         for dtype in ("float32", "float64"):
             yield Case("%s/%s/3x3" % (name, dtype), call, args, dtype)
+    # linalg.solve factors a contiguous A as A^T and solves transposed; a non-contiguous A
+    # directly. LAPACK must not overwrite inputs that are already column-major, and the
+    # batch dims of A and B broadcast.
+    solves = (
+        ("5x5_transposed", lambda a, b: torch.linalg.solve(dominant(a).mT, b), (Arg((5, 5)), Arg((5, 3)))),
+        ("vector", lambda a, b: (torch.linalg.solve(dominant(a), b), b), (Arg((5, 5)), Arg((5,)))),
+        ("column_rhs_kept", lambda a, b: (torch.linalg.solve(dominant(a), b.mT), b),
+         (Arg((4, 4)), Arg((2, 4)))),
+        ("batched_A", lambda a, b: torch.linalg.solve(dominant(a), b), (Arg((2, 4, 4)), Arg((4, 3)))),
+        ("batched_vectors", lambda a, b: torch.linalg.solve(dominant(a), b), (Arg((2, 4, 4)), Arg((2, 4)))),
+    )
+    for name, call, args in solves:
+        for dtype in ("float32", "float64"):
+            yield Case("linalg_solve/%s/%s" % (dtype, name), call, args, dtype)
+    for dtype in ("float32", "float64"):
+        yield Case("linalg_inv/%s/5x5_transposed" % dtype, lambda a: torch.linalg.inv(dominant(a).mT),
+                   (Arg((5, 5)),), dtype)

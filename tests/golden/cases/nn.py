@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cases.common import method
-from spec import Arg, Case
+from spec import STEPPED, TRANSPOSED, Arg, Case
 
 ACTIVATION_DTYPES = ("float32", "float64", "bfloat16")
 
@@ -137,6 +137,13 @@ def cases():
         for dtype in ACTIVATION_DTYPES:
             yield Case("F.%s/%s/3x4" % (name, dtype), call, (Arg((3, 4)),), dtype)
         yield Case("F.%s/float32/special" % name, call, (Arg((4, 4), "special"),), "float32")
+    # elu, selu and celu share upstream's cpu_kernel_vec kernel: SLEEF on whole blocks of
+    # 2 vectors along the innermost dimension, libm on the rest of each row.
+    for name, call in (("elu", F.elu), ("selu", F.selu), ("celu", partial(F.celu, alpha=0.5))):
+        for dtype in ("float32", "float64"):
+            yield Case("F.%s/%s/37" % (name, dtype), call, (Arg((37,)),), dtype)
+            yield Case("F.%s/%s/5x13_transposed" % (name, dtype), call, (Arg((5, 13), layout=TRANSPOSED),), dtype)
+            yield Case("F.%s/%s/5x13_stepped" % (name, dtype), call, (Arg((5, 13), layout=STEPPED),), dtype)
     yield from _softmax_cases()
     yield from _normalization_cases()
     yield from _loss_cases()

@@ -162,7 +162,32 @@ def _kthvalue_cases():
     yield Case("kthvalue/float32/3x4/k_too_large", lambda a: torch.kthvalue(a, 5), (Arg((3, 4)),), "float32")
 
 
+def _summation_order_cases():
+    """Layouts that pick upstream's cascade-sum loops (contiguous inner / outer, vectorized or
+    scalar, multi-level accumulators for long rows), its float32 2-norm kernels (last-dim
+    lanes or one fused running sum) and the last-dim softmax's vectorized row sum."""
+    shapes = (
+        ("1000/full", (1000,), CONTIGUOUS, None), ("33x17/dim0", (33, 17), CONTIGUOUS, 0),
+        ("17x33/dim1", (17, 33), CONTIGUOUS, 1), ("4x5x6/dims02", (4, 5, 6), CONTIGUOUS, (0, 2)),
+        ("9x37/transposed_dim1", (9, 37), TRANSPOSED, 1), ("5x40/stepped_full", (5, 40), STEPPED, None),
+    )
+    for tag, shape, layout, dim in shapes:
+        for dtype in ("float32", "float64"):
+            arg = (Arg(shape, layout=layout),)
+            for name, function in (("sum", torch.sum), ("nansum", torch.nansum), ("mean", torch.mean)):
+                call = function if dim is None else partial(function, dim=dim)
+                yield Case("%s/%s/%s" % (name, dtype, tag), call, arg, dtype)
+            norm = torch.linalg.vector_norm if dim is None else partial(torch.linalg.vector_norm, dim=dim)
+            yield Case("linalg_vector_norm/%s/%s" % (dtype, tag), norm, arg, dtype)
+    for dtype in ("float32", "float64"):
+        yield Case("nansum/%s/special_300" % dtype, torch.nansum, (Arg((300,), "special"),), dtype)
+        for name in ("softmax", "log_softmax"):
+            yield Case("%s/%s/5x37/dim1" % (name, dtype), partial(getattr(torch, name), dim=1),
+                       (Arg((5, 37)),), dtype)
+
+
 def cases():
+    yield from _summation_order_cases()
     for op in REDUCTIONS:
         yield from _reduction_cases(op)
     yield from _norm_cases()
