@@ -510,6 +510,30 @@ TEST(ProcessGroupTest, ACallsOwnTimeoutReplacesTheGroups) {
   });
 }
 
+// on_finished runs once the work is done, exactly once, with its outcome readable; registered
+// after completion it runs at once.
+TEST(ProcessGroupTest, OnFinishedRunsOnceTheWorkIsDone) {
+  run_ranks(2, [](ProcessGroup& group) {
+    std::vector<float> values(100000, 1.0f);
+    auto work = group.allreduce(buffer_of(values, ScalarType::Float), ReduceOp::Sum);
+    std::atomic<int> calls{0};
+    std::atomic<bool> saw_done{false};
+    work->on_finished([&] {
+      saw_done = work->is_completed();
+      ++calls;
+    });
+    work->wait();
+    // The callback runs after the waiters are released, possibly on another thread.
+    for (int spin = 0; spin < 1000 && calls == 0; ++spin) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(calls, 1);
+    EXPECT_TRUE(saw_done);
+    EXPECT_EQ(values.front(), 2.0f);
+    bool ran_inline = false;
+    work->on_finished([&] { ran_inline = true; });
+    EXPECT_TRUE(ran_inline);
+  });
+}
+
 TEST(ProcessGroupTest, MismatchedCollectivesAreRefusedByName) {
   ProcessGroupOptions options;
   options.timeout = 5s;
