@@ -2,8 +2,10 @@
 
 torchnative-coordinator hosts the rounds; torchnative-device runs N devices as threads of one
 process (one shared gRPC channel, each device its own identity, store connection and connection
-to the hub). Cases: 10, 100 and 1,000 devices with a 1 MiB float32 model, 10 devices with
-100 MiB and 1 GiB models (--quick: 10 and 100 devices with 1 MiB, 10 with 100 MiB, fewer rounds).
+to the hub). Cases, FedAvg: 10, 100 and 1,000 devices with a 1 MiB float32 model, 10 devices
+with 100 MiB and 1 GiB models; the robust strategies, which read each kept contribution apart
+instead of a sum: fedmedian and multi_krum with 10 devices and 100 MiB (--quick: 10 and 100
+devices with 1 MiB, 10 with 100 MiB, fewer rounds).
 
 Per case: round wall time (the coordinator's round_started to round_completed log lines),
 median [min..max] over the rounds; the hub's phases from its round_data_plane lines (join =
@@ -39,8 +41,10 @@ MiB = 1 << 20
 TENSOR_BYTES = 64 * MiB  # the models are layers of at most this many bytes, as real ones are
 TICKS = os.sysconf("SC_CLK_TCK")
 
-# (devices, model bytes, rounds, rounds with --quick or None to skip it then)
-CASES = [(10, MiB, 5, 2), (100, MiB, 3, 2), (1000, MiB, 3, None), (10, 100 * MiB, 2, 1), (10, 1024 * MiB, 1, None)]
+# (devices, model bytes, rounds, rounds with --quick or None to skip it then, strategy, its parameters)
+CASES = [(10, MiB, 5, 2, "fedavg", {}), (100, MiB, 3, 2, "fedavg", {}), (1000, MiB, 3, None, "fedavg", {}),
+         (10, 100 * MiB, 2, 1, "fedavg", {}), (10, 1024 * MiB, 1, None, "fedavg", {}),
+         (10, 100 * MiB, 2, None, "fedmedian", {}), (10, 100 * MiB, 2, None, "multi_krum", {"f": 2, "m": 4})]
 # Devices training (and holding a trained model plus its float64 contribution, 3x the model) at
 # once, for the models where ten devices doing so together would not fit in this machine.
 TRAINING_SLOTS_FROM_BYTES = 100 * MiB
@@ -118,7 +122,7 @@ class Log:
         return [json.loads(line) for line in lines if line]
 
 
-def run_case(binaries, workdir, devices, model_bytes, rounds, log_progress):
+def run_case(binaries, workdir, devices, model_bytes, rounds, strategy, params, log_progress):
     admin_key = workdir / "admin.key"
     public_key = subprocess.run([binaries / "torchnative-admin", "--key", admin_key, "public-key"], check=True,
                                 capture_output=True, text=True).stdout.strip()
@@ -156,7 +160,8 @@ def run_case(binaries, workdir, devices, model_bytes, rounds, log_progress):
             time.sleep(0.2)
         ready_seconds = time.monotonic() - devices_started
         admin = [binaries / "torchnative-admin", "--server", server, "--key", admin_key]
-        subprocess.run(admin + ["create-task", "--strategy", "fedavg", "--rounds", str(rounds),
+        subprocess.run(admin + ["create-task", "--strategy", strategy, "--params", json.dumps(params),
+                                "--rounds", str(rounds),
                                 "--devices-per-round", str(devices), "--min-updates", str(devices),
                                 "--min-available", str(devices), "--round-timeout-ms", "900000",
                                 "--model", model], check=True, capture_output=True)
@@ -179,7 +184,8 @@ def run_case(binaries, workdir, devices, model_bytes, rounds, log_progress):
                     begun, cpu_begun = started[event["round"]]
                     walls.append(log_seconds(event["time"]) - log_seconds(begun))
                     cpus.append(cpu - cpu_begun)
-                    log_progress(f"  {devices} devices, {human(model_bytes)}: round {event['round']} in {walls[-1]:.2f} s")
+                    log_progress(f"  {strategy}, {devices} devices, {human(model_bytes)}: round {event['round']}"
+                                 f" in {walls[-1]:.2f} s")
                 elif event["event"] == "round_failed":
                     raise RuntimeError(f"round {event['round']} failed: {event.get('message')}")
             if coordinator.poll() is not None:
@@ -221,37 +227,37 @@ def main():
     bandwidth = memory_bandwidth()
     print(f"memory bandwidth (numpy copy of 512 MiB, median of 5): {bandwidth / 1e9:.2f} GB/s copied")
     rows = []
-    for devices, model_bytes, rounds, quick_rounds in CASES:
+    for devices, model_bytes, rounds, quick_rounds, strategy, params in CASES:
         if args.quick:
             if quick_rounds is None:
                 continue
             rounds = quick_rounds
         with tempfile.TemporaryDirectory(prefix="federated_bench_") as work:
-            result = run_case(binaries, Path(work), devices, model_bytes, rounds,
+            result = run_case(binaries, Path(work), devices, model_bytes, rounds, strategy, params,
                               lambda line: print(line, file=sys.stderr, flush=True))
-        rows.append((devices, model_bytes, result))
+        rows.append((strategy, devices, model_bytes, result))
 
     print("\nready: s from starting the device process until every device waits in CheckIn; round: wall s,"
           " median [min..max]\nover the rounds; phases (medians, s): join = data-plane rendezvous, bcast, reduce ="
           " until the last\ncontribution landed, agg = aggregation, folding the kept contributions as the strategy"
           " reads them (fold);\nCPU: coordinator s per round; RSS: peak (VmHWM) MiB; fold GB/s: contribution bytes"
           " folded / fold s")
-    print(f"{'devices':>7} {'model':>7} {'ready':>6} {'rounds':>6} {'round wall s':>22} {'join':>6} {'bcast':>6}"
+    print(f"{'strategy':>10} {'devices':>7} {'model':>7} {'ready':>6} {'rounds':>6} {'round wall s':>22} {'join':>6} {'bcast':>6}"
           f" {'reduce':>7} {'agg':>6} {'fold':>6} {'CPU s':>6} {'coord RSS':>9} {'RSS/model':>9} {'dev RSS':>8}"
           f" {'fold GB/s':>9} {'/copy':>6}")
-    for devices, model_bytes, result in rows:
+    for strategy, devices, model_bytes, result in rows:
         phases = result["phases"]
         median = lambda key: statistics.median(p[key] for p in phases)
         aggregation = statistics.median(p["bytes_reduced"] / p["fold_seconds"] for p in phases)
-        print(f"{devices:>7} {human(model_bytes):>7} {result['ready_seconds']:>6.1f} {len(result['walls']):>6}"
+        print(f"{strategy:>10} {devices:>7} {human(model_bytes):>7} {result['ready_seconds']:>6.1f} {len(result['walls']):>6}"
               f" {spread(result['walls']):>22} {median('join_seconds'):>6.2f} {median('broadcast_seconds'):>6.2f}"
               f" {median('reduce_seconds'):>7.2f} {median('aggregate_seconds'):>6.2f} {median('fold_seconds'):>6.2f}"
               f" {statistics.median(result['cpus']):>6.2f} {result['coordinator_peak'] / MiB:>9.0f}"
               f" {result['coordinator_peak'] / model_bytes:>9.2f} {result['device_peak'] / MiB:>8.0f}"
               f" {aggregation / 1e9:>9.2f} {aggregation / bandwidth:>6.2f}")
-    largest = max(rows, key=lambda row: row[1])
-    print(f"\nissue 4's bar, coordinator peak RSS under 3x the model in a 1 GB model round: the {human(largest[1])}"
-          f" model's round peaked at {largest[2]['coordinator_peak'] / largest[1]:.2f}x")
+    largest = max(rows, key=lambda row: row[2])
+    print(f"\nissue 4's bar, coordinator peak RSS under 3x the model in a 1 GB model round: the {human(largest[2])}"
+          f" model's round ({largest[0]}) peaked at {largest[3]['coordinator_peak'] / largest[2]:.2f}x")
 
 
 if __name__ == "__main__":
