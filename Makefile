@@ -56,7 +56,7 @@ test: setup asan-test
 # The C++ unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan-test: system-packages
 	test -f build-asan/build.ninja || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTORCHNATIVE_SANITIZE=ON
-	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test archive_test federated_test proto_test server_state_test coordinator_test
+	ninja -C build-asan -j2 shim_core_test process_group_test distributed_store_test archive_test federated_test proto_test server_state_test coordinator_test client_test
 	ctest --test-dir build-asan --output-on-failure
 
 bench: setup

@@ -2,7 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -23,7 +26,11 @@ using SystemClock = std::chrono::system_clock;
 constexpr const char* kRegister = "/torchnative.federated.v1.DeviceService/Register";
 constexpr const char* kCheckIn = "/torchnative.federated.v1.DeviceService/CheckIn";
 constexpr const char* kFetchTask = "/torchnative.federated.v1.DeviceService/FetchTask";
+constexpr const char* kHeartbeat = "/torchnative.federated.v1.DeviceService/Heartbeat";
 constexpr Milliseconds kCallTimeout{60'000};
+// Until the coordinator names its own: one that predates RegisterResponse.heartbeat_interval_ms
+// has the same default.
+constexpr Milliseconds kDefaultHeartbeatInterval{10'000};
 
 // A call that came back with a gRPC error; transient ones are retried by run().
 struct RpcError : std::runtime_error {
@@ -51,21 +58,45 @@ Milliseconds until_unix_ms(uint64_t when) {
   return Milliseconds(when > now ? int64_t(when - now) : 0);
 }
 
-// The broadcast bytes as a model whose tensors share them, checked against the table and digest
-// the round announced: the table as a transfer's header is checked, the model it describes
-// against the digest. Sharing instead of copying keeps a large model once in memory per device.
+std::string round_name(const v1::RoundConfig& round) { return "round " + std::to_string(round.round_id()); }
+
+// Every size the round announces that this device would allocate for, checked against its limits
+// before anything is allocated (or a connection made): the model table, which sizes the broadcast
+// buffer, the trained model and the contribution (at most four times the model: float64 per
+// float16 element), and the data plane's ranks, per which joining allocates.
+void check_round_sizes(const v1::RoundConfig& round, const DeviceOptions& options) {
+  const v1::DataPlane& plane = round.data_plane();
+  const v1::ModelHeader& header = plane.model();
+  if (header.total_bytes() > options.limits.max_total_bytes)
+    throw std::runtime_error(round_name(round) + " announces a model of " +
+                             std::to_string(header.total_bytes()) + " bytes, above this device's limit of " +
+                             std::to_string(options.limits.max_total_bytes));
+  if (header.blake2b_256() != round.model_blake2b_256())
+    throw std::runtime_error(round_name(round) +
+                             ": the data plane's model table and the round disagree on the model digest");
+  try {
+    // Names, dtypes, shapes against the limits, offsets back to back and the total; allocates
+    // nothing.
+    proto::ModelAssembler(options.limits).accept_header(header);
+  } catch (const proto::TransferError& error) {
+    throw std::runtime_error(round_name(round) + ": " + error.what());
+  }
+  if (plane.world_size() > options.max_data_plane_ranks)
+    throw std::runtime_error(round_name(round) + " announces a data plane of " +
+                             std::to_string(plane.world_size()) + " ranks, above this device's limit of " +
+                             std::to_string(options.max_data_plane_ranks));
+  if (plane.rank() == 0 || plane.rank() >= plane.world_size())
+    throw std::runtime_error(round_name(round) + " puts this device at rank " + std::to_string(plane.rank()) +
+                             " of a data plane of " + std::to_string(plane.world_size()) +
+                             " ranks, rank 0 being the hub's");
+}
+
+// The broadcast bytes, laid out as the round's table (check_round_sizes), as a model whose
+// tensors share them, checked against the digest. Sharing instead of copying keeps a large model
+// once in memory per device.
 federated::Model model_from_broadcast(const v1::RoundConfig& round,
                                       std::shared_ptr<const std::string> bytes) {
   const v1::ModelHeader& header = round.data_plane().model();
-  if (header.blake2b_256() != round.model_blake2b_256())
-    throw std::runtime_error("round " + std::to_string(round.round_id()) +
-                             ": the data plane's model table and the round disagree on the model digest");
-  // Names, dtypes, shapes, offsets back to back and the total; allocates nothing.
-  proto::ModelAssembler().accept_header(header);
-  if (header.total_bytes() != bytes->size())
-    throw std::runtime_error("round " + std::to_string(round.round_id()) + ": the model broadcast has " +
-                             std::to_string(bytes->size()) + " bytes, its table " +
-                             std::to_string(header.total_bytes()));
   federated::Model model;
   for (const v1::TensorEntry& entry : header.tensors()) {
     const federated::TensorSpec spec{entry.name(), ScalarType(entry.dtype()),
@@ -76,7 +107,7 @@ federated::Model model_from_broadcast(const v1::RoundConfig& round,
         federated::wrap_tensor(spec.name, spec.dtype, spec.shape, std::move(data), spec.nbytes()));
   }
   if (proto::ModelChunker(model, header.model_version()).header().blake2b_256() != header.blake2b_256())
-    throw std::runtime_error("round " + std::to_string(round.round_id()) +
+    throw std::runtime_error(round_name(round) +
                              ": the model broadcast does not hash to the digest the round names");
   return model;
 }
@@ -88,7 +119,7 @@ federated::ContributionKind contribution_kind(const v1::RoundConfig& round) {
     case v1::CONTRIBUTION_KIND_VALUES:
       return federated::ContributionKind::Values;
     default:  // a newer hub's kind: sending either would be aggregated as something else
-      throw std::runtime_error("round " + std::to_string(round.round_id()) + ": contribution kind " +
+      throw std::runtime_error(round_name(round) + ": contribution kind " +
                                std::to_string(int(round.data_plane().contribution())) +
                                " is not one this device knows");
   }
@@ -113,6 +144,82 @@ class TrainingSlot {
   std::counting_semaphore<>* slots_;
 };
 
+// Sends the heartbeats of every device of the process from one thread, so that a thousand devices
+// in one process cost no thread each. A device's next heartbeat is due at a uniformly random time
+// between half its interval and its interval after the last one, never later than the
+// coordinator asked and never in step with devices that registered together; a heartbeat goes as
+// an asynchronous call, so a slow coordinator delays no other device's.
+class HeartbeatScheduler {
+ public:
+  // Sends the device's heartbeat (or not, if its last one is still on its way) and returns the
+  // interval the coordinator asks for.
+  using Send = std::function<Milliseconds()>;
+
+  static HeartbeatScheduler& instance() {
+    static HeartbeatScheduler scheduler;
+    return scheduler;
+  }
+
+  void add(const void* device, Send send, Milliseconds interval) {
+    std::lock_guard lock(mutex_);
+    senders_[device] = std::move(send);
+    due_.emplace(SteadyClock::now() + jittered(interval), device);
+    changed_.notify_one();
+  }
+
+  // Once this returns, the device's Send is not running and never runs again.
+  void remove(const void* device) {
+    std::lock_guard lock(mutex_);
+    senders_.erase(device);
+    std::erase_if(due_, [device](const auto& entry) { return entry.second == device; });
+  }
+
+ private:
+  using SteadyClock = std::chrono::steady_clock;
+
+  HeartbeatScheduler() : thread_([this](std::stop_token stop) { run(stop); }) {}
+
+  Milliseconds jittered(Milliseconds interval) {
+    return Milliseconds(
+        std::uniform_int_distribution<int64_t>(interval.count() / 2, interval.count())(random_));
+  }
+
+  void run(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      if (due_.empty()) {
+        changed_.wait(lock, stop, [&] { return !due_.empty(); });
+        continue;
+      }
+      const auto next = due_.begin()->first;
+      if (SteadyClock::now() < next) {
+        // Until then, unless a device added meanwhile is due sooner.
+        changed_.wait_until(lock, stop, next, [&] { return !due_.empty() && due_.begin()->first < next; });
+        continue;
+      }
+      const void* device = due_.begin()->second;
+      due_.erase(due_.begin());
+      // Under the lock, so that remove() waits for it; it only starts a call.
+      const Milliseconds interval = senders_.at(device)();
+      due_.emplace(SteadyClock::now() + jittered(interval), device);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable_any changed_;
+  std::map<const void*, Send> senders_;
+  std::multimap<SteadyClock::time_point, const void*> due_;
+  std::mt19937_64 random_{std::random_device{}()};
+  std::jthread thread_;  // last: stopped and joined before the rest goes
+};
+
+// One heartbeat on its way; deleted by its completion.
+struct HeartbeatCall {
+  grpc::ClientContext context;
+  v1::HeartbeatRequest request;
+  v1::HeartbeatResponse response;
+};
+
 }  // namespace
 
 std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options) {
@@ -123,8 +230,8 @@ std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options) {
     credentials = grpc::SslCredentials(tls);
   }
   grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(int(options.max_message_bytes));
-  arguments.SetMaxSendMessageSize(int(options.max_message_bytes));
+  arguments.SetMaxReceiveMessageSize(int(options.limits.max_message_bytes));
+  arguments.SetMaxSendMessageSize(int(options.limits.max_message_bytes));
   return grpc::CreateCustomChannel(options.server_address, credentials, arguments);
 }
 
@@ -132,13 +239,66 @@ struct Device::Impl {
   DeviceOptions options;
   proto::SigningKey key;
   std::unique_ptr<v1::DeviceService::Stub> stub;
-  std::string device_id;
+  std::string device_id;  // written under `mutex`: the heartbeat thread reads it
   std::mt19937_64 jitter{std::random_device{}()};
+
+  // What the device's thread shares with the heartbeat thread and its calls' completions.
+  std::mutex mutex;
+  std::condition_variable heartbeat_finished;
+  v1::HeartbeatPayload activity;  // what the next heartbeat reports
+  Milliseconds heartbeat_interval = kDefaultHeartbeatInterval;
+  HeartbeatCall* heartbeat_on_its_way = nullptr;
+  bool heartbeats_scheduled = false;
 
   explicit Impl(DeviceOptions o)
       : options(std::move(o)),
         key(proto::SigningKey::load_or_create(options.key_file)),
-        stub(v1::DeviceService::NewStub(options.channel ? options.channel : open_channel(options))) {}
+        stub(v1::DeviceService::NewStub(options.channel ? options.channel : open_channel(options))) {
+    activity.set_state(v1::DEVICE_STATE_IDLE);
+  }
+
+  ~Impl() {
+    if (!heartbeats_scheduled) return;
+    HeartbeatScheduler::instance().remove(this);
+    std::unique_lock lock(mutex);
+    if (heartbeat_on_its_way) heartbeat_on_its_way->context.TryCancel();
+    heartbeat_finished.wait(lock, [&] { return heartbeat_on_its_way == nullptr; });
+  }
+
+  void set_device_id(std::string id) {
+    std::lock_guard lock(mutex);
+    device_id = std::move(id);
+  }
+
+  // What the heartbeats report from now on: the state and, while in a round, which one.
+  void report(v1::DeviceState state, const v1::RoundConfig* round = nullptr) {
+    std::lock_guard lock(mutex);
+    activity.set_state(state);
+    activity.set_task_id(round ? round->task_id() : "");
+    activity.set_round_id(round ? round->round_id() : 0);
+  }
+
+  // On the heartbeat thread (HeartbeatScheduler::Send).
+  Milliseconds send_heartbeat() {
+    std::unique_lock lock(mutex);
+    if (heartbeat_on_its_way || device_id.empty()) return heartbeat_interval;  // unregistered for now
+    auto* call = new HeartbeatCall;
+    sign(call->request, kHeartbeat, activity);
+    call->context.set_deadline(SystemClock::now() + heartbeat_interval);
+    heartbeat_on_its_way = call;
+    const Milliseconds interval = heartbeat_interval;
+    lock.unlock();  // the completion may run on this thread, and takes the lock
+    stub->async()->Heartbeat(&call->context, &call->request, &call->response,
+                             [this, call](const grpc::Status& status) {
+                               std::lock_guard lock(mutex);
+                               if (status.ok() && call->response.next_heartbeat_ms() > 0)
+                                 heartbeat_interval = Milliseconds(call->response.next_heartbeat_ms());
+                               delete call;
+                               heartbeat_on_its_way = nullptr;
+                               heartbeat_finished.notify_all();
+                             });
+    return interval;
+  }
 
   template <typename Request>
   void sign(Request& request, const char* method, const google::protobuf::Message& payload) {
@@ -160,12 +320,21 @@ struct Device::Impl {
     payload.set_public_key(key.public_key());
     *payload.mutable_metadata() = options.metadata;
     v1::RegisterRequest request;
-    device_id.clear();  // Register is signed under the key in its own payload
+    set_device_id("");  // Register is signed under the key in its own payload
     sign(request, kRegister, payload);
     v1::RegisterResponse response;
     grpc::Status status = stub->Register(context(kCallTimeout).get(), request, &response);
     if (!status.ok()) throw RpcError("Register", status);
-    device_id = response.device_id();
+    set_device_id(response.device_id());
+    if (!heartbeats_scheduled) {
+      if (response.heartbeat_interval_ms() > 0) {
+        std::lock_guard lock(mutex);
+        heartbeat_interval = Milliseconds(response.heartbeat_interval_ms());
+      }
+      HeartbeatScheduler::instance().add(
+          this, [this] { return send_heartbeat(); }, heartbeat_interval);
+      heartbeats_scheduled = true;
+    }
   }
 
   Milliseconds backoff(int failures) {
@@ -214,9 +383,14 @@ v1::RoundConfig Device::fetch_task(const v1::Assignment& assignment) {
 
 RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& trainer) {
   RoundReport report{round.task_id(), round.round_id(), false, {}, {}};
+  struct BackToIdle {
+    Impl& impl;
+    ~BackToIdle() { impl.report(v1::DEVICE_STATE_IDLE); }
+  } back_to_idle{*impl_};
   try {
-    if (!round.has_data_plane())
-      throw std::runtime_error("round " + std::to_string(round.round_id()) + " names no data plane");
+    if (!round.has_data_plane()) throw std::runtime_error(round_name(round) + " names no data plane");
+    check_round_sizes(round, impl_->options);
+    impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
     const v1::DataPlane& plane = round.data_plane();
     dist::TCPStoreOptions store_options;
     store_options.host = plane.store_host();
@@ -246,11 +420,13 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     federated::Model global = model_from_broadcast(round, std::move(model_bytes));
 
     const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
+    impl_->report(v1::DEVICE_STATE_TRAINING, &round);
     report.result = trainer(global, round);
     federated::ContributionLayout layout(global.spec(), contribution_kind(round));
     global = {};  // the broadcast's memory, while the contribution takes twice the model's
     auto contribution = std::make_shared<std::vector<double>>(layout.elements());
     layout.pack(report.result.model, report.result.num_examples, federated::UpdateLimits{}, *contribution);
+    impl_->report(v1::DEVICE_STATE_UPLOADING, &round);
     auto outcome = std::make_shared<dist::DeadlineReduceResult>();
     group
         .deadline_reduce(
@@ -283,7 +459,7 @@ void Device::run(const Trainer& trainer, std::stop_token stop,
       if (on_round) on_round(report);
     } catch (const RpcError& error) {
       // An unknown or forgotten identity registers again; everything else is waited out.
-      if (error.code == grpc::StatusCode::UNAUTHENTICATED) impl_->device_id.clear();
+      if (error.code == grpc::StatusCode::UNAUTHENTICATED) impl_->set_device_id("");
       pause(impl_->backoff(failures++));
     } catch (const std::exception&) {
       pause(impl_->backoff(failures++));

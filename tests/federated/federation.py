@@ -81,11 +81,13 @@ def http_get(coordinator, path):
         return response.status, response.read().decode()
 
 
-def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_bytes=None):
+def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_bytes=None,
+                       heartbeat_interval_ms=None):
     """Starts a coordinator on tmp_path's state directory and administrator key (both made on first
     use, so a second launch resumes the first's state); returns its admin command line, ports,
     process and log. spool_bytes: the hub's data_plane.spool_bytes (past it, contributions are
-    spooled to disk)."""
+    spooled to disk); heartbeat_interval_ms: what devices are told to keep to (a device silent for
+    three intervals is presumed gone)."""
     admin_key = tmp_path / "admin.key"
     public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
                                 check=True, capture_output=True, text=True).stdout.strip()
@@ -93,9 +95,12 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
     data_plane = {"host": "127.0.0.1", "join_window_ms": 10000}
     if spool_bytes is not None:
         data_plane["spool_bytes"] = spool_bytes
-    config.write_text(json.dumps({
+    settings = {
         "listen": f"127.0.0.1:{grpc_port}", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
-        "admin_public_keys": [public_key], "check_in_wait_bound_ms": 2000, "data_plane": data_plane}))
+        "admin_public_keys": [public_key], "check_in_wait_bound_ms": 2000, "data_plane": data_plane}
+    if heartbeat_interval_ms is not None:
+        settings["heartbeat_interval_ms"] = heartbeat_interval_ms
+    config.write_text(json.dumps(settings))
     log_path = tmp_path / log_name
     with open(log_path, "w") as log:
         process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
@@ -114,9 +119,9 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
             "process": process, "log": log_path}
 
 
-def start_coordinator(tmp_path, spool_bytes=None):
+def start_coordinator(tmp_path, spool_bytes=None, heartbeat_interval_ms=None):
     """Starts a coordinator; yields what launch_coordinator returns and kills it afterwards."""
-    coordinator = launch_coordinator(tmp_path, spool_bytes=spool_bytes)
+    coordinator = launch_coordinator(tmp_path, spool_bytes=spool_bytes, heartbeat_interval_ms=heartbeat_interval_ms)
     yield coordinator
     process = coordinator["process"]
     if process.poll() is None:

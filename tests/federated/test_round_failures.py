@@ -1,5 +1,6 @@
 """Failures over real processes on loopback: a device killed mid-round (left out when the others
-still make min_updates, the attempt abandoned and retried when they do not), the coordinator
+still make min_updates, the attempt abandoned and retried when they do not, and listed gone once
+it has missed its heartbeats, while one training for longer stays alive), the coordinator
 killed mid-round and restarted on its state directory, and devices that send what the real client
 never would (a NaN or a wrong-length contribution past the client's checks, a garbage or an
 oversized gRPC message, a replayed request after a restart).
@@ -9,10 +10,13 @@ Every completed round's model is recomputed here from what its contributors repo
 """
 import json
 import subprocess
+import time
 
 import numpy as np
+import pytest
 
-from federation import (REPO, admin_json, http_get, launch_coordinator, read_safetensors, rogue_device, tool,
+from federation import (REPO, admin_json, http_get, launch_coordinator, read_safetensors, rogue_device,
+                        start_coordinator, tool,
                         wait_for, write_safetensors)
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
@@ -270,10 +274,13 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
         assert process.returncode == 0, err
         return json.loads(out)
 
-    # gRPC refuses a message that does not parse before any handler runs: INTERNAL from a
-    # synchronous method, UNIMPLEMENTED from a callback one (CheckIn), both without a message.
-    assert outcome(rogue("garbage.key", "garbage", "Register")) == {"code": 13, "message": ""}
-    assert outcome(rogue("garbage.key", "garbage", "CheckIn")) == {"code": 12, "message": ""}
+    # A message that does not parse is INVALID_ARGUMENT naming the method and its request type,
+    # whether the method is synchronous (Register), a callback (CheckIn) or server-streaming
+    # (FetchModel).
+    for method in ("Register", "CheckIn", "FetchModel"):
+        assert outcome(rogue("garbage.key", "garbage", method)) == {
+            "code": 3, "message": f"/torchnative.federated.v1.DeviceService/{method}: the request could not be "
+                                  f"parsed as a torchnative.federated.v1.{method}Request"}
     oversized = outcome(rogue("oversized.key", "oversized", str(5 << 20)))
     assert oversized["code"] == 8, oversized  # RESOURCE_EXHAUSTED, at the configured 4 MiB
     assert oversized["message"].startswith("Received message larger than max (") and \
@@ -341,3 +348,61 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
     assert http_get(coordinator, "/healthz") == (200, "ok\n")
     _, metrics = http_get(coordinator, "/metrics")
     assert 'torchnative_requests_refused_total{reason="contribution_refused"} 3' in metrics
+    assert 'torchnative_requests_refused_total{reason="malformed_request"} 3' in metrics
+
+
+HEARTBEAT_INTERVAL_S = 0.4
+LIVENESS_WINDOW_S = 3 * HEARTBEAT_INTERVAL_S  # the coordinator's kHeartbeatsUntilGone intervals
+
+
+@pytest.fixture
+def fast_heartbeats(tmp_path):
+    yield from start_coordinator(tmp_path, heartbeat_interval_ms=int(HEARTBEAT_INTERVAL_S * 1000))
+
+
+def listed_devices(coordinator):
+    return {device["device_id"]: device for device in admin_json(coordinator, "devices")}
+
+
+def test_a_device_training_past_the_liveness_window_stays_alive_and_a_killed_one_is_gone_after_it(
+        fast_heartbeats, tmp_path):
+    coordinator = fast_heartbeats
+    devices = PythonDevices(coordinator, tmp_path)
+    try:
+        # Both sleepers say nothing but their heartbeats while they train, for many windows.
+        devices.start("slow", shift=0.5, examples=10, rounds=1, sleep_round=1, sleep_seconds=10)
+        victim = devices.start("victim", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120)
+        devices.start("quick", shift=-0.25, examples=30, rounds=1)
+        wait_for("three devices to check in", lambda: checked_in(coordinator) == 3, 30)
+        task = create_task(coordinator, tmp_path, rounds=1, per_round=3, min_updates=2, min_available=3)
+        wait_for("the sleepers to be training",
+                 lambda: devices.training("slow", 1) and devices.training("victim", 1), 30)
+        slow, dead = devices.device_id("slow"), devices.device_id("victim")
+        wait_for("their heartbeats to report training", lambda: all(
+            listed["last_state"] == "DEVICE_STATE_TRAINING"
+            for device, listed in listed_devices(coordinator).items() if device in (slow, dead)), 10)
+        observed = set()
+        for _ in range(int(3 * LIVENESS_WINDOW_S / 0.2)):
+            listed = listed_devices(coordinator)
+            observed |= {(label, listed[device]["alive"], listed[device]["last_state"])
+                         for label, device in (("slow", slow), ("victim", dead))}
+            time.sleep(0.2)
+        victim.kill()
+        assert victim.wait() == -9
+        killed_at = time.monotonic()
+        wait_for("the killed device to be listed gone", lambda: not listed_devices(coordinator)[dead]["alive"], 10)
+        gone_after = time.monotonic() - killed_at
+        slow_after = listed_devices(coordinator)[slow]
+        reports = devices.reports("slow")
+        entry = closed_rounds(coordinator, task, 1)[0]
+    finally:
+        devices.kill_all()
+
+    assert observed == {("slow", True, "DEVICE_STATE_TRAINING"), ("victim", True, "DEVICE_STATE_TRAINING")}
+    assert (slow_after["alive"], slow_after["last_state"]) == (True, "DEVICE_STATE_TRAINING"), slow_after
+    # Gone once the window passed since its last heartbeat (at most an interval before it died).
+    assert LIVENESS_WINDOW_S - HEARTBEAT_INTERVAL_S - 0.2 < gone_after < LIVENESS_WINDOW_S + 3, gone_after
+    assert reports == [[1, True, ""]]
+    quick = devices.device_id("quick")
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+    assert entry["contributors"] == sorted([slow, quick]) and entry["missing"] == [dead], entry

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "federated/model.h"
+#include "proto/model_transfer.h"
 #include "torchnative/federated/v1/device.grpc.pb.h"
 
 namespace tn::client {
@@ -38,7 +39,12 @@ struct DeviceOptions {
   v1::DeviceMetadata metadata;
   Milliseconds check_in_wait{20'000};  // how long one CheckIn may be held by the server
   Backoff backoff;
-  size_t max_message_bytes = size_t{4} << 20;
+  // What this device accepts from the coordinator: messages on the channel, and the model table a
+  // round announces (total bytes, tensors, names, ranks), which sizes the broadcast buffer, the
+  // trained model and the contribution, so it is checked before any of them is allocated.
+  proto::TransferLimits limits;
+  // The most ranks a round's data plane may have: joining it allocates per rank.
+  uint32_t max_data_plane_ranks = uint32_t{1} << 16;
   // A channel shared by the devices of one process (open_channel), so that hundreds of them
   // keep one channel's state instead of one each; when null the device opens its own.
   std::shared_ptr<grpc::Channel> channel;
@@ -50,7 +56,7 @@ struct DeviceOptions {
 };
 
 // The channel to options.server_address: TLS with tls_root_certificates_file when set,
-// plaintext otherwise, messages up to max_message_bytes.
+// plaintext otherwise, messages up to limits.max_message_bytes.
 std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options);
 
 // What a trainer returns: the trained model (full weights, same tensors as the global model),
@@ -80,6 +86,9 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   // Registers (idempotent: the same key always gets the same id) and returns the device id.
+  // From the first registration until the device is destroyed it heartbeats on a timer, at the
+  // coordinator's interval, jittered, reporting what it is doing, so that training for longer
+  // than the coordinator's liveness window does not make it presumed gone.
   const std::string& device_id();
   // One long poll: an assignment, or nothing when the server had no work before its bound.
   std::optional<v1::Assignment> check_in();

@@ -211,7 +211,8 @@ class Admin {
                      {"platform", device.metadata().platform()},
                      {"registered_unix_ms", device.registered_unix_ms()},
                      {"last_seen_unix_ms", device.last_seen_unix_ms()},
-                     {"last_state", v1::DeviceState_Name(device.last_state())}});
+                     {"last_state", v1::DeviceState_Name(device.last_state())},
+                     {"alive", device.alive()}});
     return out;
   }
 

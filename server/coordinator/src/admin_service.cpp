@@ -1,5 +1,8 @@
 #include "admin_service.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "device_metadata.h"
 #include "model_versions.h"
 #include "proto/model_transfer.h"
@@ -97,8 +100,15 @@ grpc::Status AdminServiceImpl::ListDevices(grpc::ServerContext*, const v1::ListD
       info.set_public_key(device.public_key);
       *info.mutable_metadata() = metadata_from_json(device.metadata);
       info.set_registered_unix_ms(uint64_t(device.registered_at_ms));
-      info.set_last_seen_unix_ms(uint64_t(device.last_seen_ms));
-      info.set_last_state(services_.board.last_state(device.id));
+      const DeviceBoard::Presence presence = services_.board.presence(device.id);
+      int64_t last_seen_ms = device.last_seen_ms;
+      if (presence.last_heard)
+        last_seen_ms = std::max<int64_t>(last_seen_ms, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                           presence.last_heard->time_since_epoch())
+                                                           .count());
+      info.set_last_seen_unix_ms(uint64_t(last_seen_ms));
+      info.set_last_state(presence.last_state);
+      info.set_alive(presence.alive);
     }
     return grpc::Status::OK;
   });

@@ -11,6 +11,7 @@
 #include "device_service.h"
 #include "http_endpoint.h"
 #include "json_log.h"
+#include "malformed_requests.h"
 #include "request_verifier.h"
 #include "tasks.h"
 
@@ -44,7 +45,7 @@ struct Coordinator::Impl {
   CoordinatorConfig config;
   GuardedState state;
   Metrics metrics;
-  DeviceBoard board;
+  DeviceBoard board{config.heartbeat_interval * kHeartbeatsUntilGone};
   EventLog events;
   Services services{config, state, board, events, metrics};
   RequestVerifier verifier;
@@ -83,6 +84,9 @@ struct Coordinator::Impl {
     builder.AddListeningPort(config.listen, credentials(config), &grpc_port);
     builder.SetMaxReceiveMessageSize(int(config.transfer_limits.max_message_bytes));
     builder.SetMaxSendMessageSize(int(config.transfer_limits.max_message_bytes));
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(std::make_unique<MalformedRequestInterceptorFactory>(metrics));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
     builder.RegisterService(&device_service);
     builder.RegisterService(&admin_service);
     server = builder.BuildAndStart();

@@ -5,7 +5,8 @@
 
 namespace tn::server {
 
-DeviceBoard::DeviceBoard() : expiry_([this] { expire_holds(); }) {}
+DeviceBoard::DeviceBoard(std::chrono::milliseconds liveness_window)
+    : liveness_window_(liveness_window), expiry_([this] { expire_holds(); }) {}
 
 DeviceBoard::~DeviceBoard() {
   close();
@@ -19,6 +20,7 @@ uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::js
   {
     std::lock_guard lock(mutex_);
     ticket = next_ticket_++;
+    note_heard(device, std::nullopt);
     auto reserved = reserved_.find(device);
     if (!closed_ && reserved != reserved_.end() && reserved->second.undelivered) {
       ready = std::exchange(reserved->second.undelivered, std::nullopt);
@@ -84,8 +86,9 @@ void DeviceBoard::expire_holds() {
 std::vector<federated::DeviceId> DeviceBoard::reserve(const Chooser& choose) {
   std::lock_guard lock(mutex_);
   std::vector<Waiting> available;
+  const auto now = SteadyClock::now();
   for (const auto& [id, held] : held_)
-    if (!reserved_.contains(id)) available.push_back({id, held.metadata});
+    if (!reserved_.contains(id) && alive(id, now)) available.push_back({id, held.metadata});
   std::vector<federated::DeviceId> chosen = choose(available);
   for (const federated::DeviceId& id : chosen) reserved_[id];
   return chosen;
@@ -142,15 +145,28 @@ size_t DeviceBoard::waiting() const {
   return held_.size();
 }
 
-void DeviceBoard::note_state(const federated::DeviceId& device, v1::DeviceState state) {
-  std::lock_guard lock(mutex_);
-  reported_[device] = state;
+void DeviceBoard::note_heard(const federated::DeviceId& device, std::optional<v1::DeviceState> reported) {
+  Heard& heard = heard_[device];
+  heard.at = SteadyClock::now();
+  heard.at_wall = std::chrono::system_clock::now();
+  if (reported) heard.state = *reported;
 }
 
-v1::DeviceState DeviceBoard::last_state(const federated::DeviceId& device) const {
+bool DeviceBoard::alive(const federated::DeviceId& device, SteadyClock::time_point now) const {
+  auto found = heard_.find(device);
+  return found != heard_.end() && now - found->second.at <= liveness_window_;
+}
+
+void DeviceBoard::heard_from(const federated::DeviceId& device, std::optional<v1::DeviceState> reported) {
   std::lock_guard lock(mutex_);
-  auto found = reported_.find(device);
-  return found == reported_.end() ? v1::DEVICE_STATE_UNSPECIFIED : found->second;
+  note_heard(device, reported);
+}
+
+DeviceBoard::Presence DeviceBoard::presence(const federated::DeviceId& device) const {
+  std::lock_guard lock(mutex_);
+  auto found = heard_.find(device);
+  if (found == heard_.end()) return {};
+  return {found->second.state, found->second.at_wall, alive(device, SteadyClock::now())};
 }
 
 void DeviceBoard::close() {

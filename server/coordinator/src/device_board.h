@@ -5,6 +5,11 @@
 //
 // A held CheckIn is a callback, not a blocked thread, so a thousand waiting devices cost a
 // thousand small records; one thread of the board ends the holds whose wait has passed.
+//
+// Liveness: a device is alive while the board has heard from it (a Heartbeat, a CheckIn, a
+// FetchTask) within the liveness window. Devices heartbeat on a timer whatever they are doing, so
+// one that trains for longer than the window stays alive, and one that vanished without closing
+// its connections (a held CheckIn whose caller is gone but never hung up) is not selected.
 #pragma once
 
 #include <chrono>
@@ -38,21 +43,21 @@ class DeviceBoard {
   // that ended the hold (or on the caller's, from hold() itself).
   using Answer = std::function<void(std::optional<v1::Assignment>)>;
 
-  DeviceBoard();
+  explicit DeviceBoard(std::chrono::milliseconds liveness_window);
   ~DeviceBoard();  // answers every hold, as close() does
   DeviceBoard(const DeviceBoard&) = delete;
   DeviceBoard& operator=(const DeviceBoard&) = delete;
 
-  // CheckIn: counts `device` as available until its hold is answered or withdrawn. An
-  // assignment posted while the device was between two CheckIns is given at once. Returns the
-  // hold's ticket, for withdraw().
+  // CheckIn: counts `device` as available until its hold is answered or withdrawn (and as heard
+  // from now). An assignment posted while the device was between two CheckIns is given at once.
+  // Returns the hold's ticket, for withdraw().
   uint64_t hold(const federated::DeviceId& device, const nlohmann::json& metadata,
                 std::chrono::milliseconds wait, Answer answer);
   // The caller hung up (a dead device must not be selected): ends the hold without answering
   // it. False when it had been answered already.
   bool withdraw(const federated::DeviceId& device, uint64_t ticket);
-  // Runs `choose` on the devices waiting and not reserved (sorted by id) under the board's lock,
-  // and reserves the devices it returns, so rounds of two tasks never share a device.
+  // Runs `choose` on the devices waiting, alive and not reserved (sorted by id) under the board's
+  // lock, and reserves the devices it returns, so rounds of two tasks never share a device.
   std::vector<federated::DeviceId> reserve(const Chooser& choose);
   // For reserved devices: posts their assignment (waking their CheckIn) and keeps the round
   // configuration FetchTask gives them.
@@ -65,9 +70,16 @@ class DeviceBoard {
   // Returns once a device starts waiting, the board closes, or `wait` passes.
   void wait_for_arrival(std::chrono::milliseconds wait);
   size_t waiting() const;
-  // What the device last reported in a Heartbeat (UNSPECIFIED when nothing since the start).
-  void note_state(const federated::DeviceId& device, v1::DeviceState state);
-  v1::DeviceState last_state(const federated::DeviceId& device) const;
+  // A request from the device other than CheckIn: a Heartbeat, with the state it reports, or a
+  // FetchTask.
+  void heard_from(const federated::DeviceId& device, std::optional<v1::DeviceState> reported = std::nullopt);
+  struct Presence {
+    v1::DeviceState last_state = v1::DEVICE_STATE_UNSPECIFIED;  // reported in a Heartbeat
+    std::optional<std::chrono::system_clock::time_point> last_heard;
+    bool alive = false;  // heard from within the liveness window
+  };
+  // Since the coordinator started: a device not heard from since has no last_heard.
+  Presence presence(const federated::DeviceId& device) const;
   // Answers every held CheckIn with no work, now and from now on (shutdown).
   void close();
 
@@ -81,6 +93,11 @@ class DeviceBoard {
     std::map<uint64_t, Hold> holds;  // by ticket: a device may hold more than one CheckIn
     nlohmann::json metadata;
   };
+  struct Heard {
+    SteadyClock::time_point at;
+    std::chrono::system_clock::time_point at_wall;  // for listings
+    v1::DeviceState state = v1::DEVICE_STATE_UNSPECIFIED;
+  };
   struct Reservation {
     std::optional<v1::Assignment> undelivered;
     std::optional<v1::RoundConfig> config;
@@ -88,6 +105,9 @@ class DeviceBoard {
   // Takes the hold out of the board; its answer is the caller's to call, outside the lock.
   Answer take_hold(const federated::DeviceId& device, uint64_t ticket);
   void expire_holds();  // the expiry thread
+  void note_heard(const federated::DeviceId& device,
+                  std::optional<v1::DeviceState> reported);                          // under the lock
+  bool alive(const federated::DeviceId& device, SteadyClock::time_point now) const;  // under the lock
 
   mutable std::mutex mutex_;
   std::condition_variable arrived_;         // round loops wait on it
@@ -97,7 +117,8 @@ class DeviceBoard {
   std::multimap<SteadyClock::time_point, std::pair<federated::DeviceId, uint64_t>> expiries_;
   uint64_t next_ticket_ = 1;
   std::map<federated::DeviceId, Reservation> reserved_;
-  std::map<federated::DeviceId, v1::DeviceState> reported_;
+  const std::chrono::milliseconds liveness_window_;
+  std::map<federated::DeviceId, Heard> heard_;
   uint64_t arrivals_ = 0;
   bool closed_ = false;
   std::thread expiry_;

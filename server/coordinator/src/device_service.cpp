@@ -91,6 +91,7 @@ grpc::Status DeviceServiceImpl::Register(grpc::ServerContext*, const v1::Registe
     }
     response->set_device_id(id);
     response->set_check_in_wait_bound_ms(uint32_t(services_.config.check_in_wait_bound.count()));
+    response->set_heartbeat_interval_ms(uint32_t(services_.config.heartbeat_interval.count()));
     return grpc::Status::OK;
   });
 }
@@ -130,6 +131,7 @@ grpc::Status DeviceServiceImpl::FetchTask(grpc::ServerContext*, const v1::FetchT
     v1::FetchTaskPayload payload;
     if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
     const federated::DeviceId& id = request->auth().key_id();
+    services_.board.heard_from(id);
     std::optional<v1::RoundConfig> round =
         services_.board.round_config(id, payload.task_id(), payload.round_id());
     if (!round)
@@ -173,8 +175,9 @@ grpc::Status DeviceServiceImpl::Heartbeat(grpc::ServerContext*, const v1::Heartb
     v1::HeartbeatPayload payload;
     if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
     const federated::DeviceId& id = request->auth().key_id();
-    services_.state.with([&](StateStore& store) { store.touch_device(id); });
-    services_.board.note_state(id, payload.state());
+    // In memory only: the heartbeats of a thousand devices would otherwise be as many more
+    // database writes (ListDevices reports the later of this and the stored last_seen).
+    services_.board.heard_from(id, payload.state());
     response->set_abandon_round(payload.round_id() != 0 &&
                                 !services_.board.round_config(id, payload.task_id(), payload.round_id()));
     response->set_next_heartbeat_ms(uint32_t(services_.config.heartbeat_interval.count()));

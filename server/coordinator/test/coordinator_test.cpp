@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
+#include "device_board.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
 #include "server/hex.h"
@@ -224,6 +226,39 @@ TEST_F(CoordinatorRefusals, HeldCheckInsTakeNoServerThreadEach) {
   }
   EXPECT_LT(most_threads - threads_before, kHeld / 3)
       << "threads before: " << threads_before << ", at most while held: " << most_threads;
+}
+
+// Liveness on the board: a device is offered for selection, and listed alive, only while it has
+// been heard from within the window; a held CheckIn alone does not keep it so.
+TEST(DeviceBoardLiveness, OnlyDevicesHeardFromWithinTheWindowAreOfferedAndAlive) {
+  tn::server::DeviceBoard board(200ms);
+  auto no_answer = [](std::optional<v1::Assignment>) {};
+  board.hold("dev-silent", {}, 10s, no_answer);
+  board.hold("dev-heartbeating", {}, 10s, no_answer);
+  auto offered = [&] {
+    std::vector<std::string> ids;
+    board.reserve([&](const std::vector<tn::server::DeviceBoard::Waiting>& available) {
+      for (const auto& device : available) ids.push_back(device.id);
+      return std::vector<tn::federated::DeviceId>{};
+    });
+    return ids;
+  };
+  EXPECT_EQ(offered(),
+            (std::vector<std::string>{"dev-heartbeating", "dev-silent"}));  // the CheckIn was heard
+  for (int beat = 0; beat < 4; ++beat) {                                    // twice the window
+    std::this_thread::sleep_for(100ms);
+    board.heard_from("dev-heartbeating", v1::DEVICE_STATE_IDLE);
+  }
+  EXPECT_EQ(offered(), std::vector<std::string>{"dev-heartbeating"});
+  EXPECT_FALSE(board.presence("dev-silent").alive);
+  EXPECT_TRUE(board.presence("dev-silent").last_heard.has_value());
+  const tn::server::DeviceBoard::Presence heartbeating = board.presence("dev-heartbeating");
+  EXPECT_TRUE(heartbeating.alive);
+  EXPECT_EQ(heartbeating.last_state, v1::DEVICE_STATE_IDLE);
+  EXPECT_FALSE(board.presence("dev-never-heard").last_heard.has_value());
+  board.heard_from("dev-silent", v1::DEVICE_STATE_TRAINING);
+  EXPECT_EQ(offered(), (std::vector<std::string>{"dev-heartbeating", "dev-silent"}));
+  EXPECT_EQ(board.presence("dev-silent").last_state, v1::DEVICE_STATE_TRAINING);
 }
 
 }  // namespace

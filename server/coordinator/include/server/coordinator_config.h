@@ -12,7 +12,9 @@
 //                                                this it spools them to disk ($TMPDIR)
 //     "request_timestamp_window_ms": 300000,     requests signed further from now are refused
 //     "check_in_wait_bound_ms": 20000,           the longest a CheckIn is held
-//     "heartbeat_interval_ms": 10000,            what devices are told to keep to
+//     "heartbeat_interval_ms": 10000,            what devices are told to keep to; one not
+//                                                heard from for kHeartbeatsUntilGone intervals
+//                                                is presumed gone
 //     "transfer_limits": {"max_message_bytes", "max_chunk_bytes", "max_tensors", "max_total_bytes"},
 //     "update_limits": {"max_update_bytes", "max_examples"},
 //     "http_listen": "127.0.0.1:9400"            /healthz and /metrics; "" turns them off
@@ -34,6 +36,10 @@
 #include "proto/model_transfer.h"
 
 namespace tn::server {
+
+// A device that heartbeats every interval, or sooner (the client jitters below it), may lose one
+// heartbeat and be late with the next before it is presumed gone.
+inline constexpr int kHeartbeatsUntilGone = 3;
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;

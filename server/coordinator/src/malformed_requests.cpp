@@ -1,0 +1,56 @@
+#include "malformed_requests.h"
+
+#include <google/protobuf/descriptor.h>
+
+#include <string>
+
+namespace tn::server {
+
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+// "torchnative.federated.v1.RegisterRequest" for "/torchnative.federated.v1.DeviceService/Register".
+std::string request_type_of(const std::string& method) {
+  std::string dotted = method.substr(1);
+  if (auto slash = dotted.rfind('/'); slash != std::string::npos) dotted[slash] = '.';
+  const google::protobuf::MethodDescriptor* descriptor =
+      google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(dotted);
+  return descriptor ? descriptor->input_type()->full_name() : "its request type";
+}
+
+class MalformedRequestInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  MalformedRequestInterceptor(Metrics& metrics, std::string method)
+      : metrics_(metrics), method_(std::move(method)) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    // gRPC hands interceptors no message when the request failed to parse.
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() == nullptr)
+      malformed_ = true;
+    if (malformed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      metrics_.count_refusal("malformed_request");
+      methods->ModifySendStatus(
+          {grpc::StatusCode::INVALID_ARGUMENT,
+           method_ + ": the request could not be parsed as a " + request_type_of(method_)});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics& metrics_;
+  const std::string method_;
+  bool malformed_ = false;
+};
+
+}  // namespace
+
+grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  using Type = grpc::experimental::ServerRpcInfo::Type;
+  if (info->type() != Type::UNARY && info->type() != Type::SERVER_STREAMING) return nullptr;
+  return new MalformedRequestInterceptor(metrics_, info->method());
+}
+
+}  // namespace tn::server

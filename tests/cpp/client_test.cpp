@@ -1,0 +1,145 @@
+// The device client (tn_client) against a hostile coordinator: every size a round announces is
+// checked against the device's limits before anything is allocated for it or a connection made.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "client/device.h"
+
+namespace {
+
+namespace v1 = ::torchnative::federated::v1;
+using tn::client::Device;
+using tn::client::DeviceOptions;
+using tn::client::RoundReport;
+using tn::client::TrainResult;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr uint64_t kTebibyte = uint64_t{1} << 40;
+
+// The process's peak resident memory since the last reset_peak_rss(), in bytes (VmHWM).
+uint64_t peak_rss() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  ADD_FAILURE() << "no VmHWM in /proc/self/status";
+  return 0;
+}
+
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+uint64_t unix_ms_from_now(std::chrono::milliseconds later) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      (std::chrono::system_clock::now() + later).time_since_epoch())
+                      .count());
+}
+
+// A round as a coordinator would send it, with one float32 tensor of `elements` elements; its
+// data plane's store is a port nobody listens on, so a device that went as far as joining would
+// wait out the join window (30 s) there.
+v1::RoundConfig round_announcing(int64_t elements) {
+  v1::RoundConfig round;
+  round.set_task_id("task-hostile");
+  round.set_round_id(7);
+  round.set_deadline_unix_ms(unix_ms_from_now(std::chrono::seconds(60)));
+  v1::DataPlane& plane = *round.mutable_data_plane();
+  plane.set_store_host("127.0.0.1");
+  plane.set_store_port(1);
+  plane.set_store_prefix("hostile/");
+  plane.set_rank(1);
+  plane.set_world_size(2);
+  plane.set_join_deadline_unix_ms(unix_ms_from_now(std::chrono::seconds(30)));
+  v1::ModelHeader& model = *plane.mutable_model();
+  model.set_model_version("task-hostile/0");
+  v1::TensorEntry& weight = *model.add_tensors();
+  weight.set_name("weight");
+  weight.set_dtype(v1::DTYPE_FLOAT32);
+  weight.add_shape(elements);
+  model.set_total_bytes(uint64_t(elements) * 4);
+  model.set_blake2b_256(std::string(32, '\x5a'));
+  round.set_model_blake2b_256(model.blake2b_256());
+  return round;
+}
+
+class HostileRound : public ::testing::Test {
+ protected:
+  // The device's refusal of `round`, which must come before any training, promptly and with the
+  // process's peak memory unchanged but for noise.
+  std::string refusal(const v1::RoundConfig& round, const DeviceOptions& options) {
+    Device device(options);
+    bool trained = false;
+    reset_peak_rss();
+    const uint64_t peak_before = peak_rss();
+    const auto start = SteadyClock::now();
+    const RoundReport report =
+        device.participate(round, [&](const tn::federated::Model& global, const auto&) {
+          trained = true;
+          return TrainResult{global, 1, {}};
+        });
+    EXPECT_LT(SteadyClock::now() - start, std::chrono::seconds(1));
+    EXPECT_LT(peak_rss() - peak_before, uint64_t{32} << 20);
+    EXPECT_FALSE(trained);
+    EXPECT_FALSE(report.contributed);
+    EXPECT_EQ(report.round_id, 7u);
+    return report.error;
+  }
+
+  DeviceOptions options() const {
+    DeviceOptions options;
+    options.server_address = "127.0.0.1:1";  // never called: the round is handed to participate()
+    options.key_file = key_file_;
+    return options;
+  }
+
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() / ("client_test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(directory_);
+    key_file_ = (directory_ / "device.key").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  std::filesystem::path directory_;
+  std::string key_file_;
+};
+
+TEST_F(HostileRound, AModelOfATebibyteIsRefusedByNameWithoutAllocatingIt) {
+  EXPECT_EQ(refusal(round_announcing(int64_t(kTebibyte / 4)), options()),
+            "round 7 announces a model of 1099511627776 bytes, above this device's limit of 68719476736");
+}
+
+TEST_F(HostileRound, AModelAboveTheDevicesOwnLimitIsRefusedWithoutAllocatingIt) {
+  DeviceOptions small = options();
+  small.limits.max_total_bytes = uint64_t{1} << 20;
+  // 256 MiB: an allocation the machine would grant, and the peak memory would show.
+  EXPECT_EQ(refusal(round_announcing(int64_t{64} << 20), small),
+            "round 7 announces a model of 268435456 bytes, above this device's limit of 1048576");
+}
+
+TEST_F(HostileRound, ATableWhoseTensorsDisagreeWithItsTotalIsRefused) {
+  v1::RoundConfig round = round_announcing(int64_t(kTebibyte / 4));
+  round.mutable_data_plane()->mutable_model()->set_total_bytes(16);  // the tensor still takes 1 TiB
+  EXPECT_EQ(
+      refusal(round, options()),
+      "round 7: model transfer refused (size too large): tensor 'weight': dtype and shape make more than "
+      "the limit of 68719476736 bytes");
+}
+
+TEST_F(HostileRound, ADataPlaneOfTooManyRanksOrARankThatIsNotADevicesIsRefused) {
+  v1::RoundConfig round = round_announcing(4);
+  round.mutable_data_plane()->set_world_size(uint32_t{1} << 31);  // joining allocates per rank
+  EXPECT_EQ(refusal(round, options()),
+            "round 7 announces a data plane of 2147483648 ranks, above this device's limit of 65536");
+  round.mutable_data_plane()->set_world_size(4);
+  round.mutable_data_plane()->set_rank(0);
+  EXPECT_EQ(refusal(round, options()),
+            "round 7 puts this device at rank 0 of a data plane of 4 ranks, rank 0 being the hub's");
+  round.mutable_data_plane()->set_rank(4);
+  EXPECT_EQ(refusal(round, options()),
+            "round 7 puts this device at rank 4 of a data plane of 4 ranks, rank 0 being the hub's");
+}
+
+}  // namespace
