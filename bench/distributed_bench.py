@@ -114,6 +114,33 @@ def loopback_throughput(nbytes=256 << 20, chunk=4 << 20):
     return received / elapsed
 
 
+def loopback_round_trip(trips=2000):
+    """Median seconds of a 4-byte blocking ping-pong between two processes over 127.0.0.1: the
+    floor a small collective's wake-ups stand on."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    child = os.fork()
+    if child == 0:
+        peer = socket.create_connection(server.getsockname())
+        peer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(trips):
+            peer.sendall(peer.recv(4))
+        os._exit(0)
+    conn, _ = server.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    times = []
+    for _ in range(trips):
+        start = time.perf_counter()
+        conn.sendall(b"ping")
+        conn.recv(4)
+        times.append(time.perf_counter() - start)
+    os.waitpid(child, 0)
+    conn.close()
+    server.close()
+    return statistics.median(times)
+
+
 def human(nbytes):
     for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= size:
@@ -129,6 +156,8 @@ def main():
     args = parser.parse_args()
     ceiling = statistics.median(loopback_throughput() for _ in range(3))
     print(f"loopback TCP throughput (one stream, median of 3): {ceiling / 1e9:.2f} GB/s")
+    print(f"loopback TCP round trip (4-byte blocking ping-pong between two processes, median of 2000):"
+          f" {loopback_round_trip() * 1e6:.1f} us")
     with tempfile.TemporaryDirectory() as workdir:
         for world in WORLDS:
             ours = run_backend(args.shim, "local", world, args.quick, workdir)
