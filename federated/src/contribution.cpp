@@ -40,6 +40,10 @@ double element_as_double(ScalarType dtype, const std::byte* data, size_t index) 
   }
 }
 
+// Ends a Values contribution ("TNVL"); any fixed value would do, it only has to be the one both
+// sides expect.
+constexpr double kValuesTag = 0x544e564c;
+
 }  // namespace
 
 ContributionKind contribution_kind_for(const Strategy& strategy) {
@@ -78,7 +82,8 @@ ContributionLayout::ContributionLayout(const ModelSpec& spec, ContributionKind k
     slots_.push_back({tensor, offset});
     offset += size_t(tensor.numel());
   }
-  elements_ = offset + 1;
+  count_index_ = offset;
+  elements_ = offset + (kind == ContributionKind::Values ? 2 : 1);
 }
 
 void ContributionLayout::pack(const Model& trained, int64_t num_examples, const UpdateLimits& limits,
@@ -99,7 +104,8 @@ void ContributionLayout::pack(const Model& trained, int64_t num_examples, const 
       out[slot.offset + i] = weighted ? weight * x : x;
     }
   }
-  out[elements_ - 1] = weight;
+  out[count_index_] = weight;
+  if (kind_ == ContributionKind::Values) out[count_index_ + 1] = kValuesTag;
 }
 
 std::optional<std::string> ContributionLayout::check(std::span<const double> contribution,
@@ -128,12 +134,15 @@ std::optional<std::string> ContributionLayout::check_part(size_t first, std::spa
         return "tensor '" + slot->spec.name + "' has a non-finite value at index " +
                std::to_string(i - slot->offset);
   }
-  if (end == elements_) {
-    double weight = part.back();
+  if (first <= count_index_ && count_index_ < end) {
+    double weight = part[count_index_ - first];
     if (!(weight >= 1) || weight > double(limits.max_examples) || weight != std::floor(weight))
       return "example count " + std::to_string(weight) + " is not an integer in [1, " +
              std::to_string(limits.max_examples) + "]";
   }
+  if (kind_ == ContributionKind::Values && first <= count_index_ + 1 && count_index_ + 1 < end &&
+      !(part[count_index_ + 1 - first] == kValuesTag))
+    return "the contribution does not end with the values tag: it was not packed as values";
   return std::nullopt;
 }
 
@@ -149,7 +158,7 @@ WeightedSum ContributionLayout::weighted_sum(std::span<const double> sum) const 
     throw ParameterRefused("contribution sum of " + std::to_string(sum.size()) +
                            " elements, the layout has " + std::to_string(elements_));
   WeightedSum result;
-  result.total_weight = sum[elements_ - 1];
+  result.total_weight = sum[count_index_];
   for (const Slot& slot : slots_) {
     auto bytes = std::as_bytes(sum.subspan(slot.offset, size_t(slot.spec.numel())));
     result.sum.tensors.push_back(copy_tensor(slot.spec.name, ScalarType::Double, slot.spec.shape, bytes));
@@ -161,7 +170,7 @@ WeightedSumReader ContributionLayout::weighted_sum_reader(
     std::function<void(size_t first, std::span<double> out)> fold) const {
   require_kind(ContributionKind::WeightedSum, "contribution sum");
   double total_weight = 0;
-  fold(elements_ - 1, {&total_weight, 1});
+  fold(count_index_, {&total_weight, 1});
   auto read = [index = SlotIndex(slots_, "contribution sum"), fold = std::move(fold)](
                   const NamedTensor& tensor, int64_t begin, std::span<double> out) {
     fold(index.offset(tensor, begin, out.size()), out);

@@ -840,7 +840,7 @@ const std::vector<std::pair<std::string, json>> kRobustStrategies = {{"fedmedian
                                                                      {"multi_krum", {{"f", 1}, {"m", 3}}}};
 
 // What a hub keeps of the robust strategies' round: each device's packed Values contribution
-// [x ..., n], in device-id order, as its deadline reduce leaves them apart.
+// [x ..., n, tag], in device-id order, as its deadline reduce leaves them apart.
 std::vector<std::vector<double>> packed_values(const Federation& federation,
                                                const ContributionLayout& layout) {
   std::vector<const Update*> by_id;
@@ -864,9 +864,9 @@ TEST(Contribution, RobustStrategiesReadingPackedValuesGiveTheBitsOfTheUpdates) {
     std::vector<std::vector<double>> packed = packed_values(federation, layout);
     for (size_t i = 0; i < packed.size(); ++i) {
       EXPECT_EQ(layout.check(packed[i], UpdateLimits{}), std::nullopt);
-      // The values themselves, the example count last: nothing is weighted.
+      // The values themselves, then the example count and the tag: nothing is weighted.
       EXPECT_EQ(packed[i][0], double(federation.values[i][0][0]));
-      EXPECT_EQ(packed[i].back(), double(federation.examples[i]));
+      EXPECT_EQ(packed[i][packed[i].size() - 2], double(federation.examples[i]));
     }
     // 1000 weight elements, 6 bias, 4 head: 7 and 333 cut tensors mid-way, 4 cuts the bias, 0
     // is the strategies' own chunking.
@@ -904,6 +904,26 @@ TEST(Contribution, EachKindIsReadOnlyAsItsOwn) {
   EXPECT_EQ(message_of<ParameterRefused>(
                 [&] { weighted.updates_reader(5, [](size_t, size_t, std::span<double>) {}); }),
             "contributions: the layout's contributions are weighted sums");
+  // A Values contribution is one element longer (its tag), so one packed as weighted sums (by a
+  // device that predates the kinds) cannot pass for values: the hub's reduce refuses its size,
+  // and a contribution of the right size without the tag is refused by the check, segment by
+  // segment as well as whole.
+  EXPECT_EQ(values.elements(), weighted.elements() + 1);
+  std::vector<double> packed(values.elements());
+  values.pack(federation.updates[0].model, 4, UpdateLimits{}, packed);
+  EXPECT_EQ(values.check(packed, UpdateLimits{}), std::nullopt);
+  EXPECT_EQ(packed[weighted.elements() - 1], 4.0);  // n follows the values, as in a weighted sum
+  packed.back() = 4.0;
+  const std::string untagged =
+      "the contribution does not end with the values tag: it was not packed as values";
+  EXPECT_EQ(values.check(packed, UpdateLimits{}).value_or("accepted"), untagged);
+  EXPECT_EQ(values.check_part(packed.size() - 1, std::span<const double>(packed).last(1), UpdateLimits{})
+                .value_or("accepted"),
+            untagged);
+  std::vector<double> as_weighted(weighted.elements());
+  weighted.pack(federation.updates[0].model, 4, UpdateLimits{}, as_weighted);
+  EXPECT_NE(values.check(as_weighted, UpdateLimits{}).value_or("accepted").find("elements"),
+            std::string::npos);
 }
 
 TEST(Contribution, UpdatesReadersRefuseWhatDoesNotFitByName) {

@@ -142,8 +142,8 @@ def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, 
     data_planes = [entry for entry in map(json.loads, coordinator["log"].read_text().splitlines())
                    if entry["event"] == "round_data_plane"]
     assert len(data_planes) == ROUNDS
-    # Each contribution is the 15 floating values and the example count, in float64.
-    assert all(entry["bytes_reduced"] == DEVICES * 16 * 8 for entry in data_planes), data_planes
+    # Each contribution is the 15 floating values, the example count and the values tag, in float64.
+    assert all(entry["bytes_reduced"] == DEVICES * 17 * 8 for entry in data_planes), data_planes
     assert all((entry["spooled_bytes"] > 0) == coordinator["spooled"] for entry in data_planes), data_planes
 
 

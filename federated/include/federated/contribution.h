@@ -2,7 +2,7 @@
 // (ContributionKind) chosen by the task's strategy,
 //
 //   WeightedSum  [ n * x  for every element of every aggregated tensor, in the model's order ...,  n ]
-//   Values       [     x  for every element of every aggregated tensor, in the model's order ...,  n ]
+//   Values       [     x  for every element of every aggregated tensor, in the model's order ...,  n, tag ]
 //
 // where x is the trained model and n its example count. For the FedAvg family the hub sums the
 // WeightedSum contributions of the devices that delivered (ascending rank = device-id order)
@@ -11,7 +11,10 @@
 // individual updates. The robust strategies (median, trimmed mean, Krum) ignore example counts
 // and need each update's x apart: the hub keeps the Values contributions as they landed and
 // reads each one's ranges back (UpdatesReader); x converts to double exactly, so again the bits
-// are aggregate()'s. Either way n is the last element and is checked. Integer tensors are not
+// are aggregate()'s. Either way n follows the values and is checked. A Values contribution ends
+// with a fixed tag, so that one packed as the other kind (by a device that predates
+// DataPlane.contribution, which would send weighted values) is one element short and refused
+// by the hub's reduce as a frame of the wrong size, never read as values. Integer tensors are not
 // sent: the aggregate keeps the global model's values. The layout is fixed by the task's
 // ModelSpec, so a contribution carries no names, shapes or dtypes a device could get wrong.
 #pragma once
@@ -38,7 +41,7 @@ class ContributionLayout {
  public:
   explicit ContributionLayout(const ModelSpec& spec, ContributionKind kind = ContributionKind::WeightedSum);
   ContributionKind kind() const { return kind_; }
-  // Aggregated elements plus one for the example count.
+  // Aggregated elements, one for the example count and, for Values, one for the tag.
   size_t elements() const { return elements_; }
   size_t bytes() const { return elements_ * sizeof(double); }
 
@@ -80,6 +83,7 @@ class ContributionLayout {
   std::vector<Slot> slots_;  // aggregated tensors only
   ModelSpec spec_;
   ContributionKind kind_;
+  size_t count_index_ = 0;  // where n is
   size_t elements_ = 1;
 };
 
