@@ -5,11 +5,13 @@
 //
 //   torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R]
 //                      [--examples N] [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE]
-//                      [--check-in-wait-ms MS] [--training-slots K]
+//                      [--check-in-wait-ms MS] [--training-slots K] [--max-model-bytes N]
 //
 // With --rounds R each device stops once it has contributed to R rounds. With --training-slots K
 // at most K devices train and send their contribution at once (each then holds three times the
 // model), so that many devices of a large model fit in memory; 0, the default, sets no bound.
+// A round announcing a model of more than --max-model-bytes (default 64 GiB) is refused before
+// anything is allocated for it.
 // Exit status 1 when a device gave up (it could not register), 0 otherwise.
 #include <atomic>
 #include <cmath>
@@ -43,7 +45,8 @@ struct Options {
   uint64_t seed = 1;
   double step = 0.01;
   int check_in_wait_ms = 20'000;
-  int training_slots = 0;  // 0: no bound
+  int training_slots = 0;        // 0: no bound
+  uint64_t max_model_bytes = 0;  // 0: the device library's default
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -51,7 +54,7 @@ struct Options {
             << "\nusage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] "
                "[--examples N]"
                " [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms MS]"
-               " [--training-slots K]\n";
+               " [--training-slots K] [--max-model-bytes N]\n";
   std::exit(2);
 }
 
@@ -84,7 +87,11 @@ Options parse(int argc, char** argv) {
         o.check_in_wait_ms = std::stoi(value);
       else if (flag == "--training-slots")
         o.training_slots = std::stoi(value);
-      else
+      else if (flag == "--max-model-bytes") {
+        const long long bytes = std::stoll(value);
+        if (bytes <= 0) usage("--max-model-bytes must be positive");
+        o.max_model_bytes = uint64_t(bytes);
+      } else
         usage("unknown flag " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + value);
@@ -174,6 +181,7 @@ int main(int argc, char** argv) {
   if (!options.tls_ca.empty()) common.tls_root_certificates_file = options.tls_ca;
   common.metadata.set_platform("synthetic");
   common.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
+  if (options.max_model_bytes > 0) common.limits.max_total_bytes = options.max_model_bytes;
   common.channel = tn::client::open_channel(common);
   if (options.training_slots > 0)
     common.training_slots = std::make_shared<std::counting_semaphore<>>(options.training_slots);

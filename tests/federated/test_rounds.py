@@ -7,6 +7,7 @@ the model versions the coordinator stored to have exactly those bits.
 import json
 import signal
 import subprocess
+import threading
 
 import numpy as np
 
@@ -143,3 +144,30 @@ def test_unknown_configuration_keys_are_refused_by_name(tmp_path):
                             text=True, timeout=30)
     assert result.returncode == 2
     assert "unknown configuration key 'check_in_wait_ms'" in result.stderr
+
+
+
+def test_a_device_refuses_a_round_whose_model_is_above_its_limit_by_name(coordinator, tmp_path):
+    # 12 + 3 float32 values and one int64: 68 bytes of tensors, above the device's limit of 64.
+    write_safetensors(tmp_path / "initial.safetensors",
+                      {"weight": np.zeros((4, 3), dtype=np.float32), "bias": np.zeros(3, dtype=np.float32),
+                       "batches_seen": np.array([0], dtype=np.int64)})
+    admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", "1", "--devices-per-round", "1",
+               "--min-updates", "1", "--min-available", "1", "--round-timeout-ms", "20000",
+               "--model", str(tmp_path / "initial.safetensors"))
+    device = subprocess.Popen(
+        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
+         "--key-dir", str(tmp_path / "keys"), "--check-in-wait-ms", "2000", "--max-model-bytes", "64"],
+        stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(device.stderr), daemon=True)
+    reader.start()
+    refusal = "announces a model of 68 bytes, above this device's limit of 64"
+    try:
+        wait_for("the device's refusal", lambda: any(refusal in line for line in list(lines)) or None, 30)
+    finally:
+        device.kill()
+        device.wait()
+        reader.join(timeout=5)
+    report = json.loads(next(line for line in lines if refusal in line))
+    assert report["contributed"] is False and report["round"] == 1, report
