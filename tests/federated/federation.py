@@ -76,6 +76,30 @@ def admin_json(coordinator, *arguments):
     return json.loads(result.stdout)
 
 
+def run_device_rounds(coordinator, tmp_path, task, devices, rounds):
+    """Runs `devices` torchnative-devices (one process, reports in tmp_path/reports) until the task
+    has `rounds` completed rounds; returns the task's rounds once it has."""
+    process = subprocess.Popen(
+        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
+         "--key-dir", str(tmp_path / "keys"), "--devices", str(devices), "--rounds", str(rounds),
+         "--report-dir", str(tmp_path / "reports"), "--check-in-wait-ms", "2000"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        def completed_rounds():
+            listed = admin_json(coordinator, "rounds", task)
+            done = [r for r in listed if r["state"] == "ROUND_STATE_COMPLETED"]
+            return listed if len(done) == rounds else None
+
+        listed = wait_for(f"{rounds} completed rounds", completed_rounds, 40)
+        _, device_log = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, device_log
+    return listed
+
+
 def http_get(coordinator, path):
     with urllib.request.urlopen(f"http://127.0.0.1:{coordinator['http_port']}{path}", timeout=10) as response:
         return response.status, response.read().decode()

@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from federation import admin_json, read_safetensors, start_coordinator, tool, wait_for, write_safetensors
+from federation import admin_json, read_safetensors, run_device_rounds, start_coordinator, write_safetensors
 
 DEVICES = 5
 ROUNDS = 2
@@ -89,24 +89,7 @@ def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, 
                       "--model", str(tmp_path / "initial.safetensors"))["task_id"]
 
     reports = tmp_path / "reports"
-    devices = subprocess.Popen(
-        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
-         "--key-dir", str(tmp_path / "keys"), "--devices", str(DEVICES), "--rounds", str(ROUNDS),
-         "--report-dir", str(reports), "--check-in-wait-ms", "2000"],
-        stderr=subprocess.PIPE, text=True)
-    try:
-        def completed_rounds():
-            rounds = admin_json(coordinator, "rounds", task)
-            done = [r for r in rounds if r["state"] == "ROUND_STATE_COMPLETED"]
-            return rounds if len(done) == ROUNDS else None
-
-        rounds = wait_for(f"{ROUNDS} completed rounds", completed_rounds, 40)
-        _, device_log = devices.communicate(timeout=20)
-    finally:
-        if devices.poll() is None:
-            devices.kill()
-            devices.wait()
-    assert devices.returncode == 0, device_log
+    rounds = run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS)
 
     registered = sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
     assert len(registered) == DEVICES
