@@ -6,6 +6,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -22,48 +23,80 @@ size_t Buffer::nbytes() const { return static_cast<size_t>(numel) * element_size
 
 namespace {
 
-// The group's collectives, run one at a time in call order. The worker thread runs them, but a
-// thread that waits (without a timeout of its own) for the collective next in line while none
-// is running takes it and runs it itself: that saves the two thread hand-offs, to the worker
-// and back, that are most of a small collective's latency on a loaded machine.
+// The group's collectives, run one at a time in call order. A thread that waits (without a
+// timeout of its own) for a collective runs it, and every one queued ahead of it, itself while
+// none is running: a small collective's latency is mostly thread wake-ups, and this leaves one
+// (the I/O thread waking the waiter) where a hand-off to a worker and back would add two. The
+// worker thread runs what no thread waits for: it leaves a collective to its waiter for
+// kWaiterGrace after the call, and is only woken by a call when it sleeps with nothing to do.
 class CollectiveQueue {
  public:
   using Task = std::function<void()>;
 
+  // A caller that waits does so microseconds after its call; one that does not (async_op)
+  // sees its collective start this much later at most.
+  static constexpr auto kWaiterGrace = std::chrono::microseconds(500);
+  // How long the worker keeps checking on a timer after a call before it sleeps until the next.
+  static constexpr auto kWorkerLinger = std::chrono::milliseconds(20);
+
   // False once the queue is stopping.
   bool push(const void* key, Task task) {
+    bool wake;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) return false;
-      pending_.push_back({key, std::move(task)});
+      last_push_ = Clock::now();
+      pending_.push_back({key, std::move(task), last_push_});
+      wake = worker_sleeps_ && !running_;
     }
-    changed_.notify_all();
+    if (wake) changed_.notify_all();
     return true;
   }
 
   void run_worker() {
+    std::unique_lock lock(mutex_);
     for (;;) {
-      Pending next;
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock,
-                      [this] { return (stopping_ && pending_.empty()) || (!running_ && !pending_.empty()); });
-        if (pending_.empty()) return;
-        next = take_next_locked();
+      if (pending_.empty() && stopping_) return;
+      if (pending_.empty() || running_) {
+        // While calls keep coming it stays awake (on a timer) so that no call has to wake it.
+        const auto lingering_until = last_push_ + kWorkerLinger;
+        if (Clock::now() < lingering_until) {
+          changed_.wait_until(lock, lingering_until);
+          continue;
+        }
+        worker_sleeps_ = true;
+        changed_.wait(lock);
+        worker_sleeps_ = false;
+        continue;
       }
+      const auto due = pending_.front().pushed_at + kWaiterGrace;
+      if (!stopping_ && Clock::now() < due) {
+        changed_.wait_until(lock, due);
+        continue;
+      }
+      Pending next = take_next_locked();
+      lock.unlock();
       run(next);
+      lock.lock();
     }
   }
 
-  // Runs the collective identified by `key` on this thread if it is next and nothing runs.
-  void run_if_next(const void* key) {
-    Pending next;
-    {
-      std::lock_guard lock(mutex_);
-      if (running_ || pending_.empty() || pending_.front().key != key) return;
-      next = take_next_locked();
+  // Runs, on this thread, the queued collectives up to and including the one identified by
+  // `key`, as long as no other thread is running one.
+  void run_through(const void* key) {
+    for (;;) {
+      Pending next;
+      {
+        std::lock_guard lock(mutex_);
+        const bool queued =
+            std::any_of(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.key == key; });
+        if (running_ || !queued) return;
+        next = take_next_locked();
+      }
+      const bool last = next.key == key;
+      run(next);
+      if (last) return;
     }
-    run(next);
   }
 
   // No more collectives are accepted; the worker runs out the queue (against a transport shut
@@ -85,6 +118,7 @@ class CollectiveQueue {
   struct Pending {
     const void* key = nullptr;
     Task task;
+    Clock::time_point pushed_at;
   };
   Pending take_next_locked() {
     Pending next = std::move(pending_.front());
@@ -94,11 +128,14 @@ class CollectiveQueue {
   }
   void run(Pending& next) {
     next.task();
+    bool wake;
     {
       std::lock_guard lock(mutex_);
       running_ = false;
+      // The worker sleeping behind a running collective, or the destructor's wait_idle.
+      wake = (worker_sleeps_ && !pending_.empty()) || stopping_;
     }
-    changed_.notify_all();
+    if (wake) changed_.notify_all();
   }
 
   std::mutex mutex_;
@@ -106,6 +143,8 @@ class CollectiveQueue {
   std::deque<Pending> pending_;
   bool running_ = false;
   bool stopping_ = false;
+  bool worker_sleeps_ = false;  // waiting for a call or for a running collective to end
+  Clock::time_point last_push_;
 };
 
 }  // namespace
@@ -168,7 +207,7 @@ int Work::source_rank() const {
 bool Work::wait(std::optional<Milliseconds> timeout) {
   // A waiter with a timeout of its own must be able to return before the collective ends.
   if (!timeout)
-    if (auto queue = state_->queue.lock()) queue->run_if_next(state_.get());
+    if (auto queue = state_->queue.lock()) queue->run_through(state_.get());
   std::unique_lock lock(state_->mutex);
   auto finished = [this] { return state_->done; };
   std::optional<Clock::time_point> until = state_->deadline;

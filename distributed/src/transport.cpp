@@ -662,12 +662,15 @@ void Transport::finish_locked(const RequestPtr& request, std::exception_ptr erro
   if (request->state != Request::State::Pending) return;
   request->state = error ? Request::State::Failed : Request::State::Done;
   request->error = error;
-  changed_.notify_all();
-  if (request->on_finish) finished.push_back(request);  // its callback runs outside the lock
+  finished.push_back(request);  // its waiters are woken, and its callback runs, outside the lock
 }
 
+// A waiter woken while the lock is still held would go straight back to sleep on the mutex: on
+// the path of every small collective, that is one more wake-up.
 void Transport::run_callbacks(std::vector<RequestPtr>& finished) {
-  for (auto& request : finished) request->on_finish(*request);
+  if (!finished.empty()) changed_.notify_all();
+  for (auto& request : finished)
+    if (request->on_finish) request->on_finish(*request);
   finished.clear();
 }
 
