@@ -11,7 +11,9 @@ namespace tn::dist {
 inline constexpr uint32_t kFrameMagic = 0x47504e54;  // "TNPG" little-endian
 // 2: deadline_reduce (and a star's large reduce) stream at root's pace, with ready and credit
 // frames, so a rank of version 1 would not be understood.
-inline constexpr uint16_t kFrameVersion = 2;
+// 3: a full mesh opens a second connection per peer (a hello with slot 1), which a rank of
+// version 2 would refuse.
+inline constexpr uint16_t kFrameVersion = 3;
 // Larger than any buffer a rank may send (256 MiB tested); a header announcing more is malformed.
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
 

@@ -1,8 +1,12 @@
 #include "transport.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <future>
 #include <random>
@@ -33,6 +37,23 @@ size_t as_much_as_possible(const asio::error_code& error, size_t) { return error
 // An abort frame's reason is text; longer than this is a malformed frame, not a reason.
 constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
 
+// A hello with this slot opens the peer's lane rather than its connection.
+constexpr uint32_t kLaneHello = 1;
+// The largest frame a lane carries: a small collective's whole buffer (the one-step algorithms'
+// default limit) or a large one's control values.
+constexpr uint64_t kLaneMaxBytes = 64 * 1024;
+
+// Lanes are read only by a thread waiting on the transport; a deadline reduce's root collects
+// its frames through callbacks instead, so its frames stay on the connections.
+bool belongs_on_lane(const FrameHeader& header) {
+  return header.kind == FrameKind::Collective && header.length <= kLaneMaxBytes &&
+         header.signature.collective != Collective::DeadlineReduce;
+}
+bool lane_may_complete(const Request& receive) {
+  return receive.header.kind == FrameKind::Collective && receive.bytes <= kLaneMaxBytes &&
+         receive.header.signature.collective != Collective::DeadlineReduce;
+}
+
 }  // namespace
 
 struct Transport::Connection {
@@ -49,11 +70,27 @@ struct Transport::Connection {
   RequestPtr reading;
 };
 
+struct Transport::Lane {
+  int fd = -1;  // closed only by shutdown, once no thread reads or writes it
+  // Writers: a frame is written whole before the next one starts.
+  std::mutex send_mutex;
+  bool send_broken = false;  // frames go on the connection instead
+  // The lanes' reader's (one thread at a time): the frame being read.
+  FrameHeader header;
+  uint64_t header_read = 0;
+  std::shared_ptr<uint8_t[]> payload;
+  uint64_t payload_read = 0;
+  // End of stream or error, or the peer's connection was dropped for misbehaving. Set under
+  // mutex_; until then a lost peer's receives that the lane may still complete stay posted.
+  std::atomic<bool> read_closed = false;
+};
+
 Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions& options)
     : rank_(rank),
       size_(size),
       topology_(options.topology),
       hub_(options.hub),
+      timeout_(options.timeout),
       work_guard_(asio::make_work_guard(io_)),
       acceptor_(io_),
       connections_(size),
@@ -63,6 +100,13 @@ Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions
   // A spoke is dialled by no one, so it does not listen (a device behind NAT could not be
   // reached anyway).
   const bool listens = topology_ == Topology::FullMesh || rank_ == hub_;
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0)
+    throw DistError(std::string("ProcessGroupLocal: eventfd failed: ") + std::strerror(errno));
+  lanes_.resize(size_);
+  if (topology_ == Topology::FullMesh)
+    for (int peer = 0; peer < size_; ++peer)
+      if (linked(peer)) lanes_[peer] = std::make_unique<Lane>();
   if (listens) {
     asio::ip::tcp::endpoint endpoint(asio::ip::make_address(options.host), 0);
     acceptor_.open(endpoint.protocol());
@@ -88,14 +132,15 @@ Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions
     int links = 0;
     for (int peer = 0; peer < size_; ++peer) {
       if (!linked(peer)) continue;
-      ++links;
+      links += lanes_[peer] ? 2 : 1;
       if (dials(peer)) connect_to(store, peer, deadline);
     }
     std::unique_lock lock(mutex_);
     if (!changed_.wait_until(lock, deadline, [&] { return connected_ == links; })) {
       std::vector<int> absent;
       for (int peer = 0; peer < size_; ++peer)
-        if (linked(peer) && !connections_[peer]) absent.push_back(peer);
+        if (linked(peer) && (!connections_[peer] || (lanes_[peer] && lanes_[peer]->fd < 0)))
+          absent.push_back(peer);
       throw TimeoutError("ProcessGroupLocal rendezvous timed out after " + std::to_string(timeout.count()) +
                          " ms on rank " + std::to_string(rank_) + ": rank(s) " + rank_list(absent) +
                          " never connected");
@@ -108,7 +153,10 @@ Transport::Transport(Store& store, int rank, int size, const ProcessGroupOptions
   }
 }
 
-Transport::~Transport() { shutdown(); }
+Transport::~Transport() {
+  shutdown();
+  ::close(wake_fd_);
+}
 
 const PeerMemory* Transport::peer_memory() const {
   return memory_ && memory_->enabled() ? memory_.get() : nullptr;
@@ -170,6 +218,17 @@ void Transport::shutdown() {
       finish_locked(request, std::make_exception_ptr(DistError("the process group was destroyed")), finished);
   }
   run_callbacks(finished);
+  // The lanes close once no thread reads them: a reader wakes at the group's failure and leaves.
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !lane_reader_; });
+  }
+  for (auto& lane : lanes_) {
+    if (!lane) continue;
+    std::lock_guard lock(lane->send_mutex);
+    if (lane->fd >= 0) ::close(lane->fd);
+    lane->fd = -1;
+  }
 }
 
 void Transport::connect_to(Store& store, int peer, Clock::time_point deadline) {
@@ -180,31 +239,37 @@ void Transport::connect_to(Store& store, int peer, Clock::time_point deadline) {
   const auto colon = address.rfind(':');
   asio::ip::tcp::endpoint endpoint(asio::ip::make_address(address.substr(0, colon)),
                                    static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-  asio::error_code error;
-  for (;;) {
-    socket->connect(endpoint, error);
-    if (!error) break;
-    socket->close();
-    if (Clock::now() >= deadline)
-      throw TimeoutError("ProcessGroupLocal rendezvous timed out on rank " + std::to_string(rank_) +
-                         ": could not connect to rank " + std::to_string(peer) + " at " + address + " (" +
-                         error.message() + ")");
-    std::this_thread::sleep_for(Milliseconds(20));
-  }
-  socket->set_option(asio::ip::tcp::no_delay(true));
-  FrameHeader hello;
-  hello.kind = FrameKind::Hello;
-  hello.source = rank_;
-  hello.tag = session_;
-  hello.signature.count = static_cast<uint64_t>(size_);
-  asio::write(*socket, asio::buffer(&hello, sizeof hello));
+  auto dial = [&](uint32_t slot) {
+    auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+    asio::error_code error;
+    for (;;) {
+      socket->connect(endpoint, error);
+      if (!error) break;
+      socket->close();
+      if (Clock::now() >= deadline)
+        throw TimeoutError("ProcessGroupLocal rendezvous timed out on rank " + std::to_string(rank_) +
+                           ": could not connect to rank " + std::to_string(peer) + " at " + address + " (" +
+                           error.message() + ")");
+      std::this_thread::sleep_for(Milliseconds(20));
+    }
+    socket->set_option(asio::ip::tcp::no_delay(true));
+    FrameHeader hello;
+    hello.kind = FrameKind::Hello;
+    hello.source = rank_;
+    hello.slot = slot;
+    hello.tag = session_;
+    hello.signature.count = static_cast<uint64_t>(size_);
+    asio::write(*socket, asio::buffer(&hello, sizeof hello));
+    return socket;
+  };
+  auto socket = dial(0);
   std::promise<void> installed;
   asio::post(io_, [this, peer, socket, &installed] {
     install(peer, socket);
     installed.set_value();
   });
   installed.get_future().wait();
+  if (lanes_[peer]) install_lane(peer, *dial(kLaneHello));
 }
 
 void Transport::accept_next() {
@@ -230,15 +295,21 @@ void Transport::read_hello(std::shared_ptr<asio::ip::tcp::socket> socket) {
                      const bool valid = !error && check_header(*hello, -1, size_).empty() &&
                                         hello->kind == FrameKind::Hello && hello->tag == session_ &&
                                         hello->signature.count == static_cast<uint64_t>(size_) &&
-                                        linked(hello->source) && !dials(hello->source) &&
-                                        hello->length == 0 && !connections_[hello->source];
-                     if (!valid) {
+                                        linked(hello->source) && !dials(hello->source) && hello->length == 0;
+                     const int peer = valid ? hello->source : -1;
+                     const bool lane = valid && hello->slot == kLaneHello;
+                     const bool vacant = valid && (lane ? lanes_[peer] && lanes_[peer]->fd < 0
+                                                        : hello->slot == 0 && !connections_[peer]);
+                     if (!vacant) {
                        asio::error_code ignored;
                        socket->close(ignored);
                        return;
                      }
                      socket->set_option(asio::ip::tcp::no_delay(true));
-                     install(hello->source, socket);
+                     if (lane)
+                       install_lane(peer, *socket);
+                     else
+                       install(peer, socket);
                    });
 }
 
@@ -263,10 +334,21 @@ void Transport::install(int peer, std::shared_ptr<asio::ip::tcp::socket> socket)
   read_header(installed);
 }
 
+// The lane leaves Asio's hands: no I/O thread is woken by what arrives on it.
+void Transport::install_lane(int peer, asio::ip::tcp::socket& socket) {
+  const int fd = socket.release();
+  {
+    std::lock_guard lock(mutex_);
+    lanes_[peer]->fd = fd;
+    ++connected_;
+  }
+  changed_.notify_all();
+}
+
 void Transport::read_header(Connection& connection) {
   asio::async_read(*connection.socket, asio::buffer(&connection.incoming, sizeof(FrameHeader)),
                    [this, &connection](const asio::error_code& error, size_t) {
-                     if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                     if (error) return lose_connection(connection, error);
                      const std::string why = check_header(connection.incoming, connection.peer, size_);
                      if (!why.empty()) return lose_peer(connection, "sent a malformed frame: " + why);
                      on_header(connection);
@@ -283,7 +365,7 @@ void Transport::on_header(Connection& connection) {
     auto reason = std::make_shared<std::string>(header.length, '\0');
     asio::async_read(*connection.socket, asio::buffer(reason->data(), reason->size()),
                      [this, &connection, reason](const asio::error_code& error, size_t) {
-                       if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                       if (error) return lose_connection(connection, error);
                        std::vector<RequestPtr> finished;
                        {
                          std::lock_guard lock(mutex_);
@@ -307,7 +389,7 @@ void Transport::on_header(Connection& connection) {
     connection.reading = request;
     asio::async_read(*connection.socket, asio::buffer(request->data, request->bytes), as_much_as_possible,
                      [this, &connection, request](const asio::error_code& error, size_t) {
-                       if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                       if (error) return lose_connection(connection, error);
                        connection.reading = nullptr;
                        std::vector<RequestPtr> finished;
                        {
@@ -333,13 +415,13 @@ void Transport::on_header(Connection& connection) {
   asio::async_read(
       *connection.socket, asio::buffer(payload.get(), header.length), as_much_as_possible,
       [this, &connection, header, payload, dropped = bool(request)](const asio::error_code& error, size_t) {
-        if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
-        if (!dropped) on_payload(connection, header, payload);
+        if (error) return lose_connection(connection, error);
+        if (!dropped) on_payload(header, payload);
         read_header(connection);
       });
 }
 
-void Transport::on_payload(Connection&, const FrameHeader& header, std::shared_ptr<uint8_t[]> payload) {
+void Transport::on_payload(const FrameHeader& header, std::shared_ptr<uint8_t[]> payload) {
   std::vector<RequestPtr> finished;
   {
     std::lock_guard lock(mutex_);
@@ -466,7 +548,7 @@ RequestPtr Transport::post_recv(FrameKind kind, int source, uint64_t tag, uint32
         Unexpected frame = std::move(*found);
         unexpected_.erase(found);
         deliver_locked(request, frame.header, frame.payload.get(), finished);
-      } else if (source >= 0 && peer_failures_[source]) {
+      } else if (source >= 0 && peer_failures_[source] && !awaits_lane_locked(*request)) {
         finish_locked(request,
                       std::make_exception_ptr(
                           PeerError("rank " + std::to_string(source) + " " + *peer_failures_[source])),
@@ -508,6 +590,7 @@ RequestPtr Transport::send(int dest, FrameKind kind, uint64_t tag, uint32_t slot
     run_callbacks(finished);
     return request;
   }
+  if (lanes_[dest] && belongs_on_lane(request->header) && send_on_lane(request)) return request;
   queue_send(request);
   return request;
 }
@@ -597,7 +680,7 @@ void Transport::write_next(Connection& connection) {
   }
   asio::async_write(*connection.socket, buffers, as_much_as_possible,
                     [this, &connection, request](const asio::error_code& error, size_t) {
-                      if (error) return lose_peer(connection, "disconnected (" + error.message() + ")");
+                      if (error) return lose_connection(connection, error);
                       {
                         std::lock_guard lock(connection.send_mutex);
                         if (!connection.send_queue.empty() && connection.send_queue.front() == request)
@@ -613,7 +696,18 @@ void Transport::write_next(Connection& connection) {
                     });
 }
 
-void Transport::lose_peer(Connection& connection, const std::string& reason) {
+void Transport::lose_connection(Connection& connection, const asio::error_code& error) {
+  lose_peer(connection, "disconnected (" + error.message() + ")", true);
+}
+
+// A peer that disconnected may have sent frames on its lane that are not read yet (the two
+// streams are read independently): the receives those could complete fail once the lane ends.
+bool Transport::awaits_lane_locked(const Request& receive) const {
+  const Lane* lane = receive.peer >= 0 ? lanes_[receive.peer].get() : nullptr;
+  return lane && !lane->read_closed && lane_may_complete(receive);
+}
+
+void Transport::lose_peer(Connection& connection, const std::string& reason, bool lane_may_hold_frames) {
   RequestPtr reading = std::exchange(connection.reading, nullptr);
   std::deque<RequestPtr> unsent;
   bool already_lost;
@@ -633,6 +727,7 @@ void Transport::lose_peer(Connection& connection, const std::string& reason) {
     std::lock_guard lock(mutex_);
     // A connection closed by our own shutdown is not a peer failure.
     const bool newly_lost = !already_lost && !stopping_;
+    if (!lane_may_hold_frames && lanes_[connection.peer]) lanes_[connection.peer]->read_closed = true;
     if (newly_lost) {
       peer_failures_[connection.peer] = reason;
       changed_.notify_all();
@@ -641,7 +736,7 @@ void Transport::lose_peer(Connection& connection, const std::string& reason) {
                                                          peer_failures_[connection.peer].value_or(reason)));
     if (newly_lost) {
       for (auto it = posted_.begin(); it != posted_.end();) {
-        if ((*it)->peer == connection.peer) {
+        if ((*it)->peer == connection.peer && !awaits_lane_locked(**it)) {
           finish_locked(*it, error, finished);
           it = posted_.erase(it);
         } else {
@@ -668,7 +763,10 @@ void Transport::finish_locked(const RequestPtr& request, std::exception_ptr erro
 // A waiter woken while the lock is still held would go straight back to sleep on the mutex: on
 // the path of every small collective, that is one more wake-up.
 void Transport::run_callbacks(std::vector<RequestPtr>& finished) {
-  if (!finished.empty()) changed_.notify_all();
+  if (!finished.empty()) {
+    changed_.notify_all();
+    if (lane_reader_polls_) wake_lane_reader();
+  }
   for (auto& request : finished)
     if (request->on_finish) request->on_finish(*request);
   finished.clear();
@@ -678,6 +776,7 @@ void Transport::fail_group_locked(const std::string& reason, std::vector<Request
   if (group_failure_) return;
   group_failure_ = reason;
   changed_.notify_all();
+  if (lane_reader_polls_) wake_lane_reader();
   const auto error = std::make_exception_ptr(PeerError(reason));
   for (auto& request : posted_) finish_locked(request, error, finished);
   posted_.clear();
@@ -748,15 +847,10 @@ void Transport::cancel(const RequestPtr& request) {
   std::erase(posted_, request);
 }
 
-bool Transport::wait_quietly(const Request& request, Clock::time_point deadline) {
-  std::unique_lock lock(mutex_);
-  return changed_.wait_until(lock, deadline, [&] { return request.state != Request::State::Pending; });
-}
-
 void Transport::wait(const Request& request, Clock::time_point deadline, Milliseconds timeout,
                      const std::string& operation) {
   std::unique_lock lock(mutex_);
-  const bool finished = changed_.wait_until(
+  const bool finished = wait_locked(
       lock, deadline, [&] { return request.state != Request::State::Pending || group_failure_.has_value(); });
   if (request.state == Request::State::Failed) {
     try {
@@ -776,6 +870,161 @@ void Transport::wait(const Request& request, Clock::time_point deadline, Millise
   lock.unlock();
   fail_group(reason);
   throw TimeoutError(reason);
+}
+
+template <class Done>
+bool Transport::wait_locked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Done done) {
+  const bool has_lanes =
+      std::any_of(lanes_.begin(), lanes_.end(), [](const auto& lane) { return bool(lane); });
+  ++waiters_;
+  bool was_reader = false;
+  while (!done() && Clock::now() < deadline) {
+    if (has_lanes && !lane_reader_ && !stopping_) {
+      lane_reader_ = was_reader = true;
+      lane_reader_polls_ = true;
+      lock.unlock();
+      read_lanes(deadline);
+      lock.lock();
+      lane_reader_ = false;
+      continue;
+    }
+    changed_.wait_until(lock, deadline);
+  }
+  --waiters_;
+  // Another waiter (or shutdown) may be sleeping until the lanes have no reader.
+  if (was_reader && (waiters_ > 0 || stopping_)) changed_.notify_all();
+  return done();
+}
+
+void Transport::wake_lane_reader() {
+  const uint64_t one = 1;
+  [[maybe_unused]] const auto written = ::write(wake_fd_, &one, sizeof one);
+}
+
+void Transport::read_lanes(Clock::time_point deadline) {
+  std::vector<pollfd> polled;
+  std::vector<int> peers;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (!lanes_[peer] || lanes_[peer]->read_closed || lanes_[peer]->fd < 0) continue;
+    polled.push_back({lanes_[peer]->fd, POLLIN, 0});
+    peers.push_back(peer);
+  }
+  polled.push_back({wake_fd_, POLLIN, 0});
+  const auto left = std::max(deadline - Clock::now(), Clock::duration::zero());
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(left);
+  const timespec timeout{static_cast<time_t>(seconds.count()),
+                         static_cast<long>(std::chrono::nanoseconds(left - seconds).count())};
+  const int ready = ::ppoll(polled.data(), polled.size(), &timeout, nullptr);
+  lane_reader_polls_ = false;
+  if (ready <= 0) return;  // the deadline, or a signal: the caller looks again
+  if (polled.back().revents) {
+    uint64_t count;
+    [[maybe_unused]] const auto drained = ::read(wake_fd_, &count, sizeof count);
+  }
+  for (size_t i = 0; i < peers.size(); ++i)
+    if (polled[i].revents) read_lane(peers[i]);
+}
+
+// Reads whatever the lane holds now, frame by frame, without blocking; a frame cut short waits
+// in the lane for its rest.
+void Transport::read_lane(int peer) {
+  Lane& lane = *lanes_[peer];
+  for (;;) {
+    const bool in_header = lane.header_read < sizeof(FrameHeader);
+    uint8_t* into = in_header ? reinterpret_cast<uint8_t*>(&lane.header) + lane.header_read
+                              : lane.payload.get() + lane.payload_read;
+    const uint64_t wanted =
+        in_header ? sizeof(FrameHeader) - lane.header_read : lane.header.length - lane.payload_read;
+    if (wanted > 0) {
+      const ssize_t got = ::recv(lane.fd, into, wanted, MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      // The peer's end: its connection, read by the I/O thread, says why (an abort comes first).
+      if (got <= 0) return close_lane_reading(peer);
+      (in_header ? lane.header_read : lane.payload_read) += static_cast<uint64_t>(got);
+      if (static_cast<uint64_t>(got) < wanted) continue;
+    }
+    if (in_header) {
+      std::string why = check_header(lane.header, peer, size_);
+      if (why.empty() && !belongs_on_lane(lane.header)) why = "a frame that does not belong on its lane";
+      if (!why.empty()) {
+        close_lane_reading(peer);
+        asio::post(io_,
+                   [this, peer, why] { lose_peer(*connections_[peer], "sent a malformed frame: " + why); });
+        return;
+      }
+      lane.payload = scratch(lane.header.length);
+      lane.payload_read = 0;
+      if (lane.header.length > 0) continue;
+    }
+    lane.header_read = 0;
+    on_payload(lane.header, std::move(lane.payload));
+  }
+}
+
+// Nothing more is read from the lane; if the peer's connection is already lost, the receives
+// left waiting for the lane fail now, as they would have with it.
+void Transport::close_lane_reading(int peer) {
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard lock(mutex_);
+    lanes_[peer]->read_closed = true;
+    if (peer_failures_[peer]) {
+      const auto error =
+          std::make_exception_ptr(PeerError("rank " + std::to_string(peer) + " " + *peer_failures_[peer]));
+      std::erase_if(posted_, [&](const RequestPtr& request) {
+        if (request->peer != peer) return false;
+        finish_locked(request, error, finished);
+        return true;
+      });
+    }
+  }
+  run_callbacks(finished);
+}
+
+// Written by the calling thread (a collective's runner, never the I/O thread), waiting while
+// the lane is full: the peer reads it as soon as it waits for this collective or a later one.
+// A lane that fails before the frame's first byte leaves it, and every later frame, to the
+// connection, which reports the peer's fate.
+bool Transport::send_on_lane(const RequestPtr& request) {
+  Lane& lane = *lanes_[request->peer];
+  std::unique_lock lock(lane.send_mutex);
+  if (lane.fd < 0 || lane.send_broken) return false;
+  const uint64_t total = sizeof(FrameHeader) + request->bytes;
+  const auto until = Clock::now() + timeout_;
+  uint64_t sent = 0;
+  std::optional<std::string> failure;
+  for (;;) {
+    const uint64_t more = write_some_now(lane.fd, request->header, request->data, request->bytes, sent);
+    sent += more;
+    if (sent == total) break;
+    if (more == 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      if (sent == 0) {
+        lane.send_broken = true;
+        return false;
+      }
+      failure = "rank " + std::to_string(request->peer) + " disconnected (" + std::strerror(errno) + ")";
+      break;
+    }
+    if ((failure = group_failure())) break;
+    if (Clock::now() >= until) {
+      failure = "rank " + std::to_string(request->peer) + " did not take a frame within " +
+                std::to_string(timeout_.count()) + " ms";
+      break;
+    }
+    pollfd writable{lane.fd, POLLOUT, 0};
+    ::poll(&writable, 1, 10);
+  }
+  if (failure && sent > 0) lane.send_broken = true;  // its stream is cut inside a frame
+  lock.unlock();
+  std::vector<RequestPtr> finished;
+  {
+    std::lock_guard state_lock(mutex_);
+    const auto& lost = peer_failures_[request->peer];
+    if (failure && lost) failure = "rank " + std::to_string(request->peer) + " " + *lost;
+    finish_locked(request, failure ? std::make_exception_ptr(PeerError(*failure)) : nullptr, finished);
+  }
+  run_callbacks(finished);
+  return true;
 }
 
 }  // namespace tn::dist

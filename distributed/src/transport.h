@@ -3,9 +3,15 @@
 // are matched to posted requests by (kind, source, tag, slot); a frame that arrives before its
 // request is posted waits in the unexpected list. Sends are queued per connection and written
 // in order.
+//
+// A full mesh also has a second connection to every peer, its lane, for small collective
+// frames. No I/O thread watches the lanes: the thread waiting for a collective's frames reads
+// them itself, so a small collective costs each rank one wake-up (the kernel waking that
+// thread) instead of two (the I/O thread, then the waiter), which is most of its latency.
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -61,8 +67,6 @@ class Transport {
   // (which also fails the group, since the ranks no longer agree on where they are).
   void wait(const Request& request, Clock::time_point deadline, Milliseconds timeout,
             const std::string& operation);
-  // Waits until the request finishes or the deadline passes; never throws. True if it finished.
-  bool wait_quietly(const Request& request, Clock::time_point deadline);
   // Removes a receive that has not started; one already being read is left to land.
   void cancel(const RequestPtr& request);
   // Marks the group unusable, fails every pending request and tells every live peer why.
@@ -82,6 +86,7 @@ class Transport {
 
  private:
   struct Connection;
+  struct Lane;
   // Whether this rank has a connection to `peer`, and whether it is the side that dials it
   // (a full mesh dials the lower ranks; a spoke dials the hub); the other side accepts.
   bool linked(int peer) const;
@@ -89,13 +94,30 @@ class Transport {
   void accept_next();
   void read_hello(std::shared_ptr<asio::ip::tcp::socket> socket);
   void install(int peer, std::shared_ptr<asio::ip::tcp::socket> socket);
+  void install_lane(int peer, asio::ip::tcp::socket& socket);
   void connect_to(Store& store, int peer, Clock::time_point deadline);
   void read_header(Connection& connection);
   void on_header(Connection& connection);
-  void on_payload(Connection& connection, const FrameHeader& header, std::shared_ptr<uint8_t[]> payload);
+  // A whole frame read into memory of its own: to its posted receive, or the unexpected list.
+  void on_payload(const FrameHeader& header, std::shared_ptr<uint8_t[]> payload);
   void queue_send(const RequestPtr& request);
   void write_next(Connection& connection);
-  void lose_peer(Connection& connection, const std::string& reason);
+  // Writes a small collective frame on the peer's lane; false if it must take the connection.
+  bool send_on_lane(const RequestPtr& request);
+  // Waits (holding `lock` on mutex_ on entry and exit) until done() or the deadline: as the
+  // lanes' reader if no other thread is, else on changed_. done()'s value at the end.
+  template <class Done>
+  bool wait_locked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Done done);
+  // The lanes' reader: one poll over every lane and wake_fd_, then what arrived is read.
+  void read_lanes(Clock::time_point deadline);
+  void read_lane(int peer);
+  // Interrupts the lanes' reader's poll (a request it may wait for finished elsewhere).
+  void wake_lane_reader();
+  // Fails the peer's receives and sends with `reason`, closing its connection.
+  void lose_peer(Connection& connection, const std::string& reason, bool lane_may_hold_frames = false);
+  void lose_connection(Connection& connection, const asio::error_code& error);
+  bool awaits_lane_locked(const Request& receive) const;
+  void close_lane_reading(int peer);
   RequestPtr take_posted_locked(const FrameHeader& header);
   // Why the frame may not complete this receive (other collective, size or dtype), if so.
   std::optional<std::string> mismatch_locked(const Request& request, const FrameHeader& header) const;
@@ -111,6 +133,7 @@ class Transport {
   const int size_;
   const Topology topology_;
   const int hub_;
+  const Milliseconds timeout_;
   uint64_t session_ = 0;
   uint16_t port_ = 0;
   std::unique_ptr<PeerMemory> memory_;
@@ -118,12 +141,17 @@ class Transport {
   asio::executor_work_guard<asio::io_context::executor_type> work_guard_;
   asio::ip::tcp::acceptor acceptor_;
   std::vector<std::unique_ptr<Connection>> connections_;  // by rank; null for this rank
+  std::vector<std::unique_ptr<Lane>> lanes_;              // by rank; null without a lane
+  int wake_fd_ = -1;                                      // an eventfd; see wake_lane_reader
   std::thread io_thread_;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  int connected_ = 0;
+  int connected_ = 0;  // connections and lanes installed
   bool stopping_ = false;
+  bool lane_reader_ = false;                     // a waiting thread reads the lanes
+  std::atomic<bool> lane_reader_polls_ = false;  // ... and sleeps in poll (set under mutex_)
+  int waiters_ = 0;                              // threads in wait_locked
   std::vector<std::optional<std::string>> peer_failures_;
   std::optional<std::string> group_failure_;
   bool peers_told_ = false;  // abort frames have gone out
