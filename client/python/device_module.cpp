@@ -10,6 +10,7 @@
 #include <map>
 
 #include "client/device.h"
+#include "proto/model_transfer.h"
 
 namespace py = pybind11;
 
@@ -124,19 +125,30 @@ PYBIND11_MODULE(_device, m) {
       .def_property_readonly("num_examples",
                              [](const tn::client::RoundReport& r) { return r.result.num_examples; });
 
+  // torchnative-device's --max-model-bytes default, from the one place that sets it.
+  m.attr("DEFAULT_MAX_MODEL_BYTES") = tn::proto::TransferLimits{}.max_total_bytes;
+
   py::class_<tn::client::Device>(m, "Device")
       .def(py::init([](const std::string& server, const std::string& key_file,
-                       std::optional<std::string> tls_ca, double check_in_wait_seconds) {
+                       std::optional<std::string> tls_ca, double check_in_wait_seconds,
+                       long long max_model_bytes) {
+             // Signed, so that a negative limit is refused by name rather than by pybind11's
+             // conversion to an unsigned type.
+             if (max_model_bytes <= 0)
+               throw py::value_error("torchnative._device: max_model_bytes must be positive, not " +
+                                     std::to_string(max_model_bytes));
              tn::client::DeviceOptions options;
              options.server_address = server;
              options.key_file = key_file;
              options.tls_root_certificates_file = std::move(tls_ca);
              options.check_in_wait = tn::client::Milliseconds(int64_t(check_in_wait_seconds * 1000));
+             options.limits.max_total_bytes = uint64_t(max_model_bytes);
              options.metadata.set_platform("python");
              return std::make_unique<tn::client::Device>(std::move(options));
            }),
            py::arg("server"), py::arg("key_file"), py::kw_only(), py::arg("tls_ca") = py::none(),
-           py::arg("check_in_wait") = 20.0)
+           py::arg("check_in_wait") = 20.0,
+           py::arg("max_model_bytes") = (long long)(tn::proto::TransferLimits{}.max_total_bytes))
       .def_property_readonly("device_id",
                              [](tn::client::Device& device) {
                                py::gil_scoped_release released;

@@ -20,8 +20,21 @@ RoundReport = _device.RoundReport
 
 
 class Device:
-    def __init__(self, server, key_file, *, tls_ca=None, check_in_wait=20.0):
-        self._device = _device.Device(server, key_file, tls_ca=tls_ca, check_in_wait=check_in_wait)
+    """A device of the coordinator at `server` ("host:port"), identified by the Ed25519 key in
+    `key_file` (created on first use).
+
+    tls_ca: PEM root certificates; the channel uses TLS when given, plaintext otherwise.
+    check_in_wait: how long, in seconds, one check-in may be held by the coordinator.
+    max_model_bytes: the largest model, in bytes of tensor data, this device accepts, as
+        `torchnative-device --max-model-bytes` (default 64 GiB). A round announcing a larger one is
+        refused before anything is allocated for it: its RoundReport has contributed False and an
+        error naming the model's size and this limit. Must be positive (ValueError otherwise).
+    """
+
+    def __init__(self, server, key_file, *, tls_ca=None, check_in_wait=20.0,
+                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES):
+        self._device = _device.Device(server, key_file, tls_ca=tls_ca, check_in_wait=check_in_wait,
+                                      max_model_bytes=max_model_bytes)
 
     @property
     def device_id(self):

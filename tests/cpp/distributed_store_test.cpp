@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "distributed/store.h"
+#include "test_support.h"
 
 namespace tn::dist {
 namespace {
@@ -33,17 +34,7 @@ constexpr Milliseconds kShortTimeout = 200ms;
 Bytes bytes_of(const std::string& text) { return Bytes(text.begin(), text.end()); }
 std::string text_of(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
-// Runs `body` and returns the message of the E it throws (failing the test when it throws none).
-template <typename E>
-std::string message_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const E& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
+using tn::test::message_of;
 
 // A directory of its own for each test's files, removed afterwards.
 class TempDir {

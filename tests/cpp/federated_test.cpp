@@ -31,6 +31,7 @@
 #include "federated/selection.h"
 #include "federated/strategy.h"
 #include "federated/validation.h"
+#include "test_support.h"
 
 namespace tn::federated {
 namespace {
@@ -39,17 +40,7 @@ using json = nlohmann::json;
 using Reason = UpdateRefused::Reason;
 using namespace std::chrono_literals;
 
-// Runs `body` and returns the message of the E it throws (failing the test when it throws none).
-template <typename E>
-std::string message_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const E& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
+using tn::test::message_of;
 
 Reason reason_of(const std::function<void()>& body) {
   try {

@@ -21,6 +21,7 @@
 #include "proto/model_transfer.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
+#include "test_support.h"
 #include "torchnative/federated/v1/device.grpc.pb.h"
 
 namespace tn::proto {
@@ -28,6 +29,7 @@ namespace {
 
 using federated::Model;
 using federated::NamedTensor;
+using tn::test::expect_same_model;
 using Refusal = TransferError::Refusal;
 
 // Pseudo-random bytes from `seed`, so a lost, repeated or misplaced byte changes the result.
@@ -38,22 +40,6 @@ NamedTensor make_tensor(const std::string& name, ScalarType dtype, const Shape& 
   std::mt19937 random(seed);
   for (std::byte& byte : contents) byte = static_cast<std::byte>(random());
   return federated::copy_tensor(name, dtype, shape, contents);
-}
-
-void expect_same_model(const Model& expected, const Model& actual) {
-  ASSERT_EQ(expected.tensors.size(), actual.tensors.size());
-  for (size_t i = 0; i < expected.tensors.size(); ++i) {
-    const NamedTensor& want = expected.tensors[i];
-    const NamedTensor& got = actual.tensors[i];
-    EXPECT_EQ(want.name, got.name);
-    EXPECT_EQ(want.dtype, got.dtype) << want.name;
-    EXPECT_EQ(want.shape, got.shape) << want.name;
-    ASSERT_EQ(want.nbytes, got.nbytes) << want.name;
-    if (want.nbytes > 0) {
-      ASSERT_NE(got.data, nullptr) << want.name;
-      EXPECT_EQ(std::memcmp(want.data.get(), got.data.get(), want.nbytes), 0) << want.name;
-    }
-  }
 }
 
 // Limits with a small chunk size, so small models take many chunks.

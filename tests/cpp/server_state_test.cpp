@@ -19,6 +19,7 @@
 #include "federated/round.h"
 #include "server/safetensors.h"
 #include "server/state_store.h"
+#include "test_support.h"
 
 namespace {
 
@@ -29,6 +30,7 @@ using tn::federated::copy_tensor;
 using tn::federated::DeviceId;
 using tn::federated::Model;
 using tn::federated::NamedTensor;
+using tn::test::expect_same_model;
 using namespace tn::server;
 
 // ---- helpers ----------------------------------------------------------------------------------
@@ -58,21 +60,6 @@ std::string blake2b_hex(std::string_view bytes) {
   char hex[65];
   sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
   return hex;
-}
-
-void expect_same_model(const Model& actual, const Model& expected) {
-  ASSERT_EQ(actual.tensors.size(), expected.tensors.size());
-  for (size_t i = 0; i < expected.tensors.size(); ++i) {
-    const NamedTensor& a = actual.tensors[i];
-    const NamedTensor& e = expected.tensors[i];
-    EXPECT_EQ(a.name, e.name);
-    EXPECT_EQ(a.dtype, e.dtype) << e.name;
-    EXPECT_EQ(a.shape, e.shape) << e.name;
-    ASSERT_EQ(a.nbytes, e.nbytes) << e.name;
-    if (e.nbytes > 0) {
-      EXPECT_EQ(std::memcmp(a.data.get(), e.data.get(), e.nbytes), 0) << e.name;
-    }
-  }
 }
 
 // A second connection to the state database, as an operator's sqlite3 shell would open it.
@@ -314,7 +301,7 @@ TEST_F(StateStoreTest, CreatesReadsListsAndEndsTasks) {
   EXPECT_EQ(bytes.size(), versions[0].byte_size);
   EXPECT_EQ(blake2b_hex(bytes), versions[0].blake2b_256_hex);
   EXPECT_EQ(bytes, encode_safetensors(small_model()));
-  expect_same_model(store.load_model("mnist", 0), small_model());
+  expect_same_model(small_model(), store.load_model("mnist", 0));
   EXPECT_EQ(store.load_strategy_state("cifar", 0).meta["strategy"], "fedavgm");
   EXPECT_EQ(store.latest_model_version("cifar"), 0u);
   EXPECT_THROW(store.load_model("mnist", 1), NotFound);
@@ -390,7 +377,7 @@ TEST_F(StateStoreTest, BeginsAndClosesRounds) {
   EXPECT_EQ(closed.closed_at_ms, now_ms_);
   EXPECT_THROW(store.close_round("mnist", 1, abandoned({"a"}, {"b", "c"})), Conflict);
   EXPECT_EQ(store.latest_model_version("mnist"), 1u);
-  expect_same_model(store.load_model("mnist", 1), small_model(2));
+  expect_same_model(small_model(2), store.load_model("mnist", 1));
   EXPECT_EQ(store.load_strategy_state("mnist", 1).meta["rounds"], 1);
 
   store.begin_round("mnist", {2, 1, {"a", "b"}, 0});
@@ -458,7 +445,7 @@ TEST_F(StateStoreTest, ClosingARoundIsAllOrNothing) {
   StateStore reopened = open();
   EXPECT_TRUE(reopened.open_report().removed_files.empty());
   EXPECT_TRUE(reopened.open_report().damaged_files.empty());
-  expect_same_model(reopened.load_model("mnist", 2), small_model(3));
+  expect_same_model(small_model(3), reopened.load_model("mnist", 2));
 }
 
 // ---- safetensors ------------------------------------------------------------------------------
@@ -499,7 +486,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndEmptyTensors) {
   const Model model = every_dtype_model();
   const std::string bytes = encode_safetensors(model, {{"format", "pt"}});
   const SafetensorsContents decoded = decode_safetensors(as_file(bytes), "every_dtype.safetensors");
-  expect_same_model(decoded.model, model);
+  expect_same_model(model, decoded.model);
   EXPECT_EQ(decoded.metadata, (SafetensorsMetadata{{"format", "pt"}}));
   // The names safetensors gives the dtypes.
   for (const auto& [dtype, name] :
@@ -524,7 +511,7 @@ TEST_F(StateStoreTest, StoresAndLoadsEveryDtype) {
     store.create_task(definition("all"), every_dtype_model());
   }
   StateStore reopened = open();
-  expect_same_model(reopened.load_model("all", 0), every_dtype_model());
+  expect_same_model(every_dtype_model(), reopened.load_model("all", 0));
 }
 
 // Byte for byte what the format specifies, written out by hand.
@@ -712,7 +699,7 @@ TEST_F(StateStoreTest, DeletesFilesLeftByInterruptedWritesOnOpen) {
   EXPECT_FALSE(fs::exists(directory_ / "models/never-committed"));
   EXPECT_TRUE(store.open_report().damaged_files.empty());
   EXPECT_TRUE(store.verify_files().empty());
-  expect_same_model(store.load_model("mnist", 0), small_model());
+  expect_same_model(small_model(), store.load_model("mnist", 0));
 }
 
 TEST_F(StateStoreTest, MarksRoundsLeftOpenAsInterruptedAndResumesAfterThem) {
@@ -738,7 +725,7 @@ TEST_F(StateStoreTest, MarksRoundsLeftOpenAsInterruptedAndResumesAfterThem) {
 
   const ResumePoint point = store.resume_point("mnist");
   EXPECT_EQ(point.model_version, 1u);
-  expect_same_model(point.model, small_model(2));
+  expect_same_model(small_model(2), point.model);
   EXPECT_EQ(point.strategy_state.meta["rounds"], 1);
   EXPECT_EQ(point.last_committed_round->round_number, 3u);
   EXPECT_EQ(point.next_round_number, 4u);

@@ -7,6 +7,12 @@
 //     check-in FILE        registers, sends one signed CheckIn, saves the request in FILE
 //     replay FILE          sends the request saved in FILE again, byte for byte
 //     garbage METHOD       a call of DeviceService's METHOD whose message does not parse
+//     garbage-stream SERVICE/METHOD
+//                          a client stream of SERVICE's METHOD whose first message does not parse
+//     empty-stream SERVICE/METHOD
+//                          a client stream of SERVICE's METHOD whose first message is empty (parses)
+//     garbage-chunk        a CreateTask whose header, signed by --key as an administrator key,
+//                          announces a streamed model, followed by a chunk message that does not parse
 //     oversized BYTES      a signed CheckIn whose payload is BYTES long
 //     contribute POISON    takes part in the next round it is selected for and contributes
 //                          nan (a NaN in the first tensor), short (one element too few) or
@@ -27,6 +33,8 @@
 #include "proto/model_transfer.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
+#include "server/hex.h"
+#include "torchnative/federated/v1/admin.pb.h"
 
 namespace {
 
@@ -44,10 +52,11 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr
-      << "federated_rogue_device: " << problem
-      << "\nusage: federated_rogue_device --server HOST:PORT --key FILE "
-         "(check-in FILE | replay FILE | garbage METHOD | oversized BYTES | contribute nan|short|long)\n";
+  std::cerr << "federated_rogue_device: " << problem
+            << "\nusage: federated_rogue_device --server HOST:PORT --key FILE "
+               "(check-in FILE | replay FILE | garbage METHOD | garbage-stream SERVICE/METHOD | empty-stream "
+               "SERVICE/METHOD | "
+               "garbage-chunk | oversized BYTES | contribute nan|short|long)\n";
   std::exit(2);
 }
 
@@ -132,11 +141,16 @@ json replay(const Options& options) {
   return status_json(call_check_in(options.server, request));
 }
 
-json garbage(const Options& options) {
-  // A field tag whose varint never ends: no protobuf parser accepts it.
-  const std::string bytes(16, '\xff');
+// A field tag whose varint never ends: no protobuf parser accepts it.
+const std::string kGarbage(16, '\xff');
+
+grpc::ByteBuffer byte_buffer(const std::string& bytes) {
   grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+json garbage(const Options& options) {
+  grpc::ByteBuffer request = byte_buffer(kGarbage), response;
   grpc::GenericStub stub(unlimited_channel(options.server));
   grpc::ClientContext context;
   context.set_deadline(SystemClock::now() + std::chrono::seconds(30));
@@ -145,6 +159,73 @@ json garbage(const Options& options) {
                  &request, &response,
                  [&finished](grpc::Status status) { finished.set_value(std::move(status)); });
   return status_json(finished.get_future().get());
+}
+
+// A client stream that sends `messages` and is then left open (no WritesDone): what the server
+// answers is its answer to the messages themselves, since the end of the stream never comes
+// before the deadline.
+class OpenStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  OpenStream(const std::string& server, const std::string& method, const std::vector<std::string>& messages)
+      : stub_(unlimited_channel(server)) {
+    for (const std::string& message : messages) messages_.push_back(byte_buffer(message));
+    context_.set_deadline(SystemClock::now() + std::chrono::seconds(20));
+    stub_.PrepareBidiStreamingCall(&context_, method, grpc::StubOptions(), this);
+  }
+
+  grpc::Status answer() {
+    StartRead(&response_);
+    write_next();
+    StartCall();
+    return done_.get_future().get();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (ok) write_next();
+  }
+  void OnDone(const grpc::Status& status) override { done_.set_value(status); }
+
+ private:
+  void write_next() {
+    if (next_ < messages_.size()) StartWrite(&messages_[next_++]);
+  }
+
+  grpc::GenericStub stub_;
+  grpc::ClientContext context_;
+  std::vector<grpc::ByteBuffer> messages_;
+  size_t next_ = 0;
+  grpc::ByteBuffer response_;
+  std::promise<grpc::Status> done_;
+};
+
+std::string qualified_method(const std::string& service_and_method) {
+  return "/torchnative.federated.v1." + service_and_method;
+}
+
+json garbage_chunk(const Options& options) {
+  // A header the coordinator accepts, so that the chunk that follows is what it refuses.
+  const std::vector<float> values = {1.0f, 2.0f};
+  tn::federated::Model model;
+  model.tensors.push_back(
+      tn::federated::copy_tensor("weight", tn::ScalarType::Float, {2}, std::as_bytes(std::span(values))));
+  v1::CreateTaskHeader header;
+  header.set_strategy("fedavg");
+  header.set_strategy_parameters_json("{}");
+  header.set_rounds(1);
+  header.mutable_selection()->set_devices_per_round(1);
+  header.set_min_updates(1);
+  header.set_round_timeout_ms(1000);
+  *header.mutable_streamed_model() = tn::proto::ModelChunker(model, "garbage-chunk").header();
+  const std::string payload = header.SerializeAsString();
+
+  const std::string method = qualified_method("AdminService/CreateTask");
+  const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
+  v1::CreateTaskRequest first;
+  first.mutable_signed_header()->set_payload(payload);
+  // An administrator's key id is its public key in hex.
+  *first.mutable_signed_header()->mutable_auth() =
+      tn::proto::sign_request(method, tn::server::to_hex(key.public_key()), payload, key);
+  return status_json(OpenStream(options.server, method, {first.SerializeAsString(), kGarbage}).answer());
 }
 
 json oversized(const Options& options) {
@@ -240,6 +321,12 @@ int main(int argc, char** argv) {
       out = replay(options);
     else if (options.mode == "garbage")
       out = garbage(options);
+    else if (options.mode == "garbage-stream")
+      out = status_json(OpenStream(options.server, qualified_method(options.argument), {kGarbage}).answer());
+    else if (options.mode == "empty-stream")
+      out = status_json(OpenStream(options.server, qualified_method(options.argument), {""}).answer());
+    else if (options.mode == "garbage-chunk")
+      out = garbage_chunk(options);
     else if (options.mode == "oversized")
       out = oversized(options);
     else if (options.mode == "contribute")

@@ -1,6 +1,8 @@
 """Devices written in Python (torchnative.device on the shim's torch) take part in a FedAvg round.
 One of them trains to NaN: its client refuses to send the update (the check the hub applies too),
-and the round completes over the others with their exact weights, the poisoned one missing."""
+and the round completes over the others with their exact weights, the poisoned one missing.
+A Python device's max_model_bytes, like torchnative-device's --max-model-bytes, refuses a round
+whose model is larger, by name."""
 import json
 import subprocess
 
@@ -67,3 +69,52 @@ def test_python_devices_and_a_poisoned_update(coordinator, tmp_path):
     model = read_safetensors(tmp_path / "out.safetensors")
     assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)
     assert model["steps"].tolist() == [7]
+
+
+LIMITED_DEVICE_SCRIPT = r'''
+import json, sys
+from torchnative.device import Device
+server, key_file, limit = sys.argv[1], sys.argv[2], sys.argv[3]
+limits = {} if limit == "default" else {"max_model_bytes": int(limit)}
+device = Device(server, key_file, check_in_wait=2.0, **limits)
+report = device.run(lambda state, config: (state, 1), rounds=1)[0]
+print(json.dumps({"device_id": device.device_id, "round_id": report.round_id,
+                  "contributed": report.contributed, "error": report.error}))
+'''
+
+
+def test_a_python_device_refuses_a_model_above_its_max_model_bytes_and_accepts_it_by_default(
+        coordinator, tmp_path):
+    # 12 + 3 float32 values and one int64: 68 bytes of tensors, above a limit of 64.
+    write_safetensors(tmp_path / "initial.safetensors",
+                      {"weight": np.zeros((4, 3), dtype=np.float32), "bias": np.zeros(3, dtype=np.float32),
+                       "batches_seen": np.array([0], dtype=np.int64)})
+    # A selected device that does not join fails the attempt at the round's deadline (5 s), and the
+    # retry goes to the device that checks in next.
+    task = admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", "1",
+                      "--devices-per-round", "1", "--min-updates", "1", "--min-available", "1",
+                      "--round-timeout-ms", "5000", "--model", str(tmp_path / "initial.safetensors"))["task_id"]
+    server = f"127.0.0.1:{coordinator['grpc_port']}"
+
+    def device(key, limit):
+        result = subprocess.run([PYTHON, "-c", LIMITED_DEVICE_SCRIPT, server, str(tmp_path / key), limit],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    limited = device("limited.key", "64")
+    assert limited["round_id"] == 1 and limited["contributed"] is False, limited
+    assert "announces a model of 68 bytes, above this device's limit of 64" in limited["error"], limited
+    accepting = device("default.key", "default")
+    assert accepting["round_id"] == 2 and accepting["contributed"] is True and accepting["error"] == "", accepting
+
+    rounds = {entry["round_id"]: entry for entry in admin_json(coordinator, "rounds", task)}
+    assert rounds[1]["state"] == "ROUND_STATE_FAILED" and rounds[1]["missing"] == [limited["device_id"]], rounds
+    assert rounds[2]["contributors"] == [accepting["device_id"]], rounds
+
+
+def test_a_python_device_refuses_a_max_model_bytes_that_is_not_positive(tmp_path):
+    result = subprocess.run([PYTHON, "-c", LIMITED_DEVICE_SCRIPT, "127.0.0.1:1", str(tmp_path / "k.key"), "0"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "ValueError: torchnative._device: max_model_bytes must be positive, not 0" in result.stderr, result.stderr

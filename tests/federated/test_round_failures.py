@@ -274,13 +274,25 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
         assert process.returncode == 0, err
         return json.loads(out)
 
+    def malformed(method):
+        return {"code": 3, "message": f"/torchnative.federated.v1.{method}: the request could not be parsed as a "
+                                      f"torchnative.federated.v1.{method.split('/')[1]}Request"}
+
     # A message that does not parse is INVALID_ARGUMENT naming the method and its request type,
     # whether the method is synchronous (Register), a callback (CheckIn) or server-streaming
     # (FetchModel).
     for method in ("Register", "CheckIn", "FetchModel"):
-        assert outcome(rogue("garbage.key", "garbage", method)) == {
-            "code": 3, "message": f"/torchnative.federated.v1.DeviceService/{method}: the request could not be "
-                                  f"parsed as a torchnative.federated.v1.{method}Request"}
+        assert outcome(rogue("garbage.key", "garbage", method)) == malformed(f"DeviceService/{method}")
+    # So is one in a client stream (CreateTask, SubmitUpdate), as it arrives: the rogue leaves its
+    # stream open, so the answer cannot come from the end of the stream (it would wait out the
+    # rogue's 20 s deadline). The garbage is the first message, or a model chunk after a CreateTask
+    # header signed by the administrator key.
+    for method in ("AdminService/CreateTask", "DeviceService/SubmitUpdate"):
+        assert outcome(rogue("garbage.key", "garbage-stream", method)) == malformed(method)
+    assert outcome(rogue("admin.key", "garbage-chunk")) == malformed("AdminService/CreateTask")
+    # A first message that parses is served as before: SubmitUpdate is not served.
+    submit = outcome(rogue("garbage.key", "empty-stream", "DeviceService/SubmitUpdate"))
+    assert submit["code"] == 9 and submit["message"].startswith("SubmitUpdate is not served: "), submit
     oversized = outcome(rogue("oversized.key", "oversized", str(5 << 20)))
     assert oversized["code"] == 8, oversized  # RESOURCE_EXHAUSTED, at the configured 4 MiB
     assert oversized["message"].startswith("Received message larger than max (") and \
@@ -348,7 +360,7 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
     assert http_get(coordinator, "/healthz") == (200, "ok\n")
     _, metrics = http_get(coordinator, "/metrics")
     assert 'torchnative_requests_refused_total{reason="contribution_refused"} 3' in metrics
-    assert 'torchnative_requests_refused_total{reason="malformed_request"} 3' in metrics
+    assert 'torchnative_requests_refused_total{reason="malformed_request"} 6' in metrics
 
 
 HEARTBEAT_INTERVAL_S = 0.4

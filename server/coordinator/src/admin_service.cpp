@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "device_metadata.h"
+#include "malformed_requests.h"
 #include "model_versions.h"
 #include "proto/model_transfer.h"
 #include "rpc_support.h"
@@ -29,13 +30,20 @@ v1::RoundState round_state(const RoundRecord& round) {
 
 }  // namespace
 
-grpc::Status AdminServiceImpl::CreateTask(grpc::ServerContext*,
-                                          grpc::ServerReader<v1::CreateTaskRequest>* reader,
-                                          v1::CreateTaskResponse* response) {
+AdminServiceImpl::AdminServiceImpl(Services services, const RequestVerifier& verifier, Tasks& tasks)
+    : services_(services), verifier_(verifier), tasks_(tasks) {
+  MarkMethodStreamed(method_index(v1::AdminService::service_full_name(), "CreateTask"),
+                     byte_stream_handler(this, &AdminServiceImpl::CreateTaskFromBytes));
+}
+
+grpc::Status AdminServiceImpl::CreateTaskFromBytes(grpc::ServerContext*,
+                                                   grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                                   v1::CreateTaskResponse* response) {
   const std::string name = method("CreateTask");
   return serve(name, [&] {
+    ClientStream<v1::CreateTaskRequest> stream(*reader, services_.metrics, name);
     v1::CreateTaskRequest first;
-    if (!reader->Read(&first) || !first.has_signed_header())
+    if (!stream.read(first) || !first.has_signed_header())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "CreateTask must open with its signed_header");
     const v1::SignedPayload& signed_header = first.signed_header();
     if (grpc::Status verified = verifier_.admin(name, signed_header.auth(), signed_header.payload());
@@ -50,7 +58,7 @@ grpc::Status AdminServiceImpl::CreateTask(grpc::ServerContext*,
       proto::ModelAssembler assembler(limits);
       assembler.accept_header(header.streamed_model());
       v1::CreateTaskRequest message;
-      while (reader->Read(&message)) {
+      while (stream.read(message)) {
         if (!message.has_chunk())
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                               "CreateTask: after the signed header only model chunks may follow");

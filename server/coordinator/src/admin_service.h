@@ -11,12 +11,12 @@ namespace tn::server {
 
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
-  AdminServiceImpl(Services services, const RequestVerifier& verifier, Tasks& tasks)
-      : services_(services), verifier_(verifier), tasks_(tasks) {}
+  AdminServiceImpl(Services services, const RequestVerifier& verifier, Tasks& tasks);
 
-  // The signed header is checked whole before the model stream is read.
-  grpc::Status CreateTask(grpc::ServerContext* context, grpc::ServerReader<v1::CreateTaskRequest>* reader,
-                          v1::CreateTaskResponse* response) override;
+  // CreateTask, its stream read as bytes so that a message that does not parse is refused as
+  // malformed (ClientStream). The signed header is checked whole before the model stream is read.
+  grpc::Status CreateTaskFromBytes(grpc::ServerContext* context, grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                   v1::CreateTaskResponse* response);
   grpc::Status StopTask(grpc::ServerContext* context, const v1::StopTaskRequest* request,
                         v1::StopTaskResponse* response) override;
   grpc::Status ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest* request,

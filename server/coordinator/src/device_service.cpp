@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include "device_metadata.h"
+#include "malformed_requests.h"
 #include "model_versions.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
@@ -56,6 +57,12 @@ class HeldCheckIn final : public grpc::ServerUnaryReactor {
 };
 
 }  // namespace
+
+DeviceServiceImpl::DeviceServiceImpl(Services services, const RequestVerifier& verifier)
+    : services_(services), verifier_(verifier) {
+  MarkMethodStreamed(method_index(v1::DeviceService::service_full_name(), "SubmitUpdate"),
+                     byte_stream_handler(this, &DeviceServiceImpl::SubmitUpdateFromBytes));
+}
 
 grpc::Status DeviceServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
                                          v1::RegisterResponse* response) {
@@ -158,12 +165,18 @@ grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::Fetch
   });
 }
 
-grpc::Status DeviceServiceImpl::SubmitUpdate(grpc::ServerContext*,
-                                             grpc::ServerReader<v1::SubmitUpdateRequest>*,
-                                             v1::SubmitUpdateResponse*) {
-  return {grpc::StatusCode::FAILED_PRECONDITION,
-          "SubmitUpdate is not served: rounds run on the data plane (RoundConfig.data_plane), where the hub "
-          "deadline-reduces each device's contribution"};
+grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
+                                                      grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                                      v1::SubmitUpdateResponse*) {
+  const std::string name = method("SubmitUpdate");
+  return serve(name, [&] {
+    v1::SubmitUpdateRequest first;
+    ClientStream<v1::SubmitUpdateRequest>(*reader, services_.metrics, name).read(first);
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        "SubmitUpdate is not served: rounds run on the data plane (RoundConfig.data_plane), where "
+        "the hub deadline-reduces each device's contribution");
+  });
 }
 
 grpc::Status DeviceServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,

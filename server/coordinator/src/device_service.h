@@ -16,8 +16,7 @@ namespace tn::server {
 class DeviceServiceImpl final
     : public v1::DeviceService::WithCallbackMethod_CheckIn<v1::DeviceService::Service> {
  public:
-  DeviceServiceImpl(Services services, const RequestVerifier& verifier)
-      : services_(services), verifier_(verifier) {}
+  DeviceServiceImpl(Services services, const RequestVerifier& verifier);
 
   // Proof of possession of the key; idempotent (a key always gets the id derived from it).
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
@@ -30,8 +29,12 @@ class DeviceServiceImpl final
                          v1::FetchTaskResponse* response) override;
   grpc::Status FetchModel(grpc::ServerContext* context, const v1::FetchModelRequest* request,
                           grpc::ServerWriter<v1::ModelStream>* writer) override;
-  grpc::Status SubmitUpdate(grpc::ServerContext* context, grpc::ServerReader<v1::SubmitUpdateRequest>* reader,
-                            v1::SubmitUpdateResponse* response) override;
+  // SubmitUpdate, its stream read as bytes (ClientStream): its first message is read, although
+  // the method is refused, so that one that does not parse is refused as malformed, as it would
+  // be in any other method.
+  grpc::Status SubmitUpdateFromBytes(grpc::ServerContext* context,
+                                     grpc::ServerReader<grpc::ByteBuffer>* reader,
+                                     v1::SubmitUpdateResponse* response);
   grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                          v1::HeartbeatResponse* response) override;
 

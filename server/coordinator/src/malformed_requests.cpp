@@ -29,12 +29,8 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
         methods->GetRecvMessage() == nullptr)
       malformed_ = true;
-    if (malformed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
-      metrics_.count_refusal("malformed_request");
-      methods->ModifySendStatus(
-          {grpc::StatusCode::INVALID_ARGUMENT,
-           method_ + ": the request could not be parsed as a " + request_type_of(method_)});
-    }
+    if (malformed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS))
+      methods->ModifySendStatus(refuse_malformed_request(metrics_, method_));
     methods->Proceed();
   }
 
@@ -45,6 +41,22 @@ class MalformedRequestInterceptor final : public grpc::experimental::Interceptor
 };
 
 }  // namespace
+
+grpc::Status refuse_malformed_request(Metrics& metrics, const std::string& method) {
+  metrics.count_refusal("malformed_request");
+  return {grpc::StatusCode::INVALID_ARGUMENT,
+          method + ": the request could not be parsed as a " + request_type_of(method)};
+}
+
+int method_index(std::string_view service, std::string_view name) {
+  const google::protobuf::ServiceDescriptor* descriptor =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(std::string(service));
+  const google::protobuf::MethodDescriptor* method =
+      descriptor ? descriptor->FindMethodByName(std::string(name)) : nullptr;
+  if (!method)
+    throw std::logic_error("no method " + std::string(name) + " in service " + std::string(service));
+  return method->index();
+}
 
 grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {

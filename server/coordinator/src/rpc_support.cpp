@@ -2,6 +2,7 @@
 
 #include "federated/errors.h"
 #include "json_log.h"
+#include "malformed_requests.h"
 #include "proto/model_transfer.h"
 #include "server/state_errors.h"
 
@@ -21,6 +22,8 @@ grpc::Status parse_payload(const std::string& bytes, google::protobuf::Message& 
 grpc::Status status_from_current_exception(std::string_view method) {
   try {
     throw;
+  } catch (const MalformedRequest& error) {
+    return error.status();
   } catch (const server::NotFound& error) {
     return {grpc::StatusCode::NOT_FOUND, error.what()};
   } catch (const server::Conflict& error) {

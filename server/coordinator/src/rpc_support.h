@@ -17,9 +17,9 @@ std::string rpc_method(std::string_view service, std::string_view name);
 // OK when `bytes` parse as `message`; INVALID_ARGUMENT naming its type otherwise.
 grpc::Status parse_payload(const std::string& bytes, google::protobuf::Message& message);
 
-// The status for the exception being handled: the state store's and the federated library's
-// refusals map to INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION with their message;
-// anything unforeseen is INTERNAL and logged.
+// The status for the exception being handled: a MalformedRequest is its refusal; the state
+// store's and the federated library's refusals map to INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION with
+// their message; anything unforeseen is INTERNAL and logged.
 grpc::Status status_from_current_exception(std::string_view method);
 
 template <typename Body>
