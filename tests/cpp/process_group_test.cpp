@@ -1492,6 +1492,30 @@ TEST(ProcessGroupProcesses, RanksAsProcessesAgree) {
   EXPECT_EQ(statuses, (std::vector<int>{0, 0, 0, 0}));
 }
 
+TEST(ProcessGroupProcesses, SixteenProcessesAgreeSmallAndLarge) {
+  // Sixteen ranks as processes: small frames on the lanes, large allreduces from peer memory
+  // and, with it turned off, over TCP; a sum of integers is exact whatever the path.
+  for (bool same_host_memory : {true, false}) {
+    const auto statuses = run_processes(
+        16,
+        [](ProcessGroup& group) {
+          for (size_t count : {size_t{1}, size_t{1000}, size_t{300001}}) {
+            std::vector<int64_t> values(count);
+            for (size_t i = 0; i < count; ++i) values[i] = static_cast<int64_t>(i) * 16 + group.rank();
+            group.allreduce(buffer_of(values, ScalarType::Long), ReduceOp::Sum)->wait();
+            for (size_t i = 0; i < count; ++i)
+              if (values[i] != static_cast<int64_t>(i) * 256 + 120) return 1;
+          }
+          std::vector<int64_t> token{group.rank() == 5 ? 42 : 0};
+          group.broadcast(buffer_of(token, ScalarType::Long), 5)->wait();
+          group.barrier()->wait();
+          return token[0] == 42 ? 0 : 2;
+        },
+        {}, same_host_memory);
+    EXPECT_EQ(statuses, std::vector<int>(16, 0)) << "same_host_memory " << same_host_memory;
+  }
+}
+
 // Processes of one user on one host read each other's memory; large allreduces and broadcasts
 // then give the bits of the TCP path, and so do the process group's own tests with ranks as
 // threads. (This machine and CI run as one user without ptrace restrictions; under a stricter
