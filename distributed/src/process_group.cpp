@@ -369,6 +369,14 @@ int ProcessGroup::size() const { return impl_->size; }
 const ProcessGroupOptions& ProcessGroup::options() const { return impl_->options; }
 bool ProcessGroup::reads_peer_memory() const { return impl_->transport->peer_memory() != nullptr; }
 
+bool ProcessGroup::disconnect(int rank, const std::string& reason) {
+  if (rank < 0 || rank >= impl_->size || rank == impl_->rank)
+    throw InvalidArgument("ProcessGroupLocal: cannot disconnect rank " + std::to_string(rank) +
+                          " from rank " + std::to_string(impl_->rank) + " of a world of " +
+                          std::to_string(impl_->size));
+  return impl_->transport->disconnect(rank, reason);
+}
+
 namespace {
 
 Signature signature_of(Collective collective, const Buffer& buffer, ReduceOp op = ReduceOp::Sum,

@@ -814,6 +814,12 @@ void Transport::fail_group(const std::string& reason) {
   }
 }
 
+bool Transport::disconnect(int peer, const std::string& reason) {
+  if (!linked(peer) || peer_failure(peer)) return false;
+  asio::post(io_, [this, peer, reason] { lose_peer(*connections_[peer], reason); });
+  return true;
+}
+
 std::optional<std::string> Transport::failure_involving(int peer, Clock::time_point until) {
   std::unique_lock lock(mutex_);
   changed_.wait_until(lock, until, [&] { return group_failure_ || peer_failures_[peer]; });

@@ -69,6 +69,9 @@ class Transport {
             const std::string& operation);
   // Removes a receive that has not started; one already being read is left to land.
   void cancel(const RequestPtr& request);
+  // Closes the connection to `peer` as lost with `reason`, on the I/O thread; false if there is
+  // none (not linked, or lost already).
+  bool disconnect(int peer, const std::string& reason);
   // Marks the group unusable, fails every pending request and tells every live peer why.
   void fail_group(const std::string& reason);
   std::optional<std::string> group_failure() const;

@@ -9,6 +9,8 @@ Every completed round's model is recomputed here from what its contributors repo
 (float64 products and sums in device-id order, one rounding to float32) and compared bit for bit.
 """
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -418,3 +420,36 @@ def test_a_device_training_past_the_liveness_window_stays_alive_and_a_killed_one
     quick = devices.device_id("quick")
     assert entry["state"] == "ROUND_STATE_COMPLETED", entry
     assert entry["contributors"] == sorted([slow, quick]) and entry["missing"] == [dead], entry
+
+
+def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_heartbeats, tmp_path):
+    # SIGSTOP keeps the device's sockets open, so nothing but its silence says it is gone: the
+    # round must end with the others once the liveness window passes, not at its 60 s deadline.
+    coordinator = fast_heartbeats
+    devices = PythonDevices(coordinator, tmp_path)
+    try:
+        frozen = devices.start("frozen", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120)
+        devices.start("a", shift=0.5, examples=10, rounds=1)
+        devices.start("b", shift=-0.25, examples=30, rounds=1)
+        wait_for("three devices to check in", lambda: checked_in(coordinator) == 3, 30)
+        task = create_task(coordinator, tmp_path, rounds=1, per_round=3, min_updates=2, min_available=3,
+                           timeout_ms=60000)
+        wait_for("the frozen device to be training", lambda: devices.training("frozen", 1), 30)
+        os.kill(frozen.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        entry = closed_rounds(coordinator, task, 1)[0]
+        closed_after = time.monotonic() - frozen_at
+        dead = devices.device_id("frozen")
+        reports = {label: devices.reports(label) for label in ("a", "b")}
+    finally:
+        devices.kill_all()
+
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+    assert entry["contributors"] == sorted(devices.device_id(label) for label in ("a", "b")), entry
+    assert entry["missing"] == [dead], entry
+    assert reports == {"a": [[1, True, ""]], "b": [[1, True, ""]]}
+    # The window, and the coordinator's look every heartbeat interval, after its last heartbeat.
+    assert closed_after < LIVENESS_WINDOW_S + 5, closed_after
+    dropped = [entry for entry in map(json.loads, coordinator["log"].read_text().splitlines())
+               if entry["event"] == "device_dropped"]
+    assert [(entry["device"], entry["round"]) for entry in dropped] == [(dead, 1)], dropped

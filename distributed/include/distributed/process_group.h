@@ -152,6 +152,13 @@ class ProcessGroup {
   const ProcessGroupOptions& options() const;
   // Whether large collectives copy straight from the peers' memory (options.same_host_memory).
   bool reads_peer_memory() const;
+  // Closes the connection to `rank` as if it had failed, for a caller that learned by other
+  // means that the rank is gone while its connection stayed open (the federated hub: a device
+  // whose heartbeats stopped). Whatever involves it fails, naming it with `reason`, and a
+  // deadline reduce still waiting for it leaves it out as missing (a contribution that landed
+  // whole stays in). In a full mesh that fails the group, as any lost peer does. False when the
+  // connection was lost already (a rank that finished and exited): nothing to do.
+  bool disconnect(int rank, const std::string& reason);
 
   // Every operation below takes an optional timeout of its own; without one, options().timeout
   // applies (c10d's per-call option timeouts).

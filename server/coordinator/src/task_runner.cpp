@@ -321,10 +321,31 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
                              {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
   };
   try {
-    group
-        ->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0, dist::ReduceOp::Sum,
-                                   until(plan.deadline), reduced, check)
-        ->wait();
+    auto reducing =
+        group->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
+                                        dist::ReduceOp::Sum, until(plan.deadline), reduced, check);
+    // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
+    // a reset) is dropped from the reduce once the board counts it gone, so that the round ends
+    // with the devices still there instead of at its deadline. One whose contribution landed
+    // whole keeps it.
+    const auto look_every = std::clamp<std::chrono::milliseconds>(
+        config.heartbeat_interval, std::chrono::milliseconds(50), std::chrono::seconds(1));
+    std::vector<bool> dropped(plan.selected.size());
+    while (!reducing->wait(look_every)) {
+      for (size_t i = 0; i < plan.selected.size(); ++i) {
+        if (dropped[i] || services_.board.presence(plan.selected[i]).alive) continue;
+        dropped[i] = true;  // looked at once: a device that finished and left is not dropped
+        if (!group->disconnect(int(i) + 1,
+                               "(device " + plan.selected[i] +
+                                   ") sent no heartbeat within the coordinator's liveness window"))
+          continue;
+        log_event(LogLevel::Warning, "device_dropped",
+                  {{"task", id},
+                   {"round", plan.round_id},
+                   {"device", plan.selected[i]},
+                   {"reason", "no heartbeat within the liveness window"}});
+      }
+    }
   } catch (const dist::DistError& error) {
     return Hosted::abandoned(std::string("the reduce of the contributions failed: ") + error.what());
   }
