@@ -3,7 +3,8 @@
 // and all links stream at the same time. Past the one-step size, the buffer moves in at least
 // eight segments: a receiver that posts its receives after the first segments arrived still
 // takes the rest straight into its buffer, and chain links overlap. A star has no links between
-// spokes, so its hub always sends to every spoke itself. In a group on one host, a buffer past
+// spokes, so its hub always sends to every spoke itself (and, for the federated hub, may carry on
+// past spokes lost on the way: run_broadcast_to_reachable). In a group on one host, a buffer past
 // the one-step size is copied by every rank straight from root's memory (peer_memory.h).
 #include "collectives.h"
 
@@ -30,7 +31,46 @@ void broadcast_from_peer_memory(OpContext& context, Buffer& buffer, int root) {
   context.tell(root, OpContext::slot(kCopied, 0), 1);
 }
 
+// How the buffer is cut: every rank of the broadcast cuts it the same way.
+struct Segments {
+  uint64_t bytes, segment, count;
+  Segments(const OpContext& context, const Buffer& buffer) : bytes(buffer.nbytes()) {
+    const ProcessGroupOptions& options = context.options();
+    segment = bytes <= options.small_message_bytes
+                  ? std::max<uint64_t>(bytes, 1)
+                  : std::max<uint64_t>(element_size(buffer.dtype),
+                                       std::min<uint64_t>(options.segment_bytes, bytes / 8));
+    if (options.topology == Topology::Star)
+      segment = std::max(segment, (bytes + kMaxStarSegments - 1) / kMaxStarSegments);
+    count = std::max<uint64_t>(1, (bytes + segment - 1) / segment);
+  }
+  uint64_t part(uint64_t s) const { return std::min(segment, bytes - std::min(bytes, s * segment)); }
+  static uint32_t slot(uint64_t s) { return OpContext::slot(0, static_cast<uint32_t>(s)); }
+};
+
 }  // namespace
+
+std::vector<int> run_broadcast_to_reachable(OpContext& context, Buffer& buffer) {
+  const int size = context.size(), root = context.rank();
+  const Segments segments(context, buffer);
+  auto* data = static_cast<uint8_t*>(buffer.data);
+  std::vector<std::vector<RequestPtr>> sends(size);
+  for (uint64_t s = 0; s < segments.count; ++s)
+    for (int peer = 0; peer < size; ++peer)
+      if (peer != root)
+        sends[peer].push_back(context.send_request(peer, Segments::slot(s), data + s * segments.segment,
+                                                   segments.part(s), buffer.owner));
+  std::vector<int> lost;
+  for (int peer = 0; peer < size; ++peer) {
+    try {
+      for (const auto& request : sends[peer]) context.wait(request);
+    } catch (const PeerError&) {
+      if (!context.transport().peer_failure(peer)) throw;  // the group's failure, not the spoke's
+      lost.push_back(peer);
+    }
+  }
+  return lost;
+}
 
 void run_broadcast(OpContext& context, Buffer& buffer, int root) {
   const int size = context.size(), rank = context.rank();
@@ -40,14 +80,10 @@ void run_broadcast(OpContext& context, Buffer& buffer, int root) {
     return broadcast_from_peer_memory(context, buffer, root);
   auto* data = static_cast<uint8_t*>(buffer.data);
   const bool star = context.options().topology == Topology::Star;
-  uint64_t segment = bytes <= context.options().small_message_bytes
-                         ? std::max<uint64_t>(bytes, 1)
-                         : std::max<uint64_t>(element_size(buffer.dtype),
-                                              std::min<uint64_t>(context.options().segment_bytes, bytes / 8));
-  if (star) segment = std::max(segment, (bytes + kMaxStarSegments - 1) / kMaxStarSegments);
-  const uint64_t segments = std::max<uint64_t>(1, (bytes + segment - 1) / segment);
-  auto part = [&](uint64_t s) { return std::min(segment, bytes - std::min(bytes, s * segment)); };
-  auto slot = [](uint64_t s) { return OpContext::slot(0, static_cast<uint32_t>(s)); };
+  const Segments cut(context, buffer);
+  const uint64_t segment = cut.segment, segments = cut.count;
+  auto part = [&](uint64_t s) { return cut.part(s); };
+  auto slot = [](uint64_t s) { return Segments::slot(s); };
 
   const bool direct = star || bytes * static_cast<uint64_t>(size - 1) <= kDirectTotalBytes ||
                       bytes <= context.options().small_message_bytes;

@@ -13,6 +13,8 @@ void run_allreduce(OpContext& context, Buffer& buffer, ReduceOp op);
 // The large-message half of allreduce (root -1) and reduce (root >= 0), shared by both.
 void reduce_blocks(OpContext& context, Buffer& buffer, ReduceOp op, int root);
 void run_broadcast(OpContext& context, Buffer& buffer, int root);
+// A star hub's broadcast that carries on past spokes lost before or during it: those, ascending.
+std::vector<int> run_broadcast_to_reachable(OpContext& context, Buffer& buffer);
 void run_reduce(OpContext& context, Buffer& buffer, int root, ReduceOp op);
 void run_allgather(OpContext& context, Buffer& input, std::vector<Buffer>& outputs);
 void run_gather(OpContext& context, Buffer& input, std::vector<Buffer>& outputs, int root);

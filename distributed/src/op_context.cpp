@@ -15,8 +15,13 @@ RequestPtr OpContext::recv(int source, uint32_t slot, void* data, uint64_t bytes
 
 void OpContext::send(int dest, uint32_t slot, const void* data, uint64_t bytes,
                      std::shared_ptr<const void> owner) {
-  sends_.push_back(transport_.send(dest, FrameKind::Collective, sequence_, slot, signature_, data, bytes,
-                                   std::move(owner)));
+  sends_.push_back(send_request(dest, slot, data, bytes, std::move(owner)));
+}
+
+RequestPtr OpContext::send_request(int dest, uint32_t slot, const void* data, uint64_t bytes,
+                                   std::shared_ptr<const void> owner) {
+  return transport_.send(dest, FrameKind::Collective, sequence_, slot, signature_, data, bytes,
+                         std::move(owner));
 }
 
 void OpContext::tell(int dest, uint32_t slot, uint64_t value) {

@@ -47,6 +47,10 @@ class OpContext {
   RequestPtr recv(int source, uint32_t slot, void* data, uint64_t bytes, std::shared_ptr<const void> owner,
                   std::function<void(const Request&)> on_finish = {});
   void send(int dest, uint32_t slot, const void* data, uint64_t bytes, std::shared_ptr<const void> owner);
+  // A send the caller waits for itself, which finish_sends leaves alone: for a root that carries
+  // on when a peer is lost.
+  RequestPtr send_request(int dest, uint32_t slot, const void* data, uint64_t bytes,
+                          std::shared_ptr<const void> owner);
   // Sends one value in a frame that owns its memory, and forgets it: nothing waits for it (a
   // peer lost meanwhile shows in this operation's receives from it), so an operation may send
   // any number of them without keeping a request for each.

@@ -399,6 +399,21 @@ std::shared_ptr<Work> ProcessGroup::allreduce(Buffer buffer, ReduceOp op, Timeou
                         [buffer, op](OpContext& context) mutable { run_allreduce(context, buffer, op); });
 }
 
+std::shared_ptr<Work> ProcessGroup::broadcast_to_reachable(Buffer buffer,
+                                                           std::shared_ptr<std::vector<int>> lost,
+                                                           Timeout timeout) {
+  const ProcessGroupOptions& options = impl_->options;
+  if (options.topology != Topology::Star || impl_->rank != options.hub)
+    throw InvalidArgument(
+        "broadcast_to_reachable: only a star group's hub broadcasts to whichever spokes remain; "
+        "rank " +
+        std::to_string(impl_->rank) + " calls broadcast");
+  if (!lost) throw InvalidArgument("broadcast_to_reachable: no list to fill with the lost spokes");
+  return impl_->enqueue(
+      timeout, signature_of(Collective::Broadcast, buffer, ReduceOp::Sum, impl_->rank),
+      [buffer, lost](OpContext& context) mutable { *lost = run_broadcast_to_reachable(context, buffer); });
+}
+
 std::shared_ptr<Work> ProcessGroup::broadcast(Buffer buffer, int root, Timeout timeout) {
   impl_->check_rank(root, "root", "broadcast");
   impl_->check_rooted_at_hub(root, "broadcast");

@@ -1344,6 +1344,45 @@ TEST(ProcessGroupTest, StarSpokeThatDiesFailsOnlyWhatInvolvesIt) {
       options);
 }
 
+TEST(ProcessGroupTest, StarHubBroadcastsToTheSpokesThatRemain) {
+  // Spoke 2 leaves without receiving; 32 MiB cannot all sit in its socket, so its part fails
+  // whether its connection is lost before the broadcast or during it. The others get every
+  // byte, the hub names spoke 2, and the group goes on (a deadline reduce lists it missing).
+  ProcessGroupOptions options = star_options(0);
+  options.timeout = 10s;
+  run_ranks(
+      4,
+      [](ProcessGroup& group) {
+        const int rank = group.rank();
+        if (rank == 2) return;
+        std::vector<int32_t> model(8 << 20, 0);
+        if (rank == 0) {
+          for (size_t i = 0; i < model.size(); ++i) model[i] = static_cast<int32_t>(i * 2654435761u);
+          auto lost = std::make_shared<std::vector<int>>();
+          group.broadcast_to_reachable(buffer_of(model, ScalarType::Int), lost)->wait();
+          EXPECT_EQ(*lost, (std::vector<int>{2}));
+          EXPECT_THROW(group.broadcast_to_reachable(buffer_of(model, ScalarType::Int), nullptr),
+                       InvalidArgument);
+        } else {
+          group.broadcast(buffer_of(model, ScalarType::Int), 0)->wait();
+          for (size_t i = 0; i < model.size(); i += 4099)
+            ASSERT_EQ(model[i], static_cast<int32_t>(i * 2654435761u)) << "spoke " << rank;
+          EXPECT_THROW(group.broadcast_to_reachable(buffer_of(model, ScalarType::Int),
+                                                    std::make_shared<std::vector<int>>()),
+                       InvalidArgument);
+        }
+        std::vector<double> values{static_cast<double>(rank + 1)};
+        auto result = std::make_shared<DeadlineReduceResult>();
+        group.deadline_reduce(buffer_of(values, ScalarType::Double), 0, ReduceOp::Sum, 5s, result)->wait();
+        if (rank == 0) {
+          EXPECT_EQ(result->contributors, (std::vector<int>{0, 1, 3}));
+          EXPECT_EQ(result->missing, (std::vector<int>{2}));
+          EXPECT_EQ(values[0], 7.0);
+        }
+      },
+      options);
+}
+
 // A spoke whose contribution to the hub's deadline_reduce has another length (a federated device
 // sending what its client would not) is refused by name and disconnected; the reduce goes on
 // over the others and the hub keeps them. Its frame meets the hub's posted receive, or arrives

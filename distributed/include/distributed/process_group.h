@@ -166,6 +166,12 @@ class ProcessGroup {
 
   std::shared_ptr<Work> allreduce(Buffer buffer, ReduceOp op, Timeout timeout = {});
   std::shared_ptr<Work> broadcast(Buffer buffer, int root, Timeout timeout = {});
+  // A star hub's broadcast to whichever spokes remain: one whose connection is lost before or
+  // while its part goes out is listed in `lost` (ascending) instead of failing the operation,
+  // so that a federated round goes on without a device that died while the model went out. The
+  // spokes call broadcast(buffer, hub). Star hub only.
+  std::shared_ptr<Work> broadcast_to_reachable(Buffer buffer, std::shared_ptr<std::vector<int>> lost,
+                                               Timeout timeout = {});
   // Only root's buffer receives the result; the others' buffers are left as they were.
   std::shared_ptr<Work> reduce(Buffer buffer, int root, ReduceOp op, Timeout timeout = {});
   // outputs[r] receives rank r's input (one buffer per rank, each input's size).
