@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "distributed/process_group.h"
@@ -288,21 +289,58 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   }
   const double join_seconds = seconds_of_phase();
 
+  // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
+  // a reset) is dropped from the data plane once the board counts it gone, while the model goes
+  // out or the contributions come in: the broadcast carries on without it and the reduce settles
+  // it as missing, so the round ends with the devices still there instead of at its deadline.
+  // One whose contribution landed whole keeps it.
+  const auto look_every = std::clamp<std::chrono::milliseconds>(
+      config.heartbeat_interval, std::chrono::milliseconds(50), std::chrono::seconds(1));
+  std::vector<bool> looked_at(plan.selected.size());
+  auto wait_dropping_silent_devices = [&](dist::Work& work) {
+    while (!work.wait(look_every)) {
+      for (size_t i = 0; i < plan.selected.size(); ++i) {
+        if (looked_at[i] || services_.board.presence(plan.selected[i]).alive) continue;
+        looked_at[i] = true;  // once: a device that finished and left is not dropped
+        if (!group->disconnect(int(i) + 1,
+                               "(device " + plan.selected[i] +
+                                   ") sent no heartbeat within the coordinator's liveness window"))
+          continue;
+        log_event(LogLevel::Warning, "device_dropped",
+                  {{"task", id},
+                   {"round", plan.round_id},
+                   {"device", plan.selected[i]},
+                   {"reason", "no heartbeat within the liveness window"}});
+      }
+    }
+  };
+
   const uint64_t model_bytes = model.total_bytes();
   auto staging = std::make_shared<std::vector<uint8_t>>(std::min(kBroadcastPieceBytes, model_bytes));
+  // Devices lost while the model went out (dead, or dropped above): the round goes on without
+  // them, and the reduce lists them as missing.
+  std::set<DeviceId> lost_in_broadcast;
   try {
     uint64_t offset = 0;
     do {  // once at least, as devices receive an empty model
       const uint64_t length = std::min(kBroadcastPieceBytes, model_bytes - offset);
       copy_model_bytes(model, offset, length, staging->data());
       // The wait also keeps the staging buffer untouched until every spoke has its piece.
-      group->broadcast({staging->data(), ScalarType::Byte, int64_t(length), staging}, 0)->wait();
+      auto lost = std::make_shared<std::vector<int>>();
+      wait_dropping_silent_devices(*group->broadcast_to_reachable(
+          {staging->data(), ScalarType::Byte, int64_t(length), staging}, lost));
+      for (int rank : *lost) lost_in_broadcast.insert(plan.selected[size_t(rank) - 1]);
       offset += length;
     } while (offset < model_bytes);
   } catch (const dist::DistError& error) {
     return Hosted::abandoned(std::string("the model broadcast failed: ") + error.what());
   }
-  services_.metrics.add_bytes_broadcast(model_bytes * plan.selected.size());
+  if (!lost_in_broadcast.empty())
+    log_event(LogLevel::Warning, "devices_lost_in_broadcast",
+              {{"task", id},
+               {"round", plan.round_id},
+               {"devices", std::vector<DeviceId>(lost_in_broadcast.begin(), lost_in_broadcast.end())}});
+  services_.metrics.add_bytes_broadcast(model_bytes * (plan.selected.size() - lost_in_broadcast.size()));
   staging.reset();
   const double broadcast_seconds = seconds_of_phase();
 
@@ -321,31 +359,9 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
                              {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
   };
   try {
-    auto reducing =
-        group->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
-                                        dist::ReduceOp::Sum, until(plan.deadline), reduced, check);
-    // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
-    // a reset) is dropped from the reduce once the board counts it gone, so that the round ends
-    // with the devices still there instead of at its deadline. One whose contribution landed
-    // whole keeps it.
-    const auto look_every = std::clamp<std::chrono::milliseconds>(
-        config.heartbeat_interval, std::chrono::milliseconds(50), std::chrono::seconds(1));
-    std::vector<bool> dropped(plan.selected.size());
-    while (!reducing->wait(look_every)) {
-      for (size_t i = 0; i < plan.selected.size(); ++i) {
-        if (dropped[i] || services_.board.presence(plan.selected[i]).alive) continue;
-        dropped[i] = true;  // looked at once: a device that finished and left is not dropped
-        if (!group->disconnect(int(i) + 1,
-                               "(device " + plan.selected[i] +
-                                   ") sent no heartbeat within the coordinator's liveness window"))
-          continue;
-        log_event(LogLevel::Warning, "device_dropped",
-                  {{"task", id},
-                   {"round", plan.round_id},
-                   {"device", plan.selected[i]},
-                   {"reason", "no heartbeat within the liveness window"}});
-      }
-    }
+    wait_dropping_silent_devices(
+        *group->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
+                                         dist::ReduceOp::Sum, until(plan.deadline), reduced, check));
   } catch (const dist::DistError& error) {
     return Hosted::abandoned(std::string("the reduce of the contributions failed: ") + error.what());
   }
