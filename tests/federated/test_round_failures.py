@@ -263,6 +263,41 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
     assert outcome["code"] == 16 and "was used before (a replay)" in outcome["message"], outcome
 
 
+def test_sigterm_mid_round_drains_it_and_a_restart_goes_on_from_it(coordinator, tmp_path):
+    # SIGTERM while both devices train round 2: no further round starts, round 2 completes and is
+    # committed, the daemon exits 0; restarted, the task runs its last round from round 2's model.
+    devices = PythonDevices(coordinator, tmp_path)
+    restarted = None
+    try:
+        devices.start("a", shift=0.5, examples=10, rounds=0, sleep_round=2, sleep_seconds=2)
+        devices.start("b", shift=-0.25, examples=30, rounds=0, sleep_round=2, sleep_seconds=2)
+        task = create_task(coordinator, tmp_path, rounds=3, per_round=2, min_updates=2, min_available=2)
+        wait_for("round 2 to be training", lambda: devices.training("a", 2) and devices.training("b", 2), 45)
+        coordinator["process"].send_signal(signal.SIGTERM)
+        assert coordinator["process"].wait(timeout=60) == 0
+        events = [json.loads(line) for line in coordinator["log"].read_text().splitlines()]
+
+        restarted = launch_coordinator(tmp_path, grpc_port=coordinator["grpc_port"], log_name="restarted.log")
+        wait_for("the task to finish", lambda: log_events(restarted["log"], "task_finished"), 45)
+        rounds = admin_json(restarted, "rounds", task)
+        model = fetch(restarted, tmp_path, f"{task}/3")[1]
+    finally:
+        devices.kill_all()
+        if restarted and restarted["process"].poll() is None:
+            restarted["process"].kill()
+            restarted["process"].wait()
+
+    names = [event["event"] for event in events]
+    completed = [event["round"] for event in events if event["event"] == "round_completed"]
+    started = [event["round"] for event in events if event["event"] == "round_started"]
+    assert completed == [1, 2] and started == [1, 2], names
+    assert names.index("signal") < names.index("round_completed", names.index("signal")) and names[-1] == "stopped"
+    assert [(r["round_id"], r["state"]) for r in rounds] == [
+        (1, "ROUND_STATE_COMPLETED"), (2, "ROUND_STATE_COMPLETED"), (3, "ROUND_STATE_COMPLETED")], rounds
+    assert rounds[2]["input_model_version"] == f"{task}/2", rounds[2]
+    assert_bits(model, devices.fedavg(["a", "b"], 3))
+
+
 def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_the_daemon_stays_up(
         coordinator, tmp_path):
     server = f"127.0.0.1:{coordinator['grpc_port']}"
