@@ -106,12 +106,14 @@ def http_get(coordinator, path):
 
 
 def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_bytes=None,
-                       heartbeat_interval_ms=None):
+                       heartbeat_interval_ms=None, tls=None):
     """Starts a coordinator on tmp_path's state directory and administrator key (both made on first
     use, so a second launch resumes the first's state); returns its admin command line, ports,
     process and log. spool_bytes: the hub's data_plane.spool_bytes (past it, contributions are
     spooled to disk); heartbeat_interval_ms: what devices are told to keep to (a device silent for
-    three intervals is presumed gone)."""
+    three intervals is presumed gone); tls: the configuration's "tls" object
+    ({"certificate_chain": PEM file, "private_key": PEM file}), which makes the gRPC port TLS only
+    (the admin command line returned is then plaintext: add "--tls-ca FILE" to it)."""
     admin_key = tmp_path / "admin.key"
     public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
                                 check=True, capture_output=True, text=True).stdout.strip()
@@ -124,6 +126,8 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
         "admin_public_keys": [public_key], "check_in_wait_bound_ms": 2000, "data_plane": data_plane}
     if heartbeat_interval_ms is not None:
         settings["heartbeat_interval_ms"] = heartbeat_interval_ms
+    if tls is not None:
+        settings["tls"] = tls
     config.write_text(json.dumps(settings))
     log_path = tmp_path / log_name
     with open(log_path, "w") as log:
@@ -143,9 +147,10 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
             "process": process, "log": log_path}
 
 
-def start_coordinator(tmp_path, spool_bytes=None, heartbeat_interval_ms=None):
+def start_coordinator(tmp_path, spool_bytes=None, heartbeat_interval_ms=None, tls=None):
     """Starts a coordinator; yields what launch_coordinator returns and kills it afterwards."""
-    coordinator = launch_coordinator(tmp_path, spool_bytes=spool_bytes, heartbeat_interval_ms=heartbeat_interval_ms)
+    coordinator = launch_coordinator(tmp_path, spool_bytes=spool_bytes, heartbeat_interval_ms=heartbeat_interval_ms,
+                                     tls=tls)
     yield coordinator
     process = coordinator["process"]
     if process.poll() is None:
