@@ -760,6 +760,21 @@ TEST_F(StateStoreTest, RefusesAReusedNonceUntilItIsPruned) {
   EXPECT_FALSE(store.record_nonce("", std::string(16, '\x02'), 4000));
 }
 
+TEST_F(StateStoreTest, RecordsABatchOfNoncesInOneGoAndRefusesItWholeForABadOne) {
+  StateStore store = open();
+  EXPECT_TRUE(store.record_nonce("phone-1", "used", 1000));
+  using Use = StateStore::NonceUse;
+  EXPECT_EQ(store.record_nonces({Use{"phone-1", "a", 1000}, Use{"phone-1", "used", 1000},
+                                 Use{"phone-2", "a", 1000}, Use{"phone-1", "a", 1000}}),
+            (std::vector<bool>{true, false, true, false}));
+  // A nonce the store cannot take refuses the batch before anything is written.
+  EXPECT_THROW(store.record_nonces({Use{"phone-1", "b", 1000}, Use{"phone-1", "", 1000}}), InvalidArgument);
+  EXPECT_TRUE(store.record_nonce("phone-1", "b", 1000));
+  EXPECT_EQ(store.nonce_problem("phone-1", std::string(1025, 'n')).value_or(""),
+            "nonce of key 'phone-1': 1025 bytes, not 1 to 1024");
+  EXPECT_EQ(store.nonce_problem("phone-1", "fine"), std::nullopt);
+}
+
 // ---- a federated coordinator on top: resume bit for bit, and SIGKILL -----------------------------
 
 constexpr const char* kTaskId = "crash";

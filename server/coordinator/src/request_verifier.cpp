@@ -19,7 +19,8 @@ RequestVerifier::RequestVerifier(GuardedState& state, Metrics& metrics,
     : state_(state),
       metrics_(metrics),
       admin_public_keys_(std::move(admin_public_keys)),
-      window_(timestamp_window) {}
+      window_(timestamp_window),
+      nonces_(state) {}
 
 grpc::Status RequestVerifier::refuse(const char* reason, const std::string& message) const {
   metrics_.count_refusal(reason);
@@ -44,9 +45,7 @@ grpc::Status RequestVerifier::verify(std::string_view method, const v1::Auth& au
                                          std::to_string(stamped) + " ms, " + std::to_string(skew) +
                                          " ms from the server's clock (window ±" +
                                          std::to_string(window_.count()) + " ms)");
-  const bool fresh = state_.with(
-      [&](StateStore& store) { return store.record_nonce(auth.key_id(), auth.nonce(), stamped); });
-  if (!fresh)
+  if (!nonces_.record(auth.key_id(), auth.nonce(), stamped))
     return refuse("reused_nonce", "the nonce of this request of " + signer + " was used before (a replay)");
   return grpc::Status::OK;
 }

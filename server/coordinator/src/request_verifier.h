@@ -1,7 +1,8 @@
 // Verifies every request before it is served (torchnative/federated/v1/auth.proto): the
 // signature, under the right key; the timestamp, within the configured window of now; the
 // nonce, never used before by the same key (remembered in the state store, so a replay is
-// refused across restarts). Each refusal is UNAUTHENTICATED naming the reason, and counted.
+// refused across restarts; written in batches, NonceLedger). Each refusal is UNAUTHENTICATED naming the
+// reason, and counted.
 #pragma once
 
 #include <grpcpp/support/status.h>
@@ -13,6 +14,7 @@
 
 #include "guarded_state.h"
 #include "metrics.h"
+#include "nonce_ledger.h"
 #include "torchnative/federated/v1/auth.pb.h"
 
 namespace tn::server {
@@ -44,6 +46,7 @@ class RequestVerifier {
   Metrics& metrics_;
   std::vector<std::string> admin_public_keys_;
   std::chrono::milliseconds window_;
+  mutable NonceLedger nonces_;
 };
 
 int64_t unix_now_ms();

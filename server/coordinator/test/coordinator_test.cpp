@@ -4,13 +4,16 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
 #include "device_board.h"
+#include "nonce_ledger.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
 #include "server/hex.h"
@@ -262,3 +265,49 @@ TEST(DeviceBoardLiveness, OnlyDevicesHeardFromWithinTheWindowAreOfferedAndAlive)
 }
 
 }  // namespace
+
+TEST(NonceLedger, ConcurrentRequestsShareSyncsAndEachNonceIsFreshOnce) {
+  const auto directory =
+      std::filesystem::temp_directory_path() /
+      ("tn_nonce_ledger_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
+  {
+    tn::server::GuardedState state(tn::server::StateStore::open(directory));
+    tn::server::NonceLedger ledger(state);
+    // Eight signers each use 100 nonces of their own and the same 20 shared ones (as replays
+    // of one another would): every own nonce is fresh, each shared one exactly once overall.
+    constexpr int kThreads = 8, kOwn = 100, kShared = 20;
+    std::vector<int> own_fresh(kThreads, 0);
+    std::vector<std::atomic<int>> shared_fresh(kShared);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kOwn + kShared; ++i) {
+          const bool shared = i % 6 == 0 && i / 6 < kShared;
+          const std::string nonce = shared ? "shared-" + std::to_string(i / 6)
+                                           : "own-" + std::to_string(t) + "-" + std::to_string(i);
+          if (ledger.record("signer", nonce, 1000)) {
+            if (shared)
+              ++shared_fresh[size_t(i / 6)];
+            else
+              ++own_fresh[size_t(t)];
+          }
+        }
+      });
+    for (auto& thread : threads) thread.join();
+    int own_total = 0;
+    for (int count : own_fresh) own_total += count;
+    const int own_expected = kThreads * (kOwn + kShared - kShared);
+    EXPECT_EQ(own_total, own_expected);
+    for (int i = 0; i < kShared; ++i) EXPECT_EQ(shared_fresh[size_t(i)].load(), 1) << "shared nonce " << i;
+    // How many syncs the 960 requests shared (timing-dependent, so reported, not asserted).
+    ::testing::Test::RecordProperty("batches", std::to_string(ledger.batches_written()));
+    // A nonce the store cannot take is refused alone, before it joins anyone's batch.
+    EXPECT_THROW(ledger.record("signer", std::string(2000, 'n'), 1000), tn::server::InvalidArgument);
+    EXPECT_TRUE(ledger.record("signer", "after the refusal", 1000));
+  }
+  // Durable: a store reopened on the same directory knows them.
+  tn::server::StateStore reopened = tn::server::StateStore::open(directory);
+  EXPECT_FALSE(reopened.record_nonce("signer", "shared-0", 1000));
+  EXPECT_FALSE(reopened.record_nonce("signer", "own-7-1", 1000));
+  std::filesystem::remove_all(directory);
+}

@@ -761,18 +761,35 @@ ResumePoint StateStore::resume_point(std::string_view task_id) const {
   return point;
 }
 
-bool StateStore::record_nonce(std::string_view key_id, std::string_view nonce, int64_t timestamp_ms) {
+std::optional<std::string> StateStore::nonce_problem(std::string_view key_id, std::string_view nonce) {
   if (key_id.size() > kMaxKeyIdBytes)
-    throw InvalidArgument("nonce: the key id is " + std::to_string(key_id.size()) + " bytes, over " +
-                          std::to_string(kMaxKeyIdBytes));
+    return "nonce: the key id is " + std::to_string(key_id.size()) + " bytes, over " +
+           std::to_string(kMaxKeyIdBytes);
   if (nonce.empty() || nonce.size() > kMaxNonceBytes)
-    throw InvalidArgument("nonce of key '" + std::string(key_id) + "': " + std::to_string(nonce.size()) +
-                          " bytes, not 1 to " + std::to_string(kMaxNonceBytes));
-  Statement(impl_->database,
-            "INSERT OR IGNORE INTO used_nonces (key_id, nonce, timestamp_ms) VALUES (?, ?, ?)")
-      .bind(key_id, Blob{nonce}, timestamp_ms)
-      .run();
-  return impl_->database.changes() == 1;
+    return "nonce of key '" + std::string(key_id.substr(0, kMaxKeyIdBytes)) +
+           "': " + std::to_string(nonce.size()) + " bytes, not 1 to " + std::to_string(kMaxNonceBytes);
+  return std::nullopt;
+}
+
+bool StateStore::record_nonce(std::string_view key_id, std::string_view nonce, int64_t timestamp_ms) {
+  return record_nonces({{std::string(key_id), std::string(nonce), timestamp_ms}}).front();
+}
+
+std::vector<bool> StateStore::record_nonces(const std::vector<NonceUse>& uses) {
+  for (const NonceUse& use : uses)
+    if (auto problem = nonce_problem(use.key_id, use.nonce)) throw InvalidArgument(*problem);
+  std::vector<bool> fresh;
+  fresh.reserve(uses.size());
+  Transaction transaction(impl_->database);
+  for (const NonceUse& use : uses) {
+    Statement(impl_->database,
+              "INSERT OR IGNORE INTO used_nonces (key_id, nonce, timestamp_ms) VALUES (?, ?, ?)")
+        .bind(use.key_id, Blob{use.nonce}, use.timestamp_ms)
+        .run();
+    fresh.push_back(impl_->database.changes() == 1);
+  }
+  transaction.commit();
+  return fresh;
 }
 
 uint64_t StateStore::prune_nonces(int64_t older_than_ms) {

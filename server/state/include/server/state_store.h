@@ -222,6 +222,17 @@ class StateStore {
   // whoever signed (a device id, an administrator key id, empty for Register), so it is not
   // tied to the devices table.
   bool record_nonce(std::string_view key_id, std::string_view nonce, int64_t timestamp_ms);
+  // record_nonce for each use in one transaction (one sync to disk); whether each was fresh, in
+  // order (a nonce used twice in the batch is fresh the first time only). Checks every use
+  // (nonce_problem) before it writes anything.
+  struct NonceUse {
+    std::string key_id;
+    std::string nonce;
+    int64_t timestamp_ms = 0;
+  };
+  std::vector<bool> record_nonces(const std::vector<NonceUse>& uses);
+  // Why record_nonce would refuse this key id and nonce (their sizes), if it would.
+  static std::optional<std::string> nonce_problem(std::string_view key_id, std::string_view nonce);
   // Forgets nonces with timestamp_ms < older_than_ms (once outside the freshness window a
   // replay is refused by its timestamp); returns how many.
   uint64_t prune_nonces(int64_t older_than_ms);
