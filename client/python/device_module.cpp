@@ -6,8 +6,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "client/device.h"
 #include "proto/model_transfer.h"
@@ -168,21 +172,43 @@ PYBIND11_MODULE(_device, m) {
               trained.num_examples = result[1].cast<int64_t>();
               return trained;
             };
+            // The loop runs on a thread of its own while this one, Python's, looks for signals
+            // every 100 ms: Ctrl-C must stop a device that is waiting for work or backing off,
+            // not only one that just finished a round.
             std::stop_source stop;
-            std::optional<py::error_already_set> interrupted;  // Ctrl-C, raised once the loop ends
-            {
-              py::gil_scoped_release released;
-              device.run(trainer, stop.get_token(), [&](const tn::client::RoundReport& report) {
-                reports.push_back(report);
-                if (rounds > 0 && int(reports.size()) >= rounds) stop.request_stop();
-                py::gil_scoped_acquire gil;
-                if (PyErr_CheckSignals() != 0) {
-                  interrupted.emplace();
-                  stop.request_stop();
-                }
-              });
+            std::mutex mutex;
+            std::condition_variable ended;
+            bool done = false;
+            std::exception_ptr failure;
+            std::thread loop([&] {
+              try {
+                device.run(trainer, stop.get_token(), [&](const tn::client::RoundReport& report) {
+                  std::lock_guard lock(mutex);
+                  reports.push_back(report);
+                  if (rounds > 0 && int(reports.size()) >= rounds) stop.request_stop();
+                });
+              } catch (...) {
+                failure = std::current_exception();
+              }
+              std::lock_guard lock(mutex);
+              done = true;
+              ended.notify_all();
+            });
+            std::optional<py::error_already_set> interrupted;  // raised once the loop has ended
+            for (bool finished = false; !finished;) {
+              {
+                py::gil_scoped_release released;
+                std::unique_lock lock(mutex);
+                finished = ended.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; });
+              }
+              if (!finished && !interrupted && PyErr_CheckSignals() != 0) {
+                interrupted.emplace();
+                stop.request_stop();
+              }
             }
+            loop.join();
             if (interrupted) throw *interrupted;
+            if (failure) std::rethrow_exception(failure);
             return reports;
           },
           py::arg("train"), py::kw_only(), py::arg("rounds"),

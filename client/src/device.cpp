@@ -458,6 +458,11 @@ void Device::run(const Trainer& trainer, std::stop_token stop,
       RoundReport report = participate(fetch_task(*assignment), trainer);
       if (on_round) on_round(report);
     } catch (const RpcError& error) {
+      // gRPC reports a certificate that fails verification as UNAVAILABLE, like a coordinator
+      // that is down; only its message tells them apart, and waiting cannot fix it.
+      if (error.code == grpc::StatusCode::UNAVAILABLE &&
+          std::string_view(error.what()).find("certificate verify failed") != std::string_view::npos)
+        throw;
       // An unknown or forgotten identity registers again; everything else is waited out.
       if (error.code == grpc::StatusCode::UNAUTHENTICATED) impl_->set_device_id("");
       pause(impl_->backoff(failures++));

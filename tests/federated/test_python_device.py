@@ -2,9 +2,11 @@
 One of them trains to NaN: its client refuses to send the update (the check the hub applies too),
 and the round completes over the others with their exact weights, the poisoned one missing.
 A Python device's max_model_bytes, like torchnative-device's --max-model-bytes, refuses a round
-whose model is larger, by name."""
+whose model is larger, by name. Ctrl-C stops a Python device that waits for work."""
 import json
+import signal
 import subprocess
+import time
 
 import numpy as np
 
@@ -118,3 +120,35 @@ def test_a_python_device_refuses_a_max_model_bytes_that_is_not_positive(tmp_path
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "ValueError: torchnative._device: max_model_bytes must be positive, not 0" in result.stderr, result.stderr
+
+
+WAITING_SCRIPT = r'''
+import sys
+from torchnative.device import Device
+device = Device(sys.argv[1], sys.argv[2], check_in_wait=2.0)
+print(device.device_id, flush=True)  # registered: the loop below only waits for work
+device.run(lambda state, config: (state, 1), rounds=1)
+'''
+
+
+def test_ctrl_c_stops_a_python_device_waiting_for_work(coordinator, tmp_path):
+    # No task, so the device checks in and waits; SIGINT must end run() with KeyboardInterrupt
+    # promptly, not after a round that never comes.
+    process = subprocess.Popen([PYTHON, "-c", WAITING_SCRIPT, f"127.0.0.1:{coordinator['grpc_port']}",
+                                str(tmp_path / "waiting.key")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout.readline().startswith("dev-")
+        time.sleep(0.5)  # inside run()
+        interrupted_at = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        stopped_after = time.monotonic() - interrupted_at
+        err = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == -signal.SIGINT and "KeyboardInterrupt" in err, (code, err)
+    # One CheckIn may still be held (check_in_wait 2 s) before the loop sees the stop.
+    assert stopped_after < 5, stopped_after

@@ -95,8 +95,9 @@ class Device {
   v1::RoundConfig fetch_task(const v1::Assignment& assignment);
   // Joins the round's data plane, receives and checks the model, trains, contributes.
   RoundReport participate(const v1::RoundConfig& round, const Trainer& trainer);
-  // check_in -> fetch_task -> participate until `stop`; failures back off (Backoff) and retry.
-  // Calls on_round after every round this device was assigned.
+  // check_in -> fetch_task -> participate until `stop`; failures back off (Backoff) and retry,
+  // except one no retry can fix, which is thrown: the coordinator's certificate does not verify
+  // against tls_root_certificates_file. Calls on_round after every round this device was assigned.
   void run(const Trainer& trainer, std::stop_token stop,
            const std::function<void(const RoundReport&)>& on_round = {});
 
