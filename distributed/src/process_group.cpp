@@ -28,7 +28,9 @@ namespace {
 // none is running: a small collective's latency is mostly thread wake-ups, and this leaves one
 // (the I/O thread waking the waiter) where a hand-off to a worker and back would add two. The
 // worker thread runs what no thread waits for: it leaves a collective to its waiter for
-// kWaiterGrace after the call, and is only woken by a call when it sleeps with nothing to do.
+// kWaiterGrace after the call. A call wakes it only when it sleeps with nothing to do; while
+// calls keep coming it looks at the queue on a timer instead, so that a run of synchronous
+// collectives costs it a wake-up every kWaiterGrace rather than one per call.
 class CollectiveQueue {
  public:
   using Task = std::function<void()>;
@@ -36,8 +38,8 @@ class CollectiveQueue {
   // A caller that waits does so microseconds after its call; one that does not (async_op)
   // sees its collective start this much later at most.
   static constexpr auto kWaiterGrace = std::chrono::microseconds(500);
-  // How long the worker keeps checking on a timer after a call before it sleeps until the next.
-  static constexpr auto kWorkerLinger = std::chrono::milliseconds(20);
+  // How long after a call the worker keeps looking on that timer before it sleeps until the next.
+  static constexpr auto kWorkerLinger = std::chrono::milliseconds(5);
 
   // False once the queue is stopping.
   bool push(const void* key, Task task) {
@@ -58,10 +60,9 @@ class CollectiveQueue {
     for (;;) {
       if (pending_.empty() && stopping_) return;
       if (pending_.empty() || running_) {
-        // While calls keep coming it stays awake (on a timer) so that no call has to wake it.
-        const auto lingering_until = last_push_ + kWorkerLinger;
-        if (Clock::now() < lingering_until) {
-          changed_.wait_until(lock, lingering_until);
+        const auto now = Clock::now();
+        if (now < last_push_ + kWorkerLinger) {
+          changed_.wait_until(lock, std::min(now + kWaiterGrace, last_push_ + kWorkerLinger));
           continue;
         }
         worker_sleeps_ = true;

@@ -570,6 +570,21 @@ TEST(ProcessGroupTest, ACallsOwnTimeoutReplacesTheGroups) {
 
 // on_finished runs once the work is done, exactly once, with its outcome readable; registered
 // after completion it runs at once.
+TEST(ProcessGroupTest, AnAsyncCollectiveProgressesWithoutAWaiter) {
+  // Rank 0 calls and does not wait (async_op): the group's worker must run its part, or rank 1,
+  // which waits, would never finish.
+  run_ranks(2, [](ProcessGroup& group) {
+    std::vector<int64_t> values{group.rank() + 1};
+    auto work = group.allreduce(buffer_of(values, ScalarType::Long), ReduceOp::Sum);
+    if (group.rank() == 0) {
+      std::this_thread::sleep_for(300ms);
+      EXPECT_TRUE(work->is_completed());
+    }
+    work->wait();
+    EXPECT_EQ(values[0], 3);
+  });
+}
+
 TEST(ProcessGroupTest, OnFinishedRunsOnceTheWorkIsDone) {
   run_ranks(2, [](ProcessGroup& group) {
     std::vector<float> values(100000, 1.0f);

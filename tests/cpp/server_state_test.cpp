@@ -243,10 +243,12 @@ TEST_F(StateStoreTest, RegistersFindsTouchesAndListsDevices) {
     EXPECT_FALSE(store.device("tablet"));
 
     now_ms_ += 5000;
-    store.touch_device("phone-1");
+    // Forward only, unknown devices skipped, all in one transaction.
+    EXPECT_EQ(store.record_last_seen({{"phone-1", now_ms_}, {"laptop", now_ms_ - 9000}, {"tablet", now_ms_}}),
+              1u);
     EXPECT_EQ(store.device("phone-1")->last_seen_ms, now_ms_);
     EXPECT_EQ(store.device("phone-1")->registered_at_ms, now_ms_ - 5000);
-    EXPECT_THROW(store.touch_device("tablet"), NotFound);
+    EXPECT_EQ(store.device("laptop")->last_seen_ms, now_ms_ - 5000);
   }
   StateStore reopened = open();
   const std::vector<Device> devices = reopened.list_devices();

@@ -19,7 +19,10 @@ namespace tn::server {
 
 namespace {
 
-// How often used nonces that can no longer be replayed are forgotten.
+// How often devices' last-seen times are stored (a crash loses at most this much of them; the
+// board's own times are what liveness and ListDevices use while the coordinator runs), and how
+// often used nonces that can no longer be replayed are forgotten.
+constexpr std::chrono::seconds kLastSeenSaveInterval{10};
 constexpr std::chrono::seconds kNoncePruneInterval{60};
 
 std::string read_text_file(const std::string& path, const char* what) {
@@ -102,16 +105,30 @@ struct Coordinator::Impl {
       });
   }
 
-  void prune_nonces_until_stopped() {
+  void keep_house_until_stopped() {
     std::unique_lock lock(mutex);
-    while (!stopping_changed.wait_for(lock, kNoncePruneInterval, [&] { return stopping; })) {
+    auto next_prune = std::chrono::steady_clock::now() + kNoncePruneInterval;
+    while (!stopping_changed.wait_for(lock, kLastSeenSaveInterval, [&] { return stopping; })) {
       lock.unlock();
-      try {
-        verifier.forget_expired_nonces();
-      } catch (const std::exception& error) {
-        log_event(LogLevel::Error, "nonce_pruning_failed", {{"error", error.what()}});
+      save_last_seen();
+      if (std::chrono::steady_clock::now() >= next_prune) {
+        next_prune += kNoncePruneInterval;
+        try {
+          verifier.forget_expired_nonces();
+        } catch (const std::exception& error) {
+          log_event(LogLevel::Error, "nonce_pruning_failed", {{"error", error.what()}});
+        }
       }
       lock.lock();
+    }
+  }
+
+  void save_last_seen() {
+    try {
+      const auto seen = board.take_unsaved_last_heard();
+      if (!seen.empty()) state.with([&](StateStore& store) { return store.record_last_seen(seen); });
+    } catch (const std::exception& error) {
+      log_event(LogLevel::Error, "last_seen_not_saved", {{"error", error.what()}});
     }
   }
 
@@ -131,6 +148,7 @@ struct Coordinator::Impl {
     if (server) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     http.reset();
     if (housekeeping.joinable()) housekeeping.join();
+    save_last_seen();
     log_event(LogLevel::Info, "stopped");
   }
 };
@@ -139,7 +157,7 @@ Coordinator::Coordinator(CoordinatorConfig config) : impl_(std::make_unique<Impl
   impl_->report_open();
   impl_->start_servers();
   impl_->tasks.resume_all();
-  impl_->housekeeping = std::thread([impl = impl_.get()] { impl->prune_nonces_until_stopped(); });
+  impl_->housekeeping = std::thread([impl = impl_.get()] { impl->keep_house_until_stopped(); });
 }
 
 Coordinator::~Coordinator() { shutdown(); }

@@ -150,6 +150,18 @@ void DeviceBoard::note_heard(const federated::DeviceId& device, std::optional<v1
   heard.at = SteadyClock::now();
   heard.at_wall = std::chrono::system_clock::now();
   if (reported) heard.state = *reported;
+  unsaved_.insert(device);
+}
+
+std::map<federated::DeviceId, int64_t> DeviceBoard::take_unsaved_last_heard() {
+  std::lock_guard lock(mutex_);
+  std::map<federated::DeviceId, int64_t> heard;
+  for (const federated::DeviceId& device : unsaved_)
+    heard[device] =
+        std::chrono::duration_cast<std::chrono::milliseconds>(heard_.at(device).at_wall.time_since_epoch())
+            .count();
+  unsaved_.clear();
+  return heard;
 }
 
 bool DeviceBoard::alive(const federated::DeviceId& device, SteadyClock::time_point now) const {

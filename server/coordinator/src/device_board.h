@@ -20,6 +20,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +81,9 @@ class DeviceBoard {
   };
   // Since the coordinator started: a device not heard from since has no last_heard.
   Presence presence(const federated::DeviceId& device) const;
+  // When each device heard from since the last call was last heard from (Unix ms), for the
+  // coordinator to store as last_seen in one transaction rather than one per request.
+  std::map<federated::DeviceId, int64_t> take_unsaved_last_heard();
   // Answers every held CheckIn with no work, now and from now on (shutdown).
   void close();
 
@@ -119,6 +123,7 @@ class DeviceBoard {
   std::map<federated::DeviceId, Reservation> reserved_;
   const std::chrono::milliseconds liveness_window_;
   std::map<federated::DeviceId, Heard> heard_;
+  std::set<federated::DeviceId> unsaved_;  // heard from since take_unsaved_last_heard
   uint64_t arrivals_ = 0;
   bool closed_ = false;
   std::thread expiry_;

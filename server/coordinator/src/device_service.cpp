@@ -118,10 +118,9 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
     const federated::DeviceId& id = request->auth().key_id();
     std::chrono::milliseconds wait = services_.config.check_in_wait_bound;
     if (payload.max_wait_ms() > 0) wait = std::min(wait, std::chrono::milliseconds(payload.max_wait_ms()));
-    const nlohmann::json metadata = services_.state.with([&](StateStore& store) {
-      store.touch_device(id);
-      return store.device(id)->metadata;
-    });
+    // Its last_seen is the board's (heard from by hold()), stored in batches by the coordinator.
+    const nlohmann::json metadata =
+        services_.state.with([&](StateStore& store) { return store.device(id)->metadata; });
     held->hold(metadata, wait);
     return grpc::Status::OK;
   });

@@ -499,9 +499,17 @@ std::optional<Device> StateStore::find_device_by_key(std::string_view public_key
   return read_device(row);
 }
 
-void StateStore::touch_device(std::string_view id) {
-  Statement(impl_->database, "UPDATE devices SET last_seen_ms = ? WHERE id = ?").bind(impl_->now(), id).run();
-  if (impl_->database.changes() == 0) throw NotFound("device '" + std::string(id) + "' is not registered");
+uint64_t StateStore::record_last_seen(const std::map<federated::DeviceId, int64_t>& seen_unix_ms) {
+  uint64_t changed = 0;
+  Transaction transaction(impl_->database);
+  for (const auto& [id, seen] : seen_unix_ms) {
+    Statement(impl_->database, "UPDATE devices SET last_seen_ms = ? WHERE id = ? AND last_seen_ms < ?")
+        .bind(seen, id, seen)
+        .run();
+    changed += uint64_t(impl_->database.changes());
+  }
+  transaction.commit();
+  return changed;
 }
 
 std::vector<Device> StateStore::list_devices() const {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -185,8 +186,9 @@ class StateStore {
                          const nlohmann::json& metadata);
   std::optional<Device> device(std::string_view id) const;
   std::optional<Device> find_device_by_key(std::string_view public_key) const;
-  // Sets last_seen to now; NotFound for an unknown device.
-  void touch_device(std::string_view id);
+  // Moves each device's last_seen forward to the time given (Unix ms; never back), in one
+  // transaction; unknown devices are skipped. Returns how many rows changed.
+  uint64_t record_last_seen(const std::map<federated::DeviceId, int64_t>& seen_unix_ms);
   std::vector<Device> list_devices() const;  // by id
 
   // Stores the task with `initial_model` as version 0 and the strategy's initial state.

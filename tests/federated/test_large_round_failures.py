@@ -1,0 +1,439 @@
+"""Devices killed in the middle of a round's large transfers, as real processes on loopback: one
+`kill -9`'d while the hub broadcasts a model of several pieces, and one `kill -9`'d while the hub
+is receiving its contribution into the spool file.
+
+Neither moment can be hit by sleeping and hoping, so the victim is stopped (SIGSTOP) at a moment
+the test can see, and killed while it is stopped:
+- in the broadcast, by a thread of its own that stops the process once its resident memory has
+  grown by a quarter of the model: the device allocates (and zero-fills) its broadcast buffer
+  only after joining the hub, and holding two of the model's three pieces would take growth of
+  nearly the whole model, so it stops after the join and before it has the second piece whole;
+  as the hub sends a piece only once it has gone out to every device, no device can have
+  the whole model while it is stopped (the test checks that none is training);
+- in the reduce, by its trainer, which stops its own process before returning its model; the
+  test then lets it run a millisecond at a time until the coordinator's spool file (read through
+  /proc/<coordinator>/fd, as the file is unlinked) holds some but not all of its contribution.
+
+Every completed round's model is recomputed with numpy from what the surviving devices saved
+they trained (float64 products and sums in device-id order, one rounding to float32) and compared
+bit for bit.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from federation import REPO, admin_json, http_get, read_safetensors, tool, wait_for, write_safetensors
+
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+OPEN = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
+
+
+def broadcast_piece_bytes():
+    """The coordinator's kBroadcastPieceBytes, read from its source so that the model below keeps
+    needing three pieces if the constant changes."""
+    source = (REPO / "server" / "coordinator" / "src" / "task_runner.cpp").read_text()
+    found = re.search(r"kBroadcastPieceBytes = uint64_t\{(\d+)\} << (\d+);", source)
+    assert found, "kBroadcastPieceBytes is no longer defined as this test expects"
+    return int(found.group(1)) << int(found.group(2))
+
+
+PIECE_BYTES = broadcast_piece_bytes()
+# The data plane's segments (dist::ProcessGroupOptions::segment_bytes, which the coordinator
+# leaves at its default): a contribution streams to the hub in segments of this size.
+SEGMENT_BYTES = 1 << 20
+
+# A Python device labelled LABEL: trains weight + shift * round_id (integer tensors unchanged),
+# touches LABEL-training<R> as it starts training and saves the trained weight to
+# LABEL-round<R>.npy. MODE:
+#   "honest": nothing else;
+#   "stop-in-broadcast:<bytes>": a thread stops the process (SIGSTOP) once its resident memory
+#       has grown by <bytes> since it registered, touching LABEL-stopping first;
+#   "stop-after-training": the trainer stops the process before it returns the trained model.
+# Prints its round reports once it has taken part in ROUNDS rounds.
+DEVICE_SCRIPT = r'''
+import json, os, pathlib, signal, sys, threading, time
+import numpy as np, torch
+from torchnative.device import Device
+server, key_file, directory, label, mode = sys.argv[1:6]
+shift, examples, rounds = float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+directory = pathlib.Path(directory)
+device = Device(server, key_file, check_in_wait=60.0)
+(directory / f"{label}.id").write_text(device.device_id)
+
+def resident_bytes():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+
+if mode.startswith("stop-in-broadcast:"):
+    growth = int(mode.split(":")[1])
+    def stop_once_the_broadcast_buffer_grows():
+        baseline = resident_bytes()
+        while resident_bytes() - baseline < growth:
+            time.sleep(0.001)
+        (directory / f"{label}-stopping").touch()
+        os.kill(os.getpid(), signal.SIGSTOP)
+    threading.Thread(target=stop_once_the_broadcast_buffer_grows, daemon=True).start()
+
+def train(state, config):
+    round_id = config["round_id"]
+    (directory / f"{label}-training{round_id}").touch()
+    trained = {name: (t + shift * round_id if t.dtype == torch.float32 else t.clone()) for name, t in state.items()}
+    np.save(directory / f"{label}-round{round_id}.npy", trained["weight"].numpy())
+    if mode == "stop-after-training":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return trained, examples
+reports = device.run(train, rounds=rounds)
+print(json.dumps([[r.round_id, r.contributed, r.error] for r in reports]))
+'''
+
+
+class PythonDevices:
+    """Python device processes sharing one directory for keys, ids, markers and what they trained."""
+
+    def __init__(self, coordinator, tmp_path):
+        self.server = f"127.0.0.1:{coordinator['grpc_port']}"
+        self.directory = tmp_path / "devices"
+        self.directory.mkdir()
+        self.examples, self.processes = {}, {}
+
+    def start(self, label, *, shift, examples, rounds, mode="honest"):
+        self.examples[label] = examples
+        self.processes[label] = subprocess.Popen(
+            [PYTHON, "-c", DEVICE_SCRIPT, self.server, str(self.directory / f"{label}.key"), str(self.directory),
+             label, mode, str(shift), str(examples), str(rounds)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return self.processes[label]
+
+    def device_id(self, label):
+        path = self.directory / f"{label}.id"
+        return wait_for(f"device {label} to register", lambda: path.exists() and path.read_text(), 30)
+
+    def marker(self, name):
+        return (self.directory / name).exists()
+
+    def reports(self, label):
+        process = self.processes[label]
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        return json.loads(out)
+
+    def fedavg(self, labels, round_id):
+        """The weighted average of what `labels` trained in the round, as the hub must compute it."""
+        weighted, total = None, np.float64(0)
+        for label in sorted(labels, key=self.device_id):  # device-id order, as the hub's ranks
+            trained = np.load(self.directory / f"{label}-round{round_id}.npy")
+            assert trained.dtype == np.float32
+            product = np.float64(self.examples[label]) * trained.astype(np.float64)
+            weighted = product if weighted is None else weighted + product
+            total += np.float64(self.examples[label])
+        return (weighted / total).astype(np.float32)
+
+    def kill_all(self):
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGCONT)  # harmless if it runs; lets a stopped one die
+                process.kill()
+                process.wait()
+
+
+def stopped(pid):
+    """Whether every thread of the process is in a group stop (SIGSTOP)."""
+    try:
+        states = []
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{thread}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+    except (FileNotFoundError, ProcessLookupError):
+        return False  # a thread came or went meanwhile: look again
+    return bool(states) and all(state == "T" for state in states)
+
+
+def until_stopped(pid, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not stopped(pid):
+        if time.monotonic() > deadline:
+            pytest.fail(f"process {pid} did not stop within {timeout} s")
+        time.sleep(0.0005)
+
+
+def create_task(coordinator, tmp_path, initial, *, rounds, per_round, min_updates, min_available, timeout_ms):
+    write_safetensors(tmp_path / "initial.safetensors", initial)
+    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
+                      "--devices-per-round", str(per_round), "--min-updates", str(min_updates),
+                      "--min-available", str(min_available), "--round-timeout-ms", str(timeout_ms),
+                      "--model", str(tmp_path / "initial.safetensors"))["task_id"]
+
+
+def closed_rounds(coordinator, task, count):
+    def closed():
+        rounds = admin_json(coordinator, "rounds", task)
+        done = [r for r in rounds if r["state"] != OPEN]
+        return rounds if len(done) >= count else None
+    return wait_for(f"{count} closed rounds of {task}", closed, 90)
+
+
+def fetch(coordinator, tmp_path, version):
+    path = tmp_path / (version.replace("/", "-") + ".safetensors")
+    assert admin_json(coordinator, "fetch-model", version, "--out", str(path))["model_version"] == version
+    return read_safetensors(path)
+
+
+def assert_bits(model, expected, steps):
+    assert model["weight"].dtype == np.float32 and model["weight"].shape == expected.shape
+    assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (
+        f"{np.count_nonzero(model['weight'].view(np.uint32) != expected.view(np.uint32))} elements differ")
+    assert model["steps"].tolist() == steps  # integer tensors keep the global's values
+
+
+def checked_in(coordinator):
+    _, metrics = http_get(coordinator, "/metrics")
+    return int(next(line.split()[1] for line in metrics.splitlines()
+                    if line.startswith("torchnative_devices_checked_in ")))
+
+
+def log_events(log, name):
+    return [entry for entry in map(json.loads, log.read_text().splitlines()) if entry["event"] == name]
+
+
+def spool_files(pid):
+    """The coordinator's open spool files: {its fd's /proc path: what the link names}."""
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue  # closed meanwhile
+        if "torchnative-spool-" in target:
+            found[f"/proc/{pid}/fd/{fd}"] = target
+    return found
+
+
+def start_coordinator(tmp_path, spool_bytes):
+    """As federation.start_coordinator, but check-ins are held for up to a minute instead of 2 s
+    (check_in_wait_bound_ms), so that devices that have checked in stay available without a gap
+    until a round selects them: with 2 s, a device between two check-ins when the task starts is
+    left out of its first round."""
+    admin_key = tmp_path / "admin.key"
+    public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    config = tmp_path / "coordinator.json"
+    config.write_text(json.dumps({
+        "listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
+        "admin_public_keys": [public_key], "check_in_wait_bound_ms": 60000,
+        "data_plane": {"host": "127.0.0.1", "join_window_ms": 10000, "spool_bytes": spool_bytes}}))
+    log_path = tmp_path / "coordinator.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
+    try:
+        def listening():
+            for entry in map(json.loads, log_path.read_text().splitlines()):
+                if entry["event"] == "listening":
+                    return entry
+            assert process.poll() is None, f"the coordinator exited: {log_path.read_text()}"
+            return None
+
+        ports = wait_for("the coordinator to listen", listening, 10)
+        yield {"admin": [tool("torchnative-admin"), "--server", f"127.0.0.1:{ports['grpc_port']}", "--key",
+                         str(admin_key)],
+               "grpc_port": ports["grpc_port"], "http_port": ports["http_port"], "process": process, "log": log_path}
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def spool_directory(tmp_path, monkeypatch):
+    """Where the coordinator started next spools (the hub's deadline_reduce_spool_directory is
+    left empty, so its spool files go to $TMPDIR): a directory of the test's own."""
+    directory = tmp_path / "spool"
+    directory.mkdir()
+    monkeypatch.setenv("TMPDIR", str(directory))
+    return directory
+
+
+# Case 1: a float32 weight just past two pieces, so that the broadcast takes three (the third a
+# few KiB), and an integer tensor.
+BROADCAST_WEIGHT_SHAPE = (2 * PIECE_BYTES // 4 // 4096 + 1, 4096)
+BROADCAST_MODEL_BYTES = 4 * BROADCAST_WEIGHT_SHAPE[0] * BROADCAST_WEIGHT_SHAPE[1] + 8
+
+
+@pytest.fixture
+def broadcast_hub(tmp_path, spool_directory):
+    # Each round's two contributions (twice the model each, in float64) stay in the hub's memory.
+    yield from start_coordinator(tmp_path, spool_bytes=1 << 30)
+
+
+def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_the_survivors(
+        broadcast_hub, tmp_path):
+    coordinator = broadcast_hub
+    assert -(-BROADCAST_MODEL_BYTES // PIECE_BYTES) == 3  # pieces the hub broadcasts
+    weight = (np.arange(BROADCAST_WEIGHT_SHAPE[0] * BROADCAST_WEIGHT_SHAPE[1], dtype=np.float32) / 7).reshape(
+        BROADCAST_WEIGHT_SHAPE)
+    initial = {"weight": weight, "steps": np.array([7], dtype=np.int64)}
+    devices = PythonDevices(coordinator, tmp_path)
+    try:
+        devices.start("a", shift=0.5, examples=10, rounds=2)
+        devices.start("b", shift=-0.25, examples=30, rounds=2)
+        victim = devices.start("victim", shift=1.0, examples=5, rounds=1,
+                               mode=f"stop-in-broadcast:{BROADCAST_MODEL_BYTES // 4}")
+        # All three wait before the task exists, so that its first round selects all three; the
+        # second needs only the two survivors (min_available 2).
+        wait_for("three devices to check in", lambda: checked_in(coordinator) == 3, 60)
+        task = create_task(coordinator, tmp_path, initial, rounds=2, per_round=3, min_updates=2, min_available=2,
+                           timeout_ms=60000)
+        wait_for("the victim to stop in the broadcast",
+                 lambda: devices.marker("victim-stopping") and stopped(victim.pid), 60)
+        # The hub cannot send the second piece whole while the victim is stopped, so nobody has
+        # the whole model yet: the round is open and no device is training.
+        during = admin_json(coordinator, "rounds", task)
+        training = [label for label in ("a", "b", "victim") if devices.marker(f"{label}-training1")]
+        victim.kill()
+        assert victim.wait() == -9
+        rounds = closed_rounds(coordinator, task, 2)
+        reports = {label: devices.reports(label) for label in ("a", "b")}
+    finally:
+        devices.kill_all()
+
+    a, b, dead = (devices.device_id(label) for label in ("a", "b", "victim"))
+    assert [(r["round_id"], r["state"]) for r in during] == [(1, OPEN)], during
+    assert training == []
+    assert coordinator["process"].poll() is None, "the coordinator exited"
+    assert http_get(coordinator, "/healthz") == (200, "ok\n")
+
+    # The broadcast goes on to the others past the lost device, which the reduce lists missing:
+    # the round completes with the survivors, and the log names the device lost on the way.
+    first, second = rounds
+    assert (first["round_id"], first["state"]) == (1, "ROUND_STATE_COMPLETED"), first
+    assert first["selected"] == sorted([a, b, dead]) and first["missing"] == [dead], first
+    assert first["contributors"] == sorted([a, b]), first
+    lost = log_events(coordinator["log"], "devices_lost_in_broadcast")
+    assert [(event["task"], event["round"], event["devices"]) for event in lost] == [(task, 1, [dead])], lost
+    assert log_events(coordinator["log"], "round_failed") == []
+    assert log_events(coordinator["log"], "device_dropped") == []  # lost to the kill, not to silence
+    assert (second["round_id"], second["state"]) == (2, "ROUND_STATE_COMPLETED"), second
+    assert second["selected"] == second["contributors"] == sorted([a, b]) and second["missing"] == [], second
+    assert [first["input_model_version"], first["output_model_version"], second["output_model_version"]] == [
+        f"{task}/0", f"{task}/1", f"{task}/2"]
+    assert reports == {"a": [[1, True, ""], [2, True, ""]], "b": [[1, True, ""], [2, True, ""]]}
+    assert_bits(fetch(coordinator, tmp_path, f"{task}/1"), devices.fedavg(["a", "b"], 1), [7])
+    assert_bits(fetch(coordinator, tmp_path, f"{task}/2"), devices.fedavg(["a", "b"], 2), [7])
+
+    data_planes = log_events(coordinator["log"], "round_data_plane")
+    contribution_bytes = 8 * (BROADCAST_WEIGHT_SHAPE[0] * BROADCAST_WEIGHT_SHAPE[1] + 1)
+    assert [(entry["round"], entry["devices"], entry["model_bytes"], entry["bytes_reduced"])
+            for entry in data_planes] == [(1, 3, BROADCAST_MODEL_BYTES, 2 * contribution_bytes),
+                                          (2, 2, BROADCAST_MODEL_BYTES, 2 * contribution_bytes)], data_planes
+    _, metrics = http_get(coordinator, "/metrics")
+    # The model went whole to the two survivors in each round; what the victim took is not counted.
+    assert f"torchnative_bytes_broadcast_total {4 * BROADCAST_MODEL_BYTES}\n" in metrics
+    assert 'torchnative_rounds_total{outcome="completed"} 2' in metrics
+    assert 'torchnative_rounds_total{outcome="abandoned"} 0' in metrics
+
+
+# Case 2: a contribution of exactly 64 segments: the float32 weight's elements and the example
+# count, in float64.
+REDUCE_WEIGHT_SHAPE = (47, 178481)  # 2**23 - 1 elements
+CONTRIBUTION_BYTES = 8 * (REDUCE_WEIGHT_SHAPE[0] * REDUCE_WEIGHT_SHAPE[1] + 1)
+CONTRIBUTION_SEGMENTS = CONTRIBUTION_BYTES // SEGMENT_BYTES
+
+
+@pytest.fixture
+def spooling_hub(tmp_path, spool_directory):
+    # A one-byte budget: every contribution goes to the spool file, one segment at a time.
+    for coordinator in start_coordinator(tmp_path, spool_bytes=1):
+        coordinator["spool_directory"] = spool_directory
+        yield coordinator
+
+
+def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its_spool_is_gone(
+        spooling_hub, tmp_path):
+    coordinator = spooling_hub
+    assert CONTRIBUTION_BYTES == 64 * SEGMENT_BYTES
+    weight = (1 + np.arange(REDUCE_WEIGHT_SHAPE[0] * REDUCE_WEIGHT_SHAPE[1], dtype=np.float32) / 1024).reshape(
+        REDUCE_WEIGHT_SHAPE)
+    initial = {"weight": weight, "steps": np.array([3], dtype=np.int64)}
+    pid = coordinator["process"].pid
+    devices = PythonDevices(coordinator, tmp_path)
+    spool = None
+    try:
+        devices.start("a", shift=0.5, examples=10, rounds=1)
+        devices.start("b", shift=-0.25, examples=30, rounds=1)
+        victim = devices.start("victim", shift=1.0, examples=5, rounds=1, mode="stop-after-training")
+        task = create_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2, min_available=3,
+                           timeout_ms=60000)
+        wait_for("the victim to stop after training",
+                 lambda: devices.marker("victim-training1") and stopped(victim.pid), 60)
+        selected = sorted(devices.device_id(label) for label in ("a", "b", "victim"))
+        dead = devices.device_id("victim")
+        # The hub's spool file holds contribution r at (r - 1) * CONTRIBUTION_BYTES (rank 0 is the
+        # hub, which contributes nothing), each written a segment at a time as it lands.
+        region = (selected.index(dead)) * CONTRIBUTION_BYTES
+        links = wait_for("the hub's spool file", lambda: spool_files(pid), 30)
+        assert len(links) == 1, links
+        (link, target), = links.items()
+        assert target.startswith(str(coordinator["spool_directory"]) + "/torchnative-spool-"), target
+        assert target.endswith(" (deleted)"), target  # unlinked as soon as it was made
+        spool = os.open(link, os.O_RDONLY)
+
+        def landed():
+            # The victim's values (5 * (weight + 1)) are all non-zero; what has not landed reads as
+            # zeros, or not at all past the end of the file.
+            return sum(os.pread(spool, 8, region + s * SEGMENT_BYTES).strip(b"\0") != b""
+                       for s in range(CONTRIBUTION_SEGMENTS))
+
+        # A millisecond at a time, until the hub holds part of the victim's contribution.
+        steps, deadline = 0, time.monotonic() + 60
+        while landed() == 0:
+            assert time.monotonic() < deadline, f"nothing of the victim's contribution landed in {steps} steps"
+            os.kill(victim.pid, signal.SIGCONT)
+            time.sleep(0.001)
+            os.kill(victim.pid, signal.SIGSTOP)
+            until_stopped(victim.pid)
+            steps += 1
+        landed_segments = landed()
+        during = admin_json(coordinator, "rounds", task)
+        victim.kill()
+        assert victim.wait() == -9
+        entry = closed_rounds(coordinator, task, 1)[0]
+        reports = {label: devices.reports(label) for label in ("a", "b")}
+    finally:
+        devices.kill_all()
+        if spool is not None:
+            os.close(spool)
+
+    assert 0 < landed_segments < CONTRIBUTION_SEGMENTS, (landed_segments, steps)
+    assert [(r["round_id"], r["state"]) for r in during] == [(1, OPEN)], during
+    a, b = devices.device_id("a"), devices.device_id("b")
+    assert reports == {"a": [[1, True, ""]], "b": [[1, True, ""]]}
+    assert (entry["round_id"], entry["state"]) == (1, "ROUND_STATE_COMPLETED"), entry
+    assert entry["selected"] == selected and entry["contributors"] == sorted([a, b]), entry
+    assert entry["missing"] == [dead], entry
+    assert entry["output_model_version"] == f"{task}/1", entry
+    assert_bits(fetch(coordinator, tmp_path, f"{task}/1"), devices.fedavg(["a", "b"], 1), [3])
+
+    # Every byte counted came through the spool: both survivors' contributions and the part of the
+    # victim's that landed before it died, which the round leaves out.
+    data_plane, = log_events(coordinator["log"], "round_data_plane")
+    assert data_plane["bytes_reduced"] == 2 * CONTRIBUTION_BYTES, data_plane
+    assert 2 * CONTRIBUTION_BYTES + landed_segments * SEGMENT_BYTES <= data_plane["spooled_bytes"] \
+        < 3 * CONTRIBUTION_BYTES, (data_plane, landed_segments)
+    # The kill ended the victim's part, not its liveness window, and nothing was refused.
+    assert log_events(coordinator["log"], "device_dropped") == []
+    assert log_events(coordinator["log"], "contribution_refused") == []
+
+    # No spool file outlives the round: the hub closes it (its only name was unlinked at once), and
+    # nothing is left in the spool directory or the state directory.
+    wait_for("the hub to close its spool file", lambda: not spool_files(pid), 30)
+    assert list(coordinator["spool_directory"].iterdir()) == []
+    assert [path for path in (tmp_path / "state").rglob("*") if "spool" in path.name] == []
+    assert coordinator["process"].poll() is None, "the coordinator exited"
+    assert http_get(coordinator, "/healthz") == (200, "ok\n")
