@@ -216,7 +216,7 @@ def spool_files(pid):
     return found
 
 
-def start_coordinator(tmp_path, spool_bytes):
+def start_coordinator(tmp_path, spool_bytes, spool_directory):
     """As federation.start_coordinator, but check-ins are held for up to a minute instead of 2 s
     (check_in_wait_bound_ms), so that devices that have checked in stay available without a gap
     until a round selects them: with 2 s, a device between two check-ins when the task starts is
@@ -228,7 +228,8 @@ def start_coordinator(tmp_path, spool_bytes):
     config.write_text(json.dumps({
         "listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
         "admin_public_keys": [public_key], "check_in_wait_bound_ms": 60000,
-        "data_plane": {"host": "127.0.0.1", "join_window_ms": 10000, "spool_bytes": spool_bytes}}))
+        "data_plane": {"host": "127.0.0.1", "join_window_ms": 10000, "spool_bytes": spool_bytes,
+                       "spool_directory": str(spool_directory)}}))
     log_path = tmp_path / "coordinator.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
@@ -251,12 +252,11 @@ def start_coordinator(tmp_path, spool_bytes):
 
 
 @pytest.fixture
-def spool_directory(tmp_path, monkeypatch):
-    """Where the coordinator started next spools (the hub's deadline_reduce_spool_directory is
-    left empty, so its spool files go to $TMPDIR): a directory of the test's own."""
+def spool_directory(tmp_path):
+    """Where the coordinator started next spools (its data_plane.spool_directory): a directory
+    of the test's own."""
     directory = tmp_path / "spool"
     directory.mkdir()
-    monkeypatch.setenv("TMPDIR", str(directory))
     return directory
 
 
@@ -269,7 +269,7 @@ BROADCAST_MODEL_BYTES = 4 * BROADCAST_WEIGHT_SHAPE[0] * BROADCAST_WEIGHT_SHAPE[1
 @pytest.fixture
 def broadcast_hub(tmp_path, spool_directory):
     # Each round's two contributions (twice the model each, in float64) stay in the hub's memory.
-    yield from start_coordinator(tmp_path, spool_bytes=1 << 30)
+    yield from start_coordinator(tmp_path, spool_bytes=1 << 30, spool_directory=spool_directory)
 
 
 def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_the_survivors(
@@ -349,7 +349,7 @@ CONTRIBUTION_SEGMENTS = CONTRIBUTION_BYTES // SEGMENT_BYTES
 @pytest.fixture
 def spooling_hub(tmp_path, spool_directory):
     # A one-byte budget: every contribution goes to the spool file, one segment at a time.
-    for coordinator in start_coordinator(tmp_path, spool_bytes=1):
+    for coordinator in start_coordinator(tmp_path, spool_bytes=1, spool_directory=spool_directory):
         coordinator["spool_directory"] = spool_directory
         yield coordinator
 

@@ -128,6 +128,13 @@ def test_unknown_configuration_keys_are_refused_by_name(tmp_path):
                             text=True, timeout=30)
     assert result.returncode == 2
     assert "unknown configuration key 'check_in_wait_ms'" in result.stderr
+    # A spool directory that does not exist is refused at start, not at the first round that spools.
+    config.write_text(json.dumps({"state_directory": str(tmp_path / "state"), "admin_public_keys": ["00" * 32],
+                                  "data_plane": {"spool_directory": str(tmp_path / "absent")}}))
+    result = subprocess.run([tool("torchnative-coordinator"), "--config", str(config)], capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 2
+    assert f"data_plane.spool_directory: '{tmp_path / 'absent'}' is not a directory" in result.stderr
 
 
 

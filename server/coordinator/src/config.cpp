@@ -44,12 +44,18 @@ std::chrono::milliseconds duration_at(const json& object, const std::string& key
 }
 
 void parse_data_plane(const json& section, CoordinatorConfig& config) {
-  refuse_unknown_keys(section, "data_plane.", {"host", "join_window_ms", "spool_bytes"});
+  refuse_unknown_keys(section, "data_plane.", {"host", "join_window_ms", "spool_bytes", "spool_directory"});
   if (section.contains("host")) config.data_plane_host = text_at(section, "host", "data_plane.");
   if (section.contains("join_window_ms"))
     config.join_window = duration_at(section, "join_window_ms", "data_plane.");
   if (section.contains("spool_bytes"))
     config.spool_bytes = count_at(section, "spool_bytes", "data_plane.", 1);
+  if (section.contains("spool_directory")) {
+    config.spool_directory = text_at(section, "spool_directory", "data_plane.");
+    // Found at start, not at the first round that spools.
+    if (!std::filesystem::is_directory(config.spool_directory))
+      throw ConfigError("data_plane.spool_directory: '" + config.spool_directory + "' is not a directory");
+  }
 }
 
 void parse_transfer_limits(const json& section, proto::TransferLimits& limits) {

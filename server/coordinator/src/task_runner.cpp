@@ -273,6 +273,7 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   options.hub = 0;
   options.timeout = until(join_by);
   options.deadline_reduce_spool_bytes = config.spool_bytes;
+  options.deadline_reduce_spool_directory = config.spool_directory;
   // Each phase's wall time goes into the round_data_plane log line (the benchmark reads it).
   auto phase_start = SteadyClock::now();
   auto seconds_of_phase = [&phase_start] {

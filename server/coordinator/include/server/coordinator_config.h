@@ -8,8 +8,10 @@
 //     "admin_public_keys": ["<64 hex digits>"],  required; an admin call's key_id is the key in hex
 //     "data_plane": {"host": "127.0.0.1",        where each round's TCP store and hub listen
 //                    "join_window_ms": 30000,    how long selected devices have to join a round
-//                    "spool_bytes": 268435456},  contributions the hub keeps in memory; past
-//                                                this it spools them to disk ($TMPDIR)
+//                    "spool_bytes": 268435456,   contributions the hub keeps in memory; past
+//                                                this it spools them to disk, into
+//                    "spool_directory": "/var/tmp"},  this directory (default $TMPDIR or /tmp;
+//                                                it should be on disk, not tmpfs)
 //     "request_timestamp_window_ms": 300000,     requests signed further from now are refused
 //     "check_in_wait_bound_ms": 20000,           the longest a CheckIn is held
 //     "heartbeat_interval_ms": 10000,            what devices are told to keep to; one not
@@ -59,6 +61,8 @@ struct CoordinatorConfig {
   std::chrono::milliseconds join_window{30'000};
   // dist::ProcessGroupOptions::deadline_reduce_spool_bytes of the rounds' hub.
   uint64_t spool_bytes = uint64_t{256} << 20;
+  // dist::ProcessGroupOptions::deadline_reduce_spool_directory; empty: $TMPDIR or /tmp.
+  std::string spool_directory;
   std::chrono::milliseconds request_timestamp_window{std::chrono::minutes(5)};
   std::chrono::milliseconds check_in_wait_bound{20'000};
   std::chrono::milliseconds heartbeat_interval{10'000};
