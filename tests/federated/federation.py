@@ -106,14 +106,16 @@ def http_get(coordinator, path):
 
 
 def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_bytes=None,
-                       heartbeat_interval_ms=None, tls=None):
+                       heartbeat_interval_ms=None, tls=None, spool_directory=None, check_in_wait_bound_ms=2000):
     """Starts a coordinator on tmp_path's state directory and administrator key (both made on first
     use, so a second launch resumes the first's state); returns its admin command line, ports,
     process and log. spool_bytes: the hub's data_plane.spool_bytes (past it, contributions are
     spooled to disk); heartbeat_interval_ms: what devices are told to keep to (a device silent for
     three intervals is presumed gone); tls: the configuration's "tls" object
     ({"certificate_chain": PEM file, "private_key": PEM file}), which makes the gRPC port TLS only
-    (the admin command line returned is then plaintext: add "--tls-ca FILE" to it)."""
+    (the admin command line returned is then plaintext: add "--tls-ca FILE" to it);
+    spool_directory: the hub's data_plane.spool_directory; check_in_wait_bound_ms: how long a
+    CheckIn is held (a device between two check-ins when a task starts misses its first round)."""
     admin_key = tmp_path / "admin.key"
     public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
                                 check=True, capture_output=True, text=True).stdout.strip()
@@ -121,9 +123,12 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
     data_plane = {"host": "127.0.0.1", "join_window_ms": 10000}
     if spool_bytes is not None:
         data_plane["spool_bytes"] = spool_bytes
+    if spool_directory is not None:
+        data_plane["spool_directory"] = str(spool_directory)
     settings = {
         "listen": f"127.0.0.1:{grpc_port}", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
-        "admin_public_keys": [public_key], "check_in_wait_bound_ms": 2000, "data_plane": data_plane}
+        "admin_public_keys": [public_key], "check_in_wait_bound_ms": check_in_wait_bound_ms,
+        "data_plane": data_plane}
     if heartbeat_interval_ms is not None:
         settings["heartbeat_interval_ms"] = heartbeat_interval_ms
     if tls is not None:
@@ -135,6 +140,8 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
 
     def listening():
         for line in log_path.read_text().splitlines():
+            if not line.startswith("{"):
+                continue  # gRPC's own log lines share the coordinator's stderr
             entry = json.loads(line)
             if entry["event"] == "listening":
                 return entry
@@ -147,10 +154,10 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
             "process": process, "log": log_path}
 
 
-def start_coordinator(tmp_path, spool_bytes=None, heartbeat_interval_ms=None, tls=None):
-    """Starts a coordinator; yields what launch_coordinator returns and kills it afterwards."""
-    coordinator = launch_coordinator(tmp_path, spool_bytes=spool_bytes, heartbeat_interval_ms=heartbeat_interval_ms,
-                                     tls=tls)
+def start_coordinator(tmp_path, **options):
+    """Starts a coordinator (launch_coordinator's options); yields what launch_coordinator returns
+    and kills it afterwards."""
+    coordinator = launch_coordinator(tmp_path, **options)
     yield coordinator
     process = coordinator["process"]
     if process.poll() is None:

@@ -28,7 +28,8 @@ import time
 import numpy as np
 import pytest
 
-from federation import REPO, admin_json, http_get, read_safetensors, tool, wait_for, write_safetensors
+import federation
+from federation import REPO, admin_json, http_get, read_safetensors, wait_for, write_safetensors
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 OPEN = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
@@ -217,38 +218,11 @@ def spool_files(pid):
 
 
 def start_coordinator(tmp_path, spool_bytes, spool_directory):
-    """As federation.start_coordinator, but check-ins are held for up to a minute instead of 2 s
-    (check_in_wait_bound_ms), so that devices that have checked in stay available without a gap
-    until a round selects them: with 2 s, a device between two check-ins when the task starts is
-    left out of its first round."""
-    admin_key = tmp_path / "admin.key"
-    public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
-                                check=True, capture_output=True, text=True).stdout.strip()
-    config = tmp_path / "coordinator.json"
-    config.write_text(json.dumps({
-        "listen": "127.0.0.1:0", "http_listen": "127.0.0.1:0", "state_directory": str(tmp_path / "state"),
-        "admin_public_keys": [public_key], "check_in_wait_bound_ms": 60000,
-        "data_plane": {"host": "127.0.0.1", "join_window_ms": 10000, "spool_bytes": spool_bytes,
-                       "spool_directory": str(spool_directory)}}))
-    log_path = tmp_path / "coordinator.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
-    try:
-        def listening():
-            for entry in map(json.loads, log_path.read_text().splitlines()):
-                if entry["event"] == "listening":
-                    return entry
-            assert process.poll() is None, f"the coordinator exited: {log_path.read_text()}"
-            return None
-
-        ports = wait_for("the coordinator to listen", listening, 10)
-        yield {"admin": [tool("torchnative-admin"), "--server", f"127.0.0.1:{ports['grpc_port']}", "--key",
-                         str(admin_key)],
-               "grpc_port": ports["grpc_port"], "http_port": ports["http_port"], "process": process, "log": log_path}
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    """federation.start_coordinator with check-ins held for up to a minute instead of 2 s, so that
+    devices that have checked in stay available without a gap until a round selects them: with
+    2 s, a device between two check-ins when the task starts is left out of its first round."""
+    yield from federation.start_coordinator(tmp_path, spool_bytes=spool_bytes, spool_directory=spool_directory,
+                                            check_in_wait_bound_ms=60000)
 
 
 @pytest.fixture
