@@ -163,3 +163,64 @@ def start_coordinator(tmp_path, **options):
     if process.poll() is None:
         process.kill()
         process.wait()
+
+
+OPEN_ROUND = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
+
+
+def create_fedavg_task(coordinator, tmp_path, initial, *, rounds, per_round, min_updates, min_available,
+                       timeout_ms):
+    """A FedAvg task from the tensors `initial` (written to tmp_path); its id."""
+    write_safetensors(tmp_path / "initial.safetensors", initial)
+    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
+                      "--devices-per-round", str(per_round), "--min-updates", str(min_updates),
+                      "--min-available", str(min_available), "--round-timeout-ms", str(timeout_ms),
+                      "--model", str(tmp_path / "initial.safetensors"))["task_id"]
+
+
+def closed_rounds(coordinator, task, count, timeout):
+    """The task's rounds (ListRounds) once at least `count` of them have closed."""
+    def closed():
+        rounds = admin_json(coordinator, "rounds", task)
+        done = [r for r in rounds if r["state"] != OPEN_ROUND]
+        return rounds if len(done) >= count else None
+    return wait_for(f"{count} closed rounds of {task}", closed, timeout)
+
+
+def fetch_model(coordinator, directory, version):
+    """The stored model version's bytes as the admin CLI writes them into `directory`, and its tensors."""
+    path = directory / (version.replace("/", "-") + ".safetensors")
+    assert admin_json(coordinator, "fetch-model", version, "--out", str(path))["model_version"] == version
+    return path.read_bytes(), read_safetensors(path)
+
+
+def checked_in(coordinator):
+    """How many devices wait in a CheckIn now (/metrics)."""
+    _, metrics = http_get(coordinator, "/metrics")
+    return int(next(line.split()[1] for line in metrics.splitlines()
+                    if line.startswith("torchnative_devices_checked_in ")))
+
+
+def log_events(log, name):
+    """The coordinator log's `name` events, in order."""
+    return [entry for entry in map(json.loads, log.read_text().splitlines()) if entry["event"] == name]
+
+
+def fedavg(contributions):
+    """FedAvg as the hub must compute it: float64 products and sums over (examples, values) in
+    device-id order (the hub's ascending ranks), divided and rounded to float32 once."""
+    weighted, total = None, np.float64(0)
+    for examples, values in contributions:
+        product = np.float64(examples) * np.asarray(values, dtype=np.float64)
+        weighted = product if weighted is None else weighted + product
+        total += np.float64(examples)
+    return (weighted / total).astype(np.float32)
+
+
+def assert_weight_bits(model, expected, steps):
+    """The stored float32 `weight` has exactly the bits of `expected`; the integer `steps` keeps the
+    global's values."""
+    assert model["weight"].dtype == np.float32 and model["weight"].shape == expected.shape
+    assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (
+        f"{np.count_nonzero(model['weight'].view(np.uint32) != expected.view(np.uint32))} elements differ")
+    assert model["steps"].tolist() == steps

@@ -29,10 +29,10 @@ import numpy as np
 import pytest
 
 import federation
-from federation import REPO, admin_json, http_get, read_safetensors, wait_for, write_safetensors
+from federation import (OPEN_ROUND, REPO, admin_json, assert_weight_bits, checked_in, closed_rounds,
+                        create_fedavg_task, fedavg, fetch_model, http_get, log_events, wait_for)
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
-OPEN = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
 
 
 def broadcast_piece_bytes():
@@ -126,16 +126,15 @@ class PythonDevices:
         assert process.returncode == 0, err
         return json.loads(out)
 
+    def trained(self, label, round_id):
+        trained = np.load(self.directory / f"{label}-round{round_id}.npy")
+        assert trained.dtype == np.float32
+        return trained
+
     def fedavg(self, labels, round_id):
         """The weighted average of what `labels` trained in the round, as the hub must compute it."""
-        weighted, total = None, np.float64(0)
-        for label in sorted(labels, key=self.device_id):  # device-id order, as the hub's ranks
-            trained = np.load(self.directory / f"{label}-round{round_id}.npy")
-            assert trained.dtype == np.float32
-            product = np.float64(self.examples[label]) * trained.astype(np.float64)
-            weighted = product if weighted is None else weighted + product
-            total += np.float64(self.examples[label])
-        return (weighted / total).astype(np.float32)
+        return fedavg((self.examples[label], self.trained(label, round_id))
+                      for label in sorted(labels, key=self.device_id))
 
     def kill_all(self):
         for process in self.processes.values():
@@ -163,45 +162,6 @@ def until_stopped(pid, timeout=10):
         if time.monotonic() > deadline:
             pytest.fail(f"process {pid} did not stop within {timeout} s")
         time.sleep(0.0005)
-
-
-def create_task(coordinator, tmp_path, initial, *, rounds, per_round, min_updates, min_available, timeout_ms):
-    write_safetensors(tmp_path / "initial.safetensors", initial)
-    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
-                      "--devices-per-round", str(per_round), "--min-updates", str(min_updates),
-                      "--min-available", str(min_available), "--round-timeout-ms", str(timeout_ms),
-                      "--model", str(tmp_path / "initial.safetensors"))["task_id"]
-
-
-def closed_rounds(coordinator, task, count):
-    def closed():
-        rounds = admin_json(coordinator, "rounds", task)
-        done = [r for r in rounds if r["state"] != OPEN]
-        return rounds if len(done) >= count else None
-    return wait_for(f"{count} closed rounds of {task}", closed, 90)
-
-
-def fetch(coordinator, tmp_path, version):
-    path = tmp_path / (version.replace("/", "-") + ".safetensors")
-    assert admin_json(coordinator, "fetch-model", version, "--out", str(path))["model_version"] == version
-    return read_safetensors(path)
-
-
-def assert_bits(model, expected, steps):
-    assert model["weight"].dtype == np.float32 and model["weight"].shape == expected.shape
-    assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (
-        f"{np.count_nonzero(model['weight'].view(np.uint32) != expected.view(np.uint32))} elements differ")
-    assert model["steps"].tolist() == steps  # integer tensors keep the global's values
-
-
-def checked_in(coordinator):
-    _, metrics = http_get(coordinator, "/metrics")
-    return int(next(line.split()[1] for line in metrics.splitlines()
-                    if line.startswith("torchnative_devices_checked_in ")))
-
-
-def log_events(log, name):
-    return [entry for entry in map(json.loads, log.read_text().splitlines()) if entry["event"] == name]
 
 
 def spool_files(pid):
@@ -262,7 +222,7 @@ def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_
         # All three wait before the task exists, so that its first round selects all three; the
         # second needs only the two survivors (min_available 2).
         wait_for("three devices to check in", lambda: checked_in(coordinator) == 3, 60)
-        task = create_task(coordinator, tmp_path, initial, rounds=2, per_round=3, min_updates=2, min_available=2,
+        task = create_fedavg_task(coordinator, tmp_path, initial, rounds=2, per_round=3, min_updates=2, min_available=2,
                            timeout_ms=60000)
         wait_for("the victim to stop in the broadcast",
                  lambda: devices.marker("victim-stopping") and stopped(victim.pid), 60)
@@ -272,13 +232,13 @@ def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_
         training = [label for label in ("a", "b", "victim") if devices.marker(f"{label}-training1")]
         victim.kill()
         assert victim.wait() == -9
-        rounds = closed_rounds(coordinator, task, 2)
+        rounds = closed_rounds(coordinator, task, 2, 90)
         reports = {label: devices.reports(label) for label in ("a", "b")}
     finally:
         devices.kill_all()
 
     a, b, dead = (devices.device_id(label) for label in ("a", "b", "victim"))
-    assert [(r["round_id"], r["state"]) for r in during] == [(1, OPEN)], during
+    assert [(r["round_id"], r["state"]) for r in during] == [(1, OPEN_ROUND)], during
     assert training == []
     assert coordinator["process"].poll() is None, "the coordinator exited"
     assert http_get(coordinator, "/healthz") == (200, "ok\n")
@@ -298,8 +258,8 @@ def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_
     assert [first["input_model_version"], first["output_model_version"], second["output_model_version"]] == [
         f"{task}/0", f"{task}/1", f"{task}/2"]
     assert reports == {"a": [[1, True, ""], [2, True, ""]], "b": [[1, True, ""], [2, True, ""]]}
-    assert_bits(fetch(coordinator, tmp_path, f"{task}/1"), devices.fedavg(["a", "b"], 1), [7])
-    assert_bits(fetch(coordinator, tmp_path, f"{task}/2"), devices.fedavg(["a", "b"], 2), [7])
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1), [7])
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/2")[1], devices.fedavg(["a", "b"], 2), [7])
 
     data_planes = log_events(coordinator["log"], "round_data_plane")
     contribution_bytes = 8 * (BROADCAST_WEIGHT_SHAPE[0] * BROADCAST_WEIGHT_SHAPE[1] + 1)
@@ -342,7 +302,7 @@ def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its
         devices.start("a", shift=0.5, examples=10, rounds=1)
         devices.start("b", shift=-0.25, examples=30, rounds=1)
         victim = devices.start("victim", shift=1.0, examples=5, rounds=1, mode="stop-after-training")
-        task = create_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2, min_available=3,
+        task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2, min_available=3,
                            timeout_ms=60000)
         wait_for("the victim to stop after training",
                  lambda: devices.marker("victim-training1") and stopped(victim.pid), 60)
@@ -377,7 +337,7 @@ def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its
         during = admin_json(coordinator, "rounds", task)
         victim.kill()
         assert victim.wait() == -9
-        entry = closed_rounds(coordinator, task, 1)[0]
+        entry = closed_rounds(coordinator, task, 1, 90)[0]
         reports = {label: devices.reports(label) for label in ("a", "b")}
     finally:
         devices.kill_all()
@@ -385,14 +345,14 @@ def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its
             os.close(spool)
 
     assert 0 < landed_segments < CONTRIBUTION_SEGMENTS, (landed_segments, steps)
-    assert [(r["round_id"], r["state"]) for r in during] == [(1, OPEN)], during
+    assert [(r["round_id"], r["state"]) for r in during] == [(1, OPEN_ROUND)], during
     a, b = devices.device_id("a"), devices.device_id("b")
     assert reports == {"a": [[1, True, ""]], "b": [[1, True, ""]]}
     assert (entry["round_id"], entry["state"]) == (1, "ROUND_STATE_COMPLETED"), entry
     assert entry["selected"] == selected and entry["contributors"] == sorted([a, b]), entry
     assert entry["missing"] == [dead], entry
     assert entry["output_model_version"] == f"{task}/1", entry
-    assert_bits(fetch(coordinator, tmp_path, f"{task}/1"), devices.fedavg(["a", "b"], 1), [3])
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1), [3])
 
     # Every byte counted came through the spool: both survivors' contributions and the part of the
     # victim's that landed before it died, which the round leaves out.

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from federation import REPO, admin_json, read_safetensors, wait_for, write_safetensors
+from federation import REPO, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 DEVICE_SCRIPT = r'''
@@ -61,12 +61,7 @@ def test_python_devices_and_a_poisoned_update(coordinator, tmp_path):
 
     # FedAvg of the two honest devices, float64 in device-id order, rounded once.
     by_id = sorted(outputs.items(), key=lambda item: item[1]["device_id"])
-    weighted, total = None, np.float64(0)
-    for (shift, examples, _), output in by_id:
-        product = np.float64(examples) * np.array(output["trained"]["weight"], dtype=np.float64)
-        weighted = product if weighted is None else weighted + product
-        total += np.float64(examples)
-    expected = (weighted / total).astype(np.float32)
+    expected = fedavg((examples, output["trained"]["weight"]) for (_, examples, _), output in by_id)
     admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(tmp_path / "out.safetensors"))
     model = read_safetensors(tmp_path / "out.safetensors")
     assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)

@@ -17,9 +17,9 @@ import time
 import numpy as np
 import pytest
 
-from federation import (REPO, admin_json, http_get, launch_coordinator, read_safetensors, rogue_device,
-                        start_coordinator, tool,
-                        wait_for, write_safetensors)
+from federation import (REPO, admin_json, assert_weight_bits, checked_in, closed_rounds, create_fedavg_task, fedavg,
+                        fetch_model, http_get, launch_coordinator, log_events, rogue_device, start_coordinator, tool,
+                        wait_for)
 
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 # A Python device labelled LABEL: trains weight + shift * round_id, writes what it trained to
@@ -46,7 +46,6 @@ reports = device.run(train, rounds=rounds)
 print(json.dumps([[r.round_id, r.contributed, r.error] for r in reports]))
 '''
 INITIAL = {"weight": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "steps": np.array([7], dtype=np.int64)}
-OPEN = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
 
 
 class PythonDevices:
@@ -84,12 +83,8 @@ class PythonDevices:
 
     def fedavg(self, labels, round_id):
         """The weighted average of what `labels` trained in the round, as the hub must compute it."""
-        weighted, total = None, np.float64(0)
-        for label in sorted(labels, key=self.device_id):  # device-id order, as the hub's ranks
-            product = np.float64(self.examples[label]) * np.array(self.trained(label, round_id), dtype=np.float64)
-            weighted = product if weighted is None else weighted + product
-            total += np.float64(self.examples[label])
-        return (weighted / total).astype(np.float32)
+        return fedavg((self.examples[label], self.trained(label, round_id))
+                      for label in sorted(labels, key=self.device_id))
 
     def kill_all(self):
         for process in self.processes.values():
@@ -98,43 +93,8 @@ class PythonDevices:
                 process.wait()
 
 
-def create_task(coordinator, tmp_path, *, rounds, per_round, min_updates, min_available, timeout_ms=30000):
-    write_safetensors(tmp_path / "initial.safetensors", INITIAL)
-    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
-                      "--devices-per-round", str(per_round), "--min-updates", str(min_updates),
-                      "--min-available", str(min_available), "--round-timeout-ms", str(timeout_ms),
-                      "--model", str(tmp_path / "initial.safetensors"))["task_id"]
-
-
-def closed_rounds(coordinator, task, count):
-    def closed():
-        rounds = admin_json(coordinator, "rounds", task)
-        done = [r for r in rounds if r["state"] != OPEN]
-        return rounds if len(done) >= count else None
-    return wait_for(f"{count} closed rounds of {task}", closed, 45)
-
-
-def fetch(coordinator, tmp_path, version):
-    """The stored model version's bytes as the admin CLI writes them, and its tensors."""
-    path = tmp_path / (version.replace("/", "-") + ".safetensors")
-    assert admin_json(coordinator, "fetch-model", version, "--out", str(path))["model_version"] == version
-    return path.read_bytes(), read_safetensors(path)
-
-
-def assert_bits(model, expected):
-    assert model["weight"].dtype == np.float32 and model["weight"].shape == expected.shape
-    assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)
-    assert model["steps"].tolist() == [7]  # integer tensors keep the global's values
-
-
-def checked_in(coordinator):
-    _, metrics = http_get(coordinator, "/metrics")
-    return int(next(line.split()[1] for line in metrics.splitlines()
-                    if line.startswith("torchnative_devices_checked_in ")))
-
-
-def log_events(log, name):
-    return [entry for entry in map(json.loads, log.read_text().splitlines()) if entry["event"] == name]
+def create_task(coordinator, tmp_path, *, timeout_ms=30000, **sizes):
+    return create_fedavg_task(coordinator, tmp_path, INITIAL, timeout_ms=timeout_ms, **sizes)
 
 
 def test_a_device_killed_mid_round_is_left_out_and_the_next_round_goes_on(coordinator, tmp_path):
@@ -151,7 +111,7 @@ def test_a_device_killed_mid_round_is_left_out_and_the_next_round_goes_on(coordi
         victim.kill()
         assert victim.wait() == -9
         reports = {label: devices.reports(label) for label in ("a", "b")}
-        rounds = closed_rounds(coordinator, task, 2)
+        rounds = closed_rounds(coordinator, task, 2, 45)
     finally:
         devices.kill_all()
 
@@ -165,8 +125,8 @@ def test_a_device_killed_mid_round_is_left_out_and_the_next_round_goes_on(coordi
     assert second["selected"] == second["contributors"] == sorted([a, b]) and second["missing"] == [], second
     assert [first["input_model_version"], first["output_model_version"], second["output_model_version"]] == [
         f"{task}/0", f"{task}/1", f"{task}/2"]
-    assert_bits(fetch(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1))
-    assert_bits(fetch(coordinator, tmp_path, f"{task}/2")[1], devices.fedavg(["a", "b"], 2))
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1), [7])
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/2")[1], devices.fedavg(["a", "b"], 2), [7])
 
 
 def test_a_device_killed_below_min_updates_abandons_the_attempt_and_a_replacement_completes_the_retry(
@@ -180,11 +140,11 @@ def test_a_device_killed_below_min_updates_abandons_the_attempt_and_a_replacemen
         wait_for("the victim to be training", lambda: devices.training("victim", 1), 30)
         victim.kill()
         assert victim.wait() == -9
-        abandoned = closed_rounds(coordinator, task, 1)[0]
+        abandoned = closed_rounds(coordinator, task, 1, 45)[0]
         # The retry waits for a third device: the replacement arrives only now.
         devices.start("replacement", shift=2.0, examples=7, rounds=1)
         reports = {label: devices.reports(label) for label in ("a", "b", "replacement")}
-        rounds = closed_rounds(coordinator, task, 2)
+        rounds = closed_rounds(coordinator, task, 2, 45)
     finally:
         devices.kill_all()
 
@@ -203,7 +163,7 @@ def test_a_device_killed_below_min_updates_abandons_the_attempt_and_a_replacemen
     assert (retry["input_model_version"], retry["output_model_version"]) == (f"{task}/0", f"{task}/1")
     assert reports == {"a": [[1, True, ""], [2, True, ""]], "b": [[1, True, ""], [2, True, ""]],
                        "replacement": [[2, True, ""]]}
-    assert_bits(fetch(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b", "replacement"], 2))
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b", "replacement"], 2), [7])
     _, metrics = http_get(coordinator, "/metrics")
     assert 'torchnative_rounds_total{outcome="abandoned"} 1' in metrics
     assert 'torchnative_rounds_total{outcome="completed"} 1' in metrics
@@ -223,9 +183,9 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
         devices.start("a", shift=0.5, examples=10, rounds=0, sleep_round=2, sleep_seconds=2)
         devices.start("b", shift=-0.25, examples=30, rounds=0, sleep_round=2, sleep_seconds=2)
         task = create_task(coordinator, tmp_path, rounds=2, per_round=2, min_updates=2, min_available=2)
-        closed_rounds(coordinator, task, 1)
+        closed_rounds(coordinator, task, 1, 45)
         (tmp_path / "before").mkdir()
-        before = {version: fetch(coordinator, tmp_path / "before", version)[0] for version in (f"{task}/0", f"{task}/1")}
+        before = {version: fetch_model(coordinator, tmp_path / "before", version)[0] for version in (f"{task}/0", f"{task}/1")}
         wait_for("round 2 to be training", lambda: devices.training("a", 2) and devices.training("b", 2), 30)
         coordinator["process"].kill()
         assert coordinator["process"].wait() == -9
@@ -234,7 +194,7 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
         wait_for("the task to finish", lambda: log_events(restarted["log"], "task_finished"), 45)
         rounds = admin_json(restarted, "rounds", task)
         (tmp_path / "after").mkdir()
-        after = {version: fetch(restarted, tmp_path / "after", version) for version in [*before, f"{task}/2"]}
+        after = {version: fetch_model(restarted, tmp_path / "after", version) for version in [*before, f"{task}/2"]}
         replayed = subprocess.run([rogue_device(), "--server", server, "--key", str(tmp_path / "rogue.key"),
                                    "replay", str(saved)], capture_output=True, text=True, timeout=60)
         assert http_get(restarted, "/healthz") == (200, "ok\n")
@@ -258,7 +218,7 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
     assert log_events(restarted["log"], "task_finished")[0]["message"] == "completed: all 2 rounds completed"
     for version, stored in before.items():
         assert after[version][0] == stored, f"{version} changed across the restart"
-    assert_bits(after[f"{task}/2"][1], devices.fedavg(["a", "b"], 3))
+    assert_weight_bits(after[f"{task}/2"][1], devices.fedavg(["a", "b"], 3), [7])
     outcome = json.loads(replayed.stdout)
     assert outcome["code"] == 16 and "was used before (a replay)" in outcome["message"], outcome
 
@@ -280,7 +240,7 @@ def test_sigterm_mid_round_drains_it_and_a_restart_goes_on_from_it(coordinator, 
         restarted = launch_coordinator(tmp_path, grpc_port=coordinator["grpc_port"], log_name="restarted.log")
         wait_for("the task to finish", lambda: log_events(restarted["log"], "task_finished"), 45)
         rounds = admin_json(restarted, "rounds", task)
-        model = fetch(restarted, tmp_path, f"{task}/3")[1]
+        model = fetch_model(restarted, tmp_path, f"{task}/3")[1]
     finally:
         devices.kill_all()
         if restarted and restarted["process"].poll() is None:
@@ -295,7 +255,7 @@ def test_sigterm_mid_round_drains_it_and_a_restart_goes_on_from_it(coordinator, 
     assert [(r["round_id"], r["state"]) for r in rounds] == [
         (1, "ROUND_STATE_COMPLETED"), (2, "ROUND_STATE_COMPLETED"), (3, "ROUND_STATE_COMPLETED")], rounds
     assert rounds[2]["input_model_version"] == f"{task}/2", rounds[2]
-    assert_bits(model, devices.fedavg(["a", "b"], 3))
+    assert_weight_bits(model, devices.fedavg(["a", "b"], 3), [7])
 
 
 def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_the_daemon_stays_up(
@@ -349,7 +309,7 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
         rogues = {poison: outcome(process) for poison, process in poisons.items()}
         _, device_log = honest.communicate(timeout=60)
         assert honest.returncode == 0, device_log
-        entry = closed_rounds(coordinator, task, 1)[0]
+        entry = closed_rounds(coordinator, task, 1, 45)[0]
         late = late_devices.reports("late")
     finally:
         late_devices.kill_all()
@@ -385,14 +345,10 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
     assert rogues["nan"]["delivered"] is True  # all of it reached the hub, which refused it
 
     # The two honest devices' FedAvg, from their reports.
-    weighted, total = None, np.float64(0)
-    for device in honest_ids:
-        report = json.loads((reports / f"{device}-round1.json").read_text())
-        product = np.float64(report["num_examples"]) * np.array(report["tensors"]["weight"]["values"], dtype=np.float64)
-        weighted = product if weighted is None else weighted + product
-        total += np.float64(report["num_examples"])
-    assert_bits(fetch(coordinator, tmp_path, entry["output_model_version"])[1],
-                (weighted / total).astype(np.float32).reshape(3, 4))
+    honest_reports = [json.loads((reports / f"{device}-round1.json").read_text()) for device in honest_ids]
+    expected = fedavg((report["num_examples"], report["tensors"]["weight"]["values"]) for report in honest_reports)
+    assert_weight_bits(fetch_model(coordinator, tmp_path, entry["output_model_version"])[1], expected.reshape(3, 4),
+                       [7])
 
     assert http_get(coordinator, "/healthz") == (200, "ok\n")
     _, metrics = http_get(coordinator, "/metrics")
@@ -443,7 +399,7 @@ def test_a_device_training_past_the_liveness_window_stays_alive_and_a_killed_one
         gone_after = time.monotonic() - killed_at
         slow_after = listed_devices(coordinator)[slow]
         reports = devices.reports("slow")
-        entry = closed_rounds(coordinator, task, 1)[0]
+        entry = closed_rounds(coordinator, task, 1, 45)[0]
     finally:
         devices.kill_all()
 
@@ -472,7 +428,7 @@ def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_hea
         wait_for("the frozen device to be training", lambda: devices.training("frozen", 1), 30)
         os.kill(frozen.pid, signal.SIGSTOP)
         frozen_at = time.monotonic()
-        entry = closed_rounds(coordinator, task, 1)[0]
+        entry = closed_rounds(coordinator, task, 1, 45)[0]
         closed_after = time.monotonic() - frozen_at
         dead = devices.device_id("frozen")
         reports = {label: devices.reports(label) for label in ("a", "b")}

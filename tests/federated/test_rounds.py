@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from federation import (admin_json, http_get, read_safetensors, run_device_rounds, tool, wait_for,
+from federation import (admin_json, fedavg, http_get, read_safetensors, run_device_rounds, tool, wait_for,
                         write_safetensors)
 
 DEVICES = 5
@@ -50,19 +50,10 @@ def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator
             assert report["contributed"] and report["error"] == "", report
             assert report["task_id"] == task and report["round_id"] == entry["round_id"]
             trained[device] = report
-        total = np.float64(0)
-        expected = {}
-        for name in ("weight", "bias"):
-            weighted_sum = None
-            for device in registered:  # device-id order, as the hub's ascending ranks
-                values = np.array(trained[device]["tensors"][name]["values"], dtype=np.float64)
-                product = np.float64(trained[device]["num_examples"]) * values
-                weighted_sum = product if weighted_sum is None else weighted_sum + product
-            expected[name] = weighted_sum
-        for device in registered:
-            total = total + np.float64(trained[device]["num_examples"])
-        for name in expected:
-            expected[name] = (expected[name] / total).astype(np.float32).reshape(initial[name].shape)
+        expected = {  # registered is in device-id order, as the hub's ascending ranks
+            name: fedavg((trained[device]["num_examples"], trained[device]["tensors"][name]["values"])
+                         for device in registered).reshape(initial[name].shape)
+            for name in ("weight", "bias")}
 
         fetched_path = tmp_path / f"version{version}.safetensors"
         fetched = admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(fetched_path))

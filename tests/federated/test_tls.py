@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from federation import (REPO, admin_json, http_get, read_safetensors, start_coordinator, tool, wait_for,
+from federation import (REPO, admin_json, fedavg, http_get, read_safetensors, start_coordinator, tool, wait_for,
                         write_safetensors)
 
 OPENSSL = "/usr/bin/openssl"
@@ -177,13 +177,8 @@ def test_a_fedavg_round_over_tls_has_the_bits_of_an_independent_average(tls_coor
     assert sorted(platform for _, platform in registered) == ["python", "python", "synthetic"], registered
 
     # FedAvg: float64 products and sums in device-id order, rounded once to float32.
-    weighted, total = None, np.float64(0)
-    for device in sorted(trained):
-        examples, tensors = trained[device]
-        product = np.float64(examples) * np.array(tensors["weight"], dtype=np.float64).reshape(2, 3)
-        weighted = product if weighted is None else weighted + product
-        total += np.float64(examples)
-    expected = (weighted / total).astype(np.float32)
+    expected = fedavg((trained[device][0], np.reshape(trained[device][1]["weight"], (2, 3)))
+                      for device in sorted(trained))
     admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(tmp_path / "out.safetensors"))
     model = read_safetensors(tmp_path / "out.safetensors")
     assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)
