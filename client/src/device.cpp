@@ -13,6 +13,7 @@
 
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
+#include "federated/validation.h"
 #include "proto/model_transfer.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
@@ -27,6 +28,8 @@ constexpr const char* kRegister = "/torchnative.federated.v1.DeviceService/Regis
 constexpr const char* kCheckIn = "/torchnative.federated.v1.DeviceService/CheckIn";
 constexpr const char* kFetchTask = "/torchnative.federated.v1.DeviceService/FetchTask";
 constexpr const char* kHeartbeat = "/torchnative.federated.v1.DeviceService/Heartbeat";
+constexpr const char* kFetchModel = "/torchnative.federated.v1.DeviceService/FetchModel";
+constexpr const char* kSubmitUpdate = "/torchnative.federated.v1.DeviceService/SubmitUpdate";
 constexpr Milliseconds kCallTimeout{60'000};
 // Until the coordinator names its own: one that predates RegisterResponse.heartbeat_interval_ms
 // has the same default.
@@ -218,6 +221,8 @@ struct HeartbeatCall {
   grpc::ClientContext context;
   v1::HeartbeatRequest request;
   v1::HeartbeatResponse response;
+  std::string task_id;  // the round it reported, which abandon_round is about
+  uint64_t round_id = 0;
 };
 
 }  // namespace
@@ -249,6 +254,8 @@ struct Device::Impl {
   Milliseconds heartbeat_interval = kDefaultHeartbeatInterval;
   HeartbeatCall* heartbeat_on_its_way = nullptr;
   bool heartbeats_scheduled = false;
+  // The last round a heartbeat's answer said was stopped or closed (abandon_round).
+  std::pair<std::string, uint64_t> abandoned_round;
 
   explicit Impl(DeviceOptions o)
       : options(std::move(o)),
@@ -263,6 +270,16 @@ struct Device::Impl {
     std::unique_lock lock(mutex);
     if (heartbeat_on_its_way) heartbeat_on_its_way->context.TryCancel();
     heartbeat_finished.wait(lock, [&] { return heartbeat_on_its_way == nullptr; });
+  }
+
+  // Throws when the coordinator has said `round` is over: there is no point training for it or
+  // sending what was trained.
+  void check_not_abandoned(const v1::RoundConfig& round, const char* before) {
+    std::lock_guard lock(mutex);
+    if (abandoned_round == std::pair{round.task_id(), round.round_id()})
+      throw std::runtime_error(round_name(round) +
+                               ": the coordinator stopped or closed it (abandon_round), " +
+                               "so this device left it before " + before);
   }
 
   void set_device_id(std::string id) {
@@ -284,6 +301,8 @@ struct Device::Impl {
     if (heartbeat_on_its_way || device_id.empty()) return heartbeat_interval;  // unregistered for now
     auto* call = new HeartbeatCall;
     sign(call->request, kHeartbeat, activity);
+    call->task_id = activity.task_id();
+    call->round_id = activity.round_id();
     call->context.set_deadline(SystemClock::now() + heartbeat_interval);
     heartbeat_on_its_way = call;
     const Milliseconds interval = heartbeat_interval;
@@ -293,6 +312,8 @@ struct Device::Impl {
                                std::lock_guard lock(mutex);
                                if (status.ok() && call->response.next_heartbeat_ms() > 0)
                                  heartbeat_interval = Milliseconds(call->response.next_heartbeat_ms());
+                               if (status.ok() && call->response.abandon_round())
+                                 abandoned_round = {call->task_id, call->round_id};
                                delete call;
                                heartbeat_on_its_way = nullptr;
                                heartbeat_finished.notify_all();
@@ -357,6 +378,7 @@ std::optional<v1::Assignment> Device::check_in() {
   v1::CheckInPayload payload;
   payload.set_protocol_version(proto::kProtocolVersion);
   payload.set_max_wait_ms(uint32_t(impl_->options.check_in_wait.count()));
+  payload.set_round_transport(impl_->options.round_transport);
   v1::CheckInRequest request;
   impl_->sign(request, kCheckIn, payload);
   v1::CheckInResponse response;
@@ -388,7 +410,10 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     ~BackToIdle() { impl.report(v1::DEVICE_STATE_IDLE); }
   } back_to_idle{*impl_};
   try {
-    if (!round.has_data_plane()) throw std::runtime_error(round_name(round) + " names no data plane");
+    if (!round.has_data_plane()) {
+      participate_over_grpc(round, trainer, report);
+      return report;
+    }
     check_round_sizes(round, impl_->options);
     impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
     const v1::DataPlane& plane = round.data_plane();
@@ -420,6 +445,7 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     federated::Model global = model_from_broadcast(round, std::move(model_bytes));
 
     const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
+    impl_->check_not_abandoned(round, "training");
     impl_->report(v1::DEVICE_STATE_TRAINING, &round);
     report.result = trainer(global, round);
     federated::ContributionLayout layout(global.spec(), contribution_kind(round));
@@ -440,6 +466,78 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     report.error = error.what();
   }
   return report;
+}
+
+void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& trainer,
+                                   RoundReport& report) {
+  const auto deadline = SystemClock::time_point(Milliseconds(round.deadline_unix_ms()));
+  impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
+  federated::Model global;
+  {
+    v1::FetchModelPayload payload;
+    payload.set_model_version(round.model_version());
+    v1::FetchModelRequest request;
+    impl_->sign(request, kFetchModel, payload);
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    std::unique_ptr<grpc::ClientReader<v1::ModelStream>> reader = impl_->stub->FetchModel(&context, request);
+    // The assembler checks the header against this device's limits before it allocates anything.
+    proto::ModelAssembler assembler(impl_->options.limits);
+    v1::ModelStream message;
+    bool header_checked = false;
+    while (reader->Read(&message)) {
+      assembler.accept(message);
+      if (!header_checked) {
+        if (assembler.header().blake2b_256() != round.model_blake2b_256()) {
+          context.TryCancel();
+          throw std::runtime_error(round_name(round) +
+                                   ": FetchModel streams a model whose digest is not the round's");
+        }
+        header_checked = true;
+      }
+    }
+    if (grpc::Status status = reader->Finish(); !status.ok()) throw RpcError("FetchModel", status);
+    global = assembler.finish();  // every byte arrived and hashes to the round's digest
+  }
+
+  const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
+  impl_->check_not_abandoned(round, "training");
+  impl_->report(v1::DEVICE_STATE_TRAINING, &round);
+  report.result = trainer(global, round);
+  // The checks the coordinator makes, made first: names, dtypes, shapes, finite values.
+  federated::validate_update(
+      {impl_->device_id, round.round_id(), 0, report.result.num_examples, report.result.model}, global.spec(),
+      round.round_id(), 0, federated::UpdateLimits{});
+  global = {};
+  impl_->check_not_abandoned(round, "sending its update");
+
+  impl_->report(v1::DEVICE_STATE_UPLOADING, &round);
+  proto::ModelChunker chunker(report.result.model, round.model_version(), impl_->options.limits);
+  v1::SubmitUpdateHeader header;
+  header.set_task_id(round.task_id());
+  header.set_round_id(round.round_id());
+  header.set_model_version(round.model_version());
+  header.set_example_count(uint64_t(report.result.num_examples));
+  for (const auto& [name, value] : report.result.metrics) (*header.mutable_metrics())[name] = value;
+  *header.mutable_update() = chunker.header();
+  grpc::ClientContext context;
+  context.set_deadline(deadline);
+  v1::SubmitUpdateResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::SubmitUpdateRequest>> writer =
+      impl_->stub->SubmitUpdate(&context, &response);
+  v1::SubmitUpdateRequest message;
+  impl_->sign(*message.mutable_signed_header(), kSubmitUpdate, header);
+  // A write fails once the coordinator has answered (a refusal): Finish() then says why.
+  bool writing = writer->Write(message);
+  v1::ModelChunk chunk;
+  while (writing && chunker.next_chunk(chunk)) {
+    message.Clear();
+    *message.mutable_chunk() = std::move(chunk);
+    writing = writer->Write(message);
+  }
+  if (writing) writer->WritesDone();
+  if (grpc::Status status = writer->Finish(); !status.ok()) throw RpcError("SubmitUpdate", status);
+  report.contributed = true;
 }
 
 void Device::run(const Trainer& trainer, std::stop_token stop,

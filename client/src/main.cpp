@@ -6,12 +6,14 @@
 //   torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R]
 //                      [--examples N] [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE]
 //                      [--check-in-wait-ms MS] [--training-slots K] [--max-model-bytes N]
+//                      [--round-transport data-plane|grpc]
 //
 // With --rounds R each device stops once it has contributed to R rounds. With --training-slots K
 // at most K devices train and send their contribution at once (each then holds three times the
 // model), so that many devices of a large model fit in memory; 0, the default, sets no bound.
 // A round announcing a model of more than --max-model-bytes (default 64 GiB) is refused before
-// anything is allocated for it.
+// anything is allocated for it. --round-transport grpc: the devices reach only the coordinator's
+// gRPC port, fetching the model with FetchModel and submitting updates with SubmitUpdate.
 // Exit status 1 when a device gave up (it could not register), 0 otherwise.
 #include <atomic>
 #include <cmath>
@@ -47,6 +49,7 @@ struct Options {
   int check_in_wait_ms = 20'000;
   int training_slots = 0;        // 0: no bound
   uint64_t max_model_bytes = 0;  // 0: the device library's default
+  tn::client::v1::RoundTransport round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -54,7 +57,7 @@ struct Options {
             << "\nusage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] "
                "[--examples N]"
                " [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms MS]"
-               " [--training-slots K] [--max-model-bytes N]\n";
+               " [--training-slots K] [--max-model-bytes N] [--round-transport data-plane|grpc]\n";
   std::exit(2);
 }
 
@@ -91,6 +94,13 @@ Options parse(int argc, char** argv) {
         const long long bytes = std::stoll(value);
         if (bytes <= 0) usage("--max-model-bytes must be positive");
         o.max_model_bytes = uint64_t(bytes);
+      } else if (flag == "--round-transport") {
+        if (value == "data-plane")
+          o.round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
+        else if (value == "grpc")
+          o.round_transport = tn::client::v1::ROUND_TRANSPORT_GRPC;
+        else
+          usage("--round-transport is data-plane or grpc, not " + value);
       } else
         usage("unknown flag " + flag);
     } catch (const std::logic_error&) {
@@ -181,6 +191,7 @@ int main(int argc, char** argv) {
   if (!options.tls_ca.empty()) common.tls_root_certificates_file = options.tls_ca;
   common.metadata.set_platform("synthetic");
   common.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
+  common.round_transport = options.round_transport;
   if (options.max_model_bytes > 0) common.limits.max_total_bytes = options.max_model_bytes;
   common.channel = tn::client::open_channel(common);
   if (options.training_slots > 0)

@@ -9,7 +9,8 @@
 
 The C++ client registers the device's Ed25519 key, long-polls the coordinator, receives the
 round's model over the data plane, and sends the example-weighted contribution into the hub's
-deadline reduce; `train` runs with the GIL held, everything else without it.
+deadline reduce (or, with round_transport="grpc", fetches the model and submits the trained one
+over gRPC alone); `train` runs with the GIL held, everything else without it.
 """
 import numpy as np
 import torch
@@ -29,12 +30,16 @@ class Device:
         `torchnative-device --max-model-bytes` (default 64 GiB). A round announcing a larger one is
         refused before anything is allocated for it: its RoundReport has contributed False and an
         error naming the model's size and this limit. Must be positive (ValueError otherwise).
+    round_transport: "data_plane" (default): the model and the contribution travel on the round's
+        data plane (the coordinator's store and hub ports); "grpc": for a device that can reach
+        only the coordinator's gRPC port, the model comes by FetchModel and the trained model goes
+        by SubmitUpdate. The aggregate is the same either way. Anything else: ValueError.
     """
 
     def __init__(self, server, key_file, *, tls_ca=None, check_in_wait=20.0,
-                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES):
+                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES, round_transport="data_plane"):
         self._device = _device.Device(server, key_file, tls_ca=tls_ca, check_in_wait=check_in_wait,
-                                      max_model_bytes=max_model_bytes)
+                                      max_model_bytes=max_model_bytes, round_transport=round_transport)
 
     @property
     def device_id(self):

@@ -76,14 +76,18 @@ def admin_json(coordinator, *arguments):
     return json.loads(result.stdout)
 
 
-def run_device_rounds(coordinator, tmp_path, task, devices, rounds):
-    """Runs `devices` torchnative-devices (one process, reports in tmp_path/reports) until the task
-    has `rounds` completed rounds; returns the task's rounds once it has."""
-    process = subprocess.Popen(
-        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
-         "--key-dir", str(tmp_path / "keys"), "--devices", str(devices), "--rounds", str(rounds),
-         "--report-dir", str(tmp_path / "reports"), "--check-in-wait-ms", "2000"],
-        stderr=subprocess.PIPE, text=True)
+def run_device_rounds(coordinator, tmp_path, task, devices, rounds, grpc_devices=0):
+    """Runs `devices` torchnative-devices (reports in tmp_path/reports) until the task has `rounds`
+    completed rounds; returns the task's rounds once it has. `grpc_devices` of them take part over
+    gRPC alone (--round-transport grpc, a process of their own), the others over the data plane."""
+    fleets = [(devices - grpc_devices, "data-plane", "keys"), (grpc_devices, "grpc", "keys-grpc")]
+    processes = [
+        subprocess.Popen(
+            [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
+             "--key-dir", str(tmp_path / keys), "--devices", str(count), "--rounds", str(rounds),
+             "--report-dir", str(tmp_path / "reports"), "--check-in-wait-ms", "2000", "--round-transport", transport],
+            stderr=subprocess.PIPE, text=True)
+        for count, transport, keys in fleets if count > 0]
     try:
         def completed_rounds():
             listed = admin_json(coordinator, "rounds", task)
@@ -91,12 +95,14 @@ def run_device_rounds(coordinator, tmp_path, task, devices, rounds):
             return listed if len(done) == rounds else None
 
         listed = wait_for(f"{rounds} completed rounds", completed_rounds, 40)
-        _, device_log = process.communicate(timeout=20)
+        for process in processes:
+            _, device_log = process.communicate(timeout=20)
+            assert process.returncode == 0, device_log
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 0, device_log
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     return listed
 
 

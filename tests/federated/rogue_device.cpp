@@ -17,15 +17,24 @@
 //     contribute POISON    takes part in the next round it is selected for and contributes
 //                          nan (a NaN in the first tensor), short (one element too few) or
 //                          long (one element too many)
+//     submit-refusals      checks in for gRPC rounds (ROUND_TRANSPORT_GRPC); in the first round
+//                          it is selected for, submits updates the coordinator must refuse (another
+//                          model version, another tensor table, no examples, a NaN, chunks that do
+//                          not hash to the header's digest), then an honest one, then that one
+//                          again, then its signed header byte for byte; in the next round it is
+//                          selected for, it waits past the round's deadline and submits. Prints
+//                          each answer by name.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "client/device.h"
 #include "distributed/process_group.h"
@@ -56,7 +65,7 @@ struct Options {
             << "\nusage: federated_rogue_device --server HOST:PORT --key FILE "
                "(check-in FILE | replay FILE | garbage METHOD | garbage-stream SERVICE/METHOD | empty-stream "
                "SERVICE/METHOD | "
-               "garbage-chunk | oversized BYTES | contribute nan|short|long)\n";
+               "garbage-chunk | oversized BYTES | contribute nan|short|long | submit-refusals)\n";
   std::exit(2);
 }
 
@@ -309,6 +318,128 @@ json contribute(const Options& options) {
   return out;
 }
 
+constexpr const char* kFetchModel = "/torchnative.federated.v1.DeviceService/FetchModel";
+constexpr const char* kSubmitUpdate = "/torchnative.federated.v1.DeviceService/SubmitUpdate";
+
+v1::RoundConfig next_round(tn::client::Device& device) {
+  std::optional<v1::Assignment> assignment;
+  for (auto give_up = SystemClock::now() + kSelectionWait; !assignment && SystemClock::now() < give_up;)
+    assignment = device.check_in();
+  if (!assignment) throw std::runtime_error("not selected for any round");
+  return device.fetch_task(*assignment);
+}
+
+tn::federated::Model fetch_model(v1::DeviceService::Stub& stub, const std::string& id,
+                                 const tn::proto::SigningKey& key, const std::string& version) {
+  v1::FetchModelPayload payload;
+  payload.set_model_version(version);
+  v1::FetchModelRequest request;
+  request.set_payload(payload.SerializeAsString());
+  *request.mutable_auth() = tn::proto::sign_request(kFetchModel, id, request.payload(), key);
+  grpc::ClientContext context;
+  context.set_deadline(SystemClock::now() + std::chrono::seconds(30));
+  auto reader = stub.FetchModel(&context, request);
+  tn::proto::ModelAssembler assembler;
+  v1::ModelStream message;
+  while (reader->Read(&message)) assembler.accept(message);
+  if (grpc::Status status = reader->Finish(); !status.ok())
+    throw std::runtime_error("FetchModel failed: " + status.error_message());
+  return assembler.finish();
+}
+
+// One SubmitUpdate: the signed header (`first`, signed here unless already), then `chunks`.
+grpc::Status submit(v1::DeviceService::Stub& stub, v1::SubmitUpdateRequest& first,
+                    const std::vector<v1::ModelChunk>& chunks) {
+  grpc::ClientContext context;
+  context.set_deadline(SystemClock::now() + std::chrono::seconds(30));
+  v1::SubmitUpdateResponse response;
+  auto writer = stub.SubmitUpdate(&context, &response);
+  bool writing = writer->Write(first);
+  v1::SubmitUpdateRequest message;
+  for (size_t i = 0; writing && i < chunks.size(); ++i) {
+    *message.mutable_chunk() = chunks[i];
+    writing = writer->Write(message);
+  }
+  if (writing) writer->WritesDone();
+  return writer->Finish();
+}
+
+json submit_refusals(const Options& options) {
+  tn::client::DeviceOptions device_options;
+  device_options.server_address = options.server;
+  device_options.key_file = options.key_file;
+  device_options.metadata.set_platform("rogue");
+  device_options.check_in_wait = Milliseconds(1000);
+  device_options.round_transport = v1::ROUND_TRANSPORT_GRPC;
+  tn::client::Device device(device_options);
+  const std::string id = device.device_id();
+  const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
+  auto stub = v1::DeviceService::NewStub(unlimited_channel(options.server));
+  json out = {{"device_id", id}};
+
+  const v1::RoundConfig round = next_round(device);
+  out["round_id"] = round.round_id();
+  out["has_data_plane"] = round.has_data_plane();
+  const tn::federated::Model global = fetch_model(*stub, id, key, round.model_version());
+  // An update of `model` for `to`: the signed header (`change` alters it first), then the chunks.
+  auto attempt = [&](const v1::RoundConfig& to, const tn::federated::Model& model,
+                     const std::function<void(v1::SubmitUpdateHeader&)>& change,
+                     v1::SubmitUpdateRequest* sent = nullptr) {
+    tn::proto::ModelChunker chunker(model, to.model_version());
+    v1::SubmitUpdateHeader header;
+    header.set_task_id(to.task_id());
+    header.set_round_id(to.round_id());
+    header.set_model_version(to.model_version());
+    header.set_example_count(1);
+    *header.mutable_update() = chunker.header();
+    change(header);
+    std::vector<v1::ModelChunk> chunks;
+    for (v1::ModelChunk chunk; chunker.next_chunk(chunk);) chunks.push_back(chunk);
+    v1::SubmitUpdateRequest first;
+    first.mutable_signed_header()->set_payload(header.SerializeAsString());
+    *first.mutable_signed_header()->mutable_auth() =
+        tn::proto::sign_request(kSubmitUpdate, id, first.signed_header().payload(), key);
+    if (sent) *sent = first;
+    return status_json(submit(*stub, first, chunks));
+  };
+  auto unchanged = [](v1::SubmitUpdateHeader&) {};
+  out["other_version"] =
+      attempt(round, global, [](v1::SubmitUpdateHeader& h) { h.set_model_version(h.model_version() + "0"); });
+  out["other_table"] = attempt(round, global, [](v1::SubmitUpdateHeader& h) {
+    v1::TensorEntry& tensor = *h.mutable_update()->mutable_tensors(0);
+    int64_t elements = 1;
+    for (int64_t size : tensor.shape()) elements *= size;
+    tensor.mutable_shape()->Clear();  // the same bytes as a column: same size, another shape
+    tensor.add_shape(elements);
+    tensor.add_shape(1);
+  });
+  out["no_examples"] = attempt(round, global, [](v1::SubmitUpdateHeader& h) { h.set_example_count(0); });
+  tn::federated::Model poisoned = global;
+  {
+    const tn::federated::NamedTensor& first = global.tensors.front();
+    std::vector<float> values(first.nbytes / sizeof(float));
+    std::memcpy(values.data(), first.data.get(), first.nbytes);
+    values[0] = std::nanf("");
+    poisoned.tensors.front() =
+        tn::federated::copy_tensor(first.name, first.dtype, first.shape, std::as_bytes(std::span(values)));
+  }
+  out["nan"] = attempt(round, poisoned, unchanged);
+  out["digest"] = attempt(round, global, [](v1::SubmitUpdateHeader& h) {
+    h.mutable_update()->set_blake2b_256(std::string(32, 'x'));
+  });
+  v1::SubmitUpdateRequest honest_first;
+  out["honest"] = attempt(round, global, unchanged, &honest_first);
+  out["again"] = attempt(round, global, unchanged);
+  out["replayed_header"] = status_json(submit(*stub, honest_first, {}));
+
+  const v1::RoundConfig later = next_round(device);
+  out["late_round_id"] = later.round_id();
+  std::this_thread::sleep_until(SystemClock::time_point(Milliseconds(later.deadline_unix_ms())) +
+                                Milliseconds(1500));
+  out["late"] = attempt(later, global, unchanged);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -331,6 +462,8 @@ int main(int argc, char** argv) {
       out = oversized(options);
     else if (options.mode == "contribute")
       out = contribute(options);
+    else if (options.mode == "submit-refusals")
+      out = submit_refusals(options);
     else
       usage("unknown mode '" + options.mode + "'");
     std::cout << out.dump() << std::endl;

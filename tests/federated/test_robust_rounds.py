@@ -1,5 +1,6 @@
 """A coordinator and five devices, as real processes on loopback, run rounds of the robust
-strategies (fedmedian, trimmed_mean, multi_krum) through the hub's data plane.
+strategies (fedmedian, trimmed_mean, multi_krum) through the hub's data plane, or with two of
+the five taking part over gRPC alone (FetchModel, SubmitUpdate).
 
 The test recomputes every round's model on its own with numpy, from what each device reports it
 trained: the coordinate-wise median, the trimmed mean, Multi-Krum's selection and mean, each in
@@ -12,7 +13,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from federation import admin_json, read_safetensors, run_device_rounds, start_coordinator, write_safetensors
+from federation import (admin_json, log_events, read_safetensors, run_device_rounds, start_coordinator,
+                        write_safetensors)
 
 DEVICES = 5
 ROUNDS = 2
@@ -74,8 +76,9 @@ def hub(request, tmp_path):
         yield coordinator
 
 
+@pytest.mark.parametrize("grpc_devices", [0, 2])
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
-def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, strategy):
+def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, strategy, grpc_devices):
     coordinator = hub
     params, reference = STRATEGIES[strategy]
     rng = np.random.default_rng(2027)
@@ -89,7 +92,7 @@ def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, 
                       "--model", str(tmp_path / "initial.safetensors"))["task_id"]
 
     reports = tmp_path / "reports"
-    rounds = run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS)
+    rounds = run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS, grpc_devices)
 
     registered = sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
     assert len(registered) == DEVICES
@@ -127,7 +130,12 @@ def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, 
     assert len(data_planes) == ROUNDS
     # Each contribution is the 15 floating values, the example count and the values tag, in float64.
     assert all(entry["bytes_reduced"] == DEVICES * 17 * 8 for entry in data_planes), data_planes
+    assert all(entry["grpc_devices"] == grpc_devices for entry in data_planes), data_planes
     assert all((entry["spooled_bytes"] > 0) == coordinator["spooled"] for entry in data_planes), data_planes
+    # The gRPC devices' contributions go through the same budget, to a spool file of their own.
+    assert all((entry.get("grpc_spooled_bytes", 0) > 0) == (coordinator["spooled"] and grpc_devices > 0)
+               for entry in data_planes), data_planes
+    assert len(log_events(coordinator["log"], "update_submitted")) == ROUNDS * grpc_devices
 
 
 def test_krum_below_its_minimum_of_updates_is_refused_at_create_task(coordinator, tmp_path):

@@ -3,7 +3,9 @@ still make min_updates, the attempt abandoned and retried when they do not, and 
 it has missed its heartbeats, while one training for longer stays alive), the coordinator
 killed mid-round and restarted on its state directory, and devices that send what the real client
 never would (a NaN or a wrong-length contribution past the client's checks, a garbage or an
-oversized gRPC message, a replayed request after a restart).
+oversized gRPC message, a replayed request after a restart, gRPC updates of another version,
+table or digest, without examples, with a NaN, twice, replayed or late). A device frozen mid-round
+is dropped once its heartbeats lapse, on the data plane and over gRPC.
 
 Every completed round's model is recomputed here from what its contributors report they trained
 (float64 products and sums in device-id order, one rounding to float32) and compared bit for bit.
@@ -25,14 +27,15 @@ PYTHON = str(REPO / ".venv" / "bin" / "python")
 # A Python device labelled LABEL: trains weight + shift * round_id, writes what it trained to
 # LABEL-round<R>.json before contributing, and in round SLEEP_ROUND first touches
 # LABEL-training<R> and sleeps, which is when a test kills it or its coordinator. Prints its
-# round reports once it has taken part in ROUNDS rounds (0: until killed).
+# round reports once it has taken part in ROUNDS rounds (0: until killed). TRANSPORT: how it takes
+# part in rounds (Device's round_transport).
 DEVICE_SCRIPT = r'''
 import json, pathlib, sys, time, torch
 from torchnative.device import Device
 server, key_file, directory, label = sys.argv[1:5]
 shift, examples, rounds, sleep_round, sleep_seconds = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
 directory = pathlib.Path(directory)
-device = Device(server, key_file, check_in_wait=1.0)
+device = Device(server, key_file, check_in_wait=1.0, round_transport=sys.argv[10])
 (directory / f"{label}.id").write_text(device.device_id)
 def train(state, config):
     round_id = config["round_id"]
@@ -57,11 +60,11 @@ class PythonDevices:
         self.directory.mkdir()
         self.examples, self.processes = {}, {}
 
-    def start(self, label, *, shift, examples, rounds, sleep_round=0, sleep_seconds=0.0):
+    def start(self, label, *, shift, examples, rounds, sleep_round=0, sleep_seconds=0.0, transport="data_plane"):
         self.examples[label] = examples
         self.processes[label] = subprocess.Popen(
             [PYTHON, "-c", DEVICE_SCRIPT, self.server, str(self.directory / f"{label}.key"), str(self.directory),
-             label, str(shift), str(examples), str(rounds), str(sleep_round), str(sleep_seconds)],
+             label, str(shift), str(examples), str(rounds), str(sleep_round), str(sleep_seconds), transport],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return self.processes[label]
 
@@ -287,9 +290,10 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
     for method in ("AdminService/CreateTask", "DeviceService/SubmitUpdate"):
         assert outcome(rogue("garbage.key", "garbage-stream", method)) == malformed(method)
     assert outcome(rogue("admin.key", "garbage-chunk")) == malformed("AdminService/CreateTask")
-    # A first message that parses is served as before: SubmitUpdate is not served.
+    # A first message that parses, but is not the signed header a SubmitUpdate must open with, is
+    # refused by name while the stream is still open.
     submit = outcome(rogue("garbage.key", "empty-stream", "DeviceService/SubmitUpdate"))
-    assert submit["code"] == 9 and submit["message"].startswith("SubmitUpdate is not served: "), submit
+    assert submit == {"code": 3, "message": "SubmitUpdate must open with its signed_header"}, submit
     oversized = outcome(rogue("oversized.key", "oversized", str(5 << 20)))
     assert oversized["code"] == 8, oversized  # RESOURCE_EXHAUSTED, at the configured 4 MiB
     assert oversized["message"].startswith("Received message larger than max (") and \
@@ -413,15 +417,18 @@ def test_a_device_training_past_the_liveness_window_stays_alive_and_a_killed_one
     assert entry["contributors"] == sorted([slow, quick]) and entry["missing"] == [dead], entry
 
 
-def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_heartbeats, tmp_path):
+@pytest.mark.parametrize("transport", ["data_plane", "grpc"])
+def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_heartbeats, tmp_path, transport):
     # SIGSTOP keeps the device's sockets open, so nothing but its silence says it is gone: the
     # round must end with the others once the liveness window passes, not at its 60 s deadline.
+    # Over gRPC a device holds no connection open while it trains, so silence is all there is.
     coordinator = fast_heartbeats
     devices = PythonDevices(coordinator, tmp_path)
     try:
-        frozen = devices.start("frozen", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120)
-        devices.start("a", shift=0.5, examples=10, rounds=1)
-        devices.start("b", shift=-0.25, examples=30, rounds=1)
+        frozen = devices.start("frozen", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120,
+                               transport=transport)
+        devices.start("a", shift=0.5, examples=10, rounds=1, transport=transport)
+        devices.start("b", shift=-0.25, examples=30, rounds=1, transport=transport)
         wait_for("three devices to check in", lambda: checked_in(coordinator) == 3, 30)
         task = create_task(coordinator, tmp_path, rounds=1, per_round=3, min_updates=2, min_available=3,
                            timeout_ms=60000)
@@ -444,3 +451,63 @@ def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_hea
     dropped = [entry for entry in map(json.loads, coordinator["log"].read_text().splitlines())
                if entry["event"] == "device_dropped"]
     assert [(entry["device"], entry["round"]) for entry in dropped] == [(dead, 1)], dropped
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1), [7])
+
+
+def test_grpc_updates_that_break_the_rules_are_refused_by_name_and_never_counted(coordinator, tmp_path):
+    # A device that takes part over gRPC alone submits, in its first round, updates the coordinator
+    # must refuse, then an honest one (the global model itself, from one example), then another;
+    # an honest data-plane device training slowly keeps that round open meanwhile. In its second
+    # round, alone, the rogue submits after the deadline.
+    devices = PythonDevices(coordinator, tmp_path)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
+                              "--key", str(tmp_path / "rogue.key"), "submit-refusals"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        devices.start("slow", shift=0.5, examples=10, rounds=1, sleep_round=1, sleep_seconds=3)
+        wait_for("two devices to check in", lambda: checked_in(coordinator) == 2, 30)
+        task = create_task(coordinator, tmp_path, rounds=2, per_round=2, min_updates=1, min_available=1,
+                           timeout_ms=6000)
+        out, err = rogue.communicate(timeout=60)
+        assert devices.reports("slow") == [[1, True, ""]]
+    finally:
+        devices.kill_all()
+        if rogue.poll() is None:
+            rogue.kill()
+            rogue.wait()
+    assert rogue.returncode == 0, err
+    answers = json.loads(out)
+    device, first_round = answers["device_id"], answers["round_id"]
+    assert answers["has_data_plane"] is False, answers  # asked for gRPC, given no data plane
+    prefix = f"SubmitUpdate for round {first_round} of task '{task}' from device {device} refused: "
+    assert answers["other_version"] == {"code": 9, "message": prefix + f"it was trained from model version "
+                                        f"'{task}/00', the round's is '{task}/0'"}, answers
+    assert answers["other_table"] == {"code": 3, "message": prefix + "the update's tensor 0 is 'weight' float32 "
+                                      "[12, 1], the round's model has 'weight' float32 [3, 4] there"}, answers
+    assert answers["no_examples"] == {"code": 3, "message": prefix + "example_count 0 is not in [1, 2147483648]"}
+    assert answers["nan"] == {"code": 3, "message": prefix + f"update from '{device}': tensor 'weight' element 0 "
+                              "(index [0, 0]) is NaN"}, answers
+    assert answers["digest"]["code"] == 3 and "digest" in answers["digest"]["message"], answers
+    assert answers["honest"] == {"code": 0, "message": ""}, answers
+    assert answers["again"] == {"code": 9, "message": prefix + f"device {device}'s update counts in this round "
+                                "already"}, answers
+    assert answers["replayed_header"]["code"] == 16 and "(a replay)" in answers["replayed_header"]["message"]
+    late_round = answers["late_round_id"]
+    assert answers["late"] == {"code": 9, "message": f"SubmitUpdate for round {late_round} of task '{task}' from "
+                               f"device {device} refused: the device was not selected for it, or it has closed "
+                               "(a late or replayed update)"}, answers
+
+    slow = devices.device_id("slow")
+    first, second = closed_rounds(coordinator, task, 2, 30)[:2]
+    assert (first["round_id"], first["state"], first["contributors"]) == (
+        first_round, "ROUND_STATE_COMPLETED", sorted([device, slow])), first
+    assert (second["round_id"], second["state"], second["missing"]) == (
+        late_round, "ROUND_STATE_FAILED", [device]), second
+    # Only the honest update counted, once, with the slow device's, in device-id order.
+    updates = {device: (1, INITIAL["weight"]), slow: (10, devices.trained("slow", 1))}
+    assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1],
+                       fedavg(updates[d] for d in sorted(updates)), [7])
+    assert http_get(coordinator, "/healthz") == (200, "ok\n")
+    _, metrics = http_get(coordinator, "/metrics")
+    assert 'torchnative_requests_refused_total{reason="contribution_refused"} 1' in metrics, metrics
+    assert [entry["device"] for entry in log_events(coordinator["log"], "update_submitted")] == [device]

@@ -1,4 +1,5 @@
-"""A coordinator and five devices, as real processes on loopback, run three rounds of FedAvg.
+"""A coordinator and five devices, as real processes on loopback, run three rounds of FedAvg: all
+on the data plane, two of them over gRPC alone (FetchModel, SubmitUpdate), or all five over gRPC.
 
 The test recomputes every round's weighted average on its own, from what each device reports it
 trained (float64 products and sums in device-id order, rounded once to float32), and requires
@@ -10,6 +11,7 @@ import subprocess
 import threading
 
 import numpy as np
+import pytest
 
 from federation import (admin_json, fedavg, http_get, read_safetensors, run_device_rounds, tool, wait_for,
                         write_safetensors)
@@ -18,7 +20,8 @@ DEVICES = 5
 ROUNDS = 3
 
 
-def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator, tmp_path):
+@pytest.mark.parametrize("grpc_devices", [0, 2, DEVICES])
+def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator, tmp_path, grpc_devices):
     rng = np.random.default_rng(2026)
     initial = {"weight": rng.standard_normal((4, 3)).astype(np.float32),
                "bias": rng.standard_normal(3).astype(np.float32),
@@ -32,7 +35,7 @@ def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator
     assert created["initial_model_version"] == f"{task}/0"
 
     reports = tmp_path / "reports"
-    rounds = run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS)
+    rounds = run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS, grpc_devices)
 
     registered = sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
     assert len(registered) == DEVICES
@@ -82,6 +85,7 @@ def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator
     assert process.wait(timeout=15) == 0
     events = [json.loads(line)["event"] for line in coordinator["log"].read_text().splitlines()]
     assert events.count("round_completed") == ROUNDS and events[-1] == "stopped"
+    assert events.count("update_submitted") == ROUNDS * grpc_devices
 
 
 def test_bad_requests_are_refused_by_name_and_the_daemon_stays_up(coordinator, tmp_path):

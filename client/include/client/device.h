@@ -2,7 +2,9 @@
 // Ed25519 identity, long-poll the coordinator for work, and take part in the rounds it is
 // selected for — receive the model over the round's data plane, train, send the contribution
 // (weighted or the values themselves, as the round's DataPlane.contribution says) into the hub's
-// deadline reduce.
+// deadline reduce; or, for a device that can reach only the coordinator's gRPC port
+// (ROUND_TRANSPORT_GRPC), fetch the model with FetchModel and submit the trained model with
+// SubmitUpdate.
 #pragma once
 
 #include <chrono>
@@ -38,6 +40,9 @@ struct DeviceOptions {
   std::optional<std::string> tls_root_certificates_file;
   v1::DeviceMetadata metadata;
   Milliseconds check_in_wait{20'000};  // how long one CheckIn may be held by the server
+  // How this device takes part in rounds, as its CheckIns ask: the round's data plane, or gRPC
+  // alone (FetchModel, SubmitUpdate) where only the coordinator's gRPC port is reachable.
+  v1::RoundTransport round_transport = v1::ROUND_TRANSPORT_DATA_PLANE;
   Backoff backoff;
   // What this device accepts from the coordinator: messages on the channel, and the model table a
   // round announces (total bytes, tensors, names, ranks), which sizes the broadcast buffer, the
@@ -72,7 +77,8 @@ struct RoundReport {
   std::string task_id;
   uint64_t round_id = 0;
   // The whole contribution reached the hub before it closed the round (the hub may still have
-  // refused it: a device cannot know, the round's record says).
+  // refused it: a device cannot know, the round's record says); over gRPC, SubmitUpdate accepted
+  // the update (it was validated and counts in the round).
   bool contributed = false;
   std::string error;   // why not, when not
   TrainResult result;  // what this device trained (empty when training did not happen)
@@ -93,7 +99,9 @@ class Device {
   // One long poll: an assignment, or nothing when the server had no work before its bound.
   std::optional<v1::Assignment> check_in();
   v1::RoundConfig fetch_task(const v1::Assignment& assignment);
-  // Joins the round's data plane, receives and checks the model, trains, contributes.
+  // Receives and checks the model, trains, contributes: over the round's data plane when its
+  // configuration has one, else by FetchModel and SubmitUpdate. A round the coordinator says is
+  // over (HeartbeatResponse.abandon_round) is left before training or before the upload.
   RoundReport participate(const v1::RoundConfig& round, const Trainer& trainer);
   // check_in -> fetch_task -> participate until `stop`; failures back off (Backoff) and retry,
   // except one no retry can fix, which is thrown: the coordinator's certificate does not verify
@@ -102,6 +110,9 @@ class Device {
            const std::function<void(const RoundReport&)>& on_round = {});
 
  private:
+  // participate() for a round without a data plane; throws what stops it.
+  void participate_over_grpc(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -50,7 +50,8 @@ struct Coordinator::Impl {
   Metrics metrics;
   DeviceBoard board{config.heartbeat_interval * kHeartbeatsUntilGone};
   EventLog events;
-  Services services{config, state, board, events, metrics};
+  UpdateInboxes inboxes;
+  Services services{config, state, board, events, metrics, inboxes};
   RequestVerifier verifier;
   Tasks tasks{services};
   DeviceServiceImpl device_service{services, verifier};

@@ -14,7 +14,7 @@ DeviceBoard::~DeviceBoard() {
 }
 
 uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::json& metadata,
-                           std::chrono::milliseconds wait, Answer answer) {
+                           std::chrono::milliseconds wait, Answer answer, v1::RoundTransport transport) {
   std::optional<v1::Assignment> ready;
   uint64_t ticket = 0;
   {
@@ -29,6 +29,7 @@ uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::js
       Held& held = held_[device];
       held.holds[ticket] = {std::move(answer), until};
       held.metadata = metadata;
+      held.transport = transport;
       const bool earliest = expiries_.empty() || until < expiries_.begin()->first;
       expiries_.emplace(until, std::pair{device, ticket});
       ++arrivals_;
@@ -88,7 +89,7 @@ std::vector<federated::DeviceId> DeviceBoard::reserve(const Chooser& choose) {
   std::vector<Waiting> available;
   const auto now = SteadyClock::now();
   for (const auto& [id, held] : held_)
-    if (!reserved_.contains(id) && alive(id, now)) available.push_back({id, held.metadata});
+    if (!reserved_.contains(id) && alive(id, now)) available.push_back({id, held.metadata, held.transport});
   std::vector<federated::DeviceId> chosen = choose(available);
   for (const federated::DeviceId& id : chosen) reserved_[id];
   return chosen;

@@ -37,6 +37,7 @@ class DeviceBoard {
   struct Waiting {
     federated::DeviceId id;
     nlohmann::json metadata;  // as registered, for a task's device requirements
+    v1::RoundTransport transport = v1::ROUND_TRANSPORT_DATA_PLANE;  // as its CheckIn asked
   };
   using Chooser = std::function<std::vector<federated::DeviceId>(const std::vector<Waiting>& available)>;
   // How a held CheckIn ends: with the assignment posted for its device, or with nothing (its
@@ -53,7 +54,8 @@ class DeviceBoard {
   // from now). An assignment posted while the device was between two CheckIns is given at once.
   // Returns the hold's ticket, for withdraw().
   uint64_t hold(const federated::DeviceId& device, const nlohmann::json& metadata,
-                std::chrono::milliseconds wait, Answer answer);
+                std::chrono::milliseconds wait, Answer answer,
+                v1::RoundTransport transport = v1::ROUND_TRANSPORT_DATA_PLANE);
   // The caller hung up (a dead device must not be selected): ends the hold without answering
   // it. False when it had been answered already.
   bool withdraw(const federated::DeviceId& device, uint64_t ticket);
@@ -96,6 +98,7 @@ class DeviceBoard {
   struct Held {
     std::map<uint64_t, Hold> holds;  // by ticket: a device may hold more than one CheckIn
     nlohmann::json metadata;
+    v1::RoundTransport transport = v1::ROUND_TRANSPORT_DATA_PLANE;  // the latest CheckIn's
   };
   struct Heard {
     SteadyClock::time_point at;

@@ -2,7 +2,13 @@
 
 #include <sodium.h>
 
+#include <map>
+#include <variant>
+
 #include "device_metadata.h"
+#include "federated/errors.h"
+#include "federated/validation.h"
+#include "json_log.h"
 #include "malformed_requests.h"
 #include "model_versions.h"
 #include "proto/protocol.h"
@@ -32,14 +38,17 @@ class HeldCheckIn final : public grpc::ServerUnaryReactor {
   HeldCheckIn(DeviceBoard& board, federated::DeviceId device, v1::CheckInResponse* response)
       : board_(board), device_(std::move(device)), response_(response) {}
 
-  void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait) {
-    ticket_ = board_.hold(device_, metadata, wait, [this](std::optional<v1::Assignment> assignment) {
-      if (assignment)
-        *response_->mutable_assignment() = std::move(*assignment);
-      else
-        response_->mutable_no_work()->set_retry_after_ms(0);  // the long poll has done the waiting
-      Finish(grpc::Status::OK);
-    });
+  void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait, v1::RoundTransport transport) {
+    ticket_ = board_.hold(
+        device_, metadata, wait,
+        [this](std::optional<v1::Assignment> assignment) {
+          if (assignment)
+            *response_->mutable_assignment() = std::move(*assignment);
+          else
+            response_->mutable_no_work()->set_retry_after_ms(0);  // the long poll has done the waiting
+          Finish(grpc::Status::OK);
+        },
+        transport);
   }
 
   // An assignment given to a caller that hung up would be lost; withdrawn in time, the device's
@@ -121,7 +130,11 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
     // Its last_seen is the board's (heard from by hold()), stored in batches by the coordinator.
     const nlohmann::json metadata =
         services_.state.with([&](StateStore& store) { return store.device(id)->metadata; });
-    held->hold(metadata, wait);
+    if (!v1::RoundTransport_IsValid(payload.round_transport()))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "round_transport " + std::to_string(payload.round_transport()) +
+                              " is not one this coordinator knows (data plane 0, gRPC 1)");
+    held->hold(metadata, wait, payload.round_transport());
     return grpc::Status::OK;
   });
   if (!status.ok()) held->Finish(status);  // refused before it was held
@@ -159,6 +172,11 @@ grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::Fetch
       return verified;
     v1::FetchModelPayload payload;
     if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    // A running round's model, shared with the round (its gRPC devices fetch it at once); any
+    // other version from the state store.
+    if (std::optional<federated::Model> model = services_.inboxes.find_model(payload.model_version()))
+      return stream_model(std::move(*model), payload.model_version(), services_.config.transfer_limits,
+                          writer);
     return stream_model_version(services_.state, payload.model_version(), "",
                                 services_.config.transfer_limits, writer);
   });
@@ -169,12 +187,92 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
                                                       v1::SubmitUpdateResponse*) {
   const std::string name = method("SubmitUpdate");
   return serve(name, [&] {
+    ClientStream<v1::SubmitUpdateRequest> stream(*reader, services_.metrics, name);
     v1::SubmitUpdateRequest first;
-    ClientStream<v1::SubmitUpdateRequest>(*reader, services_.metrics, name).read(first);
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
-        "SubmitUpdate is not served: rounds run on the data plane (RoundConfig.data_plane), where "
-        "the hub deadline-reduces each device's contribution");
+    if (!stream.read(first) || !first.has_signed_header())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "SubmitUpdate must open with its signed_header");
+    const v1::SignedPayload& signed_header = first.signed_header();
+    if (grpc::Status verified = verifier_.device(name, signed_header.auth(), signed_header.payload());
+        !verified.ok())
+      return verified;
+    v1::SubmitUpdateHeader header;
+    if (grpc::Status parsed = parse_payload(signed_header.payload(), header); !parsed.ok()) return parsed;
+    const federated::DeviceId& id = signed_header.auth().key_id();
+    services_.board.heard_from(id);
+    const std::string round_name =
+        "round " + std::to_string(header.round_id()) + " of task '" + header.task_id().substr(0, 300) + "'";
+    auto refuse = [&](grpc::StatusCode code, const std::string& why) {
+      return grpc::Status(code, "SubmitUpdate for " + round_name + " from device " + id + " refused: " + why);
+    };
+    const std::optional<v1::RoundConfig> round =
+        services_.board.round_config(id, header.task_id(), header.round_id());
+    const std::shared_ptr<UpdateInbox> inbox = services_.inboxes.find(header.task_id(), header.round_id());
+    if (!round || !inbox)
+      return refuse(grpc::StatusCode::FAILED_PRECONDITION,
+                    "the device was not selected for it, or it has closed (a late or replayed update)");
+    if (round->has_data_plane())
+      return refuse(grpc::StatusCode::FAILED_PRECONDITION,
+                    "the device takes part over the round's data plane, which carries its contribution");
+    if (header.model_version() != round->model_version())
+      return refuse(grpc::StatusCode::FAILED_PRECONDITION,
+                    "it was trained from model version '" + header.model_version().substr(0, 300) +
+                        "', the round's is '" + round->model_version() + "'");
+    auto begun = inbox->begin(id);
+    if (auto* why = std::get_if<std::string>(&begun))
+      return refuse(grpc::StatusCode::FAILED_PRECONDITION, *why);
+    UpdateInbox::Submission& submission = *std::get<std::unique_ptr<UpdateInbox::Submission>>(begun);
+    // Refused by what the header declares, before any chunk is read or memory set aside.
+    if (auto mismatch = inbox->table_mismatch(header.update()))
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT, *mismatch);
+    if (header.example_count() < 1 ||
+        header.example_count() > uint64_t(services_.config.update_limits.max_examples))
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "example_count " + std::to_string(header.example_count()) + " is not in [1, " +
+                        std::to_string(services_.config.update_limits.max_examples) + "]");
+    if (header.update().total_bytes() > services_.config.update_limits.max_update_bytes)
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "the update is " + std::to_string(header.update().total_bytes()) +
+                        " bytes, above the limit of " +
+                        std::to_string(services_.config.update_limits.max_update_bytes));
+    proto::ModelAssembler assembler(services_.config.transfer_limits);
+    assembler.accept_header(header.update());
+    if (!submission.admit(header.update().total_bytes() + inbox->layout().bytes()))
+      return refuse(grpc::StatusCode::DEADLINE_EXCEEDED,
+                    "the round closed while the update waited for the coordinator's memory");
+    v1::SubmitUpdateRequest message;
+    while (stream.read(message)) {
+      if (!message.has_chunk())
+        return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                      "after the signed header only update chunks may follow");
+      assembler.accept_chunk(message.chunk());
+    }
+    std::vector<double> contribution(inbox->layout().elements());
+    try {
+      // The round's table was checked above; this checks every value (NaN, infinity), then packs.
+      const federated::Update update{id, header.round_id(), 0, int64_t(header.example_count()),
+                                     assembler.finish()};
+      federated::validate_update(update, update.model.spec(), header.round_id(), 0,
+                                 services_.config.update_limits);
+      inbox->layout().pack(update.model, update.num_examples, services_.config.update_limits, contribution);
+    } catch (const federated::UpdateRefused& error) {
+      services_.metrics.count_refusal("contribution_refused");
+      log_event(LogLevel::Warning, "contribution_refused",
+                {{"task", header.task_id()},
+                 {"round", header.round_id()},
+                 {"device", id},
+                 {"reason", error.what()}});
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT, error.what());
+    }
+    if (auto why = submission.deliver(contribution))
+      return refuse(grpc::StatusCode::FAILED_PRECONDITION, *why);
+    log_event(LogLevel::Info, "update_submitted",
+              {{"task", header.task_id()},
+               {"round", header.round_id()},
+               {"device", id},
+               {"examples", header.example_count()},
+               {"metrics", std::map<std::string, double>(header.metrics().begin(), header.metrics().end())}});
+    return grpc::Status::OK;
   });
 }
 

@@ -1,6 +1,7 @@
 // DeviceService (torchnative/federated/v1/device.proto) as the coordinator serves it. Every
 // request is verified first (RequestVerifier); malformed payloads are INVALID_ARGUMENT by name.
-// Updates travel on the round's data plane, so SubmitUpdate is refused (FAILED_PRECONDITION).
+// Updates travel on the round's data plane, except those of devices that checked in with
+// ROUND_TRANSPORT_GRPC, which SubmitUpdate receives into the round's UpdateInbox.
 //
 // CheckIn is served with gRPC's callback API: a long poll is a hold on the DeviceBoard, not a
 // server thread, so the number of devices waiting at once is not bounded by threads. The other
@@ -29,9 +30,11 @@ class DeviceServiceImpl final
                          v1::FetchTaskResponse* response) override;
   grpc::Status FetchModel(grpc::ServerContext* context, const v1::FetchModelRequest* request,
                           grpc::ServerWriter<v1::ModelStream>* writer) override;
-  // SubmitUpdate, its stream read as bytes (ClientStream): its first message is read, although
-  // the method is refused, so that one that does not parse is refused as malformed, as it would
-  // be in any other method.
+  // SubmitUpdate, its stream read as bytes (ClientStream) so that a message that does not parse
+  // is refused as malformed, as in any other method. The header is checked (signature, the
+  // device's assignment in a round it takes part in over gRPC, the model version, the tensor
+  // table, the example count, the size) before any chunk is read; the update is then assembled,
+  // packed into the round's contribution layout (refusing NaN and infinity) and delivered.
   grpc::Status SubmitUpdateFromBytes(grpc::ServerContext* context,
                                      grpc::ServerReader<grpc::ByteBuffer>* reader,
                                      v1::SubmitUpdateResponse* response);

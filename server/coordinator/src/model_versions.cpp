@@ -26,15 +26,21 @@ void check_digest(const v1::ModelHeader& header, const std::string& expected) {
                    to_hex(header.blake2b_256()) + ", not the " + to_hex(expected) + " asked for");
 }
 
-grpc::Status stream_model_version(GuardedState& state, const std::string& name,
-                                  const std::string& expected_digest, const proto::TransferLimits& limits,
-                                  grpc::ServerWriter<v1::ModelStream>* writer) {
-  proto::ModelChunker chunker(load_model_version(state, name), name, limits);
+grpc::Status stream_model(federated::Model model, const std::string& name,
+                          const proto::TransferLimits& limits, grpc::ServerWriter<v1::ModelStream>* writer,
+                          const std::string& expected_digest) {
+  proto::ModelChunker chunker(std::move(model), name, limits);
   check_digest(chunker.header(), expected_digest);
   v1::ModelStream message;
   while (chunker.next(message))
     if (!writer->Write(message)) return {grpc::StatusCode::CANCELLED, "the caller stopped reading"};
   return grpc::Status::OK;
+}
+
+grpc::Status stream_model_version(GuardedState& state, const std::string& name,
+                                  const std::string& expected_digest, const proto::TransferLimits& limits,
+                                  grpc::ServerWriter<v1::ModelStream>* writer) {
+  return stream_model(load_model_version(state, name), name, limits, writer, expected_digest);
 }
 
 }  // namespace tn::server

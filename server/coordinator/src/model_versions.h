@@ -24,6 +24,12 @@ federated::Model load_model_version(GuardedState& state, const std::string& name
 // Refuses (Conflict) a model whose header digest differs from `expected`, unless that is empty.
 void check_digest(const v1::ModelHeader& header, const std::string& expected);
 
+// Streams `model` as version `name`, its header then its chunks, refusing what check_digest
+// refuses. CANCELLED when the caller stops reading.
+grpc::Status stream_model(federated::Model model, const std::string& name,
+                          const proto::TransferLimits& limits, grpc::ServerWriter<v1::ModelStream>* writer,
+                          const std::string& expected_digest = "");
+
 // Streams stored version `name`, its header then its chunks, refusing what load_model_version
 // and check_digest refuse. CANCELLED when the caller stops reading.
 grpc::Status stream_model_version(GuardedState& state, const std::string& name,

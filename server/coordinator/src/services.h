@@ -6,6 +6,7 @@
 #include "guarded_state.h"
 #include "metrics.h"
 #include "server/coordinator_config.h"
+#include "update_inbox.h"
 
 namespace tn::server {
 
@@ -15,6 +16,7 @@ struct Services {
   DeviceBoard& board;
   EventLog& events;
   Metrics& metrics;
+  UpdateInboxes& inboxes;  // the rounds' gRPC devices' contributions, for SubmitUpdate
 };
 
 }  // namespace tn::server

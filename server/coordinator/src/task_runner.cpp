@@ -14,6 +14,7 @@
 #include "json_log.h"
 #include "model_versions.h"
 #include "request_verifier.h"
+#include "update_inbox.h"
 
 namespace tn::server {
 
@@ -180,11 +181,15 @@ void TaskRunner::run() {
 }
 
 bool TaskRunner::run_round() {
+  std::set<DeviceId> over_grpc;  // of the waiting devices, those that asked for ROUND_TRANSPORT_GRPC
   std::vector<DeviceId> selected =
       services_.board.reserve([&](const std::vector<DeviceBoard::Waiting>& waiting) {
         std::vector<DeviceId> eligible;
-        for (const DeviceBoard::Waiting& device : waiting)
-          if (params_.eligible(device.metadata)) eligible.push_back(device.id);
+        for (const DeviceBoard::Waiting& device : waiting) {
+          if (!params_.eligible(device.metadata)) continue;
+          eligible.push_back(device.id);
+          if (device.transport == v1::ROUND_TRANSPORT_GRPC) over_grpc.insert(device.id);
+        }
         if (eligible.size() < params_.devices_to_wait_for()) return std::vector<DeviceId>{};
         return task_.start_round(std::move(eligible)).devices;  // empty when it selected nobody
       });
@@ -214,7 +219,10 @@ bool TaskRunner::run_round() {
     services_.events.publish(v1::EVENT_KIND_DEVICE_SELECTED, id, plan.round_id, device, "");
   Hosted hosted;
   try {
-    hosted = host_round(plan, deadline_unix_ms);
+    std::erase_if(over_grpc, [&](const DeviceId& device) {
+      return !std::binary_search(plan.selected.begin(), plan.selected.end(), device);
+    });
+    hosted = host_round(plan, deadline_unix_ms, over_grpc);
   } catch (const std::exception& error) {
     hosted = Hosted::abandoned(std::string("the coordinator could not host the round: ") + error.what());
   }
@@ -222,26 +230,17 @@ bool TaskRunner::run_round() {
   return close_round(plan, std::move(hosted), started);
 }
 
-TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms) {
+TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms,
+                                          const std::set<DeviceId>& over_grpc) {
   const CoordinatorConfig& config = services_.config;
   const std::string& id = task_.name();
   const federated::Model& model = task_.global_model();
   const auto join_by = std::min(SteadyClock::now() + config.join_window, plan.deadline);
 
-  // A fresh store per attempt on a free port, and a prefix naming the attempt, so that a device
-  // still holding an earlier attempt's configuration can never join this one.
-  dist::TCPStoreOptions store_options;
-  store_options.host = config.data_plane_host;
-  store_options.is_master = true;
-  store_options.wait_for_workers = false;
-  store_options.timeout = until(join_by);
-  auto master = dist::make_tcp_store(store_options);
-  const std::string prefix = "torchnative/" + id + "/round/" + std::to_string(plan.round_id);
-  auto store = dist::make_prefix_store(prefix, master);
-
   const std::string version = model_version_name(id, plan.model_version);
   const proto::ModelChunker chunker(model, version, config.transfer_limits);
-  const int world = int(plan.selected.size()) + 1;
+  const federated::ContributionKind kind = federated::contribution_kind_for(task_.strategy());
+  const federated::ContributionLayout layout(model.spec(), kind);
   v1::RoundConfig common;
   common.set_task_id(id);
   common.set_round_id(plan.round_id);
@@ -249,150 +248,219 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   common.set_model_blake2b_256(chunker.header().blake2b_256());
   put_fit_config(task_.fit_config(), common);
   common.set_deadline_unix_ms(uint64_t(deadline_unix_ms));
-  v1::DataPlane& plane = *common.mutable_data_plane();
-  plane.set_store_host(config.data_plane_host);
-  plane.set_store_port(dist::tcp_store_port(*master));
-  plane.set_store_prefix(prefix);
-  plane.set_world_size(uint32_t(world));
-  plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(join_by).count()));
-  *plane.mutable_model() = chunker.header();
-  plane.set_broadcast_piece_bytes(kBroadcastPieceBytes);
-  const federated::ContributionKind kind = federated::contribution_kind_for(task_.strategy());
-  plane.set_contribution(kind == federated::ContributionKind::Values ? v1::CONTRIBUTION_KIND_VALUES
-                                                                     : v1::CONTRIBUTION_KIND_WEIGHTED);
   std::map<DeviceId, v1::RoundConfig> configs;
-  for (size_t i = 0; i < plan.selected.size(); ++i) {
-    v1::RoundConfig& round = configs[plan.selected[i]] = common;
-    round.mutable_data_plane()->set_rank(uint32_t(i + 1));  // plan.selected is sorted by device id
+
+  // The gRPC devices fetch the model and submit their updates by RPC; SubmitUpdate finds this
+  // inbox by task and round, and finds it no more once the round stops taking updates.
+  std::shared_ptr<UpdateInbox> inbox;
+  if (!over_grpc.empty()) {
+    inbox = std::make_shared<UpdateInbox>(layout, model, chunker.header(), over_grpc, plan.deadline,
+                                          UpdateInbox::Options{config.spool_bytes, config.spool_directory});
+    services_.inboxes.open(id, plan.round_id, inbox);
+    for (const DeviceId& device : over_grpc) configs[device] = common;
+  }
+  struct InboxClosed {
+    UpdateInboxes& inboxes;
+    const std::shared_ptr<UpdateInbox>& inbox;
+    const std::string& task;
+    uint64_t round;
+    ~InboxClosed() {
+      if (!inbox) return;
+      inbox->close();
+      inboxes.remove(task, round);
+    }
+  } inbox_closed{services_.inboxes, inbox, id, plan.round_id};
+
+  // The others are the data plane's ranks 1..k, in device-id order.
+  std::vector<DeviceId> on_plane;
+  for (const DeviceId& device : plan.selected)
+    if (!over_grpc.contains(device)) on_plane.push_back(device);
+  // A fresh store per attempt on a free port, and a prefix naming the attempt, so that a device
+  // still holding an earlier attempt's configuration can never join this one.
+  std::shared_ptr<dist::Store> store;
+  std::shared_ptr<dist::Store> master;
+  const int world = int(on_plane.size()) + 1;
+  if (!on_plane.empty()) {
+    dist::TCPStoreOptions store_options;
+    store_options.host = config.data_plane_host;
+    store_options.is_master = true;
+    store_options.wait_for_workers = false;
+    store_options.timeout = until(join_by);
+    master = dist::make_tcp_store(store_options);
+    const std::string prefix = "torchnative/" + id + "/round/" + std::to_string(plan.round_id);
+    store = dist::make_prefix_store(prefix, master);
+    v1::DataPlane& plane = *common.mutable_data_plane();
+    plane.set_store_host(config.data_plane_host);
+    plane.set_store_port(dist::tcp_store_port(*master));
+    plane.set_store_prefix(prefix);
+    plane.set_world_size(uint32_t(world));
+    plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(join_by).count()));
+    *plane.mutable_model() = chunker.header();
+    plane.set_broadcast_piece_bytes(kBroadcastPieceBytes);
+    plane.set_contribution(kind == federated::ContributionKind::Values ? v1::CONTRIBUTION_KIND_VALUES
+                                                                       : v1::CONTRIBUTION_KIND_WEIGHTED);
+    for (size_t i = 0; i < on_plane.size(); ++i) {
+      v1::RoundConfig& round = configs[on_plane[i]] = common;
+      round.mutable_data_plane()->set_rank(uint32_t(i + 1));
+    }
   }
   services_.board.assign(configs);
 
-  dist::ProcessGroupOptions options;
-  options.host = config.data_plane_host;
-  options.topology = dist::Topology::Star;
-  options.hub = 0;
-  options.timeout = until(join_by);
-  options.deadline_reduce_spool_bytes = config.spool_bytes;
-  options.deadline_reduce_spool_directory = config.spool_directory;
   // Each phase's wall time goes into the round_data_plane log line (the benchmark reads it).
   auto phase_start = SteadyClock::now();
   auto seconds_of_phase = [&phase_start] {
     const auto now = SteadyClock::now();
     return std::chrono::duration<double>(now - std::exchange(phase_start, now)).count();
   };
-  std::unique_ptr<dist::ProcessGroup> group;
-  try {
-    group = std::make_unique<dist::ProcessGroup>(store, 0, world, options);
-  } catch (const dist::DistError& error) {
-    const std::string absent = absent_devices(error.what(), plan.selected);
-    return Hosted::abandoned("not every selected device joined the round's data plane in time: " +
-                             std::string(error.what()) + (absent.empty() ? "" : " (" + absent + ")"));
-  }
-  const double join_seconds = seconds_of_phase();
-
-  // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
-  // a reset) is dropped from the data plane once the board counts it gone, while the model goes
-  // out or the contributions come in: the broadcast carries on without it and the reduce settles
-  // it as missing, so the round ends with the devices still there instead of at its deadline.
-  // One whose contribution landed whole keeps it.
   const auto look_every = std::clamp<std::chrono::milliseconds>(
       config.heartbeat_interval, std::chrono::milliseconds(50), std::chrono::seconds(1));
-  std::vector<bool> looked_at(plan.selected.size());
-  auto wait_dropping_silent_devices = [&](dist::Work& work) {
-    while (!work.wait(look_every)) {
-      for (size_t i = 0; i < plan.selected.size(); ++i) {
-        if (looked_at[i] || services_.board.presence(plan.selected[i]).alive) continue;
-        looked_at[i] = true;  // once: a device that finished and left is not dropped
-        if (!group->disconnect(int(i) + 1,
-                               "(device " + plan.selected[i] +
-                                   ") sent no heartbeat within the coordinator's liveness window"))
-          continue;
-        log_event(LogLevel::Warning, "device_dropped",
-                  {{"task", id},
-                   {"round", plan.round_id},
-                   {"device", plan.selected[i]},
-                   {"reason", "no heartbeat within the liveness window"}});
-      }
-    }
-  };
-
-  const uint64_t model_bytes = model.total_bytes();
-  auto staging = std::make_shared<std::vector<uint8_t>>(std::min(kBroadcastPieceBytes, model_bytes));
-  // Devices lost while the model went out (dead, or dropped above): the round goes on without
-  // them, and the reduce lists them as missing.
-  std::set<DeviceId> lost_in_broadcast;
-  try {
-    uint64_t offset = 0;
-    do {  // once at least, as devices receive an empty model
-      const uint64_t length = std::min(kBroadcastPieceBytes, model_bytes - offset);
-      copy_model_bytes(model, offset, length, staging->data());
-      // The wait also keeps the staging buffer untouched until every spoke has its piece.
-      auto lost = std::make_shared<std::vector<int>>();
-      wait_dropping_silent_devices(*group->broadcast_to_reachable(
-          {staging->data(), ScalarType::Byte, int64_t(length), staging}, lost));
-      for (int rank : *lost) lost_in_broadcast.insert(plan.selected[size_t(rank) - 1]);
-      offset += length;
-    } while (offset < model_bytes);
-  } catch (const dist::DistError& error) {
-    return Hosted::abandoned(std::string("the model broadcast failed: ") + error.what());
-  }
-  if (!lost_in_broadcast.empty())
-    log_event(LogLevel::Warning, "devices_lost_in_broadcast",
+  auto log_dropped = [&](const DeviceId& device) {
+    log_event(LogLevel::Warning, "device_dropped",
               {{"task", id},
                {"round", plan.round_id},
-               {"devices", std::vector<DeviceId>(lost_in_broadcast.begin(), lost_in_broadcast.end())}});
-  services_.metrics.add_bytes_broadcast(model_bytes * (plan.selected.size() - lost_in_broadcast.size()));
-  staging.reset();
-  const double broadcast_seconds = seconds_of_phase();
-
-  const federated::ContributionLayout layout(model.spec(), kind);
-  // The hub never holds the float64 sum, twice a float32 model, nor the contributions as whole
-  // models: it keeps them as they land (in memory, or spooled to disk past
-  // deadline_reduce_spool_bytes) and the strategy reads them a piece at a time, folded into the
-  // sum (WeightedSum: the hub contributes nothing itself, so the sum has exactly the bits of
-  // sum_i n_i x_i in device order) or each contribution apart (Values).
-  auto reduced = std::make_shared<dist::DeadlineReduceResult>();
-  // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
-  // an infinity or a bad example count leaves that device out, named, and the round goes on.
-  const federated::UpdateLimits& limits = config.update_limits;
-  dist::ContributionCheck check = [&layout, &limits](int, uint64_t offset, const void* data, uint64_t bytes) {
-    return layout.check_part(offset / sizeof(double),
-                             {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
+               {"device", device},
+               {"reason", "no heartbeat within the liveness window"}});
   };
-  try {
-    wait_dropping_silent_devices(
-        *group->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
-                                         dist::ReduceOp::Sum, until(plan.deadline), reduced, check));
-  } catch (const dist::DistError& error) {
-    return Hosted::abandoned(std::string("the reduce of the contributions failed: ") + error.what());
-  }
+  const uint64_t model_bytes = model.total_bytes();
   Hosted hosted;
-  for (int rank : reduced->contributors)
-    if (rank != 0) hosted.contributors.push_back(plan.selected[size_t(rank) - 1]);
   hosted.data_plane = {{"task", id},
                        {"round", plan.round_id},
                        {"devices", plan.selected.size()},
                        {"model_bytes", model_bytes},
-                       {"join_seconds", join_seconds},
-                       {"broadcast_seconds", broadcast_seconds},
-                       {"reduce_seconds", seconds_of_phase()},
-                       {"bytes_reduced", layout.bytes() * hosted.contributors.size()},
-                       {"spooled_bytes", reduced->spooled_bytes}};
-  for (const auto& [rank, why] : reduced->refused) {
-    services_.metrics.count_refusal("contribution_refused");
-    log_event(LogLevel::Warning, "contribution_refused",
-              {{"task", id},
-               {"round", plan.round_id},
-               {"device", plan.selected[size_t(rank) - 1]},
-               {"reason", why}});
+                       {"grpc_devices", over_grpc.size()}};
+  std::vector<DeviceId> missing;
+  std::string refused;  // device: why, ...
+  // Per contributor, in device-id order once sorted: where its contribution is read from.
+  std::vector<std::pair<DeviceId, std::function<void(uint64_t first, uint64_t count, double* out)>>> sources;
+  std::shared_ptr<dist::DeferredReduction> deferred;  // the data plane's, when it had contributors
+
+  if (!on_plane.empty()) {
+    dist::ProcessGroupOptions options;
+    options.host = config.data_plane_host;
+    options.topology = dist::Topology::Star;
+    options.hub = 0;
+    options.timeout = until(join_by);
+    options.deadline_reduce_spool_bytes = config.spool_bytes;
+    options.deadline_reduce_spool_directory = config.spool_directory;
+    std::unique_ptr<dist::ProcessGroup> group;
+    try {
+      group = std::make_unique<dist::ProcessGroup>(store, 0, world, options);
+    } catch (const dist::DistError& error) {
+      const std::string absent = absent_devices(error.what(), on_plane);
+      return Hosted::abandoned("not every selected device joined the round's data plane in time: " +
+                               std::string(error.what()) + (absent.empty() ? "" : " (" + absent + ")"));
+    }
+    hosted.data_plane["join_seconds"] = seconds_of_phase();
+
+    // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
+    // a reset) is dropped from the data plane once the board counts it gone, while the model goes
+    // out or the contributions come in: the broadcast carries on without it and the reduce
+    // settles it as missing, so the round ends with the devices still there instead of at its
+    // deadline. One whose contribution landed whole keeps it.
+    std::vector<bool> looked_at(on_plane.size());
+    auto wait_dropping_silent_devices = [&](dist::Work& work) {
+      while (!work.wait(look_every)) {
+        for (size_t i = 0; i < on_plane.size(); ++i) {
+          if (looked_at[i] || services_.board.presence(on_plane[i]).alive) continue;
+          looked_at[i] = true;  // once: a device that finished and left is not dropped
+          if (group->disconnect(
+                  int(i) + 1,
+                  "(device " + on_plane[i] + ") sent no heartbeat within the coordinator's liveness window"))
+            log_dropped(on_plane[i]);
+        }
+      }
+    };
+
+    auto staging = std::make_shared<std::vector<uint8_t>>(std::min(kBroadcastPieceBytes, model_bytes));
+    // Devices lost while the model went out (dead, or dropped above): the round goes on without
+    // them, and the reduce lists them as missing.
+    std::set<DeviceId> lost_in_broadcast;
+    try {
+      uint64_t offset = 0;
+      do {  // once at least, as devices receive an empty model
+        const uint64_t length = std::min(kBroadcastPieceBytes, model_bytes - offset);
+        copy_model_bytes(model, offset, length, staging->data());
+        // The wait also keeps the staging buffer untouched until every spoke has its piece.
+        auto lost = std::make_shared<std::vector<int>>();
+        wait_dropping_silent_devices(*group->broadcast_to_reachable(
+            {staging->data(), ScalarType::Byte, int64_t(length), staging}, lost));
+        for (int rank : *lost) lost_in_broadcast.insert(on_plane[size_t(rank) - 1]);
+        offset += length;
+      } while (offset < model_bytes);
+    } catch (const dist::DistError& error) {
+      return Hosted::abandoned(std::string("the model broadcast failed: ") + error.what());
+    }
+    if (!lost_in_broadcast.empty())
+      log_event(LogLevel::Warning, "devices_lost_in_broadcast",
+                {{"task", id},
+                 {"round", plan.round_id},
+                 {"devices", std::vector<DeviceId>(lost_in_broadcast.begin(), lost_in_broadcast.end())}});
+    services_.metrics.add_bytes_broadcast(model_bytes * (on_plane.size() - lost_in_broadcast.size()));
+    staging.reset();
+    hosted.data_plane["broadcast_seconds"] = seconds_of_phase();
+
+    // The hub never holds the float64 sum, twice a float32 model, nor the contributions as whole
+    // models: it keeps them as they land (in memory, or spooled to disk past
+    // deadline_reduce_spool_bytes) and the strategy reads them a piece at a time, folded into the
+    // sum (WeightedSum: the hub contributes nothing itself, so the sum has exactly the bits of
+    // sum_i n_i x_i in device order) or each contribution apart (Values).
+    auto reduced = std::make_shared<dist::DeadlineReduceResult>();
+    // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
+    // an infinity or a bad example count leaves that device out, named, and the round goes on.
+    const federated::UpdateLimits& limits = config.update_limits;
+    dist::ContributionCheck check = [&layout, &limits](int, uint64_t offset, const void* data,
+                                                       uint64_t bytes) {
+      return layout.check_part(offset / sizeof(double),
+                               {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
+    };
+    try {
+      wait_dropping_silent_devices(
+          *group->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
+                                           dist::ReduceOp::Sum, until(plan.deadline), reduced, check));
+    } catch (const dist::DistError& error) {
+      return Hosted::abandoned(std::string("the reduce of the contributions failed: ") + error.what());
+    }
+    for (int rank : reduced->contributors)
+      if (rank != 0)
+        sources.emplace_back(on_plane[size_t(rank) - 1], [deferred = reduced->deferred, rank](
+                                                             uint64_t first, uint64_t count, double* out) {
+          deferred->read(rank, first, count, out);
+        });
+    for (int rank : reduced->missing) missing.push_back(on_plane[size_t(rank) - 1]);
+    for (const auto& [rank, why] : reduced->refused) {
+      const DeviceId& device = on_plane[size_t(rank) - 1];
+      refused += (refused.empty() ? "" : "; ") + device + ": " + why;
+      services_.metrics.count_refusal("contribution_refused");
+      log_event(LogLevel::Warning, "contribution_refused",
+                {{"task", id}, {"round", plan.round_id}, {"device", device}, {"reason", why}});
+    }
+    hosted.data_plane["reduce_seconds"] = seconds_of_phase();
+    hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
+    deferred = reduced->deferred;
   }
+
+  const size_t plane_contributors = sources.size();
+  if (inbox) {
+    // A gRPC device that falls silent is given up as a data-plane one is dropped, so the round
+    // ends with the devices still there instead of at its deadline.
+    inbox->wait([&](const DeviceId& device) { return !services_.board.presence(device).alive; }, log_dropped,
+                look_every);
+    const std::vector<DeviceId> delivered = inbox->close();
+    for (const DeviceId& device : delivered)
+      sources.emplace_back(device, [inbox, device](uint64_t first, uint64_t count, double* out) {
+        inbox->read(device, first, count, out);
+      });
+    std::set_difference(over_grpc.begin(), over_grpc.end(), delivered.begin(), delivered.end(),
+                        std::back_inserter(missing));
+    hosted.data_plane["grpc_wait_seconds"] = seconds_of_phase();
+    hosted.data_plane["grpc_spooled_bytes"] = inbox->spooled_bytes();
+  }
+  std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(missing.begin(), missing.end());
+  for (const auto& source : sources) hosted.contributors.push_back(source.first);
+  hosted.data_plane["bytes_reduced"] = layout.bytes() * hosted.contributors.size();
   services_.metrics.add_bytes_reduced(layout.bytes() * hosted.contributors.size());
   if (hosted.contributors.size() < plan.min_updates) {
-    std::vector<DeviceId> missing;
-    for (int rank : reduced->missing) missing.push_back(plan.selected[size_t(rank) - 1]);
-    std::string refused;
-    for (const auto& [rank, why] : reduced->refused)
-      refused += (refused.empty() ? "" : "; ") + plan.selected[size_t(rank) - 1] + ": " + why;
     hosted.abandon_reason = std::to_string(hosted.contributors.size()) + " of the " +
                             std::to_string(plan.min_updates) +
                             " contributions required arrived by the deadline; missing: " + join_ids(missing) +
@@ -404,28 +472,38 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
     const auto start = SteadyClock::now();
     try {
       read();
-    } catch (const dist::DistError& error) {
+    } catch (const std::exception& error) {
       throw federated::Refused(std::string("the hub could not read the contributions back: ") + error.what());
     }
     *fold_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
   if (kind == federated::ContributionKind::Values) {
-    std::vector<int> ranks;  // of the contributors, ascending as their device ids
-    for (int rank : reduced->contributors)
-      if (rank != 0) ranks.push_back(rank);
     hosted.updates = layout.updates_reader(
-        ranks.size(),
-        [deferred = reduced->deferred, ranks, timed](size_t update, size_t first, std::span<double> out) {
-          timed([&] { deferred->read(ranks[update], first, out.size(), out.data()); });
+        sources.size(), [sources, timed](size_t update, size_t first, std::span<double> out) {
+          timed([&] { sources[update].second(first, out.size(), out.data()); });
         });
     return hosted;
   }
   // Each contribution is finite, but finite values can still add up past the largest double: the
   // strategy refuses a non-finite sum as it reads it, which abandons the round naming the element.
-  hosted.sum =
-      layout.weighted_sum_reader([deferred = reduced->deferred, timed](size_t first, std::span<double> out) {
-        timed([&] { deferred->fold(first, out.size(), out.data()); });
-      });
+  if (plane_contributors == sources.size()) {  // all from the data plane: its own fold
+    hosted.sum = layout.weighted_sum_reader([deferred, timed](size_t first, std::span<double> out) {
+      timed([&] { deferred->fold(first, out.size(), out.data()); });
+    });
+    return hosted;
+  }
+  // The same sum, in the same order, over contributions from both paths: the first one, then
+  // each next one added, as the data plane's fold adds them.
+  hosted.sum = layout.weighted_sum_reader([sources, timed](size_t first, std::span<double> out) {
+    timed([&] {
+      std::vector<double> next(out.size());
+      sources.front().second(first, out.size(), out.data());
+      for (size_t i = 1; i < sources.size(); ++i) {
+        sources[i].second(first, next.size(), next.data());
+        for (size_t j = 0; j < out.size(); ++j) out[j] += next[j];
+      }
+    });
+  });
   return hosted;
 }
 

@@ -4,10 +4,11 @@
 //   seeded per round), record the round (StateStore::begin_round), host it on the data plane
 //   (a TCP store and a star ProcessGroup whose hub, rank 0, is this thread; selected devices are
 //   ranks 1..k in ascending device-id order), broadcast the model, deadline-reduce the devices'
-//   contributions (federated/contribution.h), aggregate them with the strategy, reading them a
-//   piece at a time (folded into the weighted sum for the FedAvg family, each device's apart for
-//   median, trimmed mean and Krum), and close the round in the state store in one transaction:
-//   the new model and strategy state, or the reason it was abandoned.
+//   contributions (federated/contribution.h), wait for the contributions of the devices that
+//   take part over gRPC (UpdateInbox: FetchModel, then SubmitUpdate), aggregate them with the strategy,
+//   reading them a piece at a time (folded into the weighted sum for the FedAvg family, each device's apart
+//   for median, trimmed mean and Krum), and close the round in the state store in one transaction: the new
+//   model and strategy state, or the reason it was abandoned.
 //
 // Ranks follow device-id order because the hub reduces in ascending rank order: the float64 sum
 // is then the one federated's strategies form over the individual updates, and the contributions
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,7 +53,9 @@ class TaskRunner {
   struct Hosted;
   void run();
   bool run_round();
-  Hosted host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms);
+  // `over_grpc`: the selected devices that take part by FetchModel and SubmitUpdate.
+  Hosted host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms,
+                    const std::set<federated::DeviceId>& over_grpc);
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,
                    std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);

@@ -151,8 +151,17 @@ TEST_F(CoordinatorRefusals, ForgedUnknownReplayedStaleAndMalformedRequestsAreRef
   grpc::ClientContext context;
   v1::SubmitUpdateResponse response;
   auto writer = devices_->SubmitUpdate(&context, &response);
+  v1::SubmitUpdateRequest first;
+  v1::SubmitUpdateHeader header;
+  header.set_task_id("no-such-task");
+  header.set_round_id(1);
+  first.mutable_signed_header()->set_payload(header.SerializeAsString());
+  *first.mutable_signed_header()->mutable_auth() =
+      tn::proto::sign_request(device_method("SubmitUpdate"), id, first.signed_header().payload(), device);
+  writer->Write(first);
   writer->WritesDone();
-  expect_refusal(writer->Finish(), grpc::StatusCode::FAILED_PRECONDITION, "rounds run on the data plane");
+  expect_refusal(writer->Finish(), grpc::StatusCode::FAILED_PRECONDITION,
+                 "the device was not selected for it, or it has closed (a late or replayed update)");
 
   // Still serving.
   ASSERT_TRUE(call_check_in(signed_request<v1::CheckInRequest>("CheckIn", id, bytes, device)).ok());
