@@ -41,10 +41,13 @@ MiB = 1 << 20
 TENSOR_BYTES = 64 * MiB  # the models are layers of at most this many bytes, as real ones are
 TICKS = os.sysconf("SC_CLK_TCK")
 
-# (devices, model bytes, rounds, rounds with --quick or None to skip it then, strategy, its parameters)
-CASES = [(10, MiB, 5, 2, "fedavg", {}), (100, MiB, 3, 2, "fedavg", {}), (1000, MiB, 3, None, "fedavg", {}),
-         (10, 100 * MiB, 2, 1, "fedavg", {}), (10, 1024 * MiB, 1, None, "fedavg", {}),
-         (10, 100 * MiB, 2, None, "fedmedian", {}), (10, 100 * MiB, 2, None, "multi_krum", {"f": 2, "m": 4})]
+# (devices, model bytes, rounds, rounds with --quick or None to skip it then, strategy, its parameters,
+# how the devices take part: torchnative-device --round-transport)
+CASES = [(10, MiB, 5, 2, "fedavg", {}, "data-plane"), (100, MiB, 3, 2, "fedavg", {}, "data-plane"),
+         (1000, MiB, 3, None, "fedavg", {}, "data-plane"), (10, 100 * MiB, 2, 1, "fedavg", {}, "data-plane"),
+         (10, 1024 * MiB, 1, None, "fedavg", {}, "data-plane"), (10, 100 * MiB, 2, None, "fedmedian", {}, "data-plane"),
+         (10, 100 * MiB, 2, None, "multi_krum", {"f": 2, "m": 4}, "data-plane"),
+         (100, MiB, 3, 2, "fedavg", {}, "grpc"), (10, 100 * MiB, 2, None, "fedavg", {}, "grpc")]
 # Devices training (and holding a trained model plus its float64 contribution, 3x the model) at
 # once, for the models where ten devices doing so together would not fit in this machine.
 TRAINING_SLOTS_FROM_BYTES = 100 * MiB
@@ -122,7 +125,7 @@ class Log:
         return [json.loads(line) for line in lines if line]
 
 
-def run_case(binaries, workdir, devices, model_bytes, rounds, strategy, params, log_progress):
+def run_case(binaries, workdir, devices, model_bytes, rounds, strategy, params, log_progress, transport="data-plane"):
     admin_key = workdir / "admin.key"
     public_key = subprocess.run([binaries / "torchnative-admin", "--key", admin_key, "public-key"], check=True,
                                 capture_output=True, text=True).stdout.strip()
@@ -147,7 +150,8 @@ def run_case(binaries, workdir, devices, model_bytes, rounds, strategy, params, 
             time.sleep(0.05)
         server = f"127.0.0.1:{ports['grpc_port']}"
         command = [binaries / "torchnative-device", "--server", server, "--key-dir", workdir / "keys",
-                   "--devices", str(devices), "--rounds", str(rounds), "--check-in-wait-ms", "20000"]
+                   "--devices", str(devices), "--rounds", str(rounds), "--check-in-wait-ms", "20000",
+                   "--round-transport", transport]
         if model_bytes >= TRAINING_SLOTS_FROM_BYTES:
             command += ["--training-slots", "2"]
         devices_started = time.monotonic()
@@ -184,7 +188,7 @@ def run_case(binaries, workdir, devices, model_bytes, rounds, strategy, params, 
                     begun, cpu_begun = started[event["round"]]
                     walls.append(log_seconds(event["time"]) - log_seconds(begun))
                     cpus.append(cpu - cpu_begun)
-                    log_progress(f"  {strategy}, {devices} devices, {human(model_bytes)}: round {event['round']}"
+                    log_progress(f"  {strategy}, {devices} devices ({transport}), {human(model_bytes)}: round {event['round']}"
                                  f" in {walls[-1]:.2f} s")
                 elif event["event"] == "round_failed":
                     raise RuntimeError(f"round {event['round']} failed: {event.get('message')}")
@@ -227,37 +231,39 @@ def main():
     bandwidth = memory_bandwidth()
     print(f"memory bandwidth (numpy copy of 512 MiB, median of 5): {bandwidth / 1e9:.2f} GB/s copied")
     rows = []
-    for devices, model_bytes, rounds, quick_rounds, strategy, params in CASES:
+    for devices, model_bytes, rounds, quick_rounds, strategy, params, transport in CASES:
         if args.quick:
             if quick_rounds is None:
                 continue
             rounds = quick_rounds
         with tempfile.TemporaryDirectory(prefix="federated_bench_") as work:
             result = run_case(binaries, Path(work), devices, model_bytes, rounds, strategy, params,
-                              lambda line: print(line, file=sys.stderr, flush=True))
-        rows.append((strategy, devices, model_bytes, result))
+                              lambda line: print(line, file=sys.stderr, flush=True), transport)
+        rows.append((strategy, devices, model_bytes, transport, result))
 
     print("\nready: s from starting the device process until every device waits in CheckIn; round: wall s,"
           " median [min..max]\nover the rounds; phases (medians, s): join = data-plane rendezvous, bcast, reduce ="
-          " until the last\ncontribution landed, agg = aggregation, folding the kept contributions as the strategy"
+          " until the last\ncontribution landed, grpc = waiting for the SubmitUpdates of devices over gRPC alone"
+          " (FetchModel and\ntraining included), agg = aggregation, folding the kept contributions as the strategy"
           " reads them (fold);\nCPU: coordinator s per round; RSS: peak (VmHWM) MiB; fold GB/s: contribution bytes"
           " folded / fold s")
-    print(f"{'strategy':>10} {'devices':>7} {'model':>7} {'ready':>6} {'rounds':>6} {'round wall s':>22} {'join':>6} {'bcast':>6}"
-          f" {'reduce':>7} {'agg':>6} {'fold':>6} {'CPU s':>6} {'coord RSS':>9} {'RSS/model':>9} {'dev RSS':>8}"
+    print(f"{'strategy':>10} {'devices':>7} {'via':>10} {'model':>7} {'ready':>6} {'rounds':>6} {'round wall s':>22}"
+          f" {'join':>6} {'bcast':>6} {'reduce':>7} {'grpc':>6} {'agg':>6} {'fold':>6} {'CPU s':>6} {'coord RSS':>9} {'RSS/model':>9} {'dev RSS':>8}"
           f" {'fold GB/s':>9} {'/copy':>6}")
-    for strategy, devices, model_bytes, result in rows:
+    for strategy, devices, model_bytes, transport, result in rows:
         phases = result["phases"]
-        median = lambda key: statistics.median(p[key] for p in phases)
+        median = lambda key: statistics.median(p.get(key, 0.0) for p in phases)
         aggregation = statistics.median(p["bytes_reduced"] / p["fold_seconds"] for p in phases)
-        print(f"{strategy:>10} {devices:>7} {human(model_bytes):>7} {result['ready_seconds']:>6.1f} {len(result['walls']):>6}"
-              f" {spread(result['walls']):>22} {median('join_seconds'):>6.2f} {median('broadcast_seconds'):>6.2f}"
-              f" {median('reduce_seconds'):>7.2f} {median('aggregate_seconds'):>6.2f} {median('fold_seconds'):>6.2f}"
+        print(f"{strategy:>10} {devices:>7} {transport:>10} {human(model_bytes):>7} {result['ready_seconds']:>6.1f}"
+              f" {len(result['walls']):>6} {spread(result['walls']):>22} {median('join_seconds'):>6.2f}"
+              f" {median('broadcast_seconds'):>6.2f} {median('reduce_seconds'):>7.2f}"
+              f" {median('grpc_wait_seconds'):>6.2f} {median('aggregate_seconds'):>6.2f} {median('fold_seconds'):>6.2f}"
               f" {statistics.median(result['cpus']):>6.2f} {result['coordinator_peak'] / MiB:>9.0f}"
               f" {result['coordinator_peak'] / model_bytes:>9.2f} {result['device_peak'] / MiB:>8.0f}"
               f" {aggregation / 1e9:>9.2f} {aggregation / bandwidth:>6.2f}")
     largest = max(rows, key=lambda row: row[2])
     print(f"\nissue 4's bar, coordinator peak RSS under 3x the model in a 1 GB model round: the {human(largest[2])}"
-          f" model's round ({largest[0]}) peaked at {largest[3]['coordinator_peak'] / largest[2]:.2f}x")
+          f" model's round ({largest[0]}, {largest[3]}) peaked at {largest[4]['coordinator_peak'] / largest[2]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ def http_get(coordinator, path):
 
 
 def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_bytes=None,
-                       heartbeat_interval_ms=None, tls=None, spool_directory=None, check_in_wait_bound_ms=2000):
+                       heartbeat_interval_ms=None, tls=None, spool_directory=None, check_in_wait_bound_ms=2000,
+                       data_plane_enabled=True):
     """Starts a coordinator on tmp_path's state directory and administrator key (both made on first
     use, so a second launch resumes the first's state); returns its admin command line, ports,
     process and log. spool_bytes: the hub's data_plane.spool_bytes (past it, contributions are
@@ -121,12 +122,13 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
     ({"certificate_chain": PEM file, "private_key": PEM file}), which makes the gRPC port TLS only
     (the admin command line returned is then plaintext: add "--tls-ca FILE" to it);
     spool_directory: the hub's data_plane.spool_directory; check_in_wait_bound_ms: how long a
-    CheckIn is held (a device between two check-ins when a task starts misses its first round)."""
+    CheckIn is held (a device between two check-ins when a task starts misses its first round);
+    data_plane_enabled: False puts every device of every round on gRPC alone."""
     admin_key = tmp_path / "admin.key"
     public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
                                 check=True, capture_output=True, text=True).stdout.strip()
     config = tmp_path / "coordinator.json"
-    data_plane = {"host": "127.0.0.1", "join_window_ms": 10000}
+    data_plane = {"host": "127.0.0.1", "join_window_ms": 10000, "enabled": data_plane_enabled}
     if spool_bytes is not None:
         data_plane["spool_bytes"] = spool_bytes
     if spool_directory is not None:
@@ -208,8 +210,9 @@ def checked_in(coordinator):
 
 
 def log_events(log, name):
-    """The coordinator log's `name` events, in order."""
-    return [entry for entry in map(json.loads, log.read_text().splitlines()) if entry["event"] == name]
+    """The coordinator log's `name` events, in order (gRPC's own lines, not JSON, are skipped)."""
+    return [entry for entry in map(json.loads, (line for line in log.read_text().splitlines() if line.startswith("{")))
+            if entry["event"] == name]
 
 
 def fedavg(contributions):

@@ -130,6 +130,12 @@ def test_unknown_configuration_keys_are_refused_by_name(tmp_path):
                             text=True, timeout=30)
     assert result.returncode == 2
     assert f"data_plane.spool_directory: '{tmp_path / 'absent'}' is not a directory" in result.stderr
+    config.write_text(json.dumps({"state_directory": str(tmp_path / "state"), "admin_public_keys": ["00" * 32],
+                                  "data_plane": {"enabled": "no"}}))
+    result = subprocess.run([tool("torchnative-coordinator"), "--config", str(config)], capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 2
+    assert "'data_plane.enabled' must be true or false, not \"no\"" in result.stderr
 
 
 

@@ -14,8 +14,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from federation import (REPO, admin_json, fedavg, http_get, read_safetensors, start_coordinator, tool, wait_for,
-                        write_safetensors)
+from federation import (REPO, admin_json, fedavg, http_get, log_events, read_safetensors, start_coordinator, tool,
+                        wait_for, write_safetensors)
 
 OPENSSL = "/usr/bin/openssl"
 PYTHON = str(REPO / ".venv" / "bin" / "python")
@@ -87,10 +87,11 @@ def pki(tmp_path):
 
 
 @pytest.fixture
-def tls_coordinator(tmp_path, pki):
-    """A coordinator serving gRPC over TLS only; its admin command line trusts the CA."""
+def tls_coordinator(tmp_path, pki, request):
+    """A coordinator serving gRPC over TLS only; its admin command line trusts the CA. Its data
+    plane is on unless the test's parameter (indirect) is False."""
     tls = {"certificate_chain": str(pki["certificate"]), "private_key": str(pki["key"])}
-    for coordinator in start_coordinator(tmp_path, tls=tls):
+    for coordinator in start_coordinator(tmp_path, tls=tls, data_plane_enabled=getattr(request, "param", True)):
         plaintext_admin = list(coordinator["admin"])
         coordinator["admin"] = plaintext_admin + ["--tls-ca", str(pki["ca"])]
         coordinator["plaintext_admin"] = plaintext_admin
@@ -123,6 +124,9 @@ print(json.dumps({"device_id": device.device_id, "contributed": reports[0].contr
 '''
 
 
+# With the data plane off, the devices (which asked for it) take part over gRPC alone, so TLS
+# covers every byte of the round.
+@pytest.mark.parametrize("tls_coordinator", [True, False], indirect=True, ids=["data_plane", "no_data_plane"])
 def test_a_fedavg_round_over_tls_has_the_bits_of_an_independent_average(tls_coordinator, tmp_path, pki):
     coordinator = tls_coordinator
     assert listening_entry(coordinator)["tls"] is True
@@ -184,6 +188,10 @@ def test_a_fedavg_round_over_tls_has_the_bits_of_an_independent_average(tls_coor
     assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (model["weight"], expected)
     assert not np.array_equal(model["weight"], initial["weight"])
     assert model["steps"].tolist() == [7]
+    [data_plane] = log_events(coordinator["log"], "round_data_plane")
+    data_plane_on = json.loads((tmp_path / "coordinator.json").read_text())["data_plane"]["enabled"]
+    assert data_plane["grpc_devices"] == (0 if data_plane_on else 3), data_plane
+    assert ("join_seconds" in data_plane) == data_plane_on, data_plane
 
 
 REGISTER_SCRIPT = r'''

@@ -44,7 +44,12 @@ std::chrono::milliseconds duration_at(const json& object, const std::string& key
 }
 
 void parse_data_plane(const json& section, CoordinatorConfig& config) {
-  refuse_unknown_keys(section, "data_plane.", {"host", "join_window_ms", "spool_bytes", "spool_directory"});
+  refuse_unknown_keys(section, "data_plane.", {"enabled", "host", "join_window_ms", "spool_bytes", "spool_directory"});
+  if (section.contains("enabled")) {
+    if (!section["enabled"].is_boolean())
+      throw ConfigError("'data_plane.enabled' must be true or false, not " + section["enabled"].dump());
+    config.data_plane_enabled = section["enabled"].get<bool>();
+  }
   if (section.contains("host")) config.data_plane_host = text_at(section, "host", "data_plane.");
   if (section.contains("join_window_ms"))
     config.join_window = duration_at(section, "join_window_ms", "data_plane.");

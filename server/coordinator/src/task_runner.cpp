@@ -181,14 +181,17 @@ void TaskRunner::run() {
 }
 
 bool TaskRunner::run_round() {
-  std::set<DeviceId> over_grpc;  // of the waiting devices, those that asked for ROUND_TRANSPORT_GRPC
+  // Of the waiting devices, those that asked for ROUND_TRANSPORT_GRPC (all of them when the data
+  // plane is off).
+  std::set<DeviceId> over_grpc;
   std::vector<DeviceId> selected =
       services_.board.reserve([&](const std::vector<DeviceBoard::Waiting>& waiting) {
         std::vector<DeviceId> eligible;
         for (const DeviceBoard::Waiting& device : waiting) {
           if (!params_.eligible(device.metadata)) continue;
           eligible.push_back(device.id);
-          if (device.transport == v1::ROUND_TRANSPORT_GRPC) over_grpc.insert(device.id);
+          if (device.transport == v1::ROUND_TRANSPORT_GRPC || !services_.config.data_plane_enabled)
+            over_grpc.insert(device.id);
         }
         if (eligible.size() < params_.devices_to_wait_for()) return std::vector<DeviceId>{};
         return task_.start_round(std::move(eligible)).devices;  // empty when it selected nobody

@@ -6,7 +6,10 @@
 //             "private_key": "key.pem"},
 //     "state_directory": "/var/lib/torchnative", required (server/state_store.h)
 //     "admin_public_keys": ["<64 hex digits>"],  required; an admin call's key_id is the key in hex
-//     "data_plane": {"host": "127.0.0.1",        where each round's TCP store and hub listen
+//     "data_plane": {"enabled": true,            false: every device takes part over gRPC alone
+//                                                (FetchModel, SubmitUpdate), whatever its CheckIn
+//                                                asked, so that TLS covers every byte of a round
+//                    "host": "127.0.0.1",        where each round's TCP store and hub listen
 //                    "join_window_ms": 30000,    how long selected devices have to join a round
 //                    "spool_bytes": 268435456,   contributions the hub keeps in memory; past
 //                                                this it spools them to disk, into
@@ -57,6 +60,8 @@ struct CoordinatorConfig {
   std::optional<TlsFiles> tls;
   std::filesystem::path state_directory;
   std::vector<std::string> admin_public_keys;  // 32 bytes each
+  // Off: no round opens a store or a hub; every device goes over gRPC (TLS when configured).
+  bool data_plane_enabled = true;
   std::string data_plane_host = "127.0.0.1";
   std::chrono::milliseconds join_window{30'000};
   // dist::ProcessGroupOptions::deadline_reduce_spool_bytes of the rounds' hub.
