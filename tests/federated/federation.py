@@ -1,5 +1,6 @@
 """What the federated tests share: the executables, safetensors files written and read with
-numpy alone, bounded waits, and a running coordinator with an administrator key.
+numpy alone, bounded waits, a running coordinator with an administrator key, and Python device
+processes whose training a test can recompute.
 
 The executables come from .venv/bin (`make setup`), or from $TORCHNATIVE_BIN (e.g. a directory
 of links to the sanitizer build's); the test-only rogue device from the build tree, or from
@@ -18,6 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("TORCHNATIVE_BIN", REPO / ".venv" / "bin"))
+PYTHON = str(REPO / ".venv" / "bin" / "python")  # with torchnative.device installed (`make setup`)
 TEST_BIN = Path(os.environ.get("TORCHNATIVE_TEST_BIN", REPO / "build" / "tests" / "federated"))
 SAFETENSORS_DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
 
@@ -233,3 +235,62 @@ def assert_weight_bits(model, expected, steps):
     assert np.array_equal(model["weight"].view(np.uint32), expected.view(np.uint32)), (
         f"{np.count_nonzero(model['weight'].view(np.uint32) != expected.view(np.uint32))} elements differ")
     assert model["steps"].tolist() == steps
+
+
+class PythonDevices:
+    """Python devices (torchnative.device.Device), each a process of `script` under a label, sharing
+    one directory for keys, ids, markers and what they trained. A subclass sets `script` and starts
+    devices with `launch`, which runs it as
+        python -c SCRIPT SERVER KEY_FILE DIRECTORY LABEL SHIFT EXAMPLES ROUNDS OPTION...
+    The script writes its device id to LABEL.id, trains weight + SHIFT * round_id (integer tensors
+    unchanged) on EXAMPLES examples, saves the weight it trained in round R to LABEL-round<R>.npy
+    before contributing it, touches LABEL-training<R> when a test is to see it training round R,
+    and once it has taken part in ROUNDS rounds (0: until killed) prints its round reports as JSON
+    [[round_id, contributed, error], ...]."""
+
+    reports_timeout = 60  # seconds for a device to finish its rounds once a test waits for them
+
+    def __init__(self, coordinator, tmp_path):
+        self.server = f"127.0.0.1:{coordinator['grpc_port']}"
+        self.directory = tmp_path / "devices"
+        self.directory.mkdir()
+        self.examples, self.processes = {}, {}
+
+    def launch(self, label, shift, examples, rounds, *options):
+        """Starts device `label`, with the script's own `options` after ROUNDS; returns its process."""
+        self.examples[label] = examples
+        self.processes[label] = subprocess.Popen(
+            [PYTHON, "-c", self.script, self.server, str(self.directory / f"{label}.key"), str(self.directory),
+             label, str(shift), str(examples), str(rounds), *map(str, options)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return self.processes[label]
+
+    def device_id(self, label):
+        path = self.directory / f"{label}.id"
+        return wait_for(f"device {label} to register", lambda: path.exists() and path.read_text(), 30)
+
+    def training(self, label, round_id):
+        return (self.directory / f"{label}-training{round_id}").exists()
+
+    def reports(self, label):
+        process = self.processes[label]
+        out, err = process.communicate(timeout=self.reports_timeout)
+        assert process.returncode == 0, err
+        return json.loads(out)
+
+    def trained(self, label, round_id):
+        trained = np.load(self.directory / f"{label}-round{round_id}.npy")
+        assert trained.dtype == np.float32
+        return trained
+
+    def fedavg(self, labels, round_id):
+        """The weighted average of what `labels` trained in the round, as the hub must compute it."""
+        return fedavg((self.examples[label], self.trained(label, round_id))
+                      for label in sorted(labels, key=self.device_id))
+
+    def kill_all(self):
+        # SIGKILL ends a device a test has stopped (SIGSTOP) as well: it needs no SIGCONT first.
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()

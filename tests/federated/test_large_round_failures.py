@@ -18,21 +18,17 @@ Every completed round's model is recomputed with numpy from what the surviving d
 they trained (float64 products and sums in device-id order, one rounding to float32) and compared
 bit for bit.
 """
-import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
 import federation
-from federation import (OPEN_ROUND, REPO, admin_json, assert_weight_bits, checked_in, closed_rounds,
-                        create_fedavg_task, fedavg, fetch_model, http_get, log_events, wait_for)
-
-PYTHON = str(REPO / ".venv" / "bin" / "python")
+from federation import (OPEN_ROUND, REPO, PythonDevices, admin_json, assert_weight_bits, checked_in, closed_rounds,
+                        create_fedavg_task, fetch_model, http_get, log_events, wait_for)
 
 
 def broadcast_piece_bytes():
@@ -49,20 +45,18 @@ PIECE_BYTES = broadcast_piece_bytes()
 # leaves at its default): a contribution streams to the hub in segments of this size.
 SEGMENT_BYTES = 1 << 20
 
-# A Python device labelled LABEL: trains weight + shift * round_id (integer tensors unchanged),
-# touches LABEL-training<R> as it starts training and saves the trained weight to
-# LABEL-round<R>.npy. MODE:
+# A Python device (federation.PythonDevices' command line and files) that touches
+# LABEL-training<R> as it starts training. MODE:
 #   "honest": nothing else;
 #   "stop-in-broadcast:<bytes>": a thread stops the process (SIGSTOP) once its resident memory
 #       has grown by <bytes> since it registered, touching LABEL-stopping first;
 #   "stop-after-training": the trainer stops the process before it returns the trained model.
-# Prints its round reports once it has taken part in ROUNDS rounds.
 DEVICE_SCRIPT = r'''
 import json, os, pathlib, signal, sys, threading, time
 import numpy as np, torch
 from torchnative.device import Device
-server, key_file, directory, label, mode = sys.argv[1:6]
-shift, examples, rounds = float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
+server, key_file, directory, label = sys.argv[1:5]
+shift, examples, rounds, mode = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
 directory = pathlib.Path(directory)
 device = Device(server, key_file, check_in_wait=60.0)
 (directory / f"{label}.id").write_text(device.device_id)
@@ -96,52 +90,18 @@ print(json.dumps([[r.round_id, r.contributed, r.error] for r in reports]))
 '''
 
 
-class PythonDevices:
-    """Python device processes sharing one directory for keys, ids, markers and what they trained."""
+class SelfStoppingDevices(PythonDevices):
+    """Devices running DEVICE_SCRIPT, which a MODE makes stop itself mid-round."""
 
-    def __init__(self, coordinator, tmp_path):
-        self.server = f"127.0.0.1:{coordinator['grpc_port']}"
-        self.directory = tmp_path / "devices"
-        self.directory.mkdir()
-        self.examples, self.processes = {}, {}
+    script = DEVICE_SCRIPT
+    reports_timeout = 120  # rounds of models of tens of MiB
 
     def start(self, label, *, shift, examples, rounds, mode="honest"):
-        self.examples[label] = examples
-        self.processes[label] = subprocess.Popen(
-            [PYTHON, "-c", DEVICE_SCRIPT, self.server, str(self.directory / f"{label}.key"), str(self.directory),
-             label, mode, str(shift), str(examples), str(rounds)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return self.processes[label]
+        return self.launch(label, shift, examples, rounds, mode)
 
-    def device_id(self, label):
-        path = self.directory / f"{label}.id"
-        return wait_for(f"device {label} to register", lambda: path.exists() and path.read_text(), 30)
-
-    def marker(self, name):
-        return (self.directory / name).exists()
-
-    def reports(self, label):
-        process = self.processes[label]
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-        return json.loads(out)
-
-    def trained(self, label, round_id):
-        trained = np.load(self.directory / f"{label}-round{round_id}.npy")
-        assert trained.dtype == np.float32
-        return trained
-
-    def fedavg(self, labels, round_id):
-        """The weighted average of what `labels` trained in the round, as the hub must compute it."""
-        return fedavg((self.examples[label], self.trained(label, round_id))
-                      for label in sorted(labels, key=self.device_id))
-
-    def kill_all(self):
-        for process in self.processes.values():
-            if process.poll() is None:
-                os.kill(process.pid, signal.SIGCONT)  # harmless if it runs; lets a stopped one die
-                process.kill()
-                process.wait()
+    def stopping(self, label):
+        """Whether the device is about to stop itself in the broadcast (it touched LABEL-stopping)."""
+        return (self.directory / f"{label}-stopping").exists()
 
 
 def stopped(pid):
@@ -213,7 +173,7 @@ def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_
     weight = (np.arange(BROADCAST_WEIGHT_SHAPE[0] * BROADCAST_WEIGHT_SHAPE[1], dtype=np.float32) / 7).reshape(
         BROADCAST_WEIGHT_SHAPE)
     initial = {"weight": weight, "steps": np.array([7], dtype=np.int64)}
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SelfStoppingDevices(coordinator, tmp_path)
     try:
         devices.start("a", shift=0.5, examples=10, rounds=2)
         devices.start("b", shift=-0.25, examples=30, rounds=2)
@@ -225,11 +185,11 @@ def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_
         task = create_fedavg_task(coordinator, tmp_path, initial, rounds=2, per_round=3, min_updates=2, min_available=2,
                            timeout_ms=60000)
         wait_for("the victim to stop in the broadcast",
-                 lambda: devices.marker("victim-stopping") and stopped(victim.pid), 60)
+                 lambda: devices.stopping("victim") and stopped(victim.pid), 60)
         # The hub cannot send the second piece whole while the victim is stopped, so nobody has
         # the whole model yet: the round is open and no device is training.
         during = admin_json(coordinator, "rounds", task)
-        training = [label for label in ("a", "b", "victim") if devices.marker(f"{label}-training1")]
+        training = [label for label in ("a", "b", "victim") if devices.training(label, 1)]
         victim.kill()
         assert victim.wait() == -9
         rounds = closed_rounds(coordinator, task, 2, 90)
@@ -296,7 +256,7 @@ def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its
         REDUCE_WEIGHT_SHAPE)
     initial = {"weight": weight, "steps": np.array([3], dtype=np.int64)}
     pid = coordinator["process"].pid
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SelfStoppingDevices(coordinator, tmp_path)
     spool = None
     try:
         devices.start("a", shift=0.5, examples=10, rounds=1)
@@ -305,7 +265,7 @@ def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its
         task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2, min_available=3,
                            timeout_ms=60000)
         wait_for("the victim to stop after training",
-                 lambda: devices.marker("victim-training1") and stopped(victim.pid), 60)
+                 lambda: devices.training("victim", 1) and stopped(victim.pid), 60)
         selected = sorted(devices.device_id(label) for label in ("a", "b", "victim"))
         dead = devices.device_id("victim")
         # The hub's spool file holds contribution r at (r - 1) * CONTRIBUTION_BYTES (rank 0 is the

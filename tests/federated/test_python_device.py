@@ -10,9 +10,8 @@ import time
 
 import numpy as np
 
-from federation import REPO, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
+from federation import PYTHON, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
 
-PYTHON = str(REPO / ".venv" / "bin" / "python")
 DEVICE_SCRIPT = r'''
 import json, sys, torch
 from torchnative.device import Device

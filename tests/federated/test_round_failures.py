@@ -19,18 +19,16 @@ import time
 import numpy as np
 import pytest
 
-from federation import (REPO, admin_json, assert_weight_bits, checked_in, closed_rounds, create_fedavg_task, fedavg,
-                        fetch_model, http_get, launch_coordinator, log_events, rogue_device, start_coordinator, tool,
-                        wait_for)
+from federation import (PythonDevices, admin_json, assert_weight_bits, checked_in, closed_rounds, create_fedavg_task,
+                        fedavg, fetch_model, http_get, launch_coordinator, log_events, rogue_device, start_coordinator,
+                        tool, wait_for)
 
-PYTHON = str(REPO / ".venv" / "bin" / "python")
-# A Python device labelled LABEL: trains weight + shift * round_id, writes what it trained to
-# LABEL-round<R>.json before contributing, and in round SLEEP_ROUND first touches
-# LABEL-training<R> and sleeps, which is when a test kills it or its coordinator. Prints its
-# round reports once it has taken part in ROUNDS rounds (0: until killed). TRANSPORT: how it takes
-# part in rounds (Device's round_transport).
+# A Python device (federation.PythonDevices' command line and files) that in round SLEEP_ROUND
+# first touches LABEL-training<R> and sleeps SLEEP_SECONDS, which is when a test kills or freezes
+# it or kills its coordinator. TRANSPORT: how it takes part in rounds (Device's round_transport).
 DEVICE_SCRIPT = r'''
-import json, pathlib, sys, time, torch
+import json, pathlib, sys, time
+import numpy as np, torch
 from torchnative.device import Device
 server, key_file, directory, label = sys.argv[1:5]
 shift, examples, rounds, sleep_round, sleep_seconds = float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
@@ -40,7 +38,7 @@ device = Device(server, key_file, check_in_wait=1.0, round_transport=sys.argv[10
 def train(state, config):
     round_id = config["round_id"]
     trained = {name: (t + shift * round_id if t.dtype == torch.float32 else t.clone()) for name, t in state.items()}
-    (directory / f"{label}-round{round_id}.json").write_text(json.dumps({"weight": trained["weight"].tolist()}))
+    np.save(directory / f"{label}-round{round_id}.npy", trained["weight"].numpy())
     if round_id == sleep_round:
         (directory / f"{label}-training{round_id}").touch()
         time.sleep(sleep_seconds)
@@ -51,49 +49,13 @@ print(json.dumps([[r.round_id, r.contributed, r.error] for r in reports]))
 INITIAL = {"weight": np.arange(12, dtype=np.float32).reshape(3, 4) / 7, "steps": np.array([7], dtype=np.int64)}
 
 
-class PythonDevices:
-    """Python device processes sharing one directory for keys, ids and what they trained."""
+class SleepingDevices(PythonDevices):
+    """Devices running DEVICE_SCRIPT."""
 
-    def __init__(self, coordinator, tmp_path):
-        self.server = f"127.0.0.1:{coordinator['grpc_port']}"
-        self.directory = tmp_path / "devices"
-        self.directory.mkdir()
-        self.examples, self.processes = {}, {}
+    script = DEVICE_SCRIPT
 
     def start(self, label, *, shift, examples, rounds, sleep_round=0, sleep_seconds=0.0, transport="data_plane"):
-        self.examples[label] = examples
-        self.processes[label] = subprocess.Popen(
-            [PYTHON, "-c", DEVICE_SCRIPT, self.server, str(self.directory / f"{label}.key"), str(self.directory),
-             label, str(shift), str(examples), str(rounds), str(sleep_round), str(sleep_seconds), transport],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return self.processes[label]
-
-    def device_id(self, label):
-        path = self.directory / f"{label}.id"
-        return wait_for(f"device {label} to register", lambda: path.exists() and path.read_text(), 30)
-
-    def training(self, label, round_id):
-        return (self.directory / f"{label}-training{round_id}").exists()
-
-    def reports(self, label):
-        process = self.processes[label]
-        out, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err
-        return json.loads(out)
-
-    def trained(self, label, round_id):
-        return json.loads((self.directory / f"{label}-round{round_id}.json").read_text())["weight"]
-
-    def fedavg(self, labels, round_id):
-        """The weighted average of what `labels` trained in the round, as the hub must compute it."""
-        return fedavg((self.examples[label], self.trained(label, round_id))
-                      for label in sorted(labels, key=self.device_id))
-
-    def kill_all(self):
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        return self.launch(label, shift, examples, rounds, sleep_round, sleep_seconds, transport)
 
 
 def create_task(coordinator, tmp_path, *, timeout_ms=30000, **sizes):
@@ -101,7 +63,7 @@ def create_task(coordinator, tmp_path, *, timeout_ms=30000, **sizes):
 
 
 def test_a_device_killed_mid_round_is_left_out_and_the_next_round_goes_on(coordinator, tmp_path):
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     try:
         devices.start("a", shift=0.5, examples=10, rounds=2)
         devices.start("b", shift=-0.25, examples=30, rounds=2)
@@ -134,7 +96,7 @@ def test_a_device_killed_mid_round_is_left_out_and_the_next_round_goes_on(coordi
 
 def test_a_device_killed_below_min_updates_abandons_the_attempt_and_a_replacement_completes_the_retry(
         coordinator, tmp_path):
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     try:
         devices.start("a", shift=0.5, examples=10, rounds=2)
         devices.start("b", shift=-0.25, examples=30, rounds=2)
@@ -180,7 +142,7 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
                               "check-in", str(saved)], capture_output=True, text=True, timeout=60)
     assert earlier.returncode == 0 and json.loads(earlier.stdout)["code"] == 0, earlier
 
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     restarted = None
     try:
         devices.start("a", shift=0.5, examples=10, rounds=0, sleep_round=2, sleep_seconds=2)
@@ -229,7 +191,7 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
 def test_sigterm_mid_round_drains_it_and_a_restart_goes_on_from_it(coordinator, tmp_path):
     # SIGTERM while both devices train round 2: no further round starts, round 2 completes and is
     # committed, the daemon exits 0; restarted, the task runs its last round from round 2's model.
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     restarted = None
     try:
         devices.start("a", shift=0.5, examples=10, rounds=0, sleep_round=2, sleep_seconds=2)
@@ -305,7 +267,7 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
          "--rounds", "1", "--report-dir", str(reports), "--check-in-wait-ms", "1000"],
         stderr=subprocess.PIPE, text=True)
     poisons = {poison: rogue(f"{poison}.key", "contribute", poison) for poison in ("nan", "short", "long")}
-    late_devices = PythonDevices(coordinator, tmp_path)
+    late_devices = SleepingDevices(coordinator, tmp_path)
     late_devices.start("late", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=4)  # past the deadline
     try:
         task = create_task(coordinator, tmp_path, rounds=1, per_round=6, min_updates=2, min_available=6,
@@ -376,7 +338,7 @@ def listed_devices(coordinator):
 def test_a_device_training_past_the_liveness_window_stays_alive_and_a_killed_one_is_gone_after_it(
         fast_heartbeats, tmp_path):
     coordinator = fast_heartbeats
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     try:
         # Both sleepers say nothing but their heartbeats while they train, for many windows.
         devices.start("slow", shift=0.5, examples=10, rounds=1, sleep_round=1, sleep_seconds=10)
@@ -423,7 +385,7 @@ def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_hea
     # round must end with the others once the liveness window passes, not at its 60 s deadline.
     # Over gRPC a device holds no connection open while it trains, so silence is all there is.
     coordinator = fast_heartbeats
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     try:
         frozen = devices.start("frozen", shift=1.0, examples=5, rounds=1, sleep_round=1, sleep_seconds=120,
                                transport=transport)
@@ -459,7 +421,7 @@ def test_grpc_updates_that_break_the_rules_are_refused_by_name_and_never_counted
     # must refuse, then an honest one (the global model itself, from one example), then another;
     # an honest data-plane device training slowly keeps that round open meanwhile. In its second
     # round, alone, the rogue submits after the deadline.
-    devices = PythonDevices(coordinator, tmp_path)
+    devices = SleepingDevices(coordinator, tmp_path)
     rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}",
                               "--key", str(tmp_path / "rogue.key"), "submit-refusals"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -14,11 +14,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from federation import (REPO, admin_json, fedavg, http_get, log_events, read_safetensors, start_coordinator, tool,
+from federation import (PYTHON, admin_json, fedavg, http_get, log_events, read_safetensors, start_coordinator, tool,
                         wait_for, write_safetensors)
 
 OPENSSL = "/usr/bin/openssl"
-PYTHON = str(REPO / ".venv" / "bin" / "python")
 
 CA_CONFIG = """[req]
 distinguished_name = dn
