@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "federated/errors.h"
+#include "numeric.h"
 
 namespace tn::federated {
 
@@ -188,6 +189,72 @@ UpdatesReader ContributionLayout::updates_reader(
     read(update, index.offset(tensor, begin, out.size()), out);
   };
   return {count, std::move(read_tensor)};
+}
+
+StreamingPacker::StreamingPacker(const ContributionLayout& layout, std::string device, int64_t num_examples,
+                                 const UpdateLimits& limits, std::span<double> out)
+    : layout_(layout), device_(std::move(device)), weight_(double(num_examples)), out_(out) {
+  if (num_examples < 1 || num_examples > limits.max_examples)
+    throw UpdateRefused(UpdateRefused::Reason::BadExamples,
+                        "update from '" + device_ + "': example count " + std::to_string(num_examples) +
+                            " is not in [1, " + std::to_string(limits.max_examples) + "]");
+  if (out.size() != layout.elements_)
+    throw ParameterRefused("contribution: buffer of " + std::to_string(out.size()) +
+                           " elements, the layout has " + std::to_string(layout.elements_));
+  const std::vector<TensorSpec>& tensors = layout.spec_.tensors();
+  slot_of_tensor_.resize(tensors.size());
+  received_.resize(tensors.size());
+  for (size_t slot = 0, tensor = 0; tensor < tensors.size(); ++tensor)
+    if (slot < layout.slots_.size() && layout.slots_[slot].spec.name == tensors[tensor].name)
+      slot_of_tensor_[tensor] = slot++;
+}
+
+void StreamingPacker::add(size_t tensor, uint64_t offset, std::span<const std::byte> bytes) {
+  const std::vector<TensorSpec>& tensors = layout_.spec_.tensors();
+  if (tensor >= tensors.size() || offset != received_[tensor] ||
+      bytes.size() > tensors[tensor].nbytes() - received_[tensor])
+    throw Refused("contribution: bytes " + std::to_string(offset) + " to " +
+                  std::to_string(offset + bytes.size()) + " of tensor " + std::to_string(tensor) +
+                  " arrived out of order or beyond it");
+  received_[tensor] += bytes.size();
+  if (!slot_of_tensor_[tensor]) return;  // not aggregated: the global's values stay
+  const ContributionLayout::Slot& slot = layout_.slots_[*slot_of_tensor_[tensor]];
+  const size_t element = element_size(slot.spec.dtype);
+  size_t used = 0;
+  if (carry_bytes_ > 0) {  // the rest of an element the previous piece began
+    used = std::min(element - carry_bytes_, bytes.size());
+    std::memcpy(carry_ + carry_bytes_, bytes.data(), used);
+    carry_bytes_ += used;
+    if (carry_bytes_ < element) return;
+    put(slot, size_t((offset + used) / element) - 1, carry_);
+    carry_bytes_ = 0;
+  }
+  for (; bytes.size() - used >= element; used += element)
+    put(slot, size_t((offset + used) / element), &bytes[used]);
+  carry_bytes_ = bytes.size() - used;
+  std::memcpy(carry_, bytes.data() + used, carry_bytes_);
+}
+
+void StreamingPacker::put(const ContributionLayout::Slot& slot, size_t index, const std::byte* element) {
+  const double x = element_as_double(slot.spec.dtype, element, 0);
+  if (!std::isfinite(x))
+    throw UpdateRefused(UpdateRefused::Reason::NonFinite,
+                        "update from '" + device_ + "': tensor '" + slot.spec.name + "' element " +
+                            std::to_string(index) + " (index " +
+                            detail::index_str(slot.spec.shape, int64_t(index)) + ") is " +
+                            (std::isnan(x) ? "NaN" : "infinite"));
+  out_[slot.offset + index] = layout_.kind_ == ContributionKind::WeightedSum ? weight_ * x : x;
+}
+
+void StreamingPacker::finish() {
+  const std::vector<TensorSpec>& tensors = layout_.spec_.tensors();
+  for (size_t tensor = 0; tensor < tensors.size(); ++tensor)
+    if (received_[tensor] != tensors[tensor].nbytes())
+      throw Refused("contribution: tensor '" + tensors[tensor].name + "' arrived with " +
+                    std::to_string(received_[tensor]) + " of its " +
+                    std::to_string(tensors[tensor].nbytes()) + " bytes");
+  out_[layout_.count_index_] = weight_;
+  if (layout_.kind_ == ContributionKind::Values) out_[layout_.count_index_ + 1] = kValuesTag;
 }
 
 }  // namespace tn::federated

@@ -231,7 +231,8 @@ bool ModelChunker::next(v1::ModelStream& message) {
   return next_chunk(*message.mutable_chunk());
 }
 
-ModelAssembler::ModelAssembler(const TransferLimits& limits) : limits_(limits) {
+ModelAssembler::ModelAssembler(const TransferLimits& limits, Sink sink)
+    : sink_(std::move(sink)), limits_(limits) {
   check_limits_are_usable(limits);
 }
 
@@ -304,9 +305,13 @@ void ModelAssembler::copy_into_tensors(const std::string& data) {
     const size_t take =
         static_cast<size_t>(std::min<uint64_t>(data.size() - copied, destination.size - offset_in_tensor));
     if (take > 0) {
-      // Allocated as late as possible, and not zeroed: pages the data never reaches cost nothing.
-      if (!destination.memory) destination.memory.reset(new std::byte[destination.size]);
-      std::memcpy(destination.memory.get() + offset_in_tensor, data.data() + copied, take);
+      if (sink_) {
+        sink_(tensor_index_, offset_in_tensor, std::as_bytes(std::span(data.data() + copied, take)));
+      } else {
+        // Allocated as late as possible, and not zeroed: pages the data never reaches cost nothing.
+        if (!destination.memory) destination.memory.reset(new std::byte[destination.size]);
+        std::memcpy(destination.memory.get() + offset_in_tensor, data.data() + copied, take);
+      }
       copied += take;
       received_bytes_ += take;
     }
@@ -314,7 +319,7 @@ void ModelAssembler::copy_into_tensors(const std::string& data) {
   }
 }
 
-federated::Model ModelAssembler::finish() {
+void ModelAssembler::check_complete() {
   if (!has_header_) refuse(Refusal::HeaderMissing, "the stream ended before the header");
   if (received_bytes_ < header_.total_bytes()) {
     refuse(Refusal::Truncated, "the stream ended after " + std::to_string(received_bytes_) + " of " +
@@ -323,6 +328,16 @@ federated::Model ModelAssembler::finish() {
   if (digest_->finish() != header_.blake2b_256()) {
     refuse(Refusal::DigestMismatch, "the data and tensor table received do not hash to the header's digest");
   }
+}
+
+void ModelAssembler::finish_streamed() {
+  if (!sink_) throw std::logic_error("ModelAssembler::finish_streamed: the assembler has no sink");
+  check_complete();
+}
+
+federated::Model ModelAssembler::finish() {
+  if (sink_) throw std::logic_error("ModelAssembler::finish: the model went to the sink");
+  check_complete();
   federated::Model model;
   model.tensors.reserve(destinations_.size());
   for (int i = 0; i < header_.tensors_size(); ++i) {

@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "federated/contribution.h"
 #include "federated/errors.h"
+#include "federated/validation.h"
 #include "proto/model_transfer.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
@@ -678,6 +680,119 @@ TEST(SigningKeyFile, IsCreatedPrivateAndReloadsTheSameKey) {
   EXPECT_THROW(tn::proto::SigningKey::load_or_create(path), std::runtime_error);
   unlink(path.c_str());
   rmdir(directory);
+}
+
+// A model of every aggregated dtype and an integer tensor, finite values of every magnitude.
+Model finite_model(uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> uniform(-3, 3);
+  auto tensor = [&](const std::string& name, ScalarType dtype, Shape shape) {
+    int64_t numel = 1;
+    for (int64_t size : shape) numel *= size;
+    std::vector<std::byte> bytes(size_t(numel) * element_size(dtype));
+    for (int64_t i = 0; i < numel; ++i) {
+      const float value = std::ldexp(uniform(random), int(random() % 20) - 10);
+      std::byte* at = bytes.data() + size_t(i) * element_size(dtype);
+      if (dtype == ScalarType::Float) std::memcpy(at, &value, 4);
+      if (dtype == ScalarType::Double) {
+        const double wide = double(value) / 3;
+        std::memcpy(at, &wide, 8);
+      }
+      if (dtype == ScalarType::Half) {
+        const Half half(value);
+        std::memcpy(at, &half, 2);
+      }
+      if (dtype == ScalarType::BFloat16) {
+        const BFloat16 brain(value);
+        std::memcpy(at, &brain, 2);
+      }
+      if (dtype == ScalarType::Long) {
+        const int64_t whole = int64_t(random());
+        std::memcpy(at, &whole, 8);
+      }
+    }
+    return federated::copy_tensor(name, dtype, std::move(shape), bytes);
+  };
+  Model model;
+  model.tensors = {tensor("weight", ScalarType::Float, {7, 5}), tensor("steps", ScalarType::Long, {3}),
+                   tensor("scale", ScalarType::Double, {9}), tensor("half", ScalarType::Half, {11}),
+                   tensor("brain", ScalarType::BFloat16, {2, 3})};
+  return model;
+}
+
+// What a receiver that never holds the model packs from the stream, chunks cut anywhere (inside
+// elements too), has the bits of pack() over the whole model, for both kinds.
+TEST(StreamedContribution, PackingChunksAsTheyArriveGivesTheBitsOfPackingTheModel) {
+  const Model model = finite_model(5);
+  for (auto kind : {federated::ContributionKind::WeightedSum, federated::ContributionKind::Values}) {
+    const federated::ContributionLayout layout(model.spec(), kind);
+    std::vector<double> whole(layout.elements());
+    layout.pack(model, 6, {}, whole);
+    for (size_t chunk : {size_t{1}, size_t{3}, size_t{5}, size_t{7}, size_t{13}, size_t{1} << 20}) {
+      SCOPED_TRACE("chunks of " + std::to_string(chunk) + " bytes");
+      std::vector<double> streamed(layout.elements(), -1);
+      federated::StreamingPacker packer(layout, "dev-test", 6, {}, streamed);
+      ModelAssembler assembler(small_chunks(std::max<size_t>(chunk, 1)),
+                               [&](size_t tensor, uint64_t offset, std::span<const std::byte> bytes) {
+                                 packer.add(tensor, offset, bytes);
+                               });
+      for (const v1::ModelStream& message : stream_of(model, small_chunks(chunk))) assembler.accept(message);
+      assembler.finish_streamed();
+      packer.finish();
+      EXPECT_EQ(0, std::memcmp(streamed.data(), whole.data(), whole.size() * sizeof(double)));
+    }
+  }
+}
+
+TEST(StreamedContribution, RefusalsAreTheWholeModelsAndATamperedStreamIsRefused) {
+  Model model = finite_model(6);
+  const federated::ContributionLayout layout(model.spec());
+  std::vector<double> out(layout.elements());
+  auto message = [](const std::function<void()>& body) {
+    try {
+      body();
+    } catch (const std::exception& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  // A NaN, named as validate_update names it.
+  std::vector<std::byte> poisoned(model.tensors[3].nbytes);
+  std::memcpy(poisoned.data(), model.tensors[3].data.get(), poisoned.size());
+  const Half nan(std::nanf(""));
+  std::memcpy(poisoned.data() + 2 * 4, &nan, 2);  // element 4 of "half"
+  model.tensors[3] = federated::copy_tensor("half", ScalarType::Half, {11}, poisoned);
+  const std::string expected = message([&] {
+    federated::validate_update({"dev-test", 1, 0, 6, model}, model.spec(), 1, 0, {});
+  });
+  EXPECT_EQ(expected, "update from 'dev-test': tensor 'half' element 4 (index [4]) is NaN");
+  federated::StreamingPacker packer(layout, "dev-test", 6, {}, out);
+  ModelAssembler assembler(small_chunks(3),
+                           [&](size_t tensor, uint64_t offset, std::span<const std::byte> bytes) {
+                             packer.add(tensor, offset, bytes);
+                           });
+  EXPECT_EQ(message([&] {
+              for (const v1::ModelStream& part : stream_of(model, small_chunks(3))) assembler.accept(part);
+            }),
+            expected);
+  EXPECT_EQ(message([&] { federated::StreamingPacker(layout, "dev-test", 0, {}, out); }),
+            "update from 'dev-test': example count 0 is not in [1, 2147483648]");
+  // Every chunk checks out, but the data is not what the header's digest says.
+  const Model honest = finite_model(6);
+  std::vector<v1::ModelStream> stream = stream_of(honest, small_chunks(64));
+  stream[0].mutable_header()->set_blake2b_256(std::string(32, 'x'));
+  federated::StreamingPacker unsuspecting(layout, "dev-test", 6, {}, out);
+  ModelAssembler digesting(small_chunks(64),
+                           [&](size_t tensor, uint64_t offset, std::span<const std::byte> bytes) {
+                             unsuspecting.add(tensor, offset, bytes);
+                           });
+  for (const v1::ModelStream& part : stream) digesting.accept(part);
+  expect_refusal(Refusal::DigestMismatch, "do not hash to the header's digest",
+                 [&] { digesting.finish_streamed(); });
+  // A stream that ended early leaves the packer short of bytes.
+  federated::StreamingPacker short_of_bytes(layout, "dev-test", 6, {}, out);
+  EXPECT_NE(message([&] { short_of_bytes.finish(); }).find("arrived with 0 of its 140 bytes"),
+            std::string::npos);
 }
 
 }  // namespace

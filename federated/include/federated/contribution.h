@@ -71,6 +71,7 @@ class ContributionLayout {
       size_t count, std::function<void(size_t update, size_t first, std::span<double> out)> read) const;
 
  private:
+  friend class StreamingPacker;
   struct Slot {
     TensorSpec spec;
     size_t offset;  // in elements
@@ -85,6 +86,36 @@ class ContributionLayout {
   ContributionKind kind_;
   size_t count_index_ = 0;  // where n is
   size_t elements_ = 1;
+};
+
+// pack() for a receiver that never holds the trained model whole: the model's bytes (its tensors
+// in the layout's spec order) arrive in pieces cut anywhere, even inside an element, and each is
+// converted into `out` as it arrives, with the same values, checks and refusals as pack().
+class StreamingPacker {
+ public:
+  // Refuses (UpdateRefused) an example count outside [1, limits.max_examples]; `device` names the
+  // sender in refusals. `out` has layout.elements() values and outlives the packer.
+  StreamingPacker(const ContributionLayout& layout, std::string device, int64_t num_examples,
+                  const UpdateLimits& limits, std::span<double> out);
+  // `bytes` of the spec's tensor `tensor`, starting at its byte `offset`; a tensor's pieces come in
+  // order and back to back. Refuses (UpdateRefused) a NaN or an infinity, naming the tensor and
+  // its index, and a piece out of order or beyond its tensor (Refused).
+  void add(size_t tensor, uint64_t offset, std::span<const std::byte> bytes);
+  // Every byte has arrived: writes the example count (and the values tag). Refuses (Refused) a
+  // model that did not arrive whole.
+  void finish();
+
+ private:
+  void put(const ContributionLayout::Slot& slot, size_t index, const std::byte* element);
+
+  const ContributionLayout& layout_;
+  const std::string device_;
+  const double weight_;
+  const std::span<double> out_;
+  std::vector<std::optional<size_t>> slot_of_tensor_;  // by spec index; integer tensors have none
+  std::vector<uint64_t> received_;                     // bytes of each tensor so far
+  std::byte carry_[8];                                 // an element split between two pieces
+  size_t carry_bytes_ = 0;
 };
 
 }  // namespace tn::federated

@@ -12,7 +12,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -111,7 +113,13 @@ class ModelDigest;
 // TransferError naming what was wrong; after one, the assembler must be discarded.
 class ModelAssembler {
  public:
-  explicit ModelAssembler(const TransferLimits& limits = {});
+  // Where the model's bytes go when the receiver converts them as they arrive instead of keeping
+  // the model: `bytes` of the header's tensor `tensor` from its byte `offset`, each tensor's in
+  // order and back to back (a piece may end inside an element).
+  using Sink = std::function<void(size_t tensor, uint64_t offset, std::span<const std::byte> bytes)>;
+
+  // With a sink, no tensor memory is allocated: every chunk's data goes to the sink once checked.
+  explicit ModelAssembler(const TransferLimits& limits = {}, Sink sink = {});
   ~ModelAssembler();
 
   // A message of a server stream: the header, then chunks.
@@ -125,8 +133,11 @@ class ModelAssembler {
   const v1::ModelHeader& header() const { return header_; }
 
   // Once the stream has ended: the model, if every declared byte arrived and the digest
-  // matches. Call once.
+  // matches. Call once; not with a sink.
   federated::Model finish();
+  // With a sink, once the stream has ended: refuses what finish() refuses (a truncated stream, a
+  // digest mismatch), which the sink's receiver must then discard.
+  void finish_streamed();
 
  private:
   struct Destination {
@@ -135,7 +146,9 @@ class ModelAssembler {
     std::shared_ptr<std::byte[]> memory;  // allocated when the tensor's first byte arrives
   };
   void copy_into_tensors(const std::string& data);
+  void check_complete();
 
+  Sink sink_;
   TransferLimits limits_;
   bool has_header_ = false;
   v1::ModelHeader header_;

@@ -7,7 +7,6 @@
 
 #include "device_metadata.h"
 #include "federated/errors.h"
-#include "federated/validation.h"
 #include "json_log.h"
 #include "malformed_requests.h"
 #include "model_versions.h"
@@ -235,26 +234,30 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
                     "the update is " + std::to_string(header.update().total_bytes()) +
                         " bytes, above the limit of " +
                         std::to_string(services_.config.update_limits.max_update_bytes));
-    proto::ModelAssembler assembler(services_.config.transfer_limits);
-    assembler.accept_header(header.update());
-    if (!submission.admit(header.update().total_bytes() + inbox->layout().bytes()))
+    // The update is converted into the contribution as its chunks arrive (never held whole) and
+    // refused at its first NaN or infinity, or at the end if it does not hash to its digest.
+    if (!submission.admit(inbox->layout().bytes()))
       return refuse(grpc::StatusCode::DEADLINE_EXCEEDED,
                     "the round closed while the update waited for the coordinator's memory");
-    v1::SubmitUpdateRequest message;
-    while (stream.read(message)) {
-      if (!message.has_chunk())
-        return refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                      "after the signed header only update chunks may follow");
-      assembler.accept_chunk(message.chunk());
-    }
     std::vector<double> contribution(inbox->layout().elements());
     try {
-      // The round's table was checked above; this checks every value (NaN, infinity), then packs.
-      const federated::Update update{id, header.round_id(), 0, int64_t(header.example_count()),
-                                     assembler.finish()};
-      federated::validate_update(update, update.model.spec(), header.round_id(), 0,
-                                 services_.config.update_limits);
-      inbox->layout().pack(update.model, update.num_examples, services_.config.update_limits, contribution);
+      federated::StreamingPacker packer(inbox->layout(), id, int64_t(header.example_count()),
+                                        services_.config.update_limits, contribution);
+      proto::ModelAssembler assembler(
+          services_.config.transfer_limits,
+          [&packer](size_t tensor, uint64_t offset, std::span<const std::byte> bytes) {
+            packer.add(tensor, offset, bytes);
+          });
+      assembler.accept_header(header.update());
+      v1::SubmitUpdateRequest message;
+      while (stream.read(message)) {
+        if (!message.has_chunk())
+          return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                        "after the signed header only update chunks may follow");
+        assembler.accept_chunk(message.chunk());
+      }
+      assembler.finish_streamed();
+      packer.finish();
     } catch (const federated::UpdateRefused& error) {
       services_.metrics.count_refusal("contribution_refused");
       log_event(LogLevel::Warning, "contribution_refused",
