@@ -245,7 +245,12 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
     Tensor wg =
         op("aten::reshape", "",
            {op("aten::narrow", "", {weight, int64_t{0}, g * og, og}), Shape{og, cg * kernel[0] * kernel[1]}});
-    outputs.push_back(op("aten::matmul", "", {wg, cols}));  // (N, og, L)
+    // One GEMM per sample, as upstream's slow_conv2d does: a batched matmul would go through
+    // bmm, whose small-matrix kernel rounds differently from the BLAS GEMM upstream calls.
+    std::vector<Tensor> per_sample;
+    for (int64_t i = 0; i < n; ++i)
+      per_sample.push_back(op("aten::mm", "", {wg, op("aten::select", "int", {cols, int64_t{0}, i})}));
+    outputs.push_back(op("aten::stack", "", {per_sample, int64_t{0}}));  // (N, og, L)
   }
   Tensor out = op("aten::reshape", "", {op("aten::cat", "", {outputs, int64_t{1}}), Shape{n, oc, oh, ow}});
   if (bias) out = add(out, per_channel(*bias, 4));

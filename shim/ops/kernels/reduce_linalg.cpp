@@ -212,6 +212,14 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
 Tensor mm(const Tensor& a, const Tensor& b) { return call_tensor_op("aten::mm", "", {a, b}); }
 Tensor bmm(const Tensor& a, const Tensor& b) { return call_tensor_op("aten::bmm", "", {a, b}); }
 
+// Upstream's test for folding `t`'s batch into one mm or mv against an operand of `other_dim`
+// dimensions: a 3-D tensor whose last two dimensions are transposed in memory (as permute(0, 2, 1)
+// leaves them) goes to bmm instead, which would otherwise need a copy.
+bool should_fold(const Tensor& t, int64_t other_dim) {
+  if (t.dim() < 3 || (other_dim != 1 && other_dim != 2)) return false;
+  return !(t.dim() == 3 && other_dim == 2 && t.stride(2) != 1 && t.stride(0) == t.size(1) * t.size(2));
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
     throw Error("both arguments to matmul need to be at least 1D, but they are " + std::to_string(a.dim()) +
@@ -224,6 +232,26 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;
     Tensor r = mm(x, b);
     return a.dim() == 1 ? r.view_as_strided({r.size(1)}, {1}, 0) : r;
+  }
+  // As upstream: when one side has batch dimensions and the other is a vector or a matrix, the
+  // batch folds into the rows of one mm (or mv), the batched side transposed when it is the
+  // second, so the bits are the BLAS GEMM's rather than bmm's.
+  if (should_fold(a, b.dim()) || should_fold(b, a.dim())) {
+    const bool transpose = b.dim() > a.dim();
+    auto last_two_swapped = [](const Tensor& t) {
+      return call_tensor_op("aten::transpose", "int", {t, int64_t{-2}, int64_t{-1}});
+    };
+    Tensor t1 = transpose ? last_two_swapped(b) : a;
+    Tensor t2 = !transpose ? b : a.dim() == 2 ? last_two_swapped(a) : a;
+    Shape out(t1.sizes().begin(), t1.sizes().end() - 1);
+    int64_t folded = 1;
+    for (int64_t size : out) folded *= size;
+    Tensor t1_folded = call_tensor_op("aten::reshape", "", {t1, Shape{folded, t1.size(-1)}});
+    if (t2.dim() == 1)
+      return call_tensor_op("aten::reshape", "", {call_tensor_op("aten::mv", "", {t1_folded, t2}), out});
+    out.push_back(t2.size(1));
+    Tensor r = call_tensor_op("aten::reshape", "", {mm(t1_folded, t2), out});
+    return transpose ? last_two_swapped(r).contiguous() : r;
   }
   // Batched: broadcast the batch dims, then bmm.
   Tensor x = a.dim() == 1 ? a.view_as_strided({1, a.size(0)}, {0, a.stride(0)}, a.offset()) : a;

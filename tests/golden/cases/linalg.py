@@ -21,6 +21,13 @@ def _products():
         ("matmul/2d@1d", torch.matmul, (Arg((3, 4)), Arg((4,)))),
         ("matmul/1d@2d", torch.matmul, (Arg((3,)), Arg((3, 4)))),
         ("matmul/3d@2d", torch.matmul, (Arg((2, 3, 4)), Arg((4, 2)))),
+        # Upstream folds a batch against a vector or matrix into one mm or mv (the batched side
+        # transposed when it is the second), and goes to bmm for a transposed 3-D left side.
+        ("matmul/2d@3d", torch.matmul, (Arg((3, 6)), Arg((2, 6, 3)))),
+        ("matmul/1d@3d", torch.matmul, (Arg((5,)), Arg((2, 5, 3)))),
+        ("matmul/3d@1d", torch.matmul, (Arg((2, 3, 4)), Arg((4,)))),
+        ("matmul/4d@2d", torch.matmul, (Arg((2, 2, 3, 5)), Arg((5, 4)))),
+        ("matmul/transposed3d@2d", lambda a, b: torch.matmul(a.permute(0, 2, 1), b), (Arg((2, 5, 3)), Arg((5, 4)))),
         ("matmul/bcast_batch", torch.matmul, (Arg((2, 1, 3, 4)), Arg((5, 4, 2)))),
         ("matmul/operator", lambda a, b: a @ b, (Arg((3, 4)), Arg((4, 2)))),
         ("mv/3x4@4", torch.mv, (Arg((3, 4)), Arg((4,)))),
