@@ -345,7 +345,19 @@ struct Device::Impl {
     sign(request, kRegister, payload);
     v1::RegisterResponse response;
     grpc::Status status = stub->Register(context(kCallTimeout).get(), request, &response);
-    if (!status.ok()) throw RpcError("Register", status);
+    if (!status.ok()) {
+      // All gRPC tells a plaintext client of a TLS port; a coordinator going down between
+      // accepting and answering ends alike, so this is a hint, and the call is retried.
+      if (!options.tls_root_certificates_file && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+          status.error_message().find("Socket closed") != std::string::npos)
+        throw RpcError(
+            "Register",
+            grpc::Status(status.error_code(),
+                         status.error_message() +
+                             " (this device speaks plaintext: a coordinator serving TLS closes its "
+                             "connections this way; give the device the coordinator's CA)"));
+      throw RpcError("Register", status);
+    }
     set_device_id(response.device_id());
     if (!heartbeats_scheduled) {
       if (response.heartbeat_interval_ms() > 0) {

@@ -149,12 +149,9 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
         process = subprocess.Popen([tool("torchnative-coordinator"), "--config", str(config)], stderr=log)
 
     def listening():
-        for line in log_path.read_text().splitlines():
-            if not line.startswith("{"):
-                continue  # gRPC's own log lines share the coordinator's stderr
-            entry = json.loads(line)
-            if entry["event"] == "listening":
-                return entry
+        entries = log_events(log_path, "listening")
+        if entries:
+            return entries[0]
         assert process.poll() is None, f"the coordinator exited: {log_path.read_text()}"
         return None
 
@@ -212,9 +209,10 @@ def checked_in(coordinator):
 
 
 def log_events(log, name):
-    """The coordinator log's `name` events, in order (gRPC's own lines, not JSON, are skipped)."""
-    return [entry for entry in map(json.loads, (line for line in log.read_text().splitlines() if line.startswith("{")))
-            if entry["event"] == name]
+    """The coordinator log's `name` events, in order; every line of the log must be JSON (gRPC's
+    own diagnostics included). A last line without its newline is still being written."""
+    lines = log.read_text().split("\n")[:-1]
+    return [entry for entry in map(json.loads, lines) if entry["event"] == name]
 
 
 def fedavg(contributions):

@@ -98,12 +98,9 @@ def tls_coordinator(tmp_path, pki, request):
 
 
 def listening_entry(coordinator):
-    for line in coordinator["log"].read_text().splitlines():
-        if line.startswith("{"):
-            entry = json.loads(line)
-            if entry["event"] == "listening":
-                return entry
-    pytest.fail("no listening line in the coordinator's log")
+    listening = log_events(coordinator["log"], "listening")
+    assert listening, "no listening line in the coordinator's log"
+    return listening[0]
 
 
 ROUND_DEVICE_SCRIPT = r'''
@@ -245,6 +242,7 @@ def test_a_wrong_ca_and_plaintext_are_refused_and_the_daemon_goes_on(tls_coordin
     code, output, err = python_device("plaintext.key", "")
     assert code == 3, (output, err)
     assert output["error"].startswith("Register failed: 14 ") and closed in output["error"], output
+    assert "this device speaks plaintext: a coordinator serving TLS closes" in output["error"], output
     plaintext_admin = subprocess.run(coordinator["plaintext_admin"] + ["devices"],
                                      capture_output=True, text=True, timeout=60)
     assert plaintext_admin.returncode == 1, plaintext_admin.stderr
@@ -253,6 +251,16 @@ def test_a_wrong_ca_and_plaintext_are_refused_and_the_daemon_goes_on(tls_coordin
 
     # The daemon is still up, nothing was registered, and a client given the CA is served.
     assert coordinator["process"].poll() is None, coordinator["log"].read_text()
+    # The two plaintext clients failed at least one handshake each (a channel may try again
+    # before it is closed); the coordinator's log says why, in JSON like all its lines, and
+    # /metrics counts them. The four wrong-CA clients refused the certificate after the server
+    # had finished its side of the TLS 1.3 handshake: to the server they are connections that
+    # closed, not failed handshakes, and only the clients can say why.
+    failed = log_events(coordinator["log"], "tls_handshake_failed")
+    assert len(failed) >= 2, coordinator["log"].read_text()
+    assert all("wrong version number" in entry["error"] for entry in failed), failed
+    _, metrics = http_get(coordinator, "/metrics")
+    assert f'torchnative_requests_refused_total{{reason="tls_handshake_failed"}} {len(failed)}\n' in metrics, metrics
     assert http_get(coordinator, "/healthz") == (200, "ok\n")
     assert admin_json(coordinator, "devices") == []
     code, output, err = python_device("right-ca.key", str(pki["ca"]))

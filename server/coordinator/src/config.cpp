@@ -44,7 +44,8 @@ std::chrono::milliseconds duration_at(const json& object, const std::string& key
 }
 
 void parse_data_plane(const json& section, CoordinatorConfig& config) {
-  refuse_unknown_keys(section, "data_plane.", {"enabled", "host", "join_window_ms", "spool_bytes", "spool_directory"});
+  refuse_unknown_keys(section, "data_plane.",
+                      {"enabled", "host", "join_window_ms", "spool_bytes", "spool_directory"});
   if (section.contains("enabled")) {
     if (!section["enabled"].is_boolean())
       throw ConfigError("'data_plane.enabled' must be true or false, not " + section["enabled"].dump());

@@ -9,6 +9,7 @@
 
 #include "admin_service.h"
 #include "device_service.h"
+#include "grpc_log.h"
 #include "http_endpoint.h"
 #include "json_log.h"
 #include "malformed_requests.h"
@@ -48,6 +49,7 @@ struct Coordinator::Impl {
   CoordinatorConfig config;
   GuardedState state;
   Metrics metrics;
+  GrpcLogRoute grpc_log{metrics};
   DeviceBoard board{config.heartbeat_interval * kHeartbeatsUntilGone};
   EventLog events;
   UpdateInboxes inboxes;

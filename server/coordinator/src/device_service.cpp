@@ -2,7 +2,9 @@
 
 #include <sodium.h>
 
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <variant>
 
 #include "device_metadata.h"
@@ -31,14 +33,19 @@ federated::DeviceId device_id_for(const std::string& public_key) {
 }
 
 // A CheckIn held on the board: answered by the board (an assignment, the wait passed, the board
-// closed) or withdrawn when the caller hangs up, whichever comes first; gRPC deletes it once done.
+// closed) or withdrawn when the caller hangs up, whichever comes first. It is held once its
+// request is verified, on the nonce ledger's thread, possibly after the caller hung up.
 class HeldCheckIn final : public grpc::ServerUnaryReactor {
  public:
   HeldCheckIn(DeviceBoard& board, federated::DeviceId device, v1::CheckInResponse* response)
       : board_(board), device_(std::move(device)), response_(response) {}
 
   void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait, v1::RoundTransport transport) {
-    ticket_ = board_.hold(
+    if (cancelled()) {  // nobody would receive an assignment
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    const uint64_t ticket = board_.hold(
         device_, metadata, wait,
         [this](std::optional<v1::Assignment> assignment) {
           if (assignment)
@@ -48,20 +55,48 @@ class HeldCheckIn final : public grpc::ServerUnaryReactor {
           Finish(grpc::Status::OK);
         },
         transport);
+    {
+      std::lock_guard lock(mutex_);
+      ticket_ = ticket;
+    }
+    if (cancelled()) withdraw(ticket);  // the caller hung up while it was being held
   }
 
   // An assignment given to a caller that hung up would be lost; withdrawn in time, the device's
   // next CheckIn is answered instead.
   void OnCancel() override {
-    if (board_.withdraw(device_, ticket_)) Finish(grpc::Status::CANCELLED);
+    uint64_t ticket = 0;
+    {
+      std::lock_guard lock(mutex_);
+      cancelled_ = true;
+      ticket = ticket_;
+    }
+    if (ticket != 0) withdraw(ticket);
   }
-  void OnDone() override { delete this; }
+
+  // gRPC is done with it once it has finished, but the thread that held it may still be in
+  // hold() (the board can answer at once): the last of the two deletes it.
+  void OnDone() override { release(); }
+  void release() {
+    if (references_.fetch_sub(1) == 1) delete this;
+  }
 
  private:
+  bool cancelled() {
+    std::lock_guard lock(mutex_);
+    return cancelled_;
+  }
+  void withdraw(uint64_t ticket) {
+    if (board_.withdraw(device_, ticket)) Finish(grpc::Status::CANCELLED);
+  }
+
   DeviceBoard& board_;
   const federated::DeviceId device_;
   v1::CheckInResponse* const response_;
+  std::atomic<int> references_ = 2;  // gRPC's, until OnDone, and the verification's
+  std::mutex mutex_;
   uint64_t ticket_ = 0;
+  bool cancelled_ = false;
 };
 
 }  // namespace
@@ -72,43 +107,59 @@ DeviceServiceImpl::DeviceServiceImpl(Services services, const RequestVerifier& v
                      byte_stream_handler(this, &DeviceServiceImpl::SubmitUpdateFromBytes));
 }
 
-grpc::Status DeviceServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
-                                         v1::RegisterResponse* response) {
+grpc::ServerUnaryReactor* DeviceServiceImpl::Register(grpc::CallbackServerContext* context,
+                                                      const v1::RegisterRequest* request,
+                                                      v1::RegisterResponse* response) {
   const std::string name = method("Register");
-  return serve(name, [&] {
-    v1::RegisterPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
-    if (payload.public_key().size() != proto::kPublicKeyBytes)
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto payload = std::make_shared<v1::RegisterPayload>();
+  grpc::Status checked = serve(name, [&] {
+    if (grpc::Status parsed = parse_payload(request->payload(), *payload); !parsed.ok()) return parsed;
+    if (payload->public_key().size() != proto::kPublicKeyBytes)
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "public_key is " + std::to_string(payload.public_key().size()) +
+                          "public_key is " + std::to_string(payload->public_key().size()) +
                               " bytes; an Ed25519 public key is " + std::to_string(proto::kPublicKeyBytes));
-    if (grpc::Status verified =
-            verifier_.registration(name, request->auth(), request->payload(), payload.public_key());
-        !verified.ok())
-      return verified;
-    if (grpc::Status version = proto::check_protocol_version(payload.protocol_version()); !version.ok())
-      return version;
-    bool created = false;
-    uint64_t registered = 0;
-    const federated::DeviceId id = services_.state.with([&](StateStore& store) {
-      std::optional<Device> known = store.find_device_by_key(payload.public_key());
-      if (!known) {
-        known = store.register_device(device_id_for(payload.public_key()), payload.public_key(),
-                                      metadata_to_json(payload.metadata()));
-        created = true;
-      }
-      registered = store.list_devices().size();
-      return known->id;
-    });
-    if (created) {
-      services_.metrics.set_devices_registered(registered);
-      services_.events.publish(v1::EVENT_KIND_DEVICE_REGISTERED, "", 0, id, payload.metadata().platform());
-    }
-    response->set_device_id(id);
-    response->set_check_in_wait_bound_ms(uint32_t(services_.config.check_in_wait_bound.count()));
-    response->set_heartbeat_interval_ms(uint32_t(services_.config.heartbeat_interval.count()));
     return grpc::Status::OK;
   });
+  if (!checked.ok()) {
+    reactor->Finish(checked);
+    return reactor;
+  }
+  // Registration is rare (once per key) and its store write is short: it runs on the ledger's
+  // thread rather than hold a server thread for the nonce's sync.
+  verifier_.registration(name, request->auth(), request->payload(), payload->public_key(),
+                         [this, name, reactor, payload, response](grpc::Status verified) {
+                           reactor->Finish(!verified.ok() ? verified : serve(name, [&] {
+                             return complete_registration(*payload, *response);
+                           }));
+                         });
+  return reactor;
+}
+
+grpc::Status DeviceServiceImpl::complete_registration(const v1::RegisterPayload& payload,
+                                                      v1::RegisterResponse& response) {
+  if (grpc::Status version = proto::check_protocol_version(payload.protocol_version()); !version.ok())
+    return version;
+  bool created = false;
+  uint64_t registered = 0;
+  const federated::DeviceId id = services_.state.with([&](StateStore& store) {
+    std::optional<Device> known = store.find_device_by_key(payload.public_key());
+    if (!known) {
+      known = store.register_device(device_id_for(payload.public_key()), payload.public_key(),
+                                    metadata_to_json(payload.metadata()));
+      created = true;
+    }
+    registered = store.list_devices().size();
+    return known->id;
+  });
+  if (created) {
+    services_.metrics.set_devices_registered(registered);
+    services_.events.publish(v1::EVENT_KIND_DEVICE_REGISTERED, "", 0, id, payload.metadata().platform());
+  }
+  response.set_device_id(id);
+  response.set_check_in_wait_bound_ms(uint32_t(services_.config.check_in_wait_bound.count()));
+  response.set_heartbeat_interval_ms(uint32_t(services_.config.heartbeat_interval.count()));
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext*,
@@ -116,51 +167,62 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
                                                      v1::CheckInResponse* response) {
   const std::string name = method("CheckIn");
   auto* held = new HeldCheckIn(services_.board, request->auth().key_id(), response);
-  const grpc::Status status = serve(name, [&] {
-    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
-    v1::CheckInPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
-    if (grpc::Status version = proto::check_protocol_version(payload.protocol_version()); !version.ok())
-      return version;
-    const federated::DeviceId& id = request->auth().key_id();
-    std::chrono::milliseconds wait = services_.config.check_in_wait_bound;
-    if (payload.max_wait_ms() > 0) wait = std::min(wait, std::chrono::milliseconds(payload.max_wait_ms()));
-    // Its last_seen is the board's (heard from by hold()), stored in batches by the coordinator.
-    const nlohmann::json metadata =
-        services_.state.with([&](StateStore& store) { return store.device(id)->metadata; });
-    if (!v1::RoundTransport_IsValid(payload.round_transport()))
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "round_transport " + std::to_string(payload.round_transport()) +
-                              " is not one this coordinator knows (data plane 0, gRPC 1)");
-    held->hold(metadata, wait, payload.round_transport());
-    return grpc::Status::OK;
-  });
-  if (!status.ok()) held->Finish(status);  // refused before it was held
+  verifier_.device(
+      name, request->auth(), request->payload(), [this, name, held, request](grpc::Status verified) {
+        const grpc::Status status = !verified.ok() ? verified : serve(name, [&] {
+          v1::CheckInPayload payload;
+          if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+          if (grpc::Status version = proto::check_protocol_version(payload.protocol_version()); !version.ok())
+            return version;
+          if (!v1::RoundTransport_IsValid(payload.round_transport()))
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "round_transport " + std::to_string(payload.round_transport()) +
+                                    " is not one this coordinator knows (data plane 0, gRPC 1)");
+          const federated::DeviceId& id = request->auth().key_id();
+          std::chrono::milliseconds wait = services_.config.check_in_wait_bound;
+          if (payload.max_wait_ms() > 0)
+            wait = std::min(wait, std::chrono::milliseconds(payload.max_wait_ms()));
+          // Its last_seen is the board's (heard from by hold()), stored in batches by the coordinator.
+          const nlohmann::json metadata =
+              services_.state.with([&](StateStore& store) { return store.device(id)->metadata; });
+          held->hold(metadata, wait, payload.round_transport());
+          return grpc::Status::OK;
+        });
+        if (!status.ok()) held->Finish(status);  // refused before it was held
+        held->release();
+      });
   return held;
 }
 
-grpc::Status DeviceServiceImpl::FetchTask(grpc::ServerContext*, const v1::FetchTaskRequest* request,
-                                          v1::FetchTaskResponse* response) {
+grpc::ServerUnaryReactor* DeviceServiceImpl::FetchTask(grpc::CallbackServerContext* context,
+                                                       const v1::FetchTaskRequest* request,
+                                                       v1::FetchTaskResponse* response) {
   const std::string name = method("FetchTask");
-  return serve(name, [&] {
-    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
-    v1::FetchTaskPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
-    const federated::DeviceId& id = request->auth().key_id();
-    services_.board.heard_from(id);
-    std::optional<v1::RoundConfig> round =
-        services_.board.round_config(id, payload.task_id(), payload.round_id());
-    if (!round)
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "device " + id + " has no assignment in round " +
-                              std::to_string(payload.round_id()) + " of task '" +
-                              payload.task_id().substr(0, 300) +
-                              "': it was not selected, or the round has closed");
-    *response->mutable_round() = std::move(*round);
-    return grpc::Status::OK;
-  });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  verifier_.device(name, request->auth(), request->payload(),
+                   [this, name, reactor, request, response](grpc::Status verified) {
+                     reactor->Finish(!verified.ok() ? verified : serve(name, [&] {
+                       return answer_fetch_task(*request, *response);
+                     }));
+                   });
+  return reactor;
+}
+
+grpc::Status DeviceServiceImpl::answer_fetch_task(const v1::FetchTaskRequest& request,
+                                                  v1::FetchTaskResponse& response) {
+  v1::FetchTaskPayload payload;
+  if (grpc::Status parsed = parse_payload(request.payload(), payload); !parsed.ok()) return parsed;
+  const federated::DeviceId& id = request.auth().key_id();
+  services_.board.heard_from(id);
+  std::optional<v1::RoundConfig> round =
+      services_.board.round_config(id, payload.task_id(), payload.round_id());
+  if (!round)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "device " + id + " has no assignment in round " + std::to_string(payload.round_id()) +
+                            " of task '" + payload.task_id().substr(0, 300) +
+                            "': it was not selected, or the round has closed");
+  *response.mutable_round() = std::move(*round);
+  return grpc::Status::OK;
 }
 
 grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::FetchModelRequest* request,
@@ -279,23 +341,32 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
   });
 }
 
-grpc::Status DeviceServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
-                                          v1::HeartbeatResponse* response) {
+grpc::ServerUnaryReactor* DeviceServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
+                                                       const v1::HeartbeatRequest* request,
+                                                       v1::HeartbeatResponse* response) {
   const std::string name = method("Heartbeat");
-  return serve(name, [&] {
-    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
-    v1::HeartbeatPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
-    const federated::DeviceId& id = request->auth().key_id();
-    // In memory only: the heartbeats of a thousand devices would otherwise be as many more
-    // database writes (ListDevices reports the later of this and the stored last_seen).
-    services_.board.heard_from(id, payload.state());
-    response->set_abandon_round(payload.round_id() != 0 &&
-                                !services_.board.round_config(id, payload.task_id(), payload.round_id()));
-    response->set_next_heartbeat_ms(uint32_t(services_.config.heartbeat_interval.count()));
-    return grpc::Status::OK;
-  });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  verifier_.device(name, request->auth(), request->payload(),
+                   [this, name, reactor, request, response](grpc::Status verified) {
+                     reactor->Finish(!verified.ok() ? verified : serve(name, [&] {
+                       return answer_heartbeat(*request, *response);
+                     }));
+                   });
+  return reactor;
+}
+
+grpc::Status DeviceServiceImpl::answer_heartbeat(const v1::HeartbeatRequest& request,
+                                                 v1::HeartbeatResponse& response) {
+  v1::HeartbeatPayload payload;
+  if (grpc::Status parsed = parse_payload(request.payload(), payload); !parsed.ok()) return parsed;
+  const federated::DeviceId& id = request.auth().key_id();
+  // In memory only: the heartbeats of a thousand devices would otherwise be as many more
+  // database writes (ListDevices reports the later of this and the stored last_seen).
+  services_.board.heard_from(id, payload.state());
+  response.set_abandon_round(payload.round_id() != 0 &&
+                             !services_.board.round_config(id, payload.task_id(), payload.round_id()));
+  response.set_next_heartbeat_ms(uint32_t(services_.config.heartbeat_interval.count()));
+  return grpc::Status::OK;
 }
 
 }  // namespace tn::server

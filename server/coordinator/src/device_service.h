@@ -3,9 +3,11 @@
 // Updates travel on the round's data plane, except those of devices that checked in with
 // ROUND_TRANSPORT_GRPC, which SubmitUpdate receives into the round's UpdateInbox.
 //
-// CheckIn is served with gRPC's callback API: a long poll is a hold on the DeviceBoard, not a
-// server thread, so the number of devices waiting at once is not bounded by threads. The other
-// methods are short and stay synchronous.
+// The unary methods are served with gRPC's callback API: a request waiting for its nonce to be
+// durable, and a CheckIn's long poll (a hold on the DeviceBoard), hold no server thread, so a
+// burst of a thousand devices is not a thousand threads. Their work after verification runs on
+// the nonce ledger's thread and is short (a registration's one store write is the longest). The
+// two streams are synchronous: each holds a thread while it streams.
 #pragma once
 
 #include "request_verifier.h"
@@ -15,19 +17,22 @@
 namespace tn::server {
 
 class DeviceServiceImpl final
-    : public v1::DeviceService::WithCallbackMethod_CheckIn<v1::DeviceService::Service> {
+    : public v1::DeviceService::WithCallbackMethod_Register<
+          v1::DeviceService::WithCallbackMethod_CheckIn<v1::DeviceService::WithCallbackMethod_FetchTask<
+              v1::DeviceService::WithCallbackMethod_Heartbeat<v1::DeviceService::Service>>>> {
  public:
   DeviceServiceImpl(Services services, const RequestVerifier& verifier);
 
   // Proof of possession of the key; idempotent (a key always gets the id derived from it).
-  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
-                        v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context, const v1::RegisterRequest* request,
+                                     v1::RegisterResponse* response) override;
   // Held until the device is assigned a round, the wait bound passes or the caller hangs up.
   grpc::ServerUnaryReactor* CheckIn(grpc::CallbackServerContext* context, const v1::CheckInRequest* request,
                                     v1::CheckInResponse* response) override;
   // The round's configuration, with its data plane, for a device assigned to it.
-  grpc::Status FetchTask(grpc::ServerContext* context, const v1::FetchTaskRequest* request,
-                         v1::FetchTaskResponse* response) override;
+  grpc::ServerUnaryReactor* FetchTask(grpc::CallbackServerContext* context,
+                                      const v1::FetchTaskRequest* request,
+                                      v1::FetchTaskResponse* response) override;
   grpc::Status FetchModel(grpc::ServerContext* context, const v1::FetchModelRequest* request,
                           grpc::ServerWriter<v1::ModelStream>* writer) override;
   // SubmitUpdate, its stream read as bytes (ClientStream) so that a message that does not parse
@@ -38,10 +43,17 @@ class DeviceServiceImpl final
   grpc::Status SubmitUpdateFromBytes(grpc::ServerContext* context,
                                      grpc::ServerReader<grpc::ByteBuffer>* reader,
                                      v1::SubmitUpdateResponse* response);
-  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
-                         v1::HeartbeatResponse* response) override;
+  // The device's state is noted; abandon_round says whether the round it trains for has closed.
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
 
  private:
+  // What each method does once its request is verified.
+  grpc::Status complete_registration(const v1::RegisterPayload& payload, v1::RegisterResponse& response);
+  grpc::Status answer_fetch_task(const v1::FetchTaskRequest& request, v1::FetchTaskResponse& response);
+  grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse& response);
+
   Services services_;
   const RequestVerifier& verifier_;
 };

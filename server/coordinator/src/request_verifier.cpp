@@ -1,8 +1,10 @@
 #include "request_verifier.h"
 
 #include <algorithm>
+#include <future>
 
 #include "proto/signing.h"
+#include "rpc_support.h"
 #include "server/hex.h"
 
 namespace tn::server {
@@ -27,43 +29,70 @@ grpc::Status RequestVerifier::refuse(const char* reason, const std::string& mess
   return {grpc::StatusCode::UNAUTHENTICATED, message};
 }
 
-grpc::Status RequestVerifier::verify(std::string_view method, const v1::Auth& auth, std::string_view payload,
-                                     std::string_view public_key, const std::string& signer) const {
+void RequestVerifier::verify(std::string_view method, const v1::Auth& auth, std::string_view payload,
+                             std::string_view public_key, std::string signer, Verified then) const {
   if (auth.nonce().size() < proto::kMinNonceBytes)
-    return refuse("short_nonce", "the nonce of " + signer + " is " + std::to_string(auth.nonce().size()) +
-                                     " bytes; at least " + std::to_string(proto::kMinNonceBytes) +
-                                     " are required");
+    return then(refuse("short_nonce", "the nonce of " + signer + " is " +
+                                          std::to_string(auth.nonce().size()) + " bytes; at least " +
+                                          std::to_string(proto::kMinNonceBytes) + " are required"));
   if (!proto::verify_request(method, auth, payload, public_key))
-    return refuse("bad_signature",
-                  "the signature does not verify under the key of " + signer + " for " + std::string(method));
+    return then(refuse("bad_signature", "the signature does not verify under the key of " + signer + " for " +
+                                            std::string(method)));
   const int64_t now = unix_now_ms();
   const int64_t stamped =
       auth.timestamp_unix_ms() > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(auth.timestamp_unix_ms());
   const int64_t skew = stamped > now ? stamped - now : now - stamped;
   if (skew > window_.count())
-    return refuse("stale_timestamp", "the request of " + signer + " is timestamped " +
-                                         std::to_string(stamped) + " ms, " + std::to_string(skew) +
-                                         " ms from the server's clock (window ±" +
-                                         std::to_string(window_.count()) + " ms)");
-  if (!nonces_.record(auth.key_id(), auth.nonce(), stamped))
-    return refuse("reused_nonce", "the nonce of this request of " + signer + " was used before (a replay)");
-  return grpc::Status::OK;
+    return then(refuse("stale_timestamp", "the request of " + signer + " is timestamped " +
+                                              std::to_string(stamped) + " ms, " + std::to_string(skew) +
+                                              " ms from the server's clock (window ±" +
+                                              std::to_string(window_.count()) + " ms)"));
+  try {
+    nonces_.record(auth.key_id(), auth.nonce(), stamped,
+                   [this, method = std::string(method), signer = std::move(signer), then](
+                       bool fresh, std::exception_ptr error) {
+                     if (error) {
+                       try {
+                         std::rethrow_exception(error);
+                       } catch (...) {
+                         return then(status_from_current_exception(method));
+                       }
+                     }
+                     if (!fresh)
+                       return then(refuse("reused_nonce", "the nonce of this request of " + signer +
+                                                              " was used before (a replay)"));
+                     then(grpc::Status::OK);
+                   });
+  } catch (...) {  // a nonce or key id the store cannot take, refused before it joined a batch
+    then(status_from_current_exception(method));
+  }
+}
+
+void RequestVerifier::device(std::string_view method, const v1::Auth& auth, std::string_view payload,
+                             Verified then) const {
+  std::optional<Device> device;
+  try {
+    device = state_.with([&](StateStore& store) { return store.device(auth.key_id()); });
+  } catch (...) {
+    return then(status_from_current_exception(method));
+  }
+  if (!device)
+    return then(refuse("unknown_device", "no device is registered under key id '" +
+                                             auth.key_id().substr(0, 256) + "'; register first"));
+  verify(method, auth, payload, device->public_key, "device " + device->id, std::move(then));
 }
 
 grpc::Status RequestVerifier::device(std::string_view method, const v1::Auth& auth,
                                      std::string_view payload) const {
-  std::optional<Device> device = state_.with([&](StateStore& store) { return store.device(auth.key_id()); });
-  if (!device)
-    return refuse("unknown_device", "no device is registered under key id '" + auth.key_id().substr(0, 256) +
-                                        "'; register first");
-  return verify(method, auth, payload, device->public_key, "device " + device->id);
+  return await_verification([&](Verified then) { device(method, auth, payload, std::move(then)); });
 }
 
-grpc::Status RequestVerifier::registration(std::string_view method, const v1::Auth& auth,
-                                           std::string_view payload, std::string_view public_key) const {
+void RequestVerifier::registration(std::string_view method, const v1::Auth& auth, std::string_view payload,
+                                   std::string_view public_key, Verified then) const {
   if (!auth.key_id().empty())
-    return refuse("bad_key_id", "Register must carry an empty key id (it is signed by the key it registers)");
-  return verify(method, auth, payload, public_key, "the registering key " + to_hex(public_key));
+    return then(
+        refuse("bad_key_id", "Register must carry an empty key id (it is signed by the key it registers)"));
+  verify(method, auth, payload, public_key, "the registering key " + to_hex(public_key), std::move(then));
 }
 
 grpc::Status RequestVerifier::admin(std::string_view method, const v1::Auth& auth,
@@ -73,7 +102,16 @@ grpc::Status RequestVerifier::admin(std::string_view method, const v1::Auth& aut
       std::find(admin_public_keys_.begin(), admin_public_keys_.end(), *key) == admin_public_keys_.end())
     return refuse("unknown_admin_key", "key id '" + auth.key_id().substr(0, 256) +
                                            "' is not a configured administrator key (admin_public_keys)");
-  return verify(method, auth, payload, *key, "administrator " + auth.key_id());
+  return await_verification([&](Verified then) {
+    verify(method, auth, payload, *key, "administrator " + auth.key_id(), std::move(then));
+  });
+}
+
+grpc::Status await_verification(const std::function<void(RequestVerifier::Verified)>& verification) {
+  std::promise<grpc::Status> outcome;
+  std::future<grpc::Status> known = outcome.get_future();
+  verification([&outcome](grpc::Status status) { outcome.set_value(std::move(status)); });
+  return known.get();
 }
 
 void RequestVerifier::forget_expired_nonces() const {

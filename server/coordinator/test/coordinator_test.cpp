@@ -320,3 +320,36 @@ TEST(NonceLedger, ConcurrentRequestsShareSyncsAndEachNonceIsFreshOnce) {
   EXPECT_FALSE(reopened.record_nonce("signer", "own-7-1", 1000));
   std::filesystem::remove_all(directory);
 }
+
+TEST(NonceLedger, CallbacksAnswerEveryRequestOnceWithoutAWaitingThreadAndDestructionAnswersTheRest) {
+  const auto directory =
+      std::filesystem::temp_directory_path() /
+      ("tn_nonce_ledger_callbacks_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
+  constexpr int kRequests = 2000;
+  std::vector<std::atomic<int>> answers(kRequests);
+  std::atomic<int> fresh = 0, errors = 0;
+  std::atomic<bool> on_ledger_thread = true;
+  const std::thread::id recording_thread = std::this_thread::get_id();
+  {
+    tn::server::GuardedState state(tn::server::StateStore::open(directory));
+    tn::server::NonceLedger ledger(state);
+    // One thread records them all without waiting; every tenth nonce repeats the one before it
+    // (a replay), so 1,800 are fresh. The ledger is destroyed with answers still owed.
+    for (int i = 0; i < kRequests; ++i)
+      ledger.record("signer", "nonce-" + std::to_string(i % 10 == 9 ? i - 1 : i), 1000,
+                    [&, i](bool is_fresh, std::exception_ptr error) {
+                      ++answers[size_t(i)];
+                      if (is_fresh) ++fresh;
+                      if (error) ++errors;
+                      if (std::this_thread::get_id() == recording_thread) on_ledger_thread = false;
+                    });
+  }
+  for (int i = 0; i < kRequests; ++i) ASSERT_EQ(answers[size_t(i)].load(), 1) << "request " << i;
+  EXPECT_EQ(fresh.load(), kRequests - kRequests / 10);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_TRUE(on_ledger_thread.load());
+  tn::server::StateStore reopened = tn::server::StateStore::open(directory);
+  EXPECT_FALSE(reopened.record_nonce("signer", "nonce-1998", 1000));
+  EXPECT_TRUE(reopened.record_nonce("signer", "nonce-1999", 1000));  // only ever replayed as 1998
+  std::filesystem::remove_all(directory);
+}
