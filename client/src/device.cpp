@@ -350,12 +350,10 @@ struct Device::Impl {
       // accepting and answering ends alike, so this is a hint, and the call is retried.
       if (!options.tls_root_certificates_file && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
           status.error_message().find("Socket closed") != std::string::npos)
-        throw RpcError(
-            "Register",
-            grpc::Status(status.error_code(),
-                         status.error_message() +
-                             " (this device speaks plaintext: a coordinator serving TLS closes its "
-                             "connections this way; give the device the coordinator's CA)"));
+        status = grpc::Status(status.error_code(),
+                              status.error_message() +
+                                  " (this device speaks plaintext: a coordinator serving TLS closes its "
+                                  "connections this way; give the device the coordinator's CA)");
       throw RpcError("Register", status);
     }
     set_device_id(response.device_id());

@@ -194,18 +194,25 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
   return held;
 }
 
-grpc::ServerUnaryReactor* DeviceServiceImpl::FetchTask(grpc::CallbackServerContext* context,
-                                                       const v1::FetchTaskRequest* request,
-                                                       v1::FetchTaskResponse* response) {
-  const std::string name = method("FetchTask");
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* DeviceServiceImpl::answer_once_verified(
+    grpc::CallbackServerContext* context, const char* method_name, const Request* request, Response* response,
+    grpc::Status (DeviceServiceImpl::*answer)(const Request&, Response&)) {
+  const std::string name = method(method_name);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   verifier_.device(name, request->auth(), request->payload(),
-                   [this, name, reactor, request, response](grpc::Status verified) {
+                   [this, name, reactor, request, response, answer](grpc::Status verified) {
                      reactor->Finish(!verified.ok() ? verified : serve(name, [&] {
-                       return answer_fetch_task(*request, *response);
+                       return (this->*answer)(*request, *response);
                      }));
                    });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* DeviceServiceImpl::FetchTask(grpc::CallbackServerContext* context,
+                                                       const v1::FetchTaskRequest* request,
+                                                       v1::FetchTaskResponse* response) {
+  return answer_once_verified(context, "FetchTask", request, response, &DeviceServiceImpl::answer_fetch_task);
 }
 
 grpc::Status DeviceServiceImpl::answer_fetch_task(const v1::FetchTaskRequest& request,
@@ -344,15 +351,7 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
 grpc::ServerUnaryReactor* DeviceServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
-  const std::string name = method("Heartbeat");
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  verifier_.device(name, request->auth(), request->payload(),
-                   [this, name, reactor, request, response](grpc::Status verified) {
-                     reactor->Finish(!verified.ok() ? verified : serve(name, [&] {
-                       return answer_heartbeat(*request, *response);
-                     }));
-                   });
-  return reactor;
+  return answer_once_verified(context, "Heartbeat", request, response, &DeviceServiceImpl::answer_heartbeat);
 }
 
 grpc::Status DeviceServiceImpl::answer_heartbeat(const v1::HeartbeatRequest& request,

@@ -49,6 +49,12 @@ class DeviceServiceImpl final
                                       v1::HeartbeatResponse* response) override;
 
  private:
+  // A device call of the callback API, answered by `answer` once its request is verified (on the
+  // nonce ledger's thread) or refused with the verification's status.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* answer_once_verified(
+      grpc::CallbackServerContext* context, const char* method_name, const Request* request,
+      Response* response, grpc::Status (DeviceServiceImpl::*answer)(const Request&, Response&));
   // What each method does once its request is verified.
   grpc::Status complete_registration(const v1::RegisterPayload& payload, v1::RegisterResponse& response);
   grpc::Status answer_fetch_task(const v1::FetchTaskRequest& request, v1::FetchTaskResponse& response);
