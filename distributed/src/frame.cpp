@@ -1,6 +1,6 @@
 #include "frame.h"
 
-#include "core.h"
+#include "core/scalar_type.h"
 #include "distributed/process_group.h"
 
 namespace tn::dist {

@@ -12,7 +12,7 @@
 #include <random>
 #include <utility>
 
-#include "core.h"
+#include "core/scalar_type.h"
 #include "peer_memory.h"
 #include "scratch.h"
 

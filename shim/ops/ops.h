@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "core.h"
+#include "core/tensor.h"
 #include "random.h"
 
 namespace tn {

@@ -1,6 +1,8 @@
 // Parser for upstream's operator schema language (the `func:` lines of
 // native_functions.yaml and the strings given to torch.library's define()).
 #include <cctype>
+#include <cstring>
+#include <limits>
 #include <set>
 #include <sstream>
 

@@ -1,4 +1,5 @@
 // torch._C.Generator over the shim's CPU generator.
+#include <cstring>
 #include <random>
 
 #include "python_shim.h"

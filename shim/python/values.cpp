@@ -2,6 +2,7 @@
 // finfo/iinfo, and conversions between Python data and tensors.
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "python_shim.h"

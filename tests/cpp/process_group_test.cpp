@@ -25,7 +25,7 @@
 
 // The wire format, for a test that plays a rank which dies in the middle of a frame.
 #include "../../distributed/src/frame.h"
-#include "core.h"
+#include "core/tensor.h"
 #include "distributed/store.h"
 
 // The heap of this test binary, counted: the global allocation functions are replaced (as C++

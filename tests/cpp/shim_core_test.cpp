@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "core.h"
+#include "core/tensor.h"
 #include "ops.h"
 #include "random.h"
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "core.h"
+#include "core/scalar_type.h"
 #include "distributed/errors.h"
 #include "distributed/store.h"
 

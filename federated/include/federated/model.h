@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core.h"
+#include "core/tensor.h"
 
 namespace tn::federated {
 

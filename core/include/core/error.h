@@ -1,0 +1,29 @@
+// Error classes of the project's core: each mirrors the Python exception it becomes
+// at the binding layer.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tn {
+
+// Error classes mirror the Python exception each one becomes at the binding layer.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct TypeError : Error {
+  using Error::Error;
+};
+struct IndexError : Error {
+  using Error::Error;
+};
+struct ValueError : Error {
+  using Error::Error;
+};
+struct NotImplemented : Error {
+  using Error::Error;
+};
+
+[[noreturn]] inline void fail(const std::string& message) { throw Error(message); }
+
+}  // namespace tn

@@ -1,0 +1,43 @@
+#include "core/storage.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+
+namespace tn {
+
+namespace {
+// 64-byte alignment matches what vectorized kernels and numpy expect.
+void* allocate_aligned(size_t nbytes) {
+  void* data = std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
+  if (!data) throw std::bad_alloc();
+  return data;
+}
+}  // namespace
+
+Storage::Storage(size_t nbytes)
+    : data_(allocate_aligned(nbytes)), nbytes_(nbytes), memory_(data_, std::free), resizable_(true) {}
+
+Storage::Storage(void* data, size_t nbytes, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), memory_(data, [release = std::move(release)](void*) {
+        if (release) release();
+      }) {}
+
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> memory)
+    : data_(data), nbytes_(nbytes), memory_(std::move(memory)) {}
+
+void Storage::resize(size_t nbytes) {
+  if (!resizable_)
+    throw Error("Trying to resize storage that is not resizable (it borrows memory it did not allocate)");
+  if (nbytes == nbytes_) return;
+  std::shared_ptr<void> memory(allocate_aligned(nbytes), std::free);
+  std::memcpy(memory.get(), data_, std::min(nbytes, nbytes_));
+  memory_ = std::move(memory);
+  data_ = memory_.get();
+  nbytes_ = nbytes;
+}
+
+}  // namespace tn
