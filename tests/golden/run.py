@@ -13,6 +13,7 @@ compare.py), and the shim.  See README.md.  Exit status: 0 if no case failed,
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ class HarnessError(Exception):
 
 
 def list_cases(python, pattern):
-    """Selected case names, as the upstream interpreter enumerates the catalog."""
+    """(selected case names, {name: required overload}), as the upstream interpreter enumerates the catalog."""
     command = [python, WORKER, "--list"] + (["-k", pattern] if pattern else [])
     try:
         listing = subprocess.run(command, capture_output=True, text=True, timeout=STALL_TIMEOUT,
@@ -55,7 +56,41 @@ def list_cases(python, pattern):
         raise HarnessError("cannot list cases with %s: %s" % (python, error))
     if listing.returncode != 0:
         raise HarnessError("cannot list cases with %s:\n%s" % (python, listing.stderr.strip()))
-    return listing.stdout.split()
+    names, requires = [], {}
+    for line in listing.stdout.splitlines():
+        name, *required = line.split()
+        names.append(name)
+        if required:
+            requires[name] = required[0]
+    return names, requires
+
+
+def probes(names, requires):
+    """{overload: the first selected case requiring it}."""
+    first = {}
+    for name in names:
+        if name in requires:
+            first.setdefault(requires[name], name)
+    return first
+
+
+def refuses(record, overload):
+    """Whether a probe record is the shim refusing ``overload`` by name: NotImplementedError
+    naming it ("aten::lcm_" or "aten::lcm_.out" refuse aten::lcm_, not aten::lcm_x)."""
+    named = re.escape(overload.split(".")[0]) + r"(?!\w)"
+    return record.get("exc") == "NotImplementedError" and re.search(named, record["msg"]) is not None
+
+
+def leave_out_refused(shim, names, requires, log):
+    """(``names`` without the cases of overloads whose probe case the shim refuses by name,
+    the number of overloads left out).  See Case.requires."""
+    first = probes(names, requires)
+    records = run_worker(shim, list(first.values()))
+    refused = {overload for overload, name in first.items() if refuses(records.get(name, {}), overload)}
+    kept = [name for name in names if requires.get(name) not in refused]
+    log("# probe (%s): %d of %d required overloads refused by name, %d cases left out"
+        % (shim, len(refused), len(first), len(names) - len(kept)))
+    return kept, len(refused)
 
 
 def run_worker(python, names, flags=(), stall_timeout=STALL_TIMEOUT, extra_env=None):
@@ -219,7 +254,8 @@ def covered_ops(names, upstream):
     return ops
 
 
-def report(verdicts, ops, out=sys.stdout):
+def report(verdicts, ops, left_out=(0, 0), out=sys.stdout):
+    """Prints the failures and the summary; ``left_out`` is (cases, overloads) the probe left out."""
     counts = {compare.PASS: 0, compare.FAIL: 0, compare.REFUSED: 0, compare.DEVIATION: 0}
     for name, verdict, reason in verdicts:
         counts[verdict] += 1
@@ -235,8 +271,11 @@ def report(verdicts, ops, out=sys.stdout):
         print("%d refused as listed in unsupported.txt" % counts[compare.REFUSED], file=out)
     if counts[compare.DEVIATION]:
         print("%d known deviations as listed in known_deviations.txt" % counts[compare.DEVIATION], file=out)
-    if counts[compare.REFUSED] or counts[compare.DEVIATION]:
-        summary += ", %d skipped" % (counts[compare.REFUSED] + counts[compare.DEVIATION])
+    if left_out[0]:
+        print("%d cases of %d overloads the shim refuses by name not run (probe)" % left_out, file=out)
+    skipped = counts[compare.REFUSED] + counts[compare.DEVIATION] + left_out[0]
+    if skipped:
+        summary += ", %d skipped" % skipped
     print(summary, file=out)
     return counts[compare.FAIL]
 
@@ -252,18 +291,20 @@ def main(argv=None):
     options = parser.parse_args(argv)
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        names = list_cases(options.upstream, options.pattern)
+        names, requires = list_cases(options.upstream, options.pattern)
         if options.selftest:
             import selftest
             return selftest.run(options.upstream, names, log)
         if not os.path.exists(options.shim):
             raise HarnessError("shim interpreter %s not found (build .venv or pass --shim)" % options.shim)
+        selected = len(names)
+        names, refused = leave_out_refused(options.shim, names, requires, log)
         upstream, reference, shim = collect(options.shim, options.upstream, names, options.stall_timeout, log)
     except HarnessError as error:
         print("golden harness error: %s" % error, file=sys.stderr)
         return 2
     failed = report(judge_all(names, upstream, reference, shim, read_unsupported(), read_known_deviations()),
-                    covered_ops(names, upstream))
+                    covered_ops(names, upstream), (selected - len(names), refused))
     return 1 if failed else 0
 
 

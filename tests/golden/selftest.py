@@ -19,8 +19,10 @@ every result leaf they apply to:
 
 Positive controls that must pass: the unmodified records, and a leaf replaced
 by its float64 reference where the tolerance is not 0.  Finally the refusal
-rule (unsupported.txt), and a worker that segfaults or hangs on a case, which
-must be reported as a failure of that case while the other cases still run.
+rule (unsupported.txt), the probe rule (which overloads run.py leaves out as
+refused by the shim, see Case.requires), and a worker that segfaults or hangs on
+a case, which must be reported as a failure of that case while the other cases
+still run.
 """
 
 import copy
@@ -39,6 +41,9 @@ DTYPE_SWAP = {"torch.float32": "torch.float64", "torch.float64": "torch.float32"
               "torch.int8": "torch.int16", "torch.uint8": "torch.bool", "torch.bool": "torch.uint8"}
 NUMPY_FLOATS = {"torch.float16": np.float16, "torch.float32": np.float32, "torch.float64": np.float64}
 REQUIRED_FAULTS = ("one-ulp", "wrong-dtype", "wrong-shape", "swallowed-exception")
+# Stall timeout of the injected hang: longer than a worker's start (importing torch and
+# building the catalog, a few seconds on a loaded machine) takes.
+HANG_TIMEOUT = 15.0
 
 
 def next_float(value, dtype):
@@ -193,13 +198,34 @@ def _check_refusal(names, upstream, reference, shim, problems):
                             % (label, name, op, verdict, expected))
 
 
+def _check_probe_rule(problems):
+    """run.py leaves an overload's cases out only if the shim refuses its probe case by name."""
+    overload = "aten::lcm_"
+    outcomes = (
+        ({"exc": "NotImplementedError", "msg": "torchnative does not implement operator aten::lcm_ yet"}, True),
+        ({"exc": "NotImplementedError", "msg": "torchnative does not implement operator aten::lcm_.out"}, True),
+        ({"exc": "NotImplementedError", "msg": "torchnative does not implement operator aten::lcm_x"}, False),
+        ({"exc": "NotImplementedError", "msg": "not implemented"}, False),
+        ({"exc": "RuntimeError", "msg": "aten::lcm_ failed", "phase": "call"}, False),
+        ({"value": {"kind": "none", "value": None}}, False),
+        ({"crash": "was killed by SIGSEGV while running this case"}, False),
+    )
+    for record, refused in outcomes:
+        if harness.refuses(dict(record, name="probe"), overload) != refused:
+            problems.append("probe rule: %r %s refuse %s" % (record, "must" if refused else "must not", overload))
+    first = harness.probes(["a", "b", "c", "d"], {"a": "aten::x", "b": "aten::y", "c": "aten::x"})
+    if first != {"aten::x": "a", "aten::y": "b"}:
+        problems.append("probe rule: the probe cases of a, b (aten::x, aten::y) were %r" % first)
+
+
 def _check_worker_death(python, names, upstream, problems, log):
     """A segfault or a hang on one case fails that case; its neighbours still run."""
     if len(names) < 3:
         problems.append("need at least 3 cases to test crash handling (widen -k)")
         return
     before, victim, after = names[:3]
-    for kind, stall_timeout, expected in (("crash", harness.STALL_TIMEOUT, "SIGSEGV"), ("hang", 3.0, "no progress")):
+    for kind, stall_timeout, expected in (("crash", harness.STALL_TIMEOUT, "SIGSEGV"),
+                                          ("hang", HANG_TIMEOUT, "no progress")):
         results = harness.run_worker(python, names[:3], stall_timeout=stall_timeout,
                                      extra_env={FAULT_ENV: "%s:%s" % (kind, victim)})
         neighbours_ran = all("value" in results.get(n, {}) or "exc" in results.get(n, {}) for n in (before, after))
@@ -243,6 +269,7 @@ def run(python, names, log):
             problems.append("no case to inject %s into (widen -k)" % kind)
 
     _check_refusal(names, upstream, reference, shim, problems)
+    _check_probe_rule(problems)
     _check_worker_death(python, names, upstream, problems, log)
 
     for problem in problems[:50]:

@@ -1,7 +1,8 @@
 """Runs golden cases inside one interpreter (shim or upstream) and streams results.
 
 Usage:
-  worker.py --list [-k PATTERN]                 print the selected case names
+  worker.py --list [-k PATTERN]                 print the selected case names, each
+                                                followed by the overload it requires, if any
   worker.py --names FILE --out FILE [--reference] [--record-ops]
 
 Each case appends two JSON lines to --out: {"start": name} before it runs and
@@ -126,9 +127,9 @@ def main():
     catalog = cases.catalog()
     if options.list:
         pattern = re.compile(options.pattern or "")
-        for name in catalog:
+        for name, case in catalog.items():
             if pattern.search(name):
-                print(name)
+                print(name, case.requires or "")
         return
 
     if options.reference:

@@ -4,10 +4,11 @@ Case names read "<op>/<dtype>/<variant>"; they are stable identifiers (input
 values are derived from them) and what -k PATTERN matches.
 """
 
-from cases import (conversions, creation, elementwise, errors, indexing, linalg, nn, reductions, rng,
-                   shapes, storage)
+from cases import (aliasing, aliasing_index, conversions, creation, elementwise, errors, indexing, linalg, nn,
+                   reductions, rng, shapes, storage)
 
-FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors, storage)
+FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors, storage,
+            aliasing, aliasing_index)
 
 
 def catalog():
