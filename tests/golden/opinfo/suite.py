@@ -1,37 +1,28 @@
 #!/usr/bin/python3
 """Upstream's OpInfo samples, float32 and float64 on CPU: the shim against upstream torch.
 
-  suite.py [--shim PY] [--upstream PY] [-k OP_REGEX] [--max-per-op N]
-           [--report FILE] [--json FILE] [--report-only] [--selftest] [--samples FILE]
+  suite.py [--shim PY] [--upstream PY] [-k OP_REGEX] [--max-per-op N] [--report FILE]
+           [--json FILE] [--report-only] [--selftest] [--keep DIR | --rejudge DIR]
 
-1. generate.py (upstream) draws every OpInfo's samples from upstream's op_db and
-   encodes them with their callables (function, Tensor method, in-place variant).
-2. sample_worker.py runs every case three times, each pass in its own processes,
-   one after another, driven by ../run.py's run_worker (crashes and hangs are
-   recorded against the case and the worker restarted after it): upstream (also
-   recording the aten ops dispatched), upstream in float64 for the float32 cases
-   (the tolerance reference), and the shim.
-3. ../compare.py judges each case.  Outcomes:
-     agree     compare.py passes it (an exception of the same type as upstream's
-               counts: both raising is agreement)
-     refused   the shim raised NotImplementedError whose message begins
-               "torchnative does not implement [operator ]aten::NAME" or
-               "torchnative does not implement torch._C.NAME" (REFUSAL below)
-     differ    anything else: other values, dtype, shape, raising or not, another
-               exception type, an AttributeError for a missing torch._C name
-     crash     the shim's worker died or hung on the case
-   Exceptions: a case whose upstream run dispatched an op tagged
-   nondeterministic_seeded is compared bit-exactly under the same seed, without a
-   reference; the return values of generate.UNINITIALIZED OpInfos (empty, ...) are
-   compared by kind, dtype and shape only.  Where upstream does not reproduce its own
-   results (its lstsq varies in the last bits from run to run), the OpInfo's cases
-   run in SPREAD_PROCESSES more upstream processes: a float32 case is judged against
-   the run farthest from the reference, and the float64 tolerance is at least K
-   times the largest spread of upstream's runs over the OpInfo's cases.  Complex results are compared as (dtype, real, imaginary).
+generate.py (upstream) draws the samples from op_db and encodes them with their
+callables; sample_worker.py runs the cases in passes, each in its own processes, one
+after another, through ../run.py's run_worker (a crash or hang is recorded against the
+case and the worker restarted after it): upstream (recording the aten ops dispatched),
+upstream in float64 for the float32 cases (the tolerance reference), upstream again
+for OpInfos it does not reproduce, and the shim.  ../compare.py judges each case:
 
-Prints the per-operator table and totals, writes the full report (--report) and a
-machine-readable one (--json).  Exit status: 0 if no case differs or crashes (or
-with --report-only), 1 otherwise, 2 if the harness could not run.
+  agree    compare.py passes it (the same exception type as upstream's agrees)
+  refused  NotImplementedError whose message begins "torchnative does not implement
+           [operator ]aten::NAME" or "... torch._C.NAME" (REFUSAL)
+  differ   anything else (values, dtype, shape, raising or not, exception type, an
+           AttributeError for a missing torch._C name, ...)
+  crash    the shim's worker died or hung on the case
+
+See README.md here for the tolerances (random OpInfos bit for bit under one seed,
+uninitialized results by kind/dtype/shape, upstream's own spread where it does not
+reproduce itself).  Exit status: 0 if no case differs or crashes (always with
+--report-only; with --selftest, if every case agrees and every injected fault is
+caught), 1 otherwise, 2 if the harness could not run.
 """
 
 import argparse
@@ -254,10 +245,17 @@ def repro(catalog, case, max_elements=400):
         if len(values) > max_elements:
             return None
         lines.append("s%d = torch.tensor(%s, dtype=torch.%s)" % (index, _values(values), storage["dtype"]))
-    args = ", ".join([_literal(sample["input"])] + [_literal(a) for a in sample["args"]["v"]]
-                     + ["%s=%s" % (k, _literal(v)) for k, v in sample["kwargs"]["v"].items()])
+    tensors = codec.tensors_in({"t": "tuple", "v": [sample["input"], sample["args"], sample["kwargs"]]})
+    for index, tensor in enumerate(tensors):
+        lines.append("t%d = s%d.as_strided(%s, %s, %d)" % (index, tensor["storage"], tensor["shape"],
+                                                           tensor["stride"], tensor["offset"]))
+    names = iter(range(len(tensors)))
+    args = ", ".join([_literal(sample["input"], names)] + [_literal(a, names) for a in sample["args"]["v"]]
+                     + ["%s=%s" % (k, _literal(v, names)) for k, v in sample["kwargs"]["v"].items()])
     lines.append("fn = %s" % _callable_source(catalog["callables"], case["callable"]))
     lines.append("print(fn(%s))" % args)
+    if tensors:
+        lines.append("print(%s)  # the tensor inputs after the call" % ", ".join("t%d" % i for i in range(len(tensors))))
     return "\n".join(lines)
 
 
@@ -265,7 +263,8 @@ def _values(values):
     return "[%s]" % ", ".join(v if isinstance(v, str) else repr(v) for v in values)
 
 
-def _literal(value):
+def _literal(value, names=None):
+    """Source for an encoded value; tensors are named t0, t1, ... in the order ``names`` yields."""
     if not isinstance(value, dict):
         return repr(value)
     kind = value["t"]
@@ -274,22 +273,24 @@ def _literal(value):
     if kind == "complex":
         return "complex(%s, %s)" % (value["re"], value["im"])
     if kind == "tensor":
+        if names is not None:
+            return "t%d" % next(names)
         return "s%d.as_strided(%s, %s, %d)" % (value["storage"], value["shape"], value["stride"], value["offset"])
     if kind == "size":
         return "torch.Size(%s)" % value["v"]
     if kind == "tuple":
-        items = [_literal(item) for item in value["v"]]
+        items = [_literal(item, names) for item in value["v"]]
         return "(%s)" % (items[0] + "," if len(items) == 1 else ", ".join(items))
     if kind == "list":
-        return "[%s]" % ", ".join(_literal(item) for item in value["v"])
+        return "[%s]" % ", ".join(_literal(item, names) for item in value["v"])
     if kind == "dict":
-        return "{%s}" % ", ".join("%r: %s" % (k, _literal(v)) for k, v in value["v"].items())
+        return "{%s}" % ", ".join("%r: %s" % (k, _literal(v, names)) for k, v in value["v"].items())
     if kind in ("dtype", "memory_format", "layout"):
         return "torch." + value["v"]
     if kind == "device":
         return "torch.device(%r)" % value["v"]
     if kind == "slice":
-        return "slice(%s)" % ", ".join(_literal(item) for item in value["v"])
+        return "slice(%s)" % ", ".join(_literal(item, names) for item in value["v"])
     if kind == "ellipsis":
         return "..."
     if kind == "numpy_scalar":
@@ -374,7 +375,7 @@ def write_reports(catalog, up, shim, verdicts, command, text_path, json_path, ou
     emit("OpInfo peer suite: upstream's op_db samples (CPU), shim against upstream torch 1.13.1")
     emit("command: %s" % command)
     if wall:
-        emit("wall time: %.0fs" % wall)
+        emit("wall time of the passes: %.0fs" % wall)
     emit("OpInfos in op_db: %d; with float32/float64 on CPU: %d; aten operators dispatched by upstream: %d"
          % (catalog["op_db_size"], len(catalog["ops"]), len(aten)))
     emit("")
@@ -596,6 +597,9 @@ def main(argv=None):
         if options.rejudge:
             catalog, up, reference, theirs = [_load(os.path.join(options.rejudge, part + ".json"))
                                               for part in ("samples", "upstream", "reference", "shim")]
+            meta = _load(os.path.join(options.rejudge, "meta.json"))
+            command = "%s (re-judged: %s)" % (meta["command"], command)
+            wall = meta["wall"]
         else:
             if not os.path.exists(shim):
                 raise HarnessError("shim interpreter %s not found (build .venv or pass --shim)" % shim)
@@ -609,16 +613,17 @@ def main(argv=None):
                     raise HarnessError("no OpInfo matches %r" % options.pattern)
                 up, reference, theirs = collect(shim, options.upstream, catalog, samples_path,
                                                 options.stall_timeout, log)
+                wall = time.monotonic() - started
                 if options.keep:
-                    for part, records in (("upstream", up), ("reference", reference), ("shim", theirs)):
+                    for part, records in (("upstream", up), ("reference", reference), ("shim", theirs),
+                                          ("meta", {"command": command, "wall": wall})):
                         with open(os.path.join(keep, part + ".json"), "w") as stream:
                             stream.write(json.dumps(records))
     except HarnessError as error:
         print("opinfo harness error: %s" % error, file=sys.stderr)
         return 2
     verdicts = judge_all(catalog, up, reference, theirs)
-    grand = write_reports(catalog, up, theirs, verdicts, command, options.report, options.json, sys.stdout,
-                          time.monotonic() - started)
+    grand = write_reports(catalog, up, theirs, verdicts, command, options.report, options.json, sys.stdout, wall)
     if options.selftest:
         problems = fault_checks(catalog, up, reference)
         for problem in problems:
