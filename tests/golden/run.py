@@ -93,8 +93,11 @@ def leave_out_refused(shim, names, requires, log):
     return kept, len(refused)
 
 
-def run_worker(python, names, flags=(), stall_timeout=STALL_TIMEOUT, extra_env=None):
+def run_worker(python, names, flags=(), stall_timeout=STALL_TIMEOUT, extra_env=None, worker=WORKER,
+               max_restarts=MAX_RESTARTS):
     """Runs ``names`` in as few worker processes as crashes allow; {name: record}.
+
+    ``worker`` is a script speaking worker.py's protocol (opinfo/ has another).
 
     A worker that dies or stalls is restarted after the case it was running,
     which is recorded as {"name", "crash"}.
@@ -112,7 +115,7 @@ def run_worker(python, names, flags=(), stall_timeout=STALL_TIMEOUT, extra_env=N
                 names_file.write("\n".join(remaining))
             with open(err_path, "w") as err_file:
                 try:
-                    process = subprocess.Popen([python, WORKER, "--names", names_path, "--out", out_path]
+                    process = subprocess.Popen([python, worker, "--names", names_path, "--out", out_path]
                                                + list(flags), stdout=subprocess.DEVNULL, stderr=err_file,
                                                cwd=scratch, env=env)
                 except OSError as error:
@@ -133,9 +136,9 @@ def run_worker(python, names, flags=(), stall_timeout=STALL_TIMEOUT, extra_env=N
             results[running] = {"name": running, "crash": ending + " while running this case" + stderr}
             remaining = remaining[remaining.index(running) + 1:]
             restarts += 1
-            if restarts > MAX_RESTARTS and remaining:
+            if restarts > max_restarts and remaining:
                 for name in remaining:
-                    results[name] = {"name": name, "crash": "not run: more than %d worker crashes" % MAX_RESTARTS}
+                    results[name] = {"name": name, "crash": "not run: more than %d worker crashes" % max_restarts}
                 break
     return results
 
