@@ -122,6 +122,7 @@ Dst convert(Src value) {
 }  // namespace
 
 void Tensor::resize(const Shape& sizes) const {
+  if (sizes == impl_->sizes) return;  // as upstream: the same sizes keep their strides
   int64_t numel = 1;
   for (int64_t s : sizes) {
     // Upstream multiplies the sizes as unsigned numbers, so a negative one overflows.
@@ -137,31 +138,25 @@ void Tensor::resize(const Shape& sizes) const {
 }
 
 void Tensor::copy_from(const Tensor& src) const {
-  for (int64_t d = 0; d < dim(); ++d)
-    if (strides()[d] == 0 && sizes()[d] > 1)
-      throw Error(
-          "unsupported operation: more than one element of the written-to tensor refers to a single "
-          "memory location. Please clone() the tensor before performing the operation.");
   Shape target = sizes();
   if (broadcast_shapes(src.sizes(), target) != target)
     throw Error("output with shape " + shape_str(target) + " doesn't match the broadcast shape " +
                 shape_str(broadcast_shapes(src.sizes(), target)));
   int64_t n = numel();
   if (n == 0) return;
-  // Align src strides to the destination rank, zero stride on broadcast dimensions.
-  int64_t nd = dim(), sd = src.dim();
-  Shape src_strides(nd, 0);
-  for (int64_t d = 0; d < sd; ++d)
-    if (src.sizes()[d] != 1) src_strides[nd - sd + d] = src.strides()[d];
   if (is_contiguous() && src.is_contiguous() && src.sizes() == target && src.dtype() == dtype()) {
     // Same storage bytes may overlap (x.copy_(x)): memmove is safe.
     std::memmove(data(), src.data(), size_t(n) * itemsize());
-    bump_version();
     return;
   }
   // A source that overlaps the destination is read from a snapshot first.
   Tensor source = src;
   if (src.storage() == storage()) source = src.clone();
+  // Align the source's strides to the destination rank, zero stride on broadcast dimensions.
+  int64_t nd = dim(), sd = source.dim();
+  Shape src_strides(nd, 0);
+  for (int64_t d = 0; d < sd; ++d)
+    if (source.sizes()[d] != 1) src_strides[nd - sd + d] = source.strides()[d];
   TN_DISPATCH_ALL_TYPES(dtype(), "copy_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using dst_t = scalar_t;
@@ -180,7 +175,6 @@ void Tensor::copy_from(const Tensor& src) const {
       }
     });
   });
-  bump_version();
 }
 
 Scalar Tensor::item() const {

@@ -1,7 +1,10 @@
 #include <algorithm>
 
+#include "boxing.h"
+#include "core/overlap.h"
 #include "ops.h"
 #include "schema_table.h"
+#include "write_rules.h"
 
 namespace tn {
 
@@ -55,6 +58,65 @@ void write_result(const Tensor& target, const Tensor& result, bool resize) {
   if (!target.same(result)) target.copy_from(result);
 }
 
+bool writes(const SchemaArgument& argument) {
+  return argument.type.is_write() && argument.type.kind == SchemaType::Kind::Tensor;
+}
+
+// What upstream refuses before it writes, decided here once for every operator rather than
+// in each kernel (write_rules.h says where upstream does not check): an output whose
+// elements share memory (an expanded view), and an input that overlaps an output in part.
+// An input that is the output itself is fine: the derived in-place and out= paths compute
+// the functional result first, as through a temporary.
+void check_writes(const Operator& op, const Stack& stack) {
+  const auto& arguments = op.schema.arguments;
+  const std::string family = op.family();
+  for (size_t i = 0; i < arguments.size() && i < stack.size(); ++i) {
+    if (!writes(arguments[i]) || !stack[i].is<Tensor>()) continue;
+    const Tensor& output = stack[i].get<Tensor>();
+    if (checks_internal_overlap(family, op.schema.name)) assert_no_internal_overlap(output);
+    for (size_t j = 0; j < arguments.size() && j < stack.size(); ++j)
+      if (!writes(arguments[j]) && stack[j].is<Tensor>() && checks_partial_overlap(family, arguments[j].name))
+        assert_no_partial_overlap(output, stack[j].get<Tensor>());
+  }
+}
+
+// The tensors a call writes (schema marks `(a!)`): their version counters move once the
+// call has succeeded, as upstream's ADInplaceOrView kernels move them.
+std::vector<Tensor> written_tensors(const Operator& op, const Stack& stack) {
+  std::vector<Tensor> written;
+  if (op.schema.name == "resize_") return written;  // upstream leaves the version of a resized tensor
+  const auto& arguments = op.schema.arguments;
+  for (size_t i = 0; i < arguments.size() && i < stack.size(); ++i)
+    if (writes(arguments[i]) && stack[i].is<Tensor>()) written.push_back(stack[i].get<Tensor>());
+  return written;
+}
+
+// The functional overload's arguments, found by name in an out= overload's stack; a
+// TensorOption the functional form adds (factories: zeros.out) takes the out tensor's dtype.
+Stack functional_arguments(const Operator& op, const Operator& functional, const Stack& stack,
+                           const std::vector<Tensor>& outs) {
+  Stack args;
+  for (const SchemaArgument& f : functional.schema.arguments) {
+    auto it = std::find_if(op.schema.arguments.begin(), op.schema.arguments.end(),
+                           [&](const SchemaArgument& a) { return a.name == f.name && !a.is_out; });
+    if (it != op.schema.arguments.end())
+      args.push_back(stack[size_t(it - op.schema.arguments.begin())]);
+    else if (f.name == "dtype")
+      args.emplace_back(int64_t(outs.at(0).dtype()));
+    else
+      args.emplace_back();
+  }
+  return args;
+}
+
+// `t` is one of the call's tensor inputs (the very tensor, not another view of its memory).
+bool is_argument(const Tensor& t, const Operator& op, const Stack& stack) {
+  for (size_t i = 0; i < op.schema.arguments.size() && i < stack.size(); ++i)
+    if (!op.schema.arguments[i].is_out && stack[i].is<Tensor>() && stack[i].get<Tensor>().same(t))
+      return true;
+  return false;
+}
+
 // Shim tensors never carry dimension names, so a lookup by name fails exactly as it
 // does upstream on an unnamed tensor.
 void refuse_dimnames(const Operator& op, const Stack& stack) {
@@ -80,6 +142,12 @@ void refuse_dimnames(const Operator& op, const Stack& stack) {
 }  // namespace
 
 ScalarType default_dtype() { return g_default_dtype; }
+
+std::string Operator::family() const {
+  const std::string& name = schema.name;
+  bool inplace = name.size() > 1 && name.back() == '_' && name.substr(0, 2) != "__";
+  return inplace ? name.substr(0, name.size() - 1) : name;
+}
 void set_default_dtype(ScalarType type) { g_default_dtype = type; }
 
 Dispatcher& Dispatcher::instance() {
@@ -120,6 +188,13 @@ void Dispatcher::impl(const std::string& full_name, Kernel kernel) {
 }
 
 void Dispatcher::call(const Operator& op, Stack& stack) const {
+  check_writes(op, stack);
+  std::vector<Tensor> written = written_tensors(op, stack);
+  run(op, stack);
+  for (const Tensor& t : written) t.bump_version();
+}
+
+void Dispatcher::run(const Operator& op, Stack& stack) const {
   if (op.kernel) {
     op.kernel(stack);
     return;
@@ -136,29 +211,31 @@ void Dispatcher::call(const Operator& op, Stack& stack) const {
     stack.assign(1, IValue(self));
     return;
   }
-  // out= overload: run the functional form (its arguments found by name; TensorOptions
-  // it adds take the out tensor's dtype), then resize and copy into the out tensors.
+  run_out_variant(op, *functional, stack);
+}
+
+void Dispatcher::run_out_variant(const Operator& op, const Operator& functional, Stack& stack) const {
   std::vector<Tensor> outs;
   for (size_t i = 0; i < op.schema.arguments.size(); ++i)
     if (op.schema.arguments[i].is_out) outs.push_back(std::get<Tensor>(stack[i].value));
-  Stack args;
-  for (const SchemaArgument& f : functional->schema.arguments) {
-    auto it = std::find_if(op.schema.arguments.begin(), op.schema.arguments.end(),
-                           [&](const SchemaArgument& a) { return a.name == f.name && !a.is_out; });
-    if (it != op.schema.arguments.end())
-      args.push_back(std::move(stack[size_t(it - op.schema.arguments.begin())]));
-    else if (f.name == "dtype")
-      args.emplace_back(int64_t(outs.at(0).dtype()));
-    else
-      args.emplace_back();
-  }
-  functional->kernel(args);
-  if (args.size() != outs.size()) throw Error(op.schema.full_name() + ": result count mismatch");
-  stack.clear();
+  Stack results = functional_arguments(op, functional, stack, outs);
+  functional.kernel(results);
+  if (results.size() != outs.size()) throw Error(op.schema.full_name() + ": result count mismatch");
+  // Upstream resizes its outputs before it reads its inputs: an output that is also an input
+  // and changes shape is read at its new shape (sum(x, 0, out=x) sums the resized x).
+  bool resized_input = false;
   for (size_t i = 0; i < outs.size(); ++i) {
-    write_result(outs[i], std::get<Tensor>(args[i].value), true);
-    stack.push_back(outs[i]);
+    const Shape& shape = std::get<Tensor>(results[i].value).sizes();
+    if (outs[i].sizes() == shape || !is_argument(outs[i], op, stack)) continue;
+    resize_output(outs[i], shape);
+    resized_input = true;
   }
+  if (resized_input) {
+    results = functional_arguments(op, functional, stack, outs);
+    functional.kernel(results);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) write_result(outs[i], std::get<Tensor>(results[i].value), true);
+  stack.assign(outs.begin(), outs.end());
 }
 
 void Dispatcher::link_derived_variants() {
@@ -316,21 +393,9 @@ std::optional<ScalarType> Args::optional_dtype(size_t i) const {
   if (stack_[i].is_none()) return std::nullopt;
   return ScalarType(integer(i));
 }
-
-Stack call_op_stack(const std::string& qualified_name, const std::string& overload, Stack args) {
-  Operator* op = Dispatcher::instance().find(qualified_name, overload);
-  if (!op) throw Error("internal: unknown operator " + qualified_name + "." + overload);
-  Dispatcher::instance().call(*op, args);
-  return args;
-}
-
-IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args) {
-  Stack results = call_op_stack(qualified_name, overload, std::move(args));
-  return results.empty() ? IValue() : results[0];
-}
-
-Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args) {
-  return std::get<Tensor>(call_op(qualified_name, overload, std::move(args)).value);
+std::optional<MemoryFormat> Args::optional_memory_format(size_t i) const {
+  if (stack_[i].is_none()) return std::nullopt;
+  return MemoryFormat(integer(i));
 }
 
 Generator& Args::generator(size_t i) const {
@@ -339,5 +404,16 @@ Generator& Args::generator(size_t i) const {
 }
 
 const StorageRef& Args::storage(size_t i) const { return stack_[i].get<StorageRef>(); }
+
+const Operator& ops::operator_named(const char* full_name) {
+  std::string name = full_name, overload;
+  if (auto dot = name.find('.', name.find("::")); dot != std::string::npos) {
+    overload = name.substr(dot + 1);
+    name.resize(dot);
+  }
+  Operator* op = Dispatcher::instance().find(name, overload);
+  if (!op) throw Error(std::string("internal: the typed API names an unknown operator ") + full_name);
+  return *op;
+}
 
 }  // namespace tn

@@ -136,6 +136,8 @@ struct Operator {
   // For in-place and out= overloads: the functional overload they are derived from.
   const Operator* functional = nullptr;
   bool is_inplace() const { return !schema.name.empty() && schema.name.back() == '_'; }
+  // "add" for add.Tensor, add_.Scalar and add.out.
+  std::string family() const;
 };
 
 class Dispatcher {
@@ -149,13 +151,16 @@ class Dispatcher {
   const std::vector<std::unique_ptr<Operator>>& all() const { return operators_; }
   void impl(const std::string& full_name, Kernel kernel);
 
-  // The door: runs the operator, or refuses by name when we lack it.
+  // The door: checks the call's writes, runs the operator (or refuses by name when we lack
+  // it) and moves the version counters of the tensors it wrote.
   void call(const Operator& op, Stack& stack) const;
 
   // Loads upstream's schema table (generated from native_functions.yaml) and our kernels.
   void load_builtin();
 
  private:
+  void run(const Operator& op, Stack& stack) const;
+  void run_out_variant(const Operator& op, const Operator& functional, Stack& stack) const;
   void link_derived_variants();
   std::vector<std::unique_ptr<Operator>> operators_;
   std::unordered_map<std::string, Operator*> by_full_name_;
@@ -184,18 +189,13 @@ class Args {
   std::vector<std::optional<Tensor>> optional_tensor_list(size_t i) const;
   std::optional<std::string> optional_string(size_t i) const;
   std::optional<ScalarType> optional_dtype(size_t i) const;
+  std::optional<MemoryFormat> optional_memory_format(size_t i) const;
   Generator& generator(size_t i) const;  // the default generator when None
   const StorageRef& storage(size_t i) const;
 
  private:
   Stack& stack_;
 };
-
-// Calls an operator through the door by name and returns its first result (or the
-// whole stack, for several results).
-IValue call_op(const std::string& qualified_name, const std::string& overload, Stack args);
-Tensor call_tensor_op(const std::string& qualified_name, const std::string& overload, Stack args);
-Stack call_op_stack(const std::string& qualified_name, const std::string& overload, Stack args);
 
 // Registers kernels at static-initialization time from each kernel file.
 struct KernelRegistration {

@@ -19,6 +19,12 @@ struct Param {
   bool requires_grad = false;
 };
 
+// How loosely a call may match a signature.
+struct MatchRules {
+  bool numbers_as_tensors = false;  // a Python number may stand for a Tensor argument
+  bool accept_out_none = false;     // an overload without out= takes an explicit out=None
+};
+
 struct Signature {
   Operator* op = nullptr;
   std::vector<Param> params;
@@ -33,6 +39,11 @@ struct Binding {
   std::string name;
   std::vector<Signature> signatures;
   bool is_method = false;
+  // Python numbers are accepted where a schema says Tensor (add, mul, to ...), as upstream's
+  // bindings do; the Scalar overloads are then left out.
+  bool numbers_as_tensors = false;
+  // Some overload writes into `out=`: the others then accept an explicit `out=None`.
+  bool has_out = false;
   // Binary dunders answer NotImplemented when no overload takes the other operand, so
   // Python tries the reflected operation (as upstream's do).
   bool not_implemented_on_mismatch = false;
@@ -147,6 +158,91 @@ bool convert_int_list(PyObject* obj, const SchemaType& type, IValue* out) {
   return true;
 }
 
+// A list argument (int[], Tensor[], Tensor?[], float[], bool[], Dimname[]).
+bool convert_list(PyObject* obj, const SchemaType& type, IValue* out) {
+  using K = SchemaType::Kind;
+  switch (type.kind) {
+    case K::Int:
+    case K::SymInt:
+      return convert_int_list(obj, type, out);
+    case K::Tensor: {
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+      Ref seq(PySequence_Fast(obj, ""));
+      Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+      if (type.element_optional) {
+        std::vector<std::optional<Tensor>> items;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+          PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+          if (item == Py_None)
+            items.emplace_back();
+          else if (is_tensor(item))
+            items.emplace_back(unpack(item));
+          else
+            return false;
+        }
+        out->value = std::move(items);
+      } else {
+        std::vector<Tensor> items;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+          PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+          if (!is_tensor(item)) return false;
+          items.push_back(unpack(item));
+        }
+        out->value = std::move(items);
+      }
+      return true;
+    }
+    case K::Float: {
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
+        if (!PyFloat_Check(obj) && !is_int_like(obj)) return false;
+        out->value =
+            std::vector<double>(size_t(std::max<int64_t>(type.fixed_size, 1)), PyFloat_AsDouble(obj));
+        return true;
+      }
+      Ref seq(PySequence_Fast(obj, ""));
+      std::vector<double> items;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq.get(), i));
+        if (v == -1.0 && PyErr_Occurred()) {
+          PyErr_Clear();
+          return false;
+        }
+        items.push_back(v);
+      }
+      out->value = std::move(items);
+      return true;
+    }
+    case K::Bool: {
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+      Ref seq(PySequence_Fast(obj, ""));
+      std::vector<bool> items;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+        PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+        if (!PyBool_Check(item)) return false;
+        items.push_back(item == Py_True);
+      }
+      out->value = std::move(items);
+      return true;
+    }
+    case K::Dimname: {
+      // Names only ever reach refuse_dimnames (shim tensors are unnamed): keep the first.
+      if (PyUnicode_Check(obj) && type.fixed_size == 1) {
+        out->value = std::string(PyUnicode_AsUTF8(obj));
+        return true;
+      }
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+      Ref seq(PySequence_Fast(obj, ""));
+      if (PySequence_Fast_GET_SIZE(seq.get()) == 0) return false;
+      PyObject* first = PySequence_Fast_GET_ITEM(seq.get(), 0);
+      if (!PyUnicode_Check(first)) return false;
+      out->value = std::string(PyUnicode_AsUTF8(first));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
 bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* out) {
   using K = SchemaType::Kind;
   if (obj == Py_None) {
@@ -156,89 +252,8 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
     }
     return false;
   }
+  if (type.list) return convert_list(obj, type, out);
   Scalar scalar;
-  if (type.list) {
-    switch (type.kind) {
-      case K::Int:
-      case K::SymInt:
-        return convert_int_list(obj, type, out);
-      case K::Tensor: {
-        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
-        Ref seq(PySequence_Fast(obj, ""));
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-        if (type.element_optional) {
-          std::vector<std::optional<Tensor>> items;
-          for (Py_ssize_t i = 0; i < n; ++i) {
-            PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
-            if (item == Py_None)
-              items.emplace_back();
-            else if (is_tensor(item))
-              items.emplace_back(unpack(item));
-            else
-              return false;
-          }
-          out->value = std::move(items);
-        } else {
-          std::vector<Tensor> items;
-          for (Py_ssize_t i = 0; i < n; ++i) {
-            PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
-            if (!is_tensor(item)) return false;
-            items.push_back(unpack(item));
-          }
-          out->value = std::move(items);
-        }
-        return true;
-      }
-      case K::Float: {
-        if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
-          if (!PyFloat_Check(obj) && !is_int_like(obj)) return false;
-          out->value =
-              std::vector<double>(size_t(std::max<int64_t>(type.fixed_size, 1)), PyFloat_AsDouble(obj));
-          return true;
-        }
-        Ref seq(PySequence_Fast(obj, ""));
-        std::vector<double> items;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
-          double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq.get(), i));
-          if (v == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return false;
-          }
-          items.push_back(v);
-        }
-        out->value = std::move(items);
-        return true;
-      }
-      case K::Bool: {
-        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
-        Ref seq(PySequence_Fast(obj, ""));
-        std::vector<bool> items;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
-          PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
-          if (!PyBool_Check(item)) return false;
-          items.push_back(item == Py_True);
-        }
-        out->value = std::move(items);
-        return true;
-      }
-      case K::Dimname: {
-        // Names only ever reach refuse_dimnames (shim tensors are unnamed): keep the first.
-        if (PyUnicode_Check(obj) && type.fixed_size == 1) {
-          out->value = std::string(PyUnicode_AsUTF8(obj));
-          return true;
-        }
-        if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
-        Ref seq(PySequence_Fast(obj, ""));
-        if (PySequence_Fast_GET_SIZE(seq.get()) == 0) return false;
-        PyObject* first = PySequence_Fast_GET_ITEM(seq.get(), 0);
-        if (!PyUnicode_Check(first)) return false;
-        out->value = std::string(PyUnicode_AsUTF8(first));
-        return true;
-      }
-      default:
-        return false;
-    }
-  }
   switch (type.kind) {
     case K::Tensor:
       if (is_tensor(obj)) {
@@ -334,7 +349,7 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
 }
 
 // Tries one signature; true and a filled stack when the call matches it.
-bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self, PyObject* const* args,
+bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObject* const* args,
                    size_t nargs, PyObject* kwnames, Stack& stack, bool* requires_grad) {
   const Schema& schema = sig.op->schema;
   std::vector<PyObject*> given(sig.params.size(), nullptr);
@@ -356,6 +371,9 @@ bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self, PyO
       const char* key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
       size_t j = 0;
       while (j < sig.params.size() && sig.params[j].name != key) ++j;
+      PyObject* value = args[nargs + size_t(k)];
+      if (j == sig.params.size() && rules.accept_out_none && value == Py_None && std::string(key) == "out")
+        continue;  // out=None: this overload returns a new tensor
       if (j == sig.params.size() || given[j]) return false;
       given[j] = args[nargs + size_t(k)];
     }
@@ -391,7 +409,7 @@ bool try_signature(const Signature& sig, bool allow_numbers, PyObject* self, PyO
       stack[size_t(p.stack_index)] = *p.default_value;
       continue;
     }
-    if (!convert(obj, p.type, allow_numbers, &stack[size_t(p.stack_index)])) return false;
+    if (!convert(obj, p.type, rules.numbers_as_tensors, &stack[size_t(p.stack_index)])) return false;
   }
   return true;
 }
@@ -536,10 +554,11 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
   auto* binding = new Binding();  // lives as long as the interpreter
   binding->name = python_name;
   binding->is_method = is_method;
-  bool numbers = allow_numbers_as_tensors || numbers_as_tensors().count(python_name);
+  binding->numbers_as_tensors = allow_numbers_as_tensors || numbers_as_tensors().count(python_name);
   for (Operator* op : ops) {
-    if (numbers && op->schema.overload.find("Scalar") != std::string::npos) continue;
+    if (binding->numbers_as_tensors && op->schema.overload.find("Scalar") != std::string::npos) continue;
     binding->signatures.push_back(make_signature(op, is_method));
+    binding->has_out |= op->schema.out_count() > 0;
   }
   // Tensor overloads before Scalar ones, as upstream orders them: a 0-dim tensor
   // argument then reaches the Tensor overload.
@@ -550,18 +569,17 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
   };
   std::stable_sort(binding->signatures.begin(), binding->signatures.end(),
                    [&](const Signature& a, const Signature& b) { return scalar_count(a) < scalar_count(b); });
-  if (numbers) binding->name = "#numbers#" + python_name;
   return binding;
 }
 
 PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
                        PyObject* kwnames) {
   TN_PY_TRY
-  bool numbers = binding->name.rfind("#numbers#", 0) == 0;
   Stack stack;
   for (const Signature& sig : binding->signatures) {
     bool requires_grad = false;
-    if (!try_signature(sig, numbers, self, args, nargs, kwnames, stack, &requires_grad)) {
+    if (!try_signature(sig, {binding->numbers_as_tensors, binding->has_out}, self, args, nargs, kwnames,
+                       stack, &requires_grad)) {
       if (PyErr_Occurred()) return nullptr;
       continue;
     }
@@ -571,7 +589,7 @@ PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, 
     return returns_to_python(*sig.op, stack);
   }
   if (binding->not_implemented_on_mismatch) Py_RETURN_NOTIMPLEMENTED;
-  std::string name = numbers ? binding->name.substr(9) : binding->name;
+  const std::string& name = binding->name;
   std::string message = name + "() received an invalid combination of arguments - got " +
                         describe_call(args, nargs, kwnames) + ", but expected one of:\n";
   for (const Signature& sig : binding->signatures) message += describe_signature(sig, name);
@@ -580,54 +598,80 @@ PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, 
   TN_PY_CATCH(nullptr)
 }
 
-// torch.ops.<ns>.<op>.<overload>(...): schema names, self not renamed, no sorting.
-PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwargs) {
-  TN_PY_TRY
+namespace {
+
+// A torch.ops signature: schema names, self not renamed, no sorting.
+const Signature& schema_signature(const Operator& op) {
   static std::unordered_map<const Operator*, Signature> cache;
   auto it = cache.find(&op);
-  if (it == cache.end()) {
-    Signature sig;
-    sig.op = const_cast<Operator*>(&op);
-    for (size_t i = 0; i < op.schema.arguments.size(); ++i) {
-      const SchemaArgument& a = op.schema.arguments[i];
-      Param p;
-      p.name = a.name;
-      p.type = a.type;
-      p.stack_index = int(i);
-      p.kwarg_only = a.kwarg_only;
-      if (a.default_text) p.default_value = parse_default(a.type, *a.default_text);
-      sig.params.push_back(p);
-      sig.positional += !a.kwarg_only;
-    }
-    it = cache.emplace(&op, std::move(sig)).first;
+  if (it != cache.end()) return it->second;
+  Signature sig;
+  sig.op = const_cast<Operator*>(&op);
+  for (size_t i = 0; i < op.schema.arguments.size(); ++i) {
+    const SchemaArgument& a = op.schema.arguments[i];
+    Param p;
+    p.name = a.name;
+    p.type = a.type;
+    p.stack_index = int(i);
+    p.kwarg_only = a.kwarg_only;
+    if (a.default_text) p.default_value = parse_default(a.type, *a.default_text);
+    sig.params.push_back(p);
+    sig.positional += !a.kwarg_only;
   }
-  std::vector<PyObject*> flat;
-  Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-  for (Py_ssize_t i = 0; i < nargs; ++i) flat.push_back(PyTuple_GET_ITEM(args, i));
+  return cache.emplace(&op, std::move(sig)).first->second;
+}
+
+// Positional then keyword values in one array, with the keywords' names, as vectorcall lays them out.
+struct FlatCall {
+  std::vector<PyObject*> values;
+  size_t nargs = 0;
   Ref kwnames;
+};
+
+FlatCall flatten_call(PyObject* args, PyObject* kwargs) {
+  FlatCall call;
+  call.nargs = size_t(PyTuple_GET_SIZE(args));
+  for (size_t i = 0; i < call.nargs; ++i) call.values.push_back(PyTuple_GET_ITEM(args, Py_ssize_t(i)));
   if (kwargs && PyDict_Size(kwargs) > 0) {
-    kwnames = Ref(PyTuple_New(PyDict_Size(kwargs)));
+    call.kwnames = Ref(PyTuple_New(PyDict_Size(kwargs)));
     PyObject *key, *value;
     Py_ssize_t pos = 0, k = 0;
     while (PyDict_Next(kwargs, &pos, &key, &value)) {
       Py_INCREF(key);
-      PyTuple_SET_ITEM(kwnames.get(), k++, key);
-      flat.push_back(value);
+      PyTuple_SET_ITEM(call.kwnames.get(), k++, key);
+      call.values.push_back(value);
     }
   }
-  Stack stack;
+  return call;
+}
+
+}  // namespace
+
+bool bind_operator_call(const Operator& op, PyObject* args, PyObject* kwargs, Stack& stack) {
+  FlatCall call = flatten_call(args, kwargs);
   bool requires_grad = false;
-  if (!try_signature(it->second, true, nullptr, flat.data(), size_t(nargs), kwnames.get(), stack,
-                     &requires_grad)) {
-    if (PyErr_Occurred()) return nullptr;
-    PyErr_SetString(PyExc_RuntimeError,
-                    (op.schema.full_name() + "() expected arguments matching " + op.schema.str() +
-                     " but got " + describe_call(flat.data(), size_t(nargs), kwnames.get()))
-                        .c_str());
-    return nullptr;
-  }
+  return try_signature(schema_signature(op), {true, false}, nullptr, call.values.data(), call.nargs,
+                       call.kwnames.get(), stack, &requires_grad);
+}
+
+PyObject* run_bound_operator(const Operator& op, Stack& stack) {
+  TN_PY_TRY
   Dispatcher::instance().call(op, stack);
   return returns_to_python(op, stack);
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  Stack stack;
+  if (bind_operator_call(op, args, kwargs, stack)) return run_bound_operator(op, stack);
+  if (PyErr_Occurred()) return nullptr;
+  FlatCall call = flatten_call(args, kwargs);
+  PyErr_SetString(PyExc_RuntimeError,
+                  (op.schema.full_name() + "() expected arguments matching " + op.schema.str() + " but got " +
+                   describe_call(call.values.data(), call.nargs, call.kwnames.get()))
+                      .c_str());
+  return nullptr;
   TN_PY_CATCH(nullptr)
 }
 

@@ -149,26 +149,16 @@ PyObject* op_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   auto* o = reinterpret_cast<OpObject*>(self);
   if (o->op) return call_operator_boxed(*o->op, args, kwargs);
   // Packet: the first overload whose schema accepts the arguments.
+  TN_PY_TRY
   std::string name = PyUnicode_AsUTF8(o->name);
   for (Operator* op : Dispatcher::instance().overloads(name)) {
-    PyObject* r = call_operator_boxed(*op, args, kwargs);
-    if (r) return r;
-    // Only a schema mismatch moves on to the next overload; real errors propagate.
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    Ref text(value ? PyObject_Str(value) : nullptr);
-    bool mismatch = text && std::string(PyUnicode_AsUTF8(text.get())).find("expected arguments matching") !=
-                                std::string::npos;
-    if (!mismatch) {
-      PyErr_Restore(type, value, trace);
-      return nullptr;
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(trace);
+    Stack stack;
+    if (bind_operator_call(*op, args, kwargs, stack)) return run_bound_operator(*op, stack);
+    if (PyErr_Occurred()) return nullptr;
   }
   PyErr_Format(PyExc_RuntimeError, "%U: no overload matches the given arguments", o->name);
   return nullptr;
+  TN_PY_CATCH(nullptr)
 }
 void op_dealloc(PyObject* self) {
   auto* o = reinterpret_cast<OpObject*>(self);

@@ -380,7 +380,7 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   const Tensor& t = SELF;
   ScalarType target = dtype.value_or(t.dtype());
-  return wrap(call_tensor_op("aten::to", "dtype", {t, int64_t(target), false, copy, IValue()}));
+  return wrap(ops::to_dtype(t, target, false, copy));
   TN_PY_CATCH(nullptr)
 }
 
@@ -414,20 +414,22 @@ PyObject* nonzero_impl(PyObject* input, PyObject* kwargs) {
       PyErr_SetString(PyExc_RuntimeError, "nonzero: out= is not supported with as_tuple=True");
       return nullptr;
     }
-    Stack result = call_op_stack("aten::nonzero_numpy", "", {unpack(input)});
-    Operator* op = Dispatcher::instance().find("aten::nonzero_numpy", "");
-    return returns_to_python(*op, result);
+    std::vector<Tensor> indices = ops::nonzero_numpy(unpack(input));
+    Ref tuple(PyTuple_New(Py_ssize_t(indices.size())));
+    for (size_t i = 0; i < indices.size(); ++i)
+      PyTuple_SET_ITEM(tuple.get(), Py_ssize_t(i), wrap(indices[i]));
+    return tuple.release();
   }
   if (out) {
     if (!is_tensor(out)) {
       PyErr_SetString(PyExc_TypeError, "nonzero(): argument 'out' must be Tensor");
       return nullptr;
     }
-    call_op("aten::nonzero", "out", {unpack(input), unpack(out)});
+    ops::nonzero_out(unpack(out), unpack(input));
     Py_INCREF(out);
     return out;
   }
-  return wrap(call_tensor_op("aten::nonzero", "", {unpack(input)}));
+  return wrap(ops::nonzero(unpack(input)));
   TN_PY_CATCH(nullptr)
 }
 
@@ -448,7 +450,7 @@ PyObject* m_invert(PyObject* self, PyObject*) {
                     "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
     return nullptr;
   }
-  return wrap(call_tensor_op("aten::bitwise_not", "", {t}));
+  return wrap(ops::bitwise_not(t));
   TN_PY_CATCH(nullptr)
 }
 

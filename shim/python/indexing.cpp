@@ -42,13 +42,12 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       if (k < -size || k >= size)
         throw IndexError("index " + std::to_string(k) + " is out of bounds for dimension " +
                          std::to_string(dim) + " with size " + std::to_string(size));
-      result = call_tensor_op("aten::select", "int", {result, dim, k});
+      result = ops::select(result, dim, k);
     } else if (PySlice_Check(item)) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(item, &start, &stop, &step) < 0) throw PythonErrorSet();
       if (step <= 0) throw ValueError("step must be greater than zero");
-      result = call_tensor_op("aten::slice", "Tensor",
-                              {result, dim, int64_t(start), int64_t(stop), int64_t(step)});
+      result = ops::slice(result, dim, int64_t(start), int64_t(stop), int64_t(step));
       ++dim;
     } else if (item == Py_Ellipsis) {
       // Skip to where the indices after the ellipsis begin.
@@ -64,10 +63,10 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       }
       dim = result.dim() - after;
     } else if (item == Py_None) {
-      result = call_tensor_op("aten::unsqueeze", "", {result, dim});
+      result = ops::unsqueeze(result, dim);
       ++dim;
     } else if (PyBool_Check(item)) {
-      result = call_tensor_op("aten::unsqueeze", "", {result, dim});
+      result = ops::unsqueeze(result, dim);
       pad_advanced();
       Tensor mask = Tensor::empty({1}, ScalarType::Bool);
       *mask.data_as<bool>() = item == Py_True;
@@ -97,8 +96,7 @@ PyObject* tensor_getitem(PyObject* self, PyObject* index) {
   std::vector<std::optional<Tensor>> advanced;
   Tensor result = apply_slicing(unpack(self), index, advanced);
   if (!advanced.empty()) {
-    Stack args{result, IValue(advanced)};
-    result = call_tensor_op("aten::index", "Tensor", std::move(args));
+    result = ops::index(result, advanced);
   } else if (result.same(unpack(self))) {
     // x[...] and x[()] return a new view, not the same object
     result = result.view_as_strided(result.sizes(), result.strides(), result.offset());
@@ -130,9 +128,9 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   else
     source = tensor_from_python_data(value, base.dtype());
   if (!advanced.empty()) {
-    call_op("aten::index_put_", "", {target, IValue(advanced), source.to(base.dtype()), false});
+    ops::index_put_(target, advanced, source.to(base.dtype()), false);
   } else {
-    call_op("aten::copy_", "", {target, source, false});
+    ops::copy_(target, source, false);
   }
   return 0;
   TN_PY_CATCH(-1)

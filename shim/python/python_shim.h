@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "typed_ops.h"
 
 namespace tn::py {
 
@@ -114,6 +115,10 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
 PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
                        PyObject* kwnames);
 PyObject* call_operator_boxed(const Operator& op, PyObject* args, PyObject* kwargs);
+// torch.ops overload packets: bind each overload in turn (false, and no Python error, when the
+// arguments do not match it), then run the first that binds.
+bool bind_operator_call(const Operator& op, PyObject* args, PyObject* kwargs, Stack& stack);
+PyObject* run_bound_operator(const Operator& op, Stack& stack);
 PyObject* returns_to_python(const Operator& op, Stack& stack);
 void init_op_bindings(PyObject* module);
 PyObject* new_function(const std::string& name, Binding* binding, const char* module_name);

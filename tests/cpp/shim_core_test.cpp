@@ -4,9 +4,11 @@
 #include <cstring>
 #include <random>
 
+#include "core/overlap.h"
 #include "core/tensor.h"
 #include "ops.h"
 #include "random.h"
+#include "typed_ops.h"
 
 namespace tn {
 
@@ -67,7 +69,27 @@ TEST(Tensor, ViewsShareStorageAndCopiesBroadcast) {
   base.copy_from(row);  // broadcast over the 2 rows, converting int32 -> float
   EXPECT_EQ(base.data_as<float>()[4], 10.0f);
   Tensor expanded = row.view_as_strided({2, 3}, {0, 1}, 0);
-  EXPECT_THROW(expanded.copy_from(base), Error);  // writes into overlapping memory are refused
+  // Writes into overlapping memory are refused at the door, by copy_'s overlap rules.
+  EXPECT_THROW(ops::copy_(expanded, base), Error);
+}
+
+TEST(Overlap, ClassifiesAsUpstreamsTensorIterator) {
+  Tensor base = Tensor::empty({4, 3}, ScalarType::Float);
+  Tensor transposed = base.view_as_strided({3, 4}, {1, 3}, 0);
+  Tensor rows = base.view_as_strided({3, 3}, {3, 1}, 3);  // base[1:]
+  Tensor column = base.view_as_strided({4}, {3}, 1);      // base[:, 1]: not dense
+  Tensor expanded = base.view_as_strided({2, 3}, {0, 1}, 0);
+  EXPECT_TRUE(is_non_overlapping_and_dense(transposed));
+  EXPECT_EQ(internal_overlap(expanded), InternalOverlap::Yes);
+  EXPECT_EQ(internal_overlap(column), InternalOverlap::TooHard);
+  EXPECT_EQ(overlap(base, base), Overlap::Full);
+  EXPECT_EQ(overlap(base, transposed), Overlap::Partial);  // same bytes, other strides
+  EXPECT_EQ(overlap(base, rows), Overlap::Partial);
+  EXPECT_EQ(overlap(base, column), Overlap::TooHard);
+  EXPECT_EQ(overlap(rows, Tensor::empty({3, 3}, ScalarType::Float)), Overlap::No);
+  EXPECT_THROW(assert_no_partial_overlap(rows, base), Error);
+  EXPECT_NO_THROW(assert_no_partial_overlap(base, base));
+  EXPECT_THROW(assert_no_overlap(base, base), Error);
 }
 
 TEST(Storage, ResizeGrowsInPlaceForEveryTensorSharingIt) {

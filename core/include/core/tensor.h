@@ -71,11 +71,13 @@ class Tensor {
   // A new TensorImpl sharing this storage.
   Tensor view_as_strided(Shape sizes, Shape strides, int64_t offset) const;
   Tensor contiguous() const;
-  Tensor clone() const;                     // contiguous copy
-  Tensor to(ScalarType dtype) const;        // same tensor when dtype already matches
-  void copy_from(const Tensor& src) const;  // broadcasting, converting copy into this
-  // resize_: contiguous strides for `sizes`, same storage and offset; the storage grows in
-  // place when it is too small.
+  Tensor clone() const;               // contiguous copy
+  Tensor to(ScalarType dtype) const;  // same tensor when dtype already matches
+  // Broadcasting, converting copy into this; a source sharing this storage is read from a
+  // snapshot. Overlap checks and version counters are the dispatcher's (upstream's rules).
+  void copy_from(const Tensor& src) const;
+  // resize_: contiguous strides for `sizes` (unless they are the current sizes), same storage
+  // and offset; the storage grows in place when it is too small.
   void resize(const Shape& sizes) const;
   Scalar item() const;
   void bump_version() const { ++*impl_->version; }

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops.h"
+#include "typed_ops.h"
 #include "vml.h"
 
 namespace tn {
@@ -15,6 +16,9 @@ namespace tn {
 // rounds once when stored. For +, -, *, / and sqrt that equals computing in the
 // storage type (double has more than 2p+2 bits for each of them, so the double
 // rounding is innocuous); for everything else it is at least as accurate as upstream.
+template <typename T>
+constexpr bool is_float_v = std::is_floating_point_v<T>;
+
 template <typename T>
 using compute_t =
     std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || std::is_same_v<T, float>,
@@ -67,6 +71,18 @@ void strided_loop(const Shape& shape, const std::array<Shape, N>& strides, F&& f
       f(offsets);
     }
   }
+}
+
+// `t` with its dims in the order upstream's TensorIterator visits a lone output (slowest
+// first): a row-major walk of the view visits the elements as upstream's serial loops do,
+// in memory order for a permuted tensor. Where a generator's draws land depends on it.
+Tensor in_iteration_order(const Tensor& t);
+
+// Calls f({offset}) for every element of `t`, in in_iteration_order's order.
+template <typename F>
+void for_each_in_iteration_order(const Tensor& t, F&& f) {
+  Tensor order = in_iteration_order(t);
+  strided_loop<1>(order.sizes(), {order.strides()}, f);
 }
 
 // out[i] = f(a[i]): input converted to `compute` (whose C++ type is in_t), output
@@ -210,10 +226,17 @@ Rows rows_along(const Tensor& t, int64_t dim);
 // `length` may differ from the source's (1 for a per-row result), `keepdim` false drops it.
 Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keepdim);
 
+// Reduction dims as schemas give them: none or empty means every dim.
+using Dims = std::optional<std::vector<int64_t>>;
+
 Tensor scalar_tensor(const Scalar& s);  // a wrapped-number 0-dim tensor
-// Shorthands for kernels composing other operators.
-inline Tensor op(const std::string& name, const std::string& overload, Stack args) {
-  return call_tensor_op(name, overload, std::move(args));
+// A Python float as a wrapped number: ranks below tensors in promotion, as `x * 0.5` does.
+inline Tensor float_number(double v) { return scalar_tensor(Scalar(v)); }
+// A per-channel [C] tensor as [1, C, 1, ...] of rank `ndim`, broadcasting along dim 1.
+inline Tensor per_channel(const Tensor& p, int64_t ndim) {
+  Shape shape(size_t(ndim), 1);
+  shape[1] = p.numel();
+  return ops::reshape(p, shape);
 }
 inline Tensor scalar_arg(const Args& a, size_t i) { return scalar_tensor(a.scalar(i)); }
 
@@ -291,7 +314,7 @@ Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, Vect
   std::array<Tensor, N> dense;
   std::array<const T*, N> in;
   for (size_t k = 0; k < N; ++k) {
-    dense[k] = call_tensor_op("aten::expand", "", {inputs[k].to(t), shape, false}).contiguous();
+    dense[k] = ops::expand(inputs[k].to(t), shape, false).contiguous();
     in[k] = dense[k].template data_as<T>();
   }
   Tensor out = Tensor::empty(shape, t);
@@ -317,6 +340,25 @@ Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, Vect
     vector(packed[0].data(), packed[1].data(), results.data(), int64_t(where.size()));
   for (size_t j = 0; j < where.size(); ++j) po[where[j]] = results[j];
   return out;
+}
+
+// Binary on the float result type of both operands (integers promote to the default dtype).
+// float32 operands reach `f` as float, so a generic `f` computes in float as upstream's
+// scalar kernels do; one taking double computes in double.
+template <typename F>
+Tensor float_binary(const Tensor& a, const Tensor& b, const char* half_kernel, F f) {
+  ScalarType t = float_type(result_type(a, b));
+  if (t == ScalarType::Half && half_kernel) dtype_not_implemented(half_kernel, t);
+  return TN_DISPATCH_ALL_TYPES(t, "binary", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<scalar_t, float>)
+      return map_binary<scalar_t>(a, b, t, t,
+                                  [&](double x, double y) -> double { return f(float(x), float(y)); });
+    else if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
+      return map_binary<scalar_t>(a, b, t, t, [&](double x, double y) -> double { return f(x, y); });
+    else
+      return Tensor();
+  });
 }
 
 template <typename F>

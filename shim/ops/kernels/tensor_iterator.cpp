@@ -7,24 +7,11 @@
 #include <algorithm>
 
 #include "common.h"
+#include "core/overlap.h"
 
 namespace tn {
 
 namespace {
-
-bool non_overlapping_and_dense(const Tensor& t) {
-  Shape order;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.sizes()[size_t(d)] != 1) order.push_back(d);
-  std::sort(order.begin(), order.end(),
-            [&](int64_t x, int64_t y) { return t.strides()[size_t(x)] < t.strides()[size_t(y)]; });
-  int64_t expected = 1;
-  for (int64_t d : order) {
-    if (t.strides()[size_t(d)] != expected) return false;
-    expected *= t.sizes()[size_t(d)];
-  }
-  return true;
-}
 
 // An input's strides in the iterator's shape (elements): 0 where it is broadcast, its own
 // elsewhere; an input of another dtype is converted first (.to keeps the strides of a
@@ -32,7 +19,7 @@ bool non_overlapping_and_dense(const Tensor& t) {
 Shape input_strides(const Tensor& t, const Shape& shape, ScalarType common) {
   int64_t nd = int64_t(shape.size());
   Shape own =
-      t.dtype() != common && !non_overlapping_and_dense(t) ? contiguous_strides(t.sizes()) : t.strides();
+      t.dtype() != common && !is_non_overlapping_and_dense(t) ? contiguous_strides(t.sizes()) : t.strides();
   Shape s(size_t(nd), 0);
   int64_t offset = nd - t.dim();
   for (int64_t d = 0; d < t.dim(); ++d)
@@ -113,6 +100,16 @@ Layout iterator_layout(const Shape& shape, const std::vector<Shape>& operands, s
 }
 
 }  // namespace
+
+Tensor in_iteration_order(const Tensor& t) {
+  Layout layout = iterator_layout(t.sizes(), {t.strides()}, 0);
+  Shape sizes, strides;
+  for (auto d = layout.perm.rbegin(); d != layout.perm.rend(); ++d) {
+    sizes.push_back(t.sizes()[size_t(*d)]);
+    strides.push_back(t.strides()[size_t(*d)]);
+  }
+  return t.view_as_strided(sizes, strides, t.offset());
+}
 
 std::vector<bool> vectorized_elements(const Shape& shape, const std::vector<Tensor>& inputs,
                                       ScalarType common, int64_t block) {
@@ -310,7 +307,7 @@ Reduction make_reduction(const Tensor& self, ScalarType t, const std::optional<s
   r.out = Tensor::empty(out_shape, t);
   r.in = self;
   if (self.dtype() != t) {
-    r.in = non_overlapping_and_dense(self)
+    r.in = is_non_overlapping_and_dense(self)
                ? Tensor::empty({self.numel()}, t).view_as_strided(self.sizes(), self.strides(), 0)
                : Tensor::empty(self.sizes(), t);
     r.in.copy_from(self);

@@ -1,5 +1,5 @@
-// Random sampling on the CPU generator with upstream's transforms, in upstream's
-// element order, so a seeded run draws the same values.
+// Random sampling through a Generator: uniform_, normal_, random_, bernoulli, exponential_, cauchy_,
+// geometric_, log_normal_, rand/randn/randint/randperm and their _like forms, normal, multinomial.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common.h"
+#include "typed_ops.h"
 
 namespace tn {
 
@@ -35,12 +36,10 @@ void uniform_(const Tensor& self, double from, double to, Generator& g) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {
       scalar_t* p = self.template data_as<scalar_t>();
-      strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
-        p[o[0]] = uniform_value<scalar_t>(g, from, to);
-      });
+      for_each_in_iteration_order(
+          self, [&](const std::array<int64_t, 1>& o) { p[o[0]] = uniform_value<scalar_t>(g, from, to); });
     }
   });
-  self.bump_version();
 }
 
 // normal_distribution<double>: Box-Muller on two uniform doubles; the sine half is
@@ -187,13 +186,11 @@ void normal_(const Tensor& self, double mean, double std, Generator& g) {
         else
           normal_fill<scalar_t>(p, self.numel(), mean, std, g);
       } else {
-        strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
-          p[o[0]] = scalar_t(normal_double(g, mean, std));
-        });
+        for_each_in_iteration_order(
+            self, [&](const std::array<int64_t, 1>& o) { p[o[0]] = scalar_t(normal_double(g, mean, std)); });
       }
     }
   });
-  self.bump_version();
 }
 
 // random_(from, to): (draw mod range) + from, one 32-bit draw while the range fits.
@@ -225,13 +222,12 @@ void random_from_to(const Tensor& self, int64_t from, std::optional<int64_t> to_
   TN_DISPATCH_ALL_TYPES(self.dtype(), "random_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* p = self.template data_as<scalar_t>();
-    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+    for_each_in_iteration_order(self, [&](const std::array<int64_t, 1>& o) {
       uint64_t draw = range >= (uint64_t(1) << 32) ? g.random64() : uint64_t(g.random());
       int64_t v = int64_t(draw % range + uint64_t(from));
       p[o[0]] = scalar_t(compute_t<scalar_t>(v));
     });
   });
-  self.bump_version();
 }
 
 void bernoulli_scalar(const Tensor& self, double p, Generator& g) {
@@ -239,16 +235,15 @@ void bernoulli_scalar(const Tensor& self, double p, Generator& g) {
   TN_DISPATCH_ALL_TYPES(self.dtype(), "bernoulli_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* d = self.template data_as<scalar_t>();
-    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+    for_each_in_iteration_order(self, [&](const std::array<int64_t, 1>& o) {
       d[o[0]] = scalar_t(compute_t<scalar_t>(uniform_value<double>(g, 0, 1) < p));
     });
   });
-  self.bump_version();
 }
 
 // bernoulli_(p tensor): float draws, except for double probabilities.
 void bernoulli_tensor(const Tensor& self, const Tensor& p_in, Generator& g) {
-  Tensor p = call_tensor_op("aten::expand", "", {p_in, self.sizes(), false});
+  Tensor p = ops::expand(p_in, self.sizes(), false);
   TN_DISPATCH_ALL_TYPES(self.dtype(), "bernoulli_", [&](auto tag_) {
     using self_t = TN_TYPE(tag_);
     self_t* d = self.template data_as<self_t>();
@@ -265,7 +260,6 @@ void bernoulli_tensor(const Tensor& self, const Tensor& p_in, Generator& g) {
       });
     });
   });
-  self.bump_version();
 }
 
 void exponential_(const Tensor& self, double lambda, Generator& g) {
@@ -275,12 +269,11 @@ void exponential_(const Tensor& self, double lambda, Generator& g) {
   TN_DISPATCH_ALL_TYPES(self.dtype(), "exponential_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* d = self.template data_as<scalar_t>();
-    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
+    for_each_in_iteration_order(self, [&](const std::array<int64_t, 1>& o) {
       double u = uniform_value<double>(g, 0, 1);
       d[o[0]] = scalar_t(compute_t<scalar_t>(-1.0 / lambda * std::log1p(-u)));
     });
   });
-  self.bump_version();
 }
 
 // Per-element draws of upstream's serial kernels (cauchy, geometric, log-normal),
@@ -292,11 +285,9 @@ void fill_serial(const Tensor& self, const char* name, F draw) {
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* d = self.template data_as<scalar_t>();
-    strided_loop<1>(self.sizes(), {self.strides()}, [&](const std::array<int64_t, 1>& o) {
-      d[o[0]] = scalar_t(compute_t<scalar_t>(draw()));
-    });
+    for_each_in_iteration_order(
+        self, [&](const std::array<int64_t, 1>& o) { d[o[0]] = scalar_t(compute_t<scalar_t>(draw())); });
   });
-  self.bump_version();
 }
 
 Tensor randperm(int64_t n, ScalarType t, Generator& g) {
@@ -327,9 +318,8 @@ Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Genera
   int64_t categories = self.size(-1);
   if (!replacement && samples > categories)
     throw Error("cannot sample n_sample > prob_dist.size(-1) samples without replacement");
-  Tensor probs = (self.dim() == 1 ? call_tensor_op("aten::unsqueeze", "", {self, int64_t{0}}) : self)
-                     .to(ScalarType::Double)
-                     .contiguous();
+  Tensor probs =
+      (self.dim() == 1 ? ops::unsqueeze(self, int64_t{0}) : self).to(ScalarType::Double).contiguous();
   int64_t rows = probs.size(0);
   for (int64_t i = 0; i < probs.numel(); ++i) {
     double v = probs.data_as<double>()[i];
@@ -341,12 +331,11 @@ Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Genera
     // Upstream: probabilities divided by exponential draws, then the largest (topk).
     Tensor q = Tensor::empty(self.sizes(), self.dtype());
     exponential_(q, 1.0, g);
-    Tensor ratio = call_tensor_op("aten::div", "Tensor", {self, q});
+    Tensor ratio = ops::div(self, q);
     if (samples == 1) {
-      result = call_tensor_op("aten::argmax", "", {ratio, int64_t{-1}, true});
+      result = ops::argmax(ratio, int64_t{-1}, true);
     } else {
-      Stack topk = call_op_stack("aten::topk", "", {ratio, samples, int64_t{-1}, true, true});
-      result = std::get<Tensor>(topk[1].value);  // the indices
+      result = std::get<1>(ops::topk(ratio, samples, int64_t{-1}, true, true));  // the indices
     }
     return result;
   }
@@ -488,22 +477,19 @@ TN_KERNEL("aten::normal.Tensor_float", {
   const Tensor& mean = a.tensor(0);
   Tensor t = Tensor::empty(mean.sizes(), mean.dtype());
   normal_(t, 0, a.real(1), a.generator(2));
-  return call_tensor_op("aten::add", "Tensor", {t, mean, Scalar(int64_t{1})});
+  return ops::add(t, mean, Scalar(int64_t{1}));
 });
 TN_KERNEL("aten::normal.float_Tensor", {
   const Tensor& std = a.tensor(1);
   Tensor t = Tensor::empty(std.sizes(), std.dtype());
   normal_(t, 0, 1, a.generator(2));
-  return call_tensor_op("aten::add", "Tensor",
-                        {call_tensor_op("aten::mul", "Tensor", {t, std}), scalar_tensor(Scalar(a.real(0))),
-                         Scalar(int64_t{1})});
+  return ops::add(ops::mul(t, std), scalar_tensor(Scalar(a.real(0))), Scalar(int64_t{1}));
 });
 TN_KERNEL("aten::normal.Tensor_Tensor", {
   const Tensor &mean = a.tensor(0), &std = a.tensor(1);
   Tensor t = Tensor::empty(broadcast_shapes(mean.sizes(), std.sizes()), mean.dtype());
   normal_(t, 0, 1, a.generator(2));
-  return call_tensor_op("aten::add", "Tensor",
-                        {call_tensor_op("aten::mul", "Tensor", {t, std}), mean, Scalar(int64_t{1})});
+  return ops::add(ops::mul(t, std), mean, Scalar(int64_t{1}));
 });
 TN_KERNEL("aten::cauchy_", {
   double median = a.real(1), sigma = a.real(2);

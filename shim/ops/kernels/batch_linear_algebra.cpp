@@ -1,9 +1,13 @@
-// Linear algebra on LAPACK (the same OpenBLAS LAPACK upstream links on Debian), with
-// matrices passed in column-major order as upstream passes them: det, slogdet, inv,
-// solve, cholesky; matrix_power and the matrix norms compose other operators.
+// LAPACK-backed linear algebra: det, slogdet, logdet, solve, inv, cholesky, matrix_power, matrix_norm,
+// linalg_norm.
 #include <cmath>
 
 #include "common.h"
+#include "typed_ops.h"
+
+namespace tn {
+
+namespace {
 
 extern "C" {
 void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
@@ -15,10 +19,6 @@ void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, 
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
 }
-
-namespace tn {
-
-namespace {
 
 void check_square(const Tensor& a, const char* name) {
   if (a.dim() < 2) throw Error(std::string(name) + ": The input tensor A must have at least 2 dimensions.");
@@ -33,10 +33,10 @@ void check_square(const Tensor& a, const char* name) {
 // Column-major copies of each matrix in a batch: (batch, n, n) laid out as transposes.
 Tensor column_major(const Tensor& a) {
   int64_t n = a.size(-1), rows = a.size(-2);
-  Tensor batch = op("aten::reshape", "", {a, Shape{-1, rows, n}});
+  Tensor batch = ops::reshape(a, Shape{-1, rows, n});
   // (batch, n, rows): column-major. Always a copy: LAPACK overwrites it, and an input
   // already laid out column-major (a transposed view, a single column) must not change.
-  return op("aten::transpose", "int", {batch, int64_t{1}, int64_t{2}}).clone();
+  return ops::transpose(batch, int64_t{1}, int64_t{2}).clone();
 }
 
 template <typename T>
@@ -134,8 +134,8 @@ Tensor lu_solve(const Tensor& a, const Tensor& b, const char* name, bool transpo
       }
     }
   });
-  Tensor back = op("aten::transpose", "int", {rhs, int64_t{1}, int64_t{2}});
-  return op("aten::reshape", "", {back, b.sizes()});
+  Tensor back = ops::transpose(rhs, int64_t{1}, int64_t{2});
+  return ops::reshape(back, b.sizes());
 }
 
 // Upstream's linalg.solve (and inv, which solves against the identity): a contiguous A
@@ -150,14 +150,40 @@ Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
   Shape a_shape = batch, b_shape = batch;
   a_shape.insert(a_shape.end(), a.sizes().end() - 2, a.sizes().end());
   b_shape.insert(b_shape.end(), b.sizes().end() - std::min<int64_t>(b.dim(), 2), b.sizes().end());
-  Tensor ae = op("aten::expand", "", {a, a_shape, false}), be = op("aten::expand", "", {b, b_shape, false});
+  Tensor ae = ops::expand(a, a_shape, false), be = ops::expand(b, b_shape, false);
   if (!transposed) return lu_solve(ae, be, name, false);
-  return lu_solve(op("aten::transpose", "int", {ae, int64_t{-2}, int64_t{-1}}), be, name, true);
+  return lu_solve(ops::transpose(ae, int64_t{-2}, int64_t{-1}), be, name, true);
 }
 
 Tensor identity_like(const Tensor& a) {
-  Tensor eye = op("aten::eye", "", {a.size(-1), int64_t(a.dtype())});
-  return op("aten::expand", "", {eye, a.sizes(), false}).contiguous();
+  Tensor eye = ops::eye(a.size(-1), a.dtype());
+  return ops::expand(eye, a.sizes(), false).contiguous();
+}
+
+// Matrix norms that need no SVD: Frobenius and the 1/inf column/row-sum norms.
+Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bool keepdim,
+                   std::optional<ScalarType> dtype) {
+  if (self.dim() < 2) throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
+  if (dims.size() != 2) throw Error("linalg.matrix_norm: dim must be a 2-tuple. Got " + shape_str(dims));
+  Tensor x = dtype ? self.to(*dtype) : self;
+  int64_t d0 = wrap_dim(dims[0], x.dim()), d1 = wrap_dim(dims[1], x.dim());
+  if (std::abs(ord) == 2)
+    throw NotImplemented("torchnative does not implement linalg.matrix_norm with ord=+-2 yet (needs an SVD)");
+  if (std::isinf(ord) || std::abs(ord) == 1) {
+    // ord 1: max over columns of the column sums; inf: the same over rows.
+    int64_t summed = std::isinf(ord) ? d1 : d0, over = std::isinf(ord) ? d0 : d1;
+    Tensor sums = ops::sum(ops::abs(x), std::vector<int64_t>{summed}, true, std::nullopt);
+    Tensor r = ord > 0 ? ops::amax(sums, std::vector<int64_t>{over}, true)
+                       : ops::amin(sums, std::vector<int64_t>{over}, true);
+    if (!keepdim) r = ops::squeeze(ops::squeeze(r, std::max(d0, d1)), std::min(d0, d1));
+    return r;
+  }
+  throw Error("linalg.matrix_norm: Order " + std::to_string(ord) + " not supported.");
+}
+
+Tensor frobenius(const Tensor& self, std::vector<int64_t> dims, bool keepdim,
+                 std::optional<ScalarType> dtype) {
+  return ops::linalg_vector_norm(self, Scalar(2.0), dims, keepdim, dtype);
 }
 
 }  // namespace
@@ -183,9 +209,8 @@ TN_KERNEL("aten::slogdet", {
 TN_KERNEL("aten::logdet", {
   check_square(a.tensor(0), "logdet");
   auto [det, sign, logabs] = determinants(a.tensor(0));
-  Tensor negative = op("aten::lt", "Scalar", {sign, Scalar(int64_t{0})});
-  return op("aten::masked_fill", "Scalar",
-            {logabs, negative, Scalar(std::numeric_limits<double>::quiet_NaN())});
+  Tensor negative = ops::lt(sign, Scalar(int64_t{0}));
+  return ops::masked_fill(logabs, negative, Scalar(std::numeric_limits<double>::quiet_NaN()));
 });
 TN_KERNEL("aten::linalg_solve", {
   if (!a.boolean(2))
@@ -194,9 +219,9 @@ TN_KERNEL("aten::linalg_solve", {
   // Upstream's rule: B is a (batch of) vector(s) when 1-D or shaped like A without its last dim.
   bool vector =
       B.dim() == 1 || (B.dim() == A.dim() - 1 && B.sizes() == Shape(A.sizes().begin(), A.sizes().end() - 1));
-  Tensor rhs = vector ? op("aten::unsqueeze", "", {B, int64_t{-1}}) : B;
+  Tensor rhs = vector ? ops::unsqueeze(B, int64_t{-1}) : B;
   Tensor x = solve(A, rhs, "torch.linalg.solve");
-  return vector ? op("aten::squeeze", "dim", {x, int64_t{-1}}) : x;
+  return vector ? ops::squeeze(x, int64_t{-1}) : x;
 });
 TN_KERNEL("aten::linalg_inv", { return solve(a.tensor(0), identity_like(a.tensor(0)), "linalg.inv"); });
 TN_KERNEL("aten::inverse", { return solve(a.tensor(0), identity_like(a.tensor(0)), "linalg.inv"); });
@@ -225,11 +250,9 @@ TN_KERNEL("aten::linalg_cholesky", {
       }
     }
   });
-  Tensor lower = op(
-      "aten::tril", "",
-      {op("aten::reshape", "", {op("aten::transpose", "int", {factors, int64_t{1}, int64_t{2}}), A.sizes()}),
-       int64_t{0}});
-  return upper ? op("aten::transpose", "int", {lower, int64_t{-2}, int64_t{-1}}).contiguous() : lower;
+  Tensor lower =
+      ops::tril(ops::reshape(ops::transpose(factors, int64_t{1}, int64_t{2}), A.sizes()), int64_t{0});
+  return upper ? ops::transpose(lower, int64_t{-2}, int64_t{-1}).contiguous() : lower;
 });
 TN_KERNEL("aten::linalg_matrix_power", {
   const Tensor& A = a.tensor(0);
@@ -237,50 +260,20 @@ TN_KERNEL("aten::linalg_matrix_power", {
   if (A.dim() < 2 || A.size(-1) != A.size(-2))
     throw Error("linalg.matrix_power: A must be batches of square matrices");
   if (n == 0) return identity_like(A);
-  Tensor base = n < 0 ? op("aten::linalg_inv", "", {A}) : A;
+  Tensor base = n < 0 ? ops::linalg_inv(A) : A;
   n = std::abs(n);
   if (n == 1) return base.clone();
-  if (n == 2) return op("aten::matmul", "", {base, base});
-  if (n == 3) return op("aten::matmul", "", {op("aten::matmul", "", {base, base}), base});
+  if (n == 2) return ops::matmul(base, base);
+  if (n == 3) return ops::matmul(ops::matmul(base, base), base);
   // Binary decomposition, as upstream: the result multiplies the powers of two present in n.
   Tensor result, power = base;
   while (n > 0) {
-    if (n & 1) result = result.defined() ? op("aten::matmul", "", {result, power}) : power;
+    if (n & 1) result = result.defined() ? ops::matmul(result, power) : power;
     n >>= 1;
-    if (n > 0) power = op("aten::matmul", "", {power, power});
+    if (n > 0) power = ops::matmul(power, power);
   }
   return result;
 });
-
-// Matrix norms that need no SVD: Frobenius and the 1/inf column/row-sum norms.
-Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bool keepdim,
-                   std::optional<ScalarType> dtype) {
-  if (self.dim() < 2) throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
-  if (dims.size() != 2) throw Error("linalg.matrix_norm: dim must be a 2-tuple. Got " + shape_str(dims));
-  Tensor x = dtype ? self.to(*dtype) : self;
-  int64_t d0 = wrap_dim(dims[0], x.dim()), d1 = wrap_dim(dims[1], x.dim());
-  if (std::abs(ord) == 2)
-    throw NotImplemented("torchnative does not implement linalg.matrix_norm with ord=+-2 yet (needs an SVD)");
-  if (std::isinf(ord) || std::abs(ord) == 1) {
-    // ord 1: max over columns of the column sums; inf: the same over rows.
-    int64_t summed = std::isinf(ord) ? d1 : d0, over = std::isinf(ord) ? d0 : d1;
-    Tensor sums = op("aten::sum", "dim_IntList",
-                     {op("aten::abs", "", {x}), std::vector<int64_t>{summed}, true, IValue()});
-    Tensor r = ord > 0 ? op("aten::amax", "", {sums, std::vector<int64_t>{over}, true})
-                       : op("aten::amin", "", {sums, std::vector<int64_t>{over}, true});
-    if (!keepdim)
-      r = op("aten::squeeze", "dim", {op("aten::squeeze", "dim", {r, std::max(d0, d1)}), std::min(d0, d1)});
-    return r;
-  }
-  throw Error("linalg.matrix_norm: Order " + std::to_string(ord) + " not supported.");
-}
-
-Tensor frobenius(const Tensor& self, std::vector<int64_t> dims, bool keepdim,
-                 std::optional<ScalarType> dtype) {
-  return op("aten::linalg_vector_norm", "",
-            {self, Scalar(2.0), dims, keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
-}
-
 TN_KERNEL("aten::linalg_matrix_norm", {
   return matrix_norm(a.tensor(0), a.scalar(1).to_double(), a.int_list(2), a.boolean(3), a.optional_dtype(4));
 });
@@ -302,9 +295,7 @@ TN_KERNEL("aten::linalg_norm", {
   auto dtype = a.optional_dtype(4);
   if (!ord) {
     if (dims && dims->size() == 2) return frobenius(x, *dims, keepdim, dtype);
-    return op("aten::linalg_vector_norm", "",
-              {x, Scalar(2.0), dims ? IValue(*dims) : IValue(), keepdim,
-               dtype ? IValue(int64_t(*dtype)) : IValue()});
+    return ops::linalg_vector_norm(x, Scalar(2.0), dims, keepdim, dtype);
   }
   bool matrix = dims ? dims->size() == 2 : x.dim() == 2;
   if (matrix)
@@ -312,13 +303,12 @@ TN_KERNEL("aten::linalg_norm", {
   if (!dims && x.dim() != 1)
     throw Error("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got " +
                 std::to_string(x.dim()) + "D.");
-  return op("aten::linalg_vector_norm", "",
-            {x, *ord, dims ? IValue(*dims) : IValue(), keepdim, dtype ? IValue(int64_t(*dtype)) : IValue()});
+  return ops::linalg_vector_norm(x, *ord, dims, keepdim, dtype);
 });
 TN_KERNEL("aten::linalg_norm.ord_str", {
-  return op(
-      "aten::linalg_matrix_norm", "str_ord",
-      {a.tensor(0), a[1], a.optional_int_list(2).value_or(std::vector<int64_t>{-2, -1}), a.boolean(3), a[4]});
+  return ops::linalg_matrix_norm(a.tensor(0), *a.optional_string(1),
+                                 a.optional_int_list(2).value_or(std::vector<int64_t>{-2, -1}), a.boolean(3),
+                                 a.optional_dtype(4));
 });
 
 }  // namespace tn

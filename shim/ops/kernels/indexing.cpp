@@ -1,11 +1,13 @@
-// Indexing by tensors: gather/scatter, index_select/add/copy/fill, masked ops, take,
-// nonzero, advanced indexing (index, index_put_), sorting, topk, unique, one_hot,
-// embedding, bincount, histc.
+// Indexing: index, index_put, index_select/add/copy/fill, gather, scatter/scatter_add,
+// masked_fill/select/scatter, take, take_along_dim, nonzero, argwhere, where(condition).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 
 #include "common.h"
+#include "typed_ops.h"
 
 namespace tn {
 
@@ -129,7 +131,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
       out.copy_from(self);
       continue;
     }
-    op("aten::select", "int", {out, dim, i}).copy_from(op("aten::select", "int", {self, dim, k}));
+    ops::select(out, dim, i).copy_from(ops::select(self, dim, k));
   }
   return out;
 }
@@ -145,12 +147,12 @@ void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, co
     if (k < -size || k >= size)
       throw IndexError(std::string(name) + "(): index " + std::to_string(k) + " is out of bounds");
     if (k < 0) k += size;
-    f(i, target.dim() ? op("aten::select", "int", {target, dim, k}) : target);
+    f(i, target.dim() ? ops::select(target, dim, k) : target);
   }
 }
 
 Tensor slice_of(const Tensor& source, int64_t dim, int64_t i) {
-  return source.dim() ? op("aten::select", "int", {source, dim, i}) : source;
+  return source.dim() ? ops::select(source, dim, i) : source;
 }
 
 Tensor bool_mask(const Tensor& mask, const char* name) {
@@ -167,7 +169,7 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) 
                 std::to_string(value.dim()) + " dimension(s).");
   if (broadcast_shapes(self.sizes(), m.sizes()) != self.sizes())
     throw Error("The size of tensor a must match the size of tensor b");
-  return op("aten::where", "self", {m, value.to(self.dtype()), self});
+  return ops::where(m, value.to(self.dtype()), self);
 }
 
 Tensor nonzero(const Tensor& self) {
@@ -218,7 +220,7 @@ AdvancedIndex prepare_index(const Tensor& self, const std::vector<std::optional<
           throw IndexError("The shape of the mask " + shape_str(index->sizes()) + " at index " +
                            std::to_string(d) + " does not match the shape of the indexed tensor " +
                            shape_str(self.sizes()) + " at index " + std::to_string(self_dim));
-        expanded.emplace_back(op("aten::select", "int", {coords, int64_t{1}, d}));
+        expanded.emplace_back(ops::select(coords, int64_t{1}, d));
       }
     } else if (index && !is_integral(index->dtype(), false)) {
       throw IndexError("tensors used as indices must be long, byte or bool tensors");
@@ -243,15 +245,15 @@ AdvancedIndex prepare_index(const Tensor& self, const std::vector<std::optional<
     for (int64_t d = 0; d < self.dim(); ++d)
       if (!expanded[size_t(d)]) perm.push_back(d);
   }
-  ai.source = op("aten::permute", "", {self, perm});
+  ai.source = ops::permute(self, perm);
   ai.first = adjacent ? indexed.front() : 0;
   ai.count = int64_t(indexed.size());
   for (int64_t d : indexed) ai.index_shape = broadcast_shapes(ai.index_shape, expanded[size_t(d)]->sizes());
   for (int64_t k = 0; k < ai.count; ++k) {
     int64_t src_dim = ai.first + k;
-    Tensor idx = op("aten::expand", "",
-                    {expanded[size_t(indexed[size_t(k)])]->to(ScalarType::Long), ai.index_shape, false})
-                     .contiguous();
+    Tensor idx =
+        ops::expand(expanded[size_t(indexed[size_t(k)])]->to(ScalarType::Long), ai.index_shape, false)
+            .contiguous();
     int64_t size = ai.source.size(src_dim);
     int64_t* positions = idx.data_as<int64_t>();
     for (int64_t i = 0; i < idx.numel(); ++i)
@@ -311,7 +313,7 @@ const Tensor& index_put_(const Tensor& self, const std::vector<std::optional<Ten
     throw Error("Index put requires the source and destination dtypes match, got " +
                 std::string(upstream_type_name(self.dtype())) + " for the destination and " +
                 upstream_type_name(values.dtype()) + " for the source.");
-  Tensor v = op("aten::expand", "", {values, ai.result_shape, false}).contiguous();
+  Tensor v = ops::expand(values, ai.result_shape, false).contiguous();
   TN_DISPATCH_ALL_TYPES(self.dtype(), "index_put_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* dst = ai.source.template data_as<scalar_t>();
@@ -325,113 +327,7 @@ const Tensor& index_put_(const Tensor& self, const std::vector<std::optional<Ten
         dst[offset] = scalar_t(compute_t<scalar_t>(dst[offset]) + compute_t<scalar_t>(pv[p]));
     });
   });
-  self.bump_version();
   return self;
-}
-
-// Sorting along a dim: NaN is larger than everything; equal elements keep their order
-// (upstream's CPU sort is stable whatever `stable` says).
-std::pair<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending) {
-  Rows rows = rows_along(self, dim);
-  Tensor values = Tensor::empty(rows.data.sizes(), self.dtype());
-  Tensor indices = Tensor::empty(rows.data.sizes(), ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(self.dtype(), "sort", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    std::vector<int64_t> order(size_t(rows.length));
-    for (int64_t r = 0; r < rows.count; ++r) {
-      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
-      std::iota(order.begin(), order.end(), 0);
-      auto less = [&](int64_t a, int64_t b) {
-        auto x = compute_t<scalar_t>(in[a]), y = compute_t<scalar_t>(in[b]);
-        if constexpr (std::is_floating_point_v<decltype(x)>) {
-          if (std::isnan(x)) return false;
-          if (std::isnan(y)) return true;
-        }
-        return x < y;
-      };
-      if (descending)
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return less(b, a); });
-      else
-        std::stable_sort(order.begin(), order.end(), less);
-      for (int64_t j = 0; j < rows.length; ++j) {
-        values.template data_as<scalar_t>()[r * rows.length + j] = in[order[size_t(j)]];
-        indices.template data_as<int64_t>()[r * rows.length + j] = order[size_t(j)];
-      }
-    }
-  });
-  return {from_rows(values, rows, rows.length, true), from_rows(indices, rows, rows.length, true)};
-}
-
-// topk: upstream's selection on (value, position) pairs with the standard library
-// (partial_sort when k is small against the row, else nth_element and a sort of the
-// first k-1); the same library calls reproduce its order among ties.
-std::pair<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted) {
-  if (self.dtype() == ScalarType::Half) dtype_not_implemented("topk_cpu", self.dtype());
-  Rows rows = rows_along(self, dim);
-  if (k < 0 || k > rows.length) throw Error("selected index k out of range");
-  Tensor values = Tensor::empty({rows.count, k}, self.dtype());
-  Tensor indices = Tensor::empty({rows.count, k}, ScalarType::Long);
-  using elem_t = std::pair<double, int64_t>;
-  auto before = [largest](const elem_t& x, const elem_t& y) {
-    if (largest) return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
-    return (!std::isnan(x.first) && std::isnan(y.first)) || x.first < y.first;
-  };
-  TN_DISPATCH_ALL_TYPES(self.dtype(), "topk", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    std::vector<elem_t> queue(static_cast<size_t>(rows.length));
-    for (int64_t r = 0; r < rows.count; ++r) {
-      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
-      for (int64_t j = 0; j < rows.length; ++j) queue[size_t(j)] = {double(compute_t<scalar_t>(in[j])), j};
-      if (k > 0) {
-        if (k * 64 <= rows.length) {
-          std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), before);
-        } else {
-          std::nth_element(queue.begin(), queue.begin() + k - 1, queue.end(), before);
-          if (sorted) std::sort(queue.begin(), queue.begin() + k - 1, before);
-        }
-      }
-      for (int64_t j = 0; j < k; ++j) {
-        values.template data_as<scalar_t>()[r * k + j] = in[queue[size_t(j)].second];
-        indices.template data_as<int64_t>()[r * k + j] = queue[size_t(j)].second;
-      }
-    }
-  });
-  return {from_rows(values, rows, k, true), from_rows(indices, rows, k, true)};
-}
-
-// torch.unique on the flattened input: sorted values, inverse indices, counts.
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& self, bool return_inverse, bool return_counts) {
-  if (self.dtype() == ScalarType::Half) dtype_not_implemented("unique", self.dtype());
-  Tensor flat_values = flat(self);
-  auto [sorted, order] = sort(flat_values, 0, false);
-  int64_t n = flat_values.numel();
-  std::vector<int64_t> starts;
-  Tensor inverse = Tensor::empty(return_inverse ? self.sizes() : Shape{0}, ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(self.dtype(), "unique", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    const scalar_t* s = sorted.template data_as<scalar_t>();
-    const int64_t* o = order.template data_as<int64_t>();
-    int64_t group = -1;
-    for (int64_t i = 0; i < n; ++i) {
-      // NaNs are never equal, so each NaN is its own value (as upstream's sort-based unique).
-      bool same = i > 0 && compute_t<scalar_t>(s[i]) == compute_t<scalar_t>(s[i - 1]);
-      if (!same) {
-        starts.push_back(i);
-        ++group;
-      }
-      if (return_inverse) inverse.data_as<int64_t>()[o[i]] = group;
-    }
-  });
-  int64_t groups = int64_t(starts.size());
-  Tensor values = Tensor::empty({groups}, self.dtype());
-  Tensor counts = Tensor::empty({return_counts ? groups : 0}, ScalarType::Long);
-  for (int64_t g = 0; g < groups; ++g) {
-    op("aten::select", "int", {values, int64_t{0}, g})
-        .copy_from(op("aten::select", "int", {sorted, int64_t{0}, starts[size_t(g)]}));
-    if (return_counts)
-      counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
-  }
-  return {values, inverse, counts};
 }
 
 }  // namespace
@@ -459,7 +355,7 @@ TN_KERNEL("aten::index_add", {
   const Tensor& source = a.tensor(3);
   Scalar alpha = a.scalar(4);
   for_index_slices(out, dim, a.tensor(2), "index_add", [&](int64_t i, const Tensor& target) {
-    target.copy_from(op("aten::add", "Tensor", {target, slice_of(source, dim, i), alpha}));
+    target.copy_from(ops::add(target, slice_of(source, dim, i), alpha));
   });
   return out;
 });
@@ -494,14 +390,14 @@ TN_KERNEL("aten::masked_fill.Tensor", { return masked_fill(a.tensor(0), a.tensor
 TN_KERNEL("aten::masked_select", {
   Tensor mask = bool_mask(a.tensor(1), "masked_select");
   Shape shape = broadcast_shapes(a.tensor(0).sizes(), mask.sizes());
-  Tensor self = op("aten::expand", "", {a.tensor(0), shape, false});
-  return index(self, {op("aten::expand", "", {mask, shape, false})});
+  Tensor self = ops::expand(a.tensor(0), shape, false);
+  return index(self, {ops::expand(mask, shape, false)});
 });
 TN_KERNEL("aten::masked_scatter", {
   const Tensor& self = a.tensor(0);
   Tensor mask = bool_mask(a.tensor(1), "masked_scatter_");
   Tensor out = self.clone();
-  Tensor m = op("aten::expand", "", {mask, self.sizes(), false}).contiguous();
+  Tensor m = ops::expand(mask, self.sizes(), false).contiguous();
   Tensor source = flat(a.tensor(2));
   int64_t used = 0;
   std::vector<int64_t> positions;
@@ -511,8 +407,7 @@ TN_KERNEL("aten::masked_scatter", {
     throw Error("masked_scatter: expected source to have at least as many elements as ones in mask");
   Tensor out_flat = flat(out);
   for (int64_t p : positions)
-    op("aten::select", "int", {out_flat, int64_t{0}, p})
-        .copy_from(op("aten::select", "int", {source, int64_t{0}, used++}));
+    ops::select(out_flat, int64_t{0}, p).copy_from(ops::select(source, int64_t{0}, used++));
   return out;
 });
 TN_KERNEL("aten::take", {
@@ -546,16 +441,16 @@ TN_KERNEL("aten::take_along_dim", {
   Shape s = common, i = common;
   s[size_t(d)] = self.size(d);
   i[size_t(d)] = indices.size(d);
-  return gather(op("aten::expand", "", {self, s, false}), d, op("aten::expand", "", {indices, i, false}));
+  return gather(ops::expand(self, s, false), d, ops::expand(indices, i, false));
 });
 TN_KERNEL("aten::nonzero", { return nonzero(a.tensor(0)); });
 TN_KERNEL("aten::argwhere", { return nonzero(a.tensor(0)); });
 TN_KERNEL("aten::nonzero_numpy", {
   const Tensor& self = a.tensor(0);
-  Tensor coords = nonzero(self.dim() == 0 ? op("aten::unsqueeze", "", {self, int64_t{0}}) : self);
+  Tensor coords = nonzero(self.dim() == 0 ? ops::unsqueeze(self, int64_t{0}) : self);
   std::vector<Tensor> columns;
   for (int64_t d = 0; d < coords.size(1); ++d)
-    columns.push_back(op("aten::select", "int", {coords, int64_t{1}, d}).contiguous());
+    columns.push_back(ops::select(coords, int64_t{1}, d).contiguous());
   return columns;
 });
 TN_KERNEL("aten::index.Tensor", { return index(a.tensor(0), a.optional_tensor_list(1)); });
@@ -567,133 +462,6 @@ TN_KERNEL("aten::index_put", {
   Tensor out = a.tensor(0).clone();
   return index_put_(out, a.optional_tensor_list(1), a.tensor(2), a.boolean(3));
 });
-TN_KERNEL("aten::sort", {
-  auto [v, i] = sort(a.tensor(0), a.integer(1), a.boolean(2));
-  return IValue::tuple({v, i});
-});
-TN_KERNEL("aten::sort.stable", {
-  auto [v, i] = sort(a.tensor(0), a.integer(2), a.boolean(3));
-  return IValue::tuple({v, i});
-});
-TN_KERNEL("aten::argsort", { return sort(a.tensor(0), a.integer(1), a.boolean(2)).second; });
-TN_KERNEL("aten::argsort.stable", { return sort(a.tensor(0), a.integer(2), a.boolean(3)).second; });
-TN_KERNEL("aten::msort", { return sort(a.tensor(0), 0, false).first; });
-TN_KERNEL("aten::topk", {
-  auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3), a.boolean(4));
-  return IValue::tuple({v, i});
-});
-TN_KERNEL("aten::_unique2", {
-  auto [v, inv, c] = unique(a.tensor(0), a.boolean(2), a.boolean(3));
-  return IValue::tuple({v, inv, c});
-});
-TN_KERNEL("aten::unique_consecutive", {
-  if (a.optional_integer(3))
-    throw NotImplemented("torchnative does not implement aten::unique_consecutive with dim= yet");
-  const Tensor& self = a.tensor(0);
-  Tensor values_in = flat(self);
-  std::vector<int64_t> starts;
-  int64_t n = values_in.numel();
-  Tensor inverse = Tensor::empty(a.boolean(1) ? self.sizes() : Shape{0}, ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(self.dtype(), "unique_consecutive", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    const scalar_t* v = values_in.template data_as<scalar_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      if (i == 0 || compute_t<scalar_t>(v[i]) != compute_t<scalar_t>(v[i - 1])) starts.push_back(i);
-      if (a.boolean(1)) inverse.data_as<int64_t>()[i] = int64_t(starts.size()) - 1;
-    }
-  });
-  int64_t groups = int64_t(starts.size());
-  Tensor index = Tensor::empty({groups}, ScalarType::Long);
-  std::copy(starts.begin(), starts.end(), index.data_as<int64_t>());
-  Tensor counts = Tensor::empty({a.boolean(2) ? groups : 0}, ScalarType::Long);
-  if (a.boolean(2))
-    for (int64_t g = 0; g < groups; ++g)
-      counts.data_as<int64_t>()[g] = (g + 1 < groups ? starts[size_t(g + 1)] : n) - starts[size_t(g)];
-  return IValue::tuple({index_select(values_in, 0, index), inverse, counts});
-});
-TN_KERNEL("aten::one_hot", {
-  const Tensor& self = a.tensor(0);
-  if (self.dtype() != ScalarType::Long) throw Error("one_hot is only applicable to index tensor.");
-  int64_t classes = a.integer(1);
-  Tensor values = self.contiguous();
-  int64_t max_value = -1;
-  for (int64_t i = 0; i < values.numel(); ++i) {
-    int64_t v = values.data_as<int64_t>()[i];
-    if (v < 0) throw Error("Class values must be non-negative.");
-    max_value = std::max(max_value, v);
-  }
-  if (classes == -1) classes = max_value + 1;
-  if (max_value >= classes) throw Error("Class values must be smaller than num_classes.");
-  Shape shape = self.sizes();
-  shape.push_back(classes);
-  Tensor out = Tensor::empty(shape, ScalarType::Long);
-  std::fill_n(out.data_as<int64_t>(), out.numel(), 0);
-  for (int64_t i = 0; i < values.numel(); ++i)
-    out.data_as<int64_t>()[i * classes + values.data_as<int64_t>()[i]] = 1;
-  return out;
-});
-TN_KERNEL("aten::embedding", {
-  const Tensor& weight = a.tensor(0);
-  Tensor indices = a.tensor(1);
-  if (indices.dtype() != ScalarType::Long && indices.dtype() != ScalarType::Int)
-    throw Error(
-        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but "
-        "got torch.FloatTensor instead (while checking arguments for embedding)");
-  if (weight.dim() != 2) throw Error("'weight' must be 2-D");
-  Tensor rows = index_select(weight, 0, flat(indices));
-  Shape shape = indices.sizes();
-  shape.push_back(weight.size(1));
-  return op("aten::reshape", "", {rows, shape});
-});
-TN_KERNEL("aten::bincount", {
-  const Tensor& self = a.tensor(0);
-  if (self.dim() != 1 || !is_integral(self.dtype(), false))
-    throw Error("bincount only supports 1-d non-negative integral inputs.");
-  auto weights = a.optional_tensor(1);
-  int64_t minlength = a.integer(2);
-  if (minlength < 0) throw Error("minlength should be >= 0");
-  Tensor v = self.to(ScalarType::Long).contiguous();
-  int64_t bins = minlength;
-  for (int64_t i = 0; i < v.numel(); ++i) {
-    int64_t x = v.data_as<int64_t>()[i];
-    if (x < 0) throw Error("bincount only supports 1-d non-negative integral inputs.");
-    bins = std::max(bins, x + 1);
-  }
-  ScalarType t = weights ? (weights->dtype() == ScalarType::Float ? ScalarType::Float : ScalarType::Double)
-                         : ScalarType::Long;
-  Tensor out = Tensor::empty({bins}, ScalarType::Double);
-  std::fill_n(out.data_as<double>(), bins, 0.0);
-  Tensor w = weights ? weights->to(ScalarType::Double).contiguous() : Tensor();
-  for (int64_t i = 0; i < v.numel(); ++i)
-    out.data_as<double>()[v.data_as<int64_t>()[i]] += weights ? w.data_as<double>()[i] : 1.0;
-  return out.to(t);
-});
-TN_KERNEL("aten::histc", {
-  const Tensor& self = a.tensor(0);
-  if (!is_floating(self.dtype())) dtype_not_implemented("histogram_cpu", self.dtype());
-  int64_t bins = a.integer(1);
-  if (bins <= 0) throw Error("bins must be > 0");
-  Tensor v = flat(self).to(ScalarType::Double).contiguous();
-  double lo = a.scalar(2).to_double(), hi = a.scalar(3).to_double();
-  if (lo == hi && v.numel() > 0) {
-    lo = *std::min_element(v.data_as<double>(), v.data_as<double>() + v.numel());
-    hi = *std::max_element(v.data_as<double>(), v.data_as<double>() + v.numel());
-  }
-  if (lo == hi) {
-    lo -= 1;
-    hi += 1;
-  }
-  if (lo > hi) throw Error("max must be larger than min");
-  Tensor out = Tensor::empty({bins}, ScalarType::Double);
-  std::fill_n(out.data_as<double>(), bins, 0.0);
-  for (int64_t i = 0; i < v.numel(); ++i) {
-    double x = v.data_as<double>()[i];
-    if (x < lo || x > hi || std::isnan(x)) continue;
-    int64_t b = int64_t((x - lo) * double(bins) / (hi - lo));
-    if (b == bins) b -= 1;
-    out.data_as<double>()[b] += 1;
-  }
-  return out.to(self.dtype());
-});
+TN_KERNEL("aten::where", { return ops::nonzero_numpy(a.tensor(0)); });
 
 }  // namespace tn

@@ -1,49 +1,14 @@
-// Creation operators and views (which share storage with their base).
+// Operators that return views of their input: view, reshape, permute, transpose, t, expand, narrow, select,
+// slice, as_strided, (un)squeeze, unfold, flatten, unflatten, alias, detach, movedim, diagonal,
+// split/chunk/unbind, broadcast_to, atleast_*d, and their in-place restriding forms (t_, transpose_, ...).
 #include <numeric>
 
 #include "common.h"
+#include "typed_ops.h"
 
 namespace tn {
 
 namespace {
-
-ScalarType dtype_or_default(const Args& a, size_t i) { return a.optional_dtype(i).value_or(default_dtype()); }
-
-// memory_format=preserve (the default of *_like and clone): a dense, non-overlapping
-// input's stride order is kept; anything else gets contiguous strides.
-Tensor empty_like(const Tensor& self, ScalarType dtype, std::optional<int64_t> memory_format) {
-  bool preserve = !memory_format || *memory_format == int64_t(MemoryFormat::Preserve);
-  if (!preserve || self.is_contiguous()) return Tensor::empty(self.sizes(), dtype);
-  std::vector<int64_t> order(size_t(self.dim()));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-    return self.strides()[size_t(x)] > self.strides()[size_t(y)];
-  });
-  Shape strides(size_t(self.dim()));
-  int64_t expected = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (self.sizes()[size_t(*it)] != 1 && self.strides()[size_t(*it)] != expected)
-      return Tensor::empty(self.sizes(), dtype);  // not dense and non-overlapping
-    strides[size_t(*it)] = expected;
-    expected *= self.sizes()[size_t(*it)];
-  }
-  auto storage = std::make_shared<Storage>(size_t(self.numel()) * element_size(dtype));
-  return Tensor::from_storage(storage, self.sizes(), strides, 0, dtype);
-}
-
-Tensor full_like(const Tensor& self, const Scalar& value, ScalarType dtype,
-                 std::optional<int64_t> memory_format) {
-  Tensor out = empty_like(self, dtype, memory_format);
-  out.copy_from(scalar_tensor(value));
-  return out;
-}
-
-Tensor full(const Shape& size, const Scalar& value, std::optional<ScalarType> dtype) {
-  ScalarType t = dtype ? *dtype : (value.is_float() ? default_dtype() : value.type());
-  Tensor out = Tensor::empty(size, t);
-  out.copy_from(scalar_tensor(value));
-  return out;
-}
 
 Tensor view(const Tensor& self, Shape shape) {
   int64_t numel = self.numel(), known = 1, infer = -1;
@@ -234,126 +199,177 @@ Tensor squeeze(const Tensor& self, std::optional<int64_t> only) {
   return self.view_as_strided(sizes, strides, self.offset());
 }
 
-Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype) {
-  bool any_float = start.is_float() || end.is_float() || step.is_float();
-  ScalarType t = dtype.value_or(any_float ? default_dtype() : ScalarType::Long);
-  if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
-  double s = start.to_double(), e = end.to_double(), st = step.to_double();
-  if (st == 0) throw Error("step must be nonzero");
-  if ((st > 0 && e < s) || (st < 0 && e > s))
-    throw Error("upper bound and larger bound inconsistent with step sign");
-  int64_t n;
-  if (any_float || is_floating(t))
-    n = int64_t(std::ceil((e - s) / st));
+// In-place views change the tensor's own shape and strides, keeping its storage.
+void restride(const Tensor& self, const Tensor& view) {
+  self.impl()->sizes = view.sizes();
+  self.impl()->strides = view.strides();
+  self.impl()->offset = view.offset();
+}
+
+Tensor transpose_in_place(const Tensor& self, int64_t d0, int64_t d1) {
+  restride(self, transpose(self, d0, d1));
+  return self;
+}
+
+std::vector<Tensor> split_sizes(const Tensor& self, const std::vector<int64_t>& sizes, int64_t dim) {
+  dim = wrap_dim(dim, self.dim());
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      throw Error(
+          "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=" +
+          shape_str(sizes));
+    total += s;
+  }
+  if (total != self.size(dim))
+    throw Error("split_with_sizes expects split_sizes to sum exactly to " + std::to_string(self.size(dim)) +
+                " (input tensor's size at dimension " + std::to_string(dim) +
+                "), but got split_sizes=" + shape_str(sizes));
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    parts.push_back(ops::narrow(self, dim, start, s));
+    start += s;
+  }
+  return parts;
+}
+
+std::vector<Tensor> split(const Tensor& self, int64_t size, int64_t dim) {
+  if (self.dim() == 0) throw Error("split expects at least a 1-dimensional tensor");
+  dim = wrap_dim(dim, self.dim());
+  int64_t length = self.size(dim);
+  if (size < 0)
+    throw Error("split expects split_size be non-negative, but got split_size=" + std::to_string(size));
+  if (size == 0 && length != 0)
+    throw Error("split_size can only be 0 if dimension size is 0, but got dimension size of " +
+                std::to_string(length));
+  int64_t count = size == 0 ? 1 : std::max<int64_t>((length + size - 1) / size, 1);
+  std::vector<int64_t> sizes(size_t(count), size);
+  sizes.back() = size == 0 ? 0 : length - size * (count - 1);
+  return split_sizes(self, sizes, dim);
+}
+
+std::vector<Tensor> tensor_split(const Tensor& self, const std::vector<int64_t>& indices, int64_t dim) {
+  dim = wrap_dim(dim, self.dim());
+  int64_t length = self.size(dim), start = 0;
+  std::vector<Tensor> parts;
+  for (int64_t index : indices) {
+    int64_t stop = std::clamp<int64_t>(index < 0 ? index + length : index, 0, length);
+    start = std::clamp<int64_t>(start, 0, length);
+    parts.push_back(ops::slice(self, dim, start, std::max(start, stop), int64_t{1}));
+    start = std::max(start, stop);
+  }
+  parts.push_back(ops::slice(self, dim, start, length, int64_t{1}));
+  return parts;
+}
+
+Tensor diagonal(const Tensor& self, int64_t offset, int64_t dim1, int64_t dim2) {
+  int64_t n = self.dim();
+  dim1 = wrap_dim(dim1, n);
+  dim2 = wrap_dim(dim2, n);
+  if (dim1 == dim2)
+    throw Error("diagonal dimensions cannot be identical " + std::to_string(dim1) + ", " +
+                std::to_string(dim2));
+  int64_t length, start = self.offset();
+  if (offset >= 0) {
+    length = std::max<int64_t>(std::min(self.size(dim1), self.size(dim2) - offset), 0);
+    if (length > 0) start += offset * self.stride(dim2);
+  } else {
+    length = std::max<int64_t>(std::min(self.size(dim1) + offset, self.size(dim2)), 0);
+    if (length > 0) start -= offset * self.stride(dim1);
+  }
+  Shape sizes, strides;
+  for (int64_t d = 0; d < n; ++d)
+    if (d != dim1 && d != dim2) {
+      sizes.push_back(self.sizes()[size_t(d)]);
+      strides.push_back(self.strides()[size_t(d)]);
+    }
+  sizes.push_back(length);
+  strides.push_back(self.stride(dim1) + self.stride(dim2));
+  return self.view_as_strided(sizes, strides, start);
+}
+
+Tensor movedim(const Tensor& self, std::vector<int64_t> source, std::vector<int64_t> destination) {
+  int64_t n = self.dim();
+  if (n == 0) {  // a scalar has no dims to move; validate and return a view
+    for (int64_t d : source) wrap_dim(d, 0);
+    for (int64_t d : destination) wrap_dim(d, 0);
+    return self.view_as_strided({}, {}, self.offset());
+  }
+  if (source.size() != destination.size())
+    throw Error("movedim: Invalid source or destination dims: source (" + shape_str(source) +
+                " dims) should contain the same number of dims as destination (" + shape_str(destination) +
+                " dims)");
+  std::vector<int64_t> order(size_t(n), -1);
+  std::vector<bool> used(size_t(n), false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    int64_t s = wrap_dim(source[i], n), d = wrap_dim(destination[i], n);
+    if (order[size_t(d)] != -1)
+      throw Error("movedim: repeated dim in `destination` (" + shape_str(destination) + ")");
+    if (used[size_t(s)]) throw Error("movedim: repeated dim in `source` (" + shape_str(source) + ")");
+    order[size_t(d)] = s;
+    used[size_t(s)] = true;
+  }
+  int64_t next = 0;
+  for (auto& o : order) {
+    if (o != -1) continue;
+    while (used[size_t(next)]) ++next;
+    o = next++;
+  }
+  return ops::permute(self, order);
+}
+
+Tensor at_least(const Tensor& t, int64_t rank) {
+  if (t.dim() >= rank) return t;
+  Shape shape = t.sizes();
+  if (rank == 3 && t.dim() == 2)
+    shape.push_back(1);  // atleast_3d puts a 2-D input in the middle
+  else if (rank == 3 && t.dim() == 1)
+    shape = {1, t.size(0), 1};
   else
-    n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
-  Tensor out = Tensor::empty({n}, t);
-  TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    scalar_t* p = out.data_as<scalar_t>();
-    if (is_floating(t) || any_float) {
-      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(compute_t<scalar_t>(s + double(i) * st));
-    } else {
-      int64_t a0 = start.to_int(), d = step.to_int();
-      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(a0 + i * d);
-    }
-  });
+    while (int64_t(shape.size()) < rank) shape.insert(shape.begin(), 1);
+  return ops::reshape(t, shape);
+}
+
+std::vector<Tensor> at_least_all(const std::vector<Tensor>& ts, int64_t rank) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(at_least(t, rank));
   return out;
 }
 
-Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<ScalarType> dtype) {
-  if (steps < 0) throw Error("number of steps must be non-negative");
-  ScalarType t = dtype.value_or(default_dtype());
-  if (t == ScalarType::Bool) dtype_not_implemented("linspace_cpu", t);
-  Tensor out = Tensor::empty({steps}, t);
-  TN_DISPATCH_ALL_TYPES(t, "linspace", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    // As upstream: the ends converted to the output type first (integers wrap), the
-    // step in the output type (double for integers), the first half counted from the
-    // start and the second half back from the end.
-    using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, compute_t<scalar_t>>;
-    scalar_t* p = out.template data_as<scalar_t>();
-    step_t first = step_t(compute_t<scalar_t>(start.to<scalar_t>()));
-    step_t last = step_t(compute_t<scalar_t>(end.to<scalar_t>()));
-    if (steps == 1) {
-      p[0] = scalar_t(first);
-      return;
-    }
-    step_t step = (last - first) / step_t(steps - 1);
-    int64_t half = steps / 2;
-    for (int64_t i = 0; i < steps; ++i)
-      p[i] = scalar_t(i < half ? first + step * step_t(i) : last - step * step_t(steps - i - 1));
-  });
+std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& ts) {
+  Shape shape;
+  for (const Tensor& t : ts) shape = broadcast_shapes(shape, t.sizes());
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(ops::expand(t, shape, false));
   return out;
 }
 
-Tensor eye(int64_t n, int64_t m, std::optional<ScalarType> dtype) {
-  if (n < 0) throw Error("n must be greater or equal to 0, got " + std::to_string(n));
-  if (m < 0) throw Error("m must be greater or equal to 0, got " + std::to_string(m));
-  if (dtype == ScalarType::BFloat16) dtype_not_implemented("eye", *dtype);
-  Tensor out = full({n, m}, Scalar(int64_t{0}), dtype.value_or(default_dtype()));
-  TN_DISPATCH_ALL_TYPES(out.dtype(), "eye", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    for (int64_t i = 0; i < std::min(n, m); ++i)
-      out.data_as<scalar_t>()[i * m + i] = Scalar(int64_t{1}).to<scalar_t>();
-  });
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& ts, const std::string& indexing) {
+  if (ts.empty()) throw Error("meshgrid expects a non-empty TensorList");
+  if (indexing != "ij" && indexing != "xy")
+    throw Error("torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: " + indexing);
+  std::vector<Tensor> inputs = ts;
+  bool swap = indexing == "xy" && inputs.size() >= 2;
+  if (swap) std::swap(inputs[0], inputs[1]);
+  Shape shape;
+  for (const Tensor& t : inputs) {
+    if (t.dim() > 1)
+      throw Error("torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: " +
+                  shape_str(t.sizes()));
+    shape.push_back(t.numel());
+  }
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Shape view(inputs.size(), 1);
+    view[i] = -1;
+    out.push_back(ops::expand(ops::view(inputs[i], view), shape, false));
+  }
+  if (swap) std::swap(out[0], out[1]);
   return out;
 }
 
 }  // namespace
-
-TN_KERNEL("aten::empty.memory_format", { return Tensor::empty(a.int_list(0), dtype_or_default(a, 1)); });
-TN_KERNEL("aten::empty_strided", {
-  Shape size = a.int_list(0), stride = a.int_list(1);
-  int64_t extent = 1;
-  for (size_t i = 0; i < size.size(); ++i) extent += (size[i] - 1) * stride[i];
-  ScalarType t = dtype_or_default(a, 2);
-  auto storage = std::make_shared<Storage>(size_t(std::max<int64_t>(extent, 0)) * element_size(t));
-  return Tensor::from_storage(storage, size, stride, 0, t);
-});
-TN_KERNEL("aten::zeros", { return full(a.int_list(0), Scalar(int64_t{0}), dtype_or_default(a, 1)); });
-TN_KERNEL("aten::ones", { return full(a.int_list(0), Scalar(int64_t{1}), dtype_or_default(a, 1)); });
-TN_KERNEL("aten::full", { return full(a.int_list(0), a.scalar(1), a.optional_dtype(2)); });
-TN_KERNEL("aten::scalar_tensor", {
-  Tensor t = Tensor::empty({}, dtype_or_default(a, 1));
-  t.copy_from(scalar_tensor(a.scalar(0)));
-  return t;
-});
-TN_KERNEL("aten::empty_like", {
-  return empty_like(a.tensor(0), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5));
-});
-TN_KERNEL("aten::zeros_like", {
-  return full_like(a.tensor(0), Scalar(int64_t{0}), a.optional_dtype(1).value_or(a.tensor(0).dtype()),
-                   a.optional_integer(5));
-});
-TN_KERNEL("aten::ones_like", {
-  return full_like(a.tensor(0), Scalar(int64_t{1}), a.optional_dtype(1).value_or(a.tensor(0).dtype()),
-                   a.optional_integer(5));
-});
-TN_KERNEL("aten::full_like", {
-  return full_like(a.tensor(0), a.scalar(1), a.optional_dtype(2).value_or(a.tensor(0).dtype()),
-                   a.optional_integer(6));
-});
-TN_KERNEL("aten::new_empty",
-          { return Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::new_zeros", {
-  return full(a.int_list(1), Scalar(int64_t{0}), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
-});
-TN_KERNEL("aten::new_ones", {
-  return full(a.int_list(1), Scalar(int64_t{1}), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
-});
-TN_KERNEL("aten::new_full",
-          { return full(a.int_list(1), a.scalar(2), a.optional_dtype(3).value_or(a.tensor(0).dtype())); });
-TN_KERNEL("aten::arange",
-          { return arange(Scalar(int64_t{0}), a.scalar(0), Scalar(int64_t{1}), a.optional_dtype(1)); });
-TN_KERNEL("aten::arange.start",
-          { return arange(a.scalar(0), a.scalar(1), Scalar(int64_t{1}), a.optional_dtype(2)); });
-TN_KERNEL("aten::arange.start_step",
-          { return arange(a.scalar(0), a.scalar(1), a.scalar(2), a.optional_dtype(3)); });
-TN_KERNEL("aten::linspace",
-          { return linspace(a.scalar(0), a.scalar(1), a.integer(2), a.optional_dtype(3)); });
-TN_KERNEL("aten::eye", { return eye(a.integer(0), a.integer(0), a.optional_dtype(1)); });
-TN_KERNEL("aten::eye.m", { return eye(a.integer(0), a.integer(1), a.optional_dtype(2)); });
 
 TN_KERNEL("aten::view", { return view(a.tensor(0), a.int_list(1)); });
 TN_KERNEL("aten::view.dtype", {
@@ -428,27 +444,13 @@ TN_KERNEL("aten::unfold", {
   strides.push_back(stride);
   return t.view_as_strided(sizes, strides, t.offset());
 });
-TN_KERNEL("aten::contiguous", { return a.tensor(0).contiguous(); });
-TN_KERNEL("aten::clone", {
-  const Tensor& self = a.tensor(0);
-  Tensor out = empty_like(self, self.dtype(), a.optional_integer(1));
-  out.copy_from(self);
-  return out;
-});
-// In-place views change the tensor's own shape and strides, keeping its storage.
-void restride(const Tensor& self, const Tensor& view) {
-  self.impl()->sizes = view.sizes();
-  self.impl()->strides = view.strides();
-  self.impl()->offset = view.offset();
-}
 TN_KERNEL("aten::t_", {
-  restride(a.tensor(0), call_tensor_op("aten::t", "", {a.tensor(0)}));
+  restride(a.tensor(0), ops::t(a.tensor(0)));
   return a.tensor(0);
 });
-TN_KERNEL("aten::transpose_", {
-  restride(a.tensor(0), transpose(a.tensor(0), a.integer(1), a.integer(2)));
-  return a.tensor(0);
-});
+TN_KERNEL("aten::transpose_", { return transpose_in_place(a.tensor(0), a.integer(1), a.integer(2)); });
+TN_KERNEL("aten::swapaxes_", { return transpose_in_place(a.tensor(0), a.integer(1), a.integer(2)); });
+TN_KERNEL("aten::swapdims_", { return transpose_in_place(a.tensor(0), a.integer(1), a.integer(2)); });
 TN_KERNEL("aten::unsqueeze_", {
   restride(a.tensor(0), unsqueeze(a.tensor(0), a.integer(1)));
   return a.tensor(0);
@@ -465,82 +467,6 @@ TN_KERNEL("aten::as_strided_", {
   const Tensor& t = a.tensor(0);
   restride(t, t.view_as_strided(a.int_list(1), a.int_list(2), a.optional_integer(3).value_or(t.offset())));
   return t;
-});
-// set_ and resize_ follow upstream's resize_impl_cpu_: the tensor takes the storage, offset,
-// sizes and strides it is given, and the storage grows when they reach past its end.
-Tensor set_storage(const Tensor& self, const std::shared_ptr<Storage>& storage, int64_t offset,
-                   const Shape& sizes, const std::optional<Shape>& strides) {
-  if (strides && strides->size() != sizes.size())
-    throw Error("unequal size length (" + std::to_string(sizes.size()) + ") and stride length (" +
-                std::to_string(strides->size()) + ")");
-  if (offset < 0) throw Error("Tensor: invalid storage offset " + std::to_string(offset));
-  TensorImpl* impl = self.impl();
-  impl->storage = storage;
-  impl->offset = offset;
-  if (!strides) {
-    self.resize(sizes);
-    return self;
-  }
-  int64_t last = 0;  // highest element index reached, relative to the offset
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] < 0)
-      throw Error("Trying to create tensor with negative dimension " + std::to_string(sizes[d]) + ": " +
-                  shape_str(sizes));
-    if (sizes[d] == 0) last = -1;
-    if (last >= 0) last += (sizes[d] - 1) * (*strides)[d];
-  }
-  impl->sizes = sizes;
-  impl->strides = *strides;
-  if (last >= 0) {
-    size_t needed = size_t(offset + last + 1) * self.itemsize();
-    if (needed > storage->nbytes()) storage->resize(needed);
-  }
-  return self;
-}
-const std::shared_ptr<Storage>& storage_for(const Tensor& self, const StorageRef& source) {
-  if (source.typed_as && *source.typed_as != self.dtype())
-    throw Error(std::string("Expected a Storage of type ") + cpp_type_name(self.dtype()) +
-                " or an UntypedStorage, but got type " + upstream_type_name(*source.typed_as) +
-                " for argument 1 'storage'");
-  return source.storage;
-}
-TN_KERNEL("aten::set_.source_Storage", {
-  const Tensor& self = a.tensor(0);
-  const auto& storage = storage_for(self, a.storage(1));
-  return set_storage(self, storage, 0, {int64_t(storage->nbytes() / self.itemsize())}, std::nullopt);
-});
-TN_KERNEL("aten::set_.source_Storage_storage_offset", {
-  const Tensor& self = a.tensor(0);
-  Shape strides = a.int_list(4);
-  return set_storage(self, storage_for(self, a.storage(1)), a.integer(2), a.int_list(3),
-                     strides.empty() ? std::nullopt : std::optional<Shape>(strides));
-});
-TN_KERNEL("aten::set_.source_Tensor", {
-  const Tensor& self = a.tensor(0);
-  const Tensor& source = a.tensor(1);
-  if (self.same(source)) return self;
-  if (source.dtype() != self.dtype())
-    throw Error(std::string("set_: the source tensor's dtype (") + cpp_type_name(source.dtype()) +
-                ") differs from self's (" + cpp_type_name(self.dtype()) + ")");
-  return set_storage(self, source.storage(), source.offset(), source.sizes(), source.strides());
-});
-TN_KERNEL("aten::set_",
-          { return set_storage(a.tensor(0), std::make_shared<Storage>(0), 0, {0}, std::nullopt); });
-TN_KERNEL("aten::is_set_to", {
-  const Tensor& self = a.tensor(0);
-  const Tensor& other = a.tensor(1);
-  return self.storage() == other.storage() && self.offset() == other.offset() &&
-         self.sizes() == other.sizes() && self.strides() == other.strides();
-});
-TN_KERNEL("aten::resize_", {
-  const Tensor& self = a.tensor(0);
-  std::optional<int64_t> format = a.optional_integer(2);
-  if (format == int64_t(MemoryFormat::Preserve)) throw Error("Unsupported memory formatPreserve");
-  if (format && *format != int64_t(MemoryFormat::Contiguous))
-    throw NotImplemented(
-        "torchnative: resize_ supports only contiguous_format (channels_last restriding is missing)");
-  self.resize(a.int_list(1));
-  return self;
 });
 TN_KERNEL("aten::flatten.using_ints", {
   const Tensor& t = a.tensor(0);
@@ -563,34 +489,69 @@ TN_KERNEL("aten::detach", {
   return t.view_as_strided(t.sizes(), t.strides(), t.offset());
 });
 TN_KERNEL("aten::detach_", { return a.tensor(0); });
-TN_KERNEL("aten::size.int", { return a.tensor(0).size(a.integer(1)); });
-TN_KERNEL("aten::stride.int", { return a.tensor(0).stride(a.integer(1)); });
-TN_KERNEL("aten::item", { return a.tensor(0).item(); });
-TN_KERNEL("aten::_local_scalar_dense", { return a.tensor(0).item(); });
-TN_KERNEL("aten::is_floating_point", { return is_floating(a.tensor(0).dtype()); });
-TN_KERNEL("aten::is_same_size", { return a.tensor(0).sizes() == a.tensor(1).sizes(); });
-TN_KERNEL("aten::to.dtype", {
-  const Tensor& t = a.tensor(0);
-  ScalarType to = ScalarType(a.integer(1));
-  return (to == t.dtype() && !a.boolean(3)) ? t : t.to(to).clone();
+TN_KERNEL("aten::atleast_1d", { return at_least(a.tensor(0), 1); });
+TN_KERNEL("aten::atleast_2d", { return at_least(a.tensor(0), 2); });
+TN_KERNEL("aten::atleast_3d", { return at_least(a.tensor(0), 3); });
+TN_KERNEL("aten::atleast_1d.Sequence", { return at_least_all(a.tensor_list(0), 1); });
+TN_KERNEL("aten::atleast_2d.Sequence", { return at_least_all(a.tensor_list(0), 2); });
+TN_KERNEL("aten::atleast_3d.Sequence", { return at_least_all(a.tensor_list(0), 3); });
+TN_KERNEL("aten::split.Tensor", { return split(a.tensor(0), a.integer(1), a.integer(2)); });
+TN_KERNEL("aten::split.sizes", { return split_sizes(a.tensor(0), a.int_list(1), a.integer(2)); });
+TN_KERNEL("aten::split_with_sizes", { return split_sizes(a.tensor(0), a.int_list(1), a.integer(2)); });
+TN_KERNEL("aten::chunk", {
+  const Tensor& self = a.tensor(0);
+  int64_t chunks = a.integer(1);
+  if (self.dim() == 0) throw Error("chunk expects at least a 1-dimensional tensor");
+  if (chunks <= 0) throw Error("chunk expects `chunks` to be greater than 0, got: " + std::to_string(chunks));
+  int64_t length = self.size(a.integer(2));
+  int64_t size = (length + chunks - 1) / chunks;
+  if (size == 0 && length == 0) {
+    std::vector<int64_t> sizes(size_t(chunks), 0);
+    return split_sizes(self, sizes, a.integer(2));
+  }
+  return split(self, std::max<int64_t>(size, 1), a.integer(2));
 });
-TN_KERNEL("aten::to.other", {
-  const Tensor& t = a.tensor(0);
-  ScalarType to = a.tensor(1).dtype();
-  return (to == t.dtype() && !a.boolean(3)) ? t : t.to(to).clone();
+TN_KERNEL("aten::tensor_split.sections", {
+  const Tensor& self = a.tensor(0);
+  int64_t sections = a.integer(1);
+  if (self.dim() == 0)
+    throw Error("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims");
+  if (sections <= 0) throw Error("number of sections must be larger than 0, got " + std::to_string(sections));
+  int64_t length = self.size(a.integer(2));
+  std::vector<int64_t> indices;
+  int64_t base = length / sections, extra = length % sections, at = 0;
+  for (int64_t i = 0; i + 1 < sections; ++i) indices.push_back(at += base + (i < extra));
+  return tensor_split(self, indices, a.integer(2));
 });
-TN_KERNEL("aten::to.device", {
-  const Tensor& t = a.tensor(0);
-  ScalarType to = ScalarType(a.integer(2));
-  return (to == t.dtype() && !a.boolean(4)) ? t : t.to(to).clone();
+TN_KERNEL("aten::tensor_split.indices", {
+  if (a.tensor(0).dim() == 0)
+    throw Error("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims");
+  return tensor_split(a.tensor(0), a.int_list(1), a.integer(2));
 });
-TN_KERNEL("aten::to.dtype_layout", {
-  const Tensor& t = a.tensor(0);
-  ScalarType to = a.optional_dtype(1).value_or(t.dtype());
-  return (to == t.dtype() && !a.boolean(6)) ? t : t.to(to).clone();
+TN_KERNEL("aten::unbind.int", {
+  const Tensor& self = a.tensor(0);
+  if (self.dim() == 0) throw IndexError("Dimension specified as 0 but tensor has no dimensions");
+  int64_t d = wrap_dim(a.integer(1), self.dim());
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < self.size(d); ++i) parts.push_back(ops::select(self, d, i));
+  return parts;
 });
-// torchvision asks at import which CUDA its ops were built for; this is a CPU build.
-TN_KERNEL("torchvision::_cuda_version", { return int64_t{-1}; });
-TN_KERNEL("aten::type_as", { return a.tensor(0).to(a.tensor(1).dtype()); });
+TN_KERNEL("aten::diagonal", { return diagonal(a.tensor(0), a.integer(1), a.integer(2), a.integer(3)); });
+TN_KERNEL("aten::movedim.int", { return movedim(a.tensor(0), {a.integer(1)}, {a.integer(2)}); });
+TN_KERNEL("aten::movedim.intlist", { return movedim(a.tensor(0), a.int_list(1), a.int_list(2)); });
+TN_KERNEL("aten::moveaxis.int", { return movedim(a.tensor(0), {a.integer(1)}, {a.integer(2)}); });
+TN_KERNEL("aten::moveaxis.intlist", { return movedim(a.tensor(0), a.int_list(1), a.int_list(2)); });
+TN_KERNEL("aten::broadcast_tensors", { return broadcast_tensors(a.tensor_list(0)); });
+TN_KERNEL("aten::meshgrid", { return meshgrid(a.tensor_list(0), "ij"); });
+TN_KERNEL("aten::meshgrid.indexing", { return meshgrid(a.tensor_list(0), *a.optional_string(1)); });
+TN_KERNEL("aten::unflatten.int", {
+  const Tensor& self = a.tensor(0);
+  int64_t d = wrap_dim(a.integer(1), self.dim());
+  Shape sizes = a.int_list(2), shape = self.sizes();
+  if (sizes.empty()) throw Error("unflatten: sizes must be non-empty");
+  shape.erase(shape.begin() + d);
+  shape.insert(shape.begin() + d, sizes.begin(), sizes.end());
+  return ops::view(self, shape);
+});
 
 }  // namespace tn

@@ -1,0 +1,210 @@
+// Convolution: convolution, conv1d, conv2d, conv_transpose2d, im2col.
+#include <cmath>
+#include <limits>
+
+#include "common.h"
+#include "typed_ops.h"
+
+namespace tn {
+
+namespace {
+
+// Upstream's convolution checks: a zero or negative stride, dilation or kernel extent is
+// refused before any output size is computed from it.
+void require_positive(const Shape& values, const char* message) {
+  for (int64_t v : values)
+    if (v <= 0) throw Error(message);
+}
+
+// im2col on (N, C, H, W): (N, C*kh*kw, L) with zero padding.
+Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, const Shape& padding,
+              const Shape& stride) {
+  if (kernel.size() != 2 || dilation.size() != 2 || padding.size() != 2 || stride.size() != 2)
+    throw Error("im2col: kernel_size, dilation, padding and stride must each have 2 values");
+  require_positive(stride, "non-positive stride is not supported");
+  require_positive(dilation, "dilation should be greater than zero");
+  require_positive(kernel, "kernel size should be greater than zero");
+  if (input.dim() != 4)
+    throw Error(
+        "Expected 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");
+  int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
+  int64_t oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
+  int64_t ow = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+  if (oh <= 0 || ow <= 0)
+    throw Error("Given input with spatial size (" + std::to_string(h) + ", " + std::to_string(w) +
+                "), kernel_size (" + std::to_string(kernel[0]) + ", " + std::to_string(kernel[1]) +
+                "), the calculated shape of the array of sliding blocks is non-positive.");
+  Tensor x = input.contiguous();
+  Tensor out = Tensor::empty({n, c * kernel[0] * kernel[1], oh * ow}, input.dtype());
+  TN_DISPATCH_ALL_TYPES(input.dtype(), "im2col", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* in = x.template data_as<scalar_t>();
+    scalar_t* o = out.template data_as<scalar_t>();
+    int64_t rows = c * kernel[0] * kernel[1];
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t ch = r / (kernel[0] * kernel[1]), ki = (r / kernel[1]) % kernel[0], kj = r % kernel[1];
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            int64_t iy = y * stride[0] - padding[0] + ki * dilation[0],
+                    ix = xx * stride[1] - padding[1] + kj * dilation[1];
+            bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+            o[(b * rows + r) * oh * ow + y * ow + xx] =
+                inside ? in[((b * c + ch) * h + iy) * w + ix] : scalar_t(0);
+          }
+      }
+  });
+  return out;
+}
+
+// 2-D convolution as im2col + GEMM per group (batched input).
+Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias, Shape stride,
+              Shape padding, Shape dilation, int64_t groups) {
+  bool batched = input_in.dim() == 4;
+  if (input_in.dim() != 3 && input_in.dim() != 4)
+    throw Error("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: " +
+                shape_str(input_in.sizes()));
+  Tensor input = batched ? input_in : ops::unsqueeze(input_in, int64_t{0});
+  if (weight.dim() != 4) throw Error("conv2d: weight should be 4-D");
+  int64_t n = input.size(0), c = input.size(1), oc = weight.size(0);
+  if (c != weight.size(1) * groups)
+    throw Error("Given groups=" + std::to_string(groups) + ", weight of size " + shape_str(weight.sizes()) +
+                ", expected input" + shape_str(input.sizes()) + " to have " +
+                std::to_string(weight.size(1) * groups) + " channels, but got " + std::to_string(c) +
+                " channels instead");
+  if (input.dtype() != weight.dtype())
+    throw Error(std::string("expected scalar type ") + upstream_type_name(input.dtype()) + " but found " +
+                upstream_type_name(weight.dtype()));
+  if (input.dtype() == ScalarType::Half) dtype_not_implemented("slow_conv2d_cpu", input.dtype());
+  Shape kernel{weight.size(2), weight.size(3)};
+  if (groups <= 0) throw Error("non-positive groups is not supported");
+  int64_t cg = c / groups, og = oc / groups;
+  std::vector<Tensor> outputs;
+  int64_t oh = 0, ow = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    Tensor xg = ops::narrow(input, int64_t{1}, g * cg, cg);
+    Tensor cols = im2col(xg, kernel, dilation, padding, stride);
+    oh = (input.size(2) + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
+    ow = (input.size(3) + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+    Tensor wg =
+        ops::reshape(ops::narrow(weight, int64_t{0}, g * og, og), Shape{og, cg * kernel[0] * kernel[1]});
+    // One GEMM per sample, as upstream's slow_conv2d does: a batched matmul would go through
+    // bmm, whose small-matrix kernel rounds differently from the BLAS GEMM upstream calls.
+    std::vector<Tensor> per_sample;
+    for (int64_t i = 0; i < n; ++i) per_sample.push_back(ops::mm(wg, ops::select(cols, int64_t{0}, i)));
+    outputs.push_back(ops::stack(per_sample, int64_t{0}));  // (N, og, L)
+  }
+  Tensor out = ops::reshape(ops::cat(outputs, int64_t{1}), Shape{n, oc, oh, ow});
+  if (bias) out = ops::add(out, per_channel(*bias, 4));
+  return batched ? out : ops::squeeze(out, int64_t{0});
+}
+
+// Transposed 2-D convolution: per group, W^T @ X gives columns that col2im scatters
+// (sums) into the output.
+Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias,
+                        Shape stride, Shape padding, Shape output_padding, int64_t groups, Shape dilation) {
+  if (groups <= 0) throw Error("non-positive groups is not supported");
+  require_positive(stride, "non-positive stride is not supported");
+  bool batched = input_in.dim() == 4;
+  Tensor input = (batched ? input_in : ops::unsqueeze(input_in, int64_t{0})).contiguous();
+  if (weight.dim() != 4) throw Error("conv_transpose2d: weight should be 4-D");
+  if (input.dtype() == ScalarType::Half) dtype_not_implemented("slow_conv_transpose2d_cpu", input.dtype());
+  int64_t n = input.size(0), cin = input.size(1), h = input.size(2), w = input.size(3);
+  if (cin != weight.size(0))
+    throw Error("Given transposed=1, weight of size " + shape_str(weight.sizes()) + ", expected input" +
+                shape_str(input.sizes()) + " to have " + std::to_string(weight.size(0)) +
+                " channels, but got " + std::to_string(cin) + " channels instead");
+  int64_t kh = weight.size(2), kw = weight.size(3), cog = weight.size(1), cout = cog * groups,
+          cig = cin / groups;
+  int64_t oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1;
+  int64_t ow = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1;
+  Tensor out = Tensor::empty({n, cout, oh, ow}, ScalarType::Double);
+  std::fill_n(out.data_as<double>(), out.numel(), 0.0);
+  for (int64_t g = 0; g < groups; ++g) {
+    Tensor wg = ops::reshape(ops::narrow(weight, int64_t{0}, g * cig, cig), Shape{cig, cog * kh * kw});
+    Tensor xg = ops::reshape(ops::narrow(input, int64_t{1}, g * cig, cig), Shape{n, cig, h * w});
+    Tensor cols = ops::matmul(ops::t(wg), xg).to(ScalarType::Double).contiguous();  // (n, cog*kh*kw, h*w)
+    const double* source = cols.data_as<double>();
+    double* target = out.data_as<double>();
+    int64_t rows = cog * kh * kw;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t co = r / (kh * kw), ki = (r / kw) % kh, kj = r % kw;
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) {
+            int64_t oy = y * stride[0] - padding[0] + ki * dilation[0],
+                    ox = x * stride[1] - padding[1] + kj * dilation[1];
+            if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+            target[((b * cout + g * cog + co) * oh + oy) * ow + ox] +=
+                source[(b * rows + r) * h * w + y * w + x];
+          }
+      }
+  }
+  Tensor result = out.to(input.dtype());
+  if (bias) result = ops::add(result, per_channel(*bias, 4));
+  return batched ? result : ops::squeeze(result, int64_t{0});
+}
+
+Shape same_padding(const Tensor& weight, const Shape& dilation, int64_t spatial) {
+  Shape p;
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t total = dilation[size_t(i)] * (weight.size(2 + i) - 1);
+    if (total % 2 != 0)
+      throw NotImplemented("torchnative: conv padding='same' with asymmetric padding is not implemented");
+    p.push_back(total / 2);
+  }
+  return p;
+}
+
+}  // namespace
+
+TN_KERNEL("aten::im2col",
+          { return im2col(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4)); });
+TN_KERNEL("aten::conv2d", {
+  return conv2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4), a.int_list(5),
+                a.integer(6));
+});
+TN_KERNEL("aten::conv2d.padding", {
+  std::string padding = *a.optional_string(4);
+  Shape p = padding == "same" ? same_padding(a.tensor(1), a.int_list(5), 2) : Shape{0, 0};
+  return conv2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), p, a.int_list(5),
+                a.integer(6));
+});
+TN_KERNEL("aten::conv1d", {
+  // A 1-D convolution is a 2-D one over height 1.
+  const Tensor& x = a.tensor(0);
+  Tensor x2 = ops::unsqueeze(x, int64_t{-2});
+  Tensor w2 = ops::unsqueeze(a.tensor(1), int64_t{-2});
+  Tensor out = conv2d(x2, w2, a.optional_tensor(2), {1, a.int_list(3)[0]}, {0, a.int_list(4)[0]},
+                      {1, a.int_list(5)[0]}, a.integer(6));
+  return ops::squeeze(out, int64_t{-2});
+});
+// The generic entry point the functional convolutions decompose into upstream.
+TN_KERNEL("aten::convolution", {
+  const Tensor &x = a.tensor(0), &weight = a.tensor(1);
+  auto bias = a.optional_tensor(2);
+  Shape stride = a.int_list(3), padding = a.int_list(4), dilation = a.int_list(5),
+        output_padding = a.int_list(7);
+  bool transposed = a.boolean(6);
+  int64_t groups = a.integer(8);
+  int64_t spatial = weight.dim() - 2;
+  if (spatial == 1) {
+    Tensor x2 = ops::unsqueeze(x, int64_t{-2}), w2 = ops::unsqueeze(weight, int64_t{-2});
+    Shape s2{1, stride[0]}, p2{0, padding[0]}, d2{1, dilation[0]},
+        o2{0, output_padding.empty() ? 0 : output_padding[0]};
+    Tensor out = transposed ? conv_transpose2d(x2, w2, bias, s2, p2, o2, groups, d2)
+                            : conv2d(x2, w2, bias, s2, p2, d2, groups);
+    return ops::squeeze(out, int64_t{-2});
+  }
+  if (spatial != 2)
+    throw NotImplemented("torchnative implements aten::convolution for 1-D and 2-D only (got " +
+                         std::to_string(spatial) + "-D)");
+  if (transposed) return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
+  return conv2d(x, weight, bias, stride, padding, dilation, groups);
+});
+TN_KERNEL("aten::conv_transpose2d.input", {
+  return conv_transpose2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4),
+                          a.int_list(5), a.integer(6), a.int_list(7));
+});
+
+}  // namespace tn

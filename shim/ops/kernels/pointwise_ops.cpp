@@ -1,0 +1,170 @@
+// Ternary pointwise operators: where, clamp/clip, lerp, addcmul, addcdiv, isclose/allclose.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "common.h"
+#include "typed_ops.h"
+
+namespace tn {
+
+namespace {
+
+Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+  if (!lo && !hi) throw Error("torch.clamp: At least one of 'min' or 'max' must not be None");
+  ResultType r;
+  r.add(a);
+  if (lo) r.add(*lo);
+  if (hi) r.add(*hi);
+  ScalarType t = r.get();
+  if (t == ScalarType::Half)
+    dtype_not_implemented(lo && hi ? "clamp_scalar_cpu"
+                          : hi     ? "clamp_max_scalar_cpu"
+                                   : "clamp_min_scalar_cpu",
+                          t);
+  Tensor out = a.to(t).clone();
+  if (lo) out = ops::maximum(out, *lo);
+  if (hi) out = ops::minimum(out, *hi);
+  return out.to(t);
+}
+
+Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
+  if (cond.dtype() != ScalarType::Bool && cond.dtype() != ScalarType::Byte)
+    throw Error("where expected condition to be a boolean tensor, but got a tensor with dtype " +
+                std::string(scalar_type_name(cond.dtype())));
+  ScalarType t = result_type(x, y);
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), x.sizes()), y.sizes());
+  Tensor c = cond.to(ScalarType::Bool), xx = x.to(t), yy = y.to(t);
+  Tensor out = Tensor::empty(shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "where", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const bool* pc = c.data_as<bool>();
+    const scalar_t* px = xx.data_as<scalar_t>();
+    const scalar_t* py = yy.data_as<scalar_t>();
+    scalar_t* po = out.data_as<scalar_t>();
+    strided_loop<4>(shape,
+                    {out.strides(), broadcast_strides(c, shape), broadcast_strides(xx, shape),
+                     broadcast_strides(yy, shape)},
+                    [&](const std::array<int64_t, 4>& o) { po[o[0]] = pc[o[1]] ? px[o[2]] : py[o[3]]; });
+  });
+  return out;
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  ScalarType t = start.dtype();
+  if (end.dtype() != t)
+    throw Error("expected dtype " + std::string(scalar_type_name(t)) + " for `end` but got dtype " +
+                scalar_type_name(end.dtype()));
+  if (!is_floating(t)) throw Error("lerp_kernel_scalar not implemented for integer types");
+  if (t == ScalarType::Half)
+    dtype_not_implemented(weight.impl()->wrapped_number ? "lerp_kernel_scalar" : "lerp_kernel_tensor", t);
+  Tensor w = weight.to(t);
+  // upstream: weight < 0.5 ? start + weight*diff : end - diff*(1-weight)
+  Shape shape = broadcast_shapes(broadcast_shapes(start.sizes(), end.sizes()), w.sizes());
+  Tensor s = start.to(t), e = end.to(t);
+  Tensor out = Tensor::empty(shape, t);
+  TN_DISPATCH_ALL_TYPES(t, "lerp", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    const scalar_t* ps = s.data_as<scalar_t>();
+    const scalar_t* pe = e.data_as<scalar_t>();
+    const scalar_t* pw = w.data_as<scalar_t>();
+    scalar_t* po = out.data_as<scalar_t>();
+    strided_loop<4>(shape,
+                    {out.strides(), broadcast_strides(s, shape), broadcast_strides(e, shape),
+                     broadcast_strides(w, shape)},
+                    [&](const std::array<int64_t, 4>& o) {
+                      c x = c(ps[o[1]]), y = c(pe[o[2]]), wt = c(pw[o[3]]);
+                      c d = y - x;
+                      // Upstream's kernel is compiled with FMA contraction.
+                      po[o[0]] =
+                          scalar_t(std::abs(wt) < c(0.5) ? std::fma(wt, d, x) : std::fma(-d, c(1) - wt, y));
+                    });
+  });
+  return out;
+}
+
+// self + value * t1 * t2 (or t1 / t2), rounded once like upstream's fused kernels.
+template <bool Divide>
+Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  ResultType r;
+  r.add(self);
+  r.add(t1);
+  r.add(t2);
+  ScalarType t = r.get();
+  if (t == ScalarType::Half) dtype_not_implemented(Divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
+  if (Divide && is_integral(t1.dtype(), true) && is_integral(t2.dtype(), true))
+    throw Error(
+        "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
+        "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input "
+        "+ value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value "
+        "* tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
+        "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  return TN_DISPATCH_ALL_TYPES(t, Divide ? "addcdiv" : "addcmul", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    c v = value.to<c>();
+    if constexpr (std::is_same_v<scalar_t, bool>) {
+      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c { return x || (v && y && z); });
+    } else {
+      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
+        if constexpr (Divide) return x + v * (y / z);
+        // Upstream's kernel is compiled with FMA contraction: (v * y) * z + x fused.
+        else
+          return std::fma(v * y, z, x);
+      });
+    }
+  });
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  if (a.dtype() != b.dtype())
+    throw Error(std::string(upstream_type_name(a.dtype())) + " did not match " +
+                upstream_type_name(b.dtype()));
+  if (rtol < 0) throw Error("rtol must be greater than or equal to zero, but got " + std::to_string(rtol));
+  if (atol < 0) throw Error("atol must be greater than or equal to zero, but got " + std::to_string(atol));
+  ScalarType t = a.dtype();
+  return TN_DISPATCH_ALL_TYPES(t, "isclose", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    return map_binary<scalar_t>(a, b, t, ScalarType::Bool, [=](c x, c y) -> bool {
+      if (x == y) return true;
+      if constexpr (std::is_floating_point_v<c>) {
+        if (std::isnan(x) || std::isnan(y)) return equal_nan && std::isnan(x) && std::isnan(y);
+        if (std::isinf(x) || std::isinf(y)) return false;
+      }
+      double dx = double(x), dy = double(y);
+      if constexpr (std::is_same_v<c, bool>)
+        return false;
+      else
+        return std::abs(dx - dy) <= atol + rtol * std::abs(dy);
+    });
+  });
+}
+
+}  // namespace
+
+TN_KERNEL("aten::clamp", {
+  auto lo = a.optional_scalar(1), hi = a.optional_scalar(2);
+  return clamp(a.tensor(0), lo ? std::optional(scalar_tensor(*lo)) : std::nullopt,
+               hi ? std::optional(scalar_tensor(*hi)) : std::nullopt);
+});
+TN_KERNEL("aten::clamp.Tensor", { return clamp(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2)); });
+TN_KERNEL("aten::clamp_min", { return clamp(a.tensor(0), scalar_tensor(a.scalar(1)), std::nullopt); });
+TN_KERNEL("aten::clamp_max", { return clamp(a.tensor(0), std::nullopt, scalar_tensor(a.scalar(1))); });
+TN_KERNEL("aten::where.self", { return where(a.tensor(0), a.tensor(1), a.tensor(2)); });
+TN_KERNEL("aten::where.ScalarSelf", { return where(a.tensor(0), scalar_arg(a, 1), a.tensor(2)); });
+TN_KERNEL("aten::where.ScalarOther", { return where(a.tensor(0), a.tensor(1), scalar_arg(a, 2)); });
+TN_KERNEL("aten::lerp.Scalar", { return lerp(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
+TN_KERNEL("aten::lerp.Tensor", { return lerp(a.tensor(0), a.tensor(1), a.tensor(2)); });
+TN_KERNEL("aten::addcmul", { return addc<false>(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3)); });
+TN_KERNEL("aten::addcdiv", { return addc<true>(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3)); });
+TN_KERNEL("aten::isclose", { return isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4)); });
+TN_KERNEL("aten::allclose", {
+  return ops::all(isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4))).item().to<bool>();
+});
+TN_KERNEL("aten::clip", { return ops::clamp(a.tensor(0), a.optional_scalar(1), a.optional_scalar(2)); });
+TN_KERNEL("aten::clip.Tensor",
+          { return ops::clamp_Tensor(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2)); });
+
+}  // namespace tn

@@ -1,0 +1,207 @@
+// Factories: empty/zeros/ones/full and their _like and new_ forms, scalar_tensor, arange, linspace, logspace,
+// eye, tril_indices, triu_indices.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "common.h"
+#include "typed_ops.h"
+
+namespace tn {
+
+namespace {
+
+ScalarType dtype_or_default(const Args& a, size_t i) { return a.optional_dtype(i).value_or(default_dtype()); }
+
+// memory_format=preserve (the default of *_like and clone): a dense, non-overlapping
+// input's stride order is kept; anything else gets contiguous strides.
+Tensor empty_like(const Tensor& self, ScalarType dtype, std::optional<int64_t> memory_format) {
+  bool preserve = !memory_format || *memory_format == int64_t(MemoryFormat::Preserve);
+  if (!preserve || self.is_contiguous()) return Tensor::empty(self.sizes(), dtype);
+  std::vector<int64_t> order(size_t(self.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return self.strides()[size_t(x)] > self.strides()[size_t(y)];
+  });
+  Shape strides(size_t(self.dim()));
+  int64_t expected = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (self.sizes()[size_t(*it)] != 1 && self.strides()[size_t(*it)] != expected)
+      return Tensor::empty(self.sizes(), dtype);  // not dense and non-overlapping
+    strides[size_t(*it)] = expected;
+    expected *= self.sizes()[size_t(*it)];
+  }
+  auto storage = std::make_shared<Storage>(size_t(self.numel()) * element_size(dtype));
+  return Tensor::from_storage(storage, self.sizes(), strides, 0, dtype);
+}
+
+Tensor full_like(const Tensor& self, const Scalar& value, ScalarType dtype,
+                 std::optional<int64_t> memory_format) {
+  Tensor out = empty_like(self, dtype, memory_format);
+  out.copy_from(scalar_tensor(value));
+  return out;
+}
+
+Tensor full(const Shape& size, const Scalar& value, std::optional<ScalarType> dtype) {
+  ScalarType t = dtype ? *dtype : (value.is_float() ? default_dtype() : value.type());
+  Tensor out = Tensor::empty(size, t);
+  out.copy_from(scalar_tensor(value));
+  return out;
+}
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype) {
+  bool any_float = start.is_float() || end.is_float() || step.is_float();
+  ScalarType t = dtype.value_or(any_float ? default_dtype() : ScalarType::Long);
+  if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  if (st == 0) throw Error("step must be nonzero");
+  if ((st > 0 && e < s) || (st < 0 && e > s))
+    throw Error("upper bound and larger bound inconsistent with step sign");
+  int64_t n;
+  if (any_float || is_floating(t))
+    n = int64_t(std::ceil((e - s) / st));
+  else
+    n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
+  Tensor out = Tensor::empty({n}, t);
+  TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* p = out.data_as<scalar_t>();
+    if (is_floating(t) || any_float) {
+      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(compute_t<scalar_t>(s + double(i) * st));
+    } else {
+      int64_t a0 = start.to_int(), d = step.to_int();
+      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(a0 + i * d);
+    }
+  });
+  return out;
+}
+
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<ScalarType> dtype) {
+  if (steps < 0) throw Error("number of steps must be non-negative");
+  ScalarType t = dtype.value_or(default_dtype());
+  if (t == ScalarType::Bool) dtype_not_implemented("linspace_cpu", t);
+  Tensor out = Tensor::empty({steps}, t);
+  TN_DISPATCH_ALL_TYPES(t, "linspace", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    // As upstream: the ends converted to the output type first (integers wrap), the
+    // step in the output type (double for integers), the first half counted from the
+    // start and the second half back from the end.
+    using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, compute_t<scalar_t>>;
+    scalar_t* p = out.template data_as<scalar_t>();
+    step_t first = step_t(compute_t<scalar_t>(start.to<scalar_t>()));
+    step_t last = step_t(compute_t<scalar_t>(end.to<scalar_t>()));
+    if (steps == 1) {
+      p[0] = scalar_t(first);
+      return;
+    }
+    step_t step = (last - first) / step_t(steps - 1);
+    int64_t half = steps / 2;
+    for (int64_t i = 0; i < steps; ++i)
+      p[i] = scalar_t(i < half ? first + step * step_t(i) : last - step * step_t(steps - i - 1));
+  });
+  return out;
+}
+
+Tensor eye(int64_t n, int64_t m, std::optional<ScalarType> dtype) {
+  if (n < 0) throw Error("n must be greater or equal to 0, got " + std::to_string(n));
+  if (m < 0) throw Error("m must be greater or equal to 0, got " + std::to_string(m));
+  if (dtype == ScalarType::BFloat16) dtype_not_implemented("eye", *dtype);
+  Tensor out = full({n, m}, Scalar(int64_t{0}), dtype.value_or(default_dtype()));
+  TN_DISPATCH_ALL_TYPES(out.dtype(), "eye", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    for (int64_t i = 0; i < std::min(n, m); ++i)
+      out.data_as<scalar_t>()[i * m + i] = Scalar(int64_t{1}).to<scalar_t>();
+  });
+  return out;
+}
+
+Tensor index_pairs(int64_t row, int64_t col, int64_t offset, bool lower) {
+  std::vector<int64_t> rows, cols;
+  for (int64_t i = 0; i < row; ++i)
+    for (int64_t j = 0; j < col; ++j)
+      if (lower ? j - i <= offset : j - i >= offset) {
+        rows.push_back(i);
+        cols.push_back(j);
+      }
+  int64_t n = int64_t(rows.size());
+  Tensor out = Tensor::empty({2, n}, ScalarType::Long);
+  std::copy(rows.begin(), rows.end(), out.data_as<int64_t>());
+  std::copy(cols.begin(), cols.end(), out.data_as<int64_t>() + n);
+  return out;
+}
+
+}  // namespace
+
+TN_KERNEL("aten::empty.memory_format", { return Tensor::empty(a.int_list(0), dtype_or_default(a, 1)); });
+// Upstream only resizes the out tensor: what it holds stays.
+TN_KERNEL("aten::empty.out", {
+  const Tensor& out = a.tensor(2);
+  out.resize(a.int_list(0));
+  return out;
+});
+TN_KERNEL("aten::empty_strided", {
+  Shape size = a.int_list(0), stride = a.int_list(1);
+  int64_t extent = 1;
+  for (size_t i = 0; i < size.size(); ++i) extent += (size[i] - 1) * stride[i];
+  ScalarType t = dtype_or_default(a, 2);
+  auto storage = std::make_shared<Storage>(size_t(std::max<int64_t>(extent, 0)) * element_size(t));
+  return Tensor::from_storage(storage, size, stride, 0, t);
+});
+TN_KERNEL("aten::zeros", { return full(a.int_list(0), Scalar(int64_t{0}), dtype_or_default(a, 1)); });
+TN_KERNEL("aten::ones", { return full(a.int_list(0), Scalar(int64_t{1}), dtype_or_default(a, 1)); });
+TN_KERNEL("aten::full", { return full(a.int_list(0), a.scalar(1), a.optional_dtype(2)); });
+TN_KERNEL("aten::scalar_tensor", {
+  Tensor t = Tensor::empty({}, dtype_or_default(a, 1));
+  t.copy_from(scalar_tensor(a.scalar(0)));
+  return t;
+});
+TN_KERNEL("aten::empty_like", {
+  return empty_like(a.tensor(0), a.optional_dtype(1).value_or(a.tensor(0).dtype()), a.optional_integer(5));
+});
+TN_KERNEL("aten::zeros_like", {
+  return full_like(a.tensor(0), Scalar(int64_t{0}), a.optional_dtype(1).value_or(a.tensor(0).dtype()),
+                   a.optional_integer(5));
+});
+TN_KERNEL("aten::ones_like", {
+  return full_like(a.tensor(0), Scalar(int64_t{1}), a.optional_dtype(1).value_or(a.tensor(0).dtype()),
+                   a.optional_integer(5));
+});
+TN_KERNEL("aten::full_like", {
+  return full_like(a.tensor(0), a.scalar(1), a.optional_dtype(2).value_or(a.tensor(0).dtype()),
+                   a.optional_integer(6));
+});
+TN_KERNEL("aten::new_empty",
+          { return Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(a.tensor(0).dtype())); });
+TN_KERNEL("aten::new_zeros", {
+  return full(a.int_list(1), Scalar(int64_t{0}), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
+});
+TN_KERNEL("aten::new_ones", {
+  return full(a.int_list(1), Scalar(int64_t{1}), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
+});
+TN_KERNEL("aten::new_full",
+          { return full(a.int_list(1), a.scalar(2), a.optional_dtype(3).value_or(a.tensor(0).dtype())); });
+TN_KERNEL("aten::arange",
+          { return arange(Scalar(int64_t{0}), a.scalar(0), Scalar(int64_t{1}), a.optional_dtype(1)); });
+TN_KERNEL("aten::arange.start",
+          { return arange(a.scalar(0), a.scalar(1), Scalar(int64_t{1}), a.optional_dtype(2)); });
+TN_KERNEL("aten::arange.start_step",
+          { return arange(a.scalar(0), a.scalar(1), a.scalar(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::linspace",
+          { return linspace(a.scalar(0), a.scalar(1), a.integer(2), a.optional_dtype(3)); });
+TN_KERNEL("aten::eye", { return eye(a.integer(0), a.integer(0), a.optional_dtype(1)); });
+TN_KERNEL("aten::eye.m", { return eye(a.integer(0), a.integer(1), a.optional_dtype(2)); });
+TN_KERNEL("aten::tril_indices", {
+  return index_pairs(a.integer(0), a.integer(1), a.integer(2), true)
+      .to(a.optional_dtype(3).value_or(ScalarType::Long));
+});
+TN_KERNEL("aten::triu_indices", {
+  return index_pairs(a.integer(0), a.integer(1), a.integer(2), false)
+      .to(a.optional_dtype(3).value_or(ScalarType::Long));
+});
+TN_KERNEL("aten::logspace", {
+  Tensor exponents = ops::linspace(a.scalar(0), a.scalar(1), a.integer(2), ScalarType::Double);
+  Tensor out = ops::pow(Scalar(a.real(3)), exponents);
+  return out.to(a.optional_dtype(4).value_or(default_dtype()));
+});
+
+}  // namespace tn
