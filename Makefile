@@ -8,7 +8,8 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 python3-pytest python3-torch python3-torchvision python3-sklearn \
                 libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
                 libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
-                libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev
+                libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
+                dataset-fashion-mnist
 
 .PHONY: setup build demo test asan-test bench system-packages clean
 

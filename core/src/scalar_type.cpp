@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "core/scalar.h"
 
@@ -87,8 +88,20 @@ size_t element_size(ScalarType type) {
     case ScalarType::Double:
       return 8;
     default:
-      fail("element_size: undefined dtype");
+      refuse_unstored_dtype(type);
   }
+}
+
+void refuse_unstored_dtype(ScalarType type) {
+  // Upstream's numbering of the dtypes the shim has no storage type for.
+  static const char* const names[] = {nullptr, nullptr,  nullptr,     nullptr,     nullptr,      nullptr,
+                                      nullptr, nullptr,  "complex32", "complex64", "complex128", nullptr,
+                                      "qint8", "quint8", "qint32",    nullptr,     "quint4x2",   "quint2x4"};
+  int code = int(type);
+  if (code >= 0 && code < int(std::size(names)) && names[code])
+    throw NotImplemented(std::string("torchnative does not implement ") + names[code] +
+                         " tensors (complex and quantized dtypes are not stored)");
+  fail("element_size: undefined dtype");
 }
 
 const char* scalar_type_name(ScalarType type) {

@@ -40,4 +40,11 @@ void Storage::resize(size_t nbytes) {
   nbytes_ = nbytes;
 }
 
+void Storage::move_to(void* data, std::shared_ptr<void> memory) {
+  if (nbytes_) std::memcpy(data, data_, nbytes_);
+  data_ = data;
+  memory_ = std::move(memory);
+  resizable_ = false;
+}
+
 }  // namespace tn

@@ -2,6 +2,7 @@
 
 #include "boxing.h"
 #include "core/overlap.h"
+#include "kernel_dtypes.h"
 #include "ops.h"
 #include "schema_table.h"
 #include "write_rules.h"
@@ -50,10 +51,11 @@ void resize_output(const Tensor& out, const Shape& sizes) {
   if (out.sizes() != sizes) out.resize(sizes);
 }
 
-void write_result(const Tensor& target, const Tensor& result, bool resize) {
-  if (!can_cast(result.dtype(), target.dtype()))
-    throw Error(std::string("result type ") + upstream_type_name(result.dtype()) +
-                " can't be cast to the desired output type " + upstream_type_name(target.dtype()));
+// Writes a derived in-place or out= call's result `index` into its target, after the
+// family's dtype check (write_rules.h).
+void write_result(const Operator& op, size_t index, const Tensor& target, const Tensor& result, bool resize) {
+  check_output_dtype(op.family(), op.schema.name, index, std::max<size_t>(op.schema.out_count(), 1),
+                     target.dtype(), result.dtype());
   if (resize) resize_output(target, result.sizes());
   if (!target.same(result)) target.copy_from(result);
 }
@@ -74,9 +76,21 @@ void check_writes(const Operator& op, const Stack& stack) {
     if (!writes(arguments[i]) || !stack[i].is<Tensor>()) continue;
     const Tensor& output = stack[i].get<Tensor>();
     if (checks_internal_overlap(family, op.schema.name)) assert_no_internal_overlap(output);
-    for (size_t j = 0; j < arguments.size() && j < stack.size(); ++j)
-      if (!writes(arguments[j]) && stack[j].is<Tensor>() && checks_partial_overlap(family, arguments[j].name))
+    for (size_t j = 0; j < arguments.size() && j < stack.size(); ++j) {
+      InputCheck check = input_check(family, arguments[j].name);
+      if (writes(arguments[j]) || check == InputCheck::None) continue;
+      if (stack[j].is<Tensor>() && check == InputCheck::AnyOverlap)
+        assert_no_overlap(output, stack[j].get<Tensor>());
+      if (stack[j].is<Tensor>() && check == InputCheck::PartialOverlap)
         assert_no_partial_overlap(output, stack[j].get<Tensor>());
+      // A list's tensors are copied into the output one by one (cat, stack, index_put_'s
+      // indices): upstream refuses even one that is the output.
+      if (stack[j].is<std::vector<Tensor>>())
+        for (const Tensor& t : stack[j].get<std::vector<Tensor>>()) assert_no_overlap(output, t);
+      if (stack[j].is<std::vector<std::optional<Tensor>>>())
+        for (const auto& t : stack[j].get<std::vector<std::optional<Tensor>>>())
+          if (t) assert_no_overlap(output, *t);
+    }
   }
 }
 
@@ -105,6 +119,9 @@ Stack functional_arguments(const Operator& op, const Operator& functional, const
       args.emplace_back(int64_t(outs.at(0).dtype()));
     else
       args.emplace_back();
+    // A reduction given out= and no dtype computes in the out tensor's dtype, as upstream's.
+    if (f.name == "dtype" && args.back().is_none() && computes_in_out_dtype(op.family()))
+      args.back() = IValue(int64_t(outs.at(0).dtype()));
   }
   return args;
 }
@@ -115,6 +132,43 @@ bool is_argument(const Tensor& t, const Operator& op, const Stack& stack) {
     if (!op.schema.arguments[i].is_out && stack[i].is<Tensor>() && stack[i].get<Tensor>().same(t))
       return true;
   return false;
+}
+
+// The alias set a schema type reads without writing ("a" in Tensor(a)), or "".
+std::string read_alias(const SchemaType& type) {
+  return type.is_write() || type.alias.find("->") != std::string::npos ? std::string() : type.alias;
+}
+
+// The inputs a view operator may return views of: those with a read-only alias set, by the
+// position of the return naming the same set (empty where none does).
+std::vector<Tensor> viewed_tensors(const Operator& op, const Stack& stack) {
+  std::vector<Tensor> viewed(op.schema.returns.size());
+  for (size_t r = 0; r < op.schema.returns.size(); ++r) {
+    std::string alias = read_alias(op.schema.returns[r].type);
+    if (alias.empty()) continue;
+    for (size_t i = 0; i < op.schema.arguments.size() && i < stack.size(); ++i)
+      if (read_alias(op.schema.arguments[i].type) == alias && stack[i].is<Tensor>())
+        viewed[r] = stack[i].get<Tensor>();
+  }
+  return viewed;
+}
+
+void mark_view(const Tensor& result, const Tensor& input) {
+  if (result.same(input) || result.storage() != input.storage()) return;  // reshape may copy
+  result.impl()->view_base = input.impl()->view_base ? input.impl()->view_base : input.impl_ptr();
+}
+
+// Results of view operators become views of their input (upstream's rule for Tensor._base):
+// every operator returning a read-only alias of an input, but detach, whose result autograd
+// does not track as a view.
+void record_views(const Operator& op, const std::vector<Tensor>& viewed, const Stack& stack) {
+  if (op.schema.name == "detach") return;
+  for (size_t r = 0; r < viewed.size() && r < stack.size(); ++r) {
+    if (!viewed[r].defined()) continue;
+    if (stack[r].is<Tensor>()) mark_view(stack[r].get<Tensor>(), viewed[r]);
+    if (stack[r].is<std::vector<Tensor>>())
+      for (const Tensor& t : stack[r].get<std::vector<Tensor>>()) mark_view(t, viewed[r]);
+  }
 }
 
 // Shim tensors never carry dimension names, so a lookup by name fails exactly as it
@@ -188,10 +242,13 @@ void Dispatcher::impl(const std::string& full_name, Kernel kernel) {
 }
 
 void Dispatcher::call(const Operator& op, Stack& stack) const {
+  if (op.dtype_rules) check_kernel_dtype(op, *op.dtype_rules, stack);
   check_writes(op, stack);
   std::vector<Tensor> written = written_tensors(op, stack);
+  std::vector<Tensor> viewed = viewed_tensors(op, stack);
   run(op, stack);
   for (const Tensor& t : written) t.bump_version();
+  record_views(op, viewed, stack);
 }
 
 void Dispatcher::run(const Operator& op, Stack& stack) const {
@@ -207,7 +264,7 @@ void Dispatcher::run(const Operator& op, Stack& stack) const {
   if (op.is_inplace()) {
     Tensor self = std::get<Tensor>(stack[0].value);
     functional->kernel(stack);
-    write_result(self, std::get<Tensor>(stack[0].value), false);
+    write_result(op, 0, self, std::get<Tensor>(stack[0].value), false);
     stack.assign(1, IValue(self));
     return;
   }
@@ -221,10 +278,12 @@ void Dispatcher::run_out_variant(const Operator& op, const Operator& functional,
   Stack results = functional_arguments(op, functional, stack, outs);
   functional.kernel(results);
   if (results.size() != outs.size()) throw Error(op.schema.full_name() + ": result count mismatch");
-  // Upstream resizes its outputs before it reads its inputs: an output that is also an input
-  // and changes shape is read at its new shape (sum(x, 0, out=x) sums the resized x).
+  // Upstream's kernels resize their outputs before they read their inputs: an output that is
+  // also an input and changes shape is read at its new shape (sum(x, 0, out=x) sums the
+  // resized x). A composite out= overload computes first and copies its result, as here.
   bool resized_input = false;
-  for (size_t i = 0; i < outs.size(); ++i) {
+  bool composite = op.dispatch_keys == std::vector<std::string>{"CompositeImplicitAutograd"};
+  for (size_t i = 0; i < outs.size() && !composite; ++i) {
     const Shape& shape = std::get<Tensor>(results[i].value).sizes();
     if (outs[i].sizes() == shape || !is_argument(outs[i], op, stack)) continue;
     resize_output(outs[i], shape);
@@ -234,7 +293,8 @@ void Dispatcher::run_out_variant(const Operator& op, const Operator& functional,
     results = functional_arguments(op, functional, stack, outs);
     functional.kernel(results);
   }
-  for (size_t i = 0; i < outs.size(); ++i) write_result(outs[i], std::get<Tensor>(results[i].value), true);
+  for (size_t i = 0; i < outs.size(); ++i)
+    write_result(op, i, outs[i], std::get<Tensor>(results[i].value), true);
   stack.assign(outs.begin(), outs.end());
 }
 
@@ -300,6 +360,7 @@ void Dispatcher::load_builtin() {
   }
   for (auto& [name, kernel] : pending_kernels()) impl(name, kernel);
   link_derived_variants();
+  for (auto& op : operators_) op->dtype_rules = kernel_dtype_rules(*op);
 }
 
 // ---- typed argument access ----

@@ -127,6 +127,8 @@ IValue parse_default(const SchemaType& type, const std::string& text);
 // A kernel pops its arguments (schema order, defaults already filled) and pushes its returns.
 using Kernel = std::function<void(Stack&)>;
 
+struct KernelDtypeRule;
+
 struct Operator {
   Schema schema;
   Kernel kernel;                           // empty when we lack this operator
@@ -135,6 +137,8 @@ struct Operator {
   std::string python_module;               // "", "nn", "linalg", "special", "fft", ...
   // For in-place and out= overloads: the functional overload they are derived from.
   const Operator* functional = nullptr;
+  // The dtypes upstream's kernel lacks (kernel_dtypes.h), nullptr when it has them all.
+  const std::vector<KernelDtypeRule>* dtype_rules = nullptr;
   bool is_inplace() const { return !schema.name.empty() && schema.name.back() == '_'; }
   // "add" for add.Tensor, add_.Scalar and add.out.
   std::string family() const;

@@ -349,8 +349,87 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
 }
 
 // Tries one signature; true and a filled stack when the call matches it.
+// A keyword naming the parameter: its own name, or the NumPy spelling upstream also accepts.
+bool names_parameter(const char* keyword, const std::string& name) {
+  static const std::unordered_map<std::string, std::vector<std::string>> numpy_names = {
+      {"dim", {"axis"}}, {"keepdim", {"keepdims"}}, {"input", {"x", "a", "x1"}}, {"other", {"x2"}}};
+  if (name == keyword) return true;
+  auto it = numpy_names.find(name);
+  return it != numpy_names.end() &&
+         std::find(it->second.begin(), it->second.end(), keyword) != it->second.end();
+}
+
+// How upstream names a parameter's type in its argument errors.
+std::string python_type_name(const SchemaType& type) {
+  using K = SchemaType::Kind;
+  static const std::unordered_map<int, std::pair<const char*, const char*>> names = {
+      {int(K::Tensor), {"Tensor", "tuple of Tensors"}},
+      {int(K::Int), {"int", "tuple of ints"}},
+      {int(K::SymInt), {"SymInt", "tuple of SymInts"}},
+      {int(K::Float), {"float", "tuple of floats"}},
+      {int(K::Bool), {"bool", "tuple of bools"}},
+      {int(K::Str), {"str", "tuple of strs"}},
+      {int(K::Scalar), {"Number", "tuple of Scalars"}},
+      {int(K::ScalarType), {"torch.dtype", ""}},
+      {int(K::Layout), {"torch.layout", ""}},
+      {int(K::Device), {"torch.device", ""}},
+      {int(K::MemoryFormat), {"torch.memory_format", ""}},
+      {int(K::Generator), {"torch.Generator", ""}},
+      {int(K::Dimname), {"name", "tuple of names"}},
+      {int(K::Storage), {"torch.Storage", ""}},
+      {int(K::QScheme), {"torch.qscheme", ""}}};
+  auto it = names.find(int(type.kind));
+  if (it == names.end()) return type.str();
+  return type.list && *it->second.second ? it->second.second : it->second.first;
+}
+
+std::string plural(size_t count, const char* one, const char* many) { return count == 1 ? one : many; }
+
+// Upstream's message for a call its only signature refuses, as its parser words each case.
+struct Mismatch {
+  std::string* reason = nullptr;
+  const std::string* name = nullptr;
+  bool set(const std::string& text) const {
+    if (reason && reason->empty()) *reason = *name + text;
+    return false;
+  }
+};
+
+bool too_many_positional(const Signature& sig, size_t nargs, const Mismatch& why) {
+  size_t required = 0;
+  for (const Param& p : sig.params) required += !p.default_value && p.out_indices.empty() && !p.requires_grad;
+  if (required != sig.positional)
+    return why.set("() takes from " + std::to_string(required) + " to " + std::to_string(sig.positional) +
+                   " positional arguments but " + std::to_string(nargs) + " were given");
+  return why.set("() takes " + std::to_string(sig.positional) + " positional argument" +
+                 plural(sig.positional, "", "s") + " but " + std::to_string(nargs) + " " +
+                 plural(nargs, "was", "were") + " given");
+}
+
+bool missing_required(const Signature& sig, size_t first, const Mismatch& why) {
+  std::string names;
+  size_t count = 0;
+  for (size_t j = first; j < sig.params.size(); ++j) {
+    const Param& p = sig.params[j];
+    if (p.default_value || !p.out_indices.empty() || p.requires_grad) continue;
+    names += (count++ ? ", \"" : "\"") + p.name + "\"";
+  }
+  return why.set("() missing " + std::to_string(count) + " required positional argument" +
+                 plural(count, "s", "") + ": " + names);  // upstream's wording: "1 ... arguments"
+}
+
+bool wrong_type(const Param& p, size_t j, bool positional, PyObject* obj, const Mismatch& why) {
+  std::string where = positional ? " (position " + std::to_string(j + 1) + ")" : "";
+  std::string expected = p.requires_grad         ? "bool"
+                         : p.out_indices.empty() ? python_type_name(p.type)
+                                                 : "Tensor";
+  return why.set("(): argument '" + p.name + "'" + where + " must be " + expected + ", not " +
+                 (is_tensor(obj) ? "Tensor" : Py_TYPE(obj)->tp_name));
+}
+
 bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObject* const* args,
-                   size_t nargs, PyObject* kwnames, Stack& stack, bool* requires_grad) {
+                   size_t nargs, PyObject* kwnames, Stack& stack, bool* requires_grad,
+                   const Mismatch& why = {}) {
   const Schema& schema = sig.op->schema;
   std::vector<PyObject*> given(sig.params.size(), nullptr);
   Ref varargs;
@@ -362,7 +441,7 @@ bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObj
     }
     given[0] = varargs.get();
   } else {
-    if (nargs > sig.positional) return false;
+    if (nargs > sig.positional) return too_many_positional(sig, nargs, why);
     for (size_t i = 0; i < nargs; ++i) given[i] = args[i];
   }
   if (kwnames) {
@@ -370,11 +449,13 @@ bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObj
     for (Py_ssize_t k = 0; k < nk; ++k) {
       const char* key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
       size_t j = 0;
-      while (j < sig.params.size() && sig.params[j].name != key) ++j;
+      while (j < sig.params.size() && !names_parameter(key, sig.params[j].name)) ++j;
       PyObject* value = args[nargs + size_t(k)];
       if (j == sig.params.size() && rules.accept_out_none && value == Py_None && std::string(key) == "out")
         continue;  // out=None: this overload returns a new tensor
-      if (j == sig.params.size() || given[j]) return false;
+      if (j == sig.params.size())
+        return why.set("() got an unexpected keyword argument '" + std::string(key) + "'");
+      if (given[j]) return why.set("() got multiple values for argument '" + std::string(key) + "'");
       given[j] = args[nargs + size_t(k)];
     }
   }
@@ -383,15 +464,16 @@ bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObj
   for (size_t j = 0; j < sig.params.size(); ++j) {
     const Param& p = sig.params[j];
     PyObject* obj = given[j];
+    bool positional = j < nargs && !varargs;
     if (p.requires_grad) {
-      if (obj && !PyBool_Check(obj)) return false;
+      if (obj && !PyBool_Check(obj)) return wrong_type(p, j, positional, obj, why);
       *requires_grad = obj == Py_True;
       continue;
     }
     if (!p.out_indices.empty()) {
       if (!obj || obj == Py_None) return false;  // the functional overload takes out=None
       if (p.out_indices.size() == 1) {
-        if (!is_tensor(obj)) return false;
+        if (!is_tensor(obj)) return wrong_type(p, j, positional, obj, why);
         stack[size_t(p.out_indices[0])] = unpack(obj);
       } else {
         if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
@@ -405,11 +487,12 @@ bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObj
       continue;
     }
     if (!obj) {
-      if (!p.default_value) return false;
+      if (!p.default_value) return missing_required(sig, j, why);
       stack[size_t(p.stack_index)] = *p.default_value;
       continue;
     }
-    if (!convert(obj, p.type, rules.numbers_as_tensors, &stack[size_t(p.stack_index)])) return false;
+    if (!convert(obj, p.type, rules.numbers_as_tensors, &stack[size_t(p.stack_index)]))
+      return wrong_type(p, j, positional, obj, why);
   }
   return true;
 }
@@ -572,6 +655,52 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
   return binding;
 }
 
+// Whether a call of `count` arguments could be meant for the signature (upstream's test
+// before it words a refusal for one signature): at least its required parameters, at most
+// all of them, out= included (upstream counts a functional overload and its out= twin as one).
+bool plausible(const Signature& sig, size_t count) {
+  size_t required = 0;
+  for (const Param& p : sig.params) required += !p.default_value && p.out_indices.empty() && !p.requires_grad;
+  bool has_out = std::any_of(sig.params.begin(), sig.params.end(),
+                             [](const Param& p) { return !p.out_indices.empty(); });
+  return count >= required && count <= sig.params.size() + !has_out;
+}
+
+// The one signature a refused call was plausibly meant for, or null: the out= twin when the
+// call passes out.
+const Signature* only_signature(const Binding& binding, PyObject* const* args, size_t nargs,
+                                PyObject* kwnames) {
+  size_t keywords = kwnames ? size_t(PyTuple_GET_SIZE(kwnames)) : 0;
+  bool passes_out = false;
+  for (size_t k = 0; k < keywords; ++k)
+    passes_out |= std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, Py_ssize_t(k)))) == "out" &&
+                  args[nargs + k] != Py_None;
+  auto in_binding = [&](const Operator* op) {
+    return std::any_of(binding.signatures.begin(), binding.signatures.end(),
+                       [&](const Signature& other) { return other.op == op; });
+  };
+  auto has_twin = [&](const Signature& sig) {
+    return std::any_of(binding.signatures.begin(), binding.signatures.end(),
+                       [&](const Signature& other) { return other.op->functional == sig.op; });
+  };
+  std::vector<const Signature*> candidates;
+  for (const Signature& sig : binding.signatures) {
+    bool twin = sig.op->schema.out_count() > 0 && in_binding(sig.op->functional);
+    // A functional overload and its out= twin are one signature: the twin answers for a call passing out.
+    if ((twin && !passes_out) || (!twin && passes_out && has_twin(sig))) continue;
+    candidates.push_back(&sig);
+  }
+  // Upstream words the refusal of its only signature; of several, of the one plausible one.
+  if (candidates.size() == 1) return candidates[0];
+  const Signature* found = nullptr;
+  for (const Signature* sig : candidates) {
+    if (!plausible(*sig, nargs + keywords)) continue;
+    if (found) return nullptr;
+    found = sig;
+  }
+  return found;
+}
+
 PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
                        PyObject* kwnames) {
   TN_PY_TRY
@@ -590,6 +719,27 @@ PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, 
   }
   if (binding->not_implemented_on_mismatch) Py_RETURN_NOTIMPLEMENTED;
   const std::string& name = binding->name;
+  bool takes_nothing = std::all_of(binding->signatures.begin(), binding->signatures.end(),
+                                   [](const Signature& sig) { return sig.params.empty(); });
+  if (binding->is_method && takes_nothing) {
+    // Upstream binds such a method without arguments: CPython's refusal, in its words.
+    if (nargs)
+      PyErr_Format(PyExc_TypeError, "_TensorBase.%s() takes no arguments (%zu given)", name.c_str(), nargs);
+    else
+      PyErr_Format(PyExc_TypeError, "_TensorBase.%s() takes no keyword arguments", name.c_str());
+    return nullptr;
+  }
+  if (const Signature* only = only_signature(*binding, args, nargs, kwnames)) {
+    std::string reason;
+    bool requires_grad = false;
+    try_signature(*only, {binding->numbers_as_tensors, binding->has_out}, self, args, nargs, kwnames, stack,
+                  &requires_grad, {&reason, &name});
+    if (PyErr_Occurred()) return nullptr;
+    if (!reason.empty()) {
+      PyErr_SetString(PyExc_TypeError, reason.c_str());
+      return nullptr;
+    }
+  }
   std::string message = name + "() received an invalid combination of arguments - got " +
                         describe_call(args, nargs, kwnames) + ", but expected one of:\n";
   for (const Signature& sig : binding->signatures) message += describe_signature(sig, name);

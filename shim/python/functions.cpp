@@ -511,8 +511,7 @@ PyObject* m_new_tensor(PyObject* self, PyObject* args, PyObject* kwargs) {
 }
 
 PyObject* m_is_view(PyObject* self, PyObject*) {
-  (void)self;
-  Py_RETURN_FALSE;  // no autograd view tracking yet; _is_view feeds only autograd checks
+  return PyBool_FromLong(unpack(self).impl()->view_base != nullptr);
 }
 
 PyObject* m_storage(PyObject* self, PyObject*) {

@@ -99,7 +99,7 @@ PyObject* tensor_getitem(PyObject* self, PyObject* index) {
     result = ops::index(result, advanced);
   } else if (result.same(unpack(self))) {
     // x[...] and x[()] return a new view, not the same object
-    result = result.view_as_strided(result.sizes(), result.strides(), result.offset());
+    result = ops::alias(result);
   }
   return wrap(result);
   TN_PY_CATCH(nullptr)

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <set>
+#include <utility>
 
 #include "python_shim.h"
 #include "surface_table.h"
@@ -228,11 +229,92 @@ PyObject* f_from_numpy(PyObject*, PyObject* array) {
   TN_PY_CATCH(nullptr)
 }
 
+// torch.frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False): a 1-D tensor
+// on the buffer's memory (bytes, bytearray, array, mmap ...), which it keeps alive.
+PyObject* f_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static const char* keywords[] = {"buffer", "dtype", "count", "offset", "requires_grad", nullptr};
+  PyObject *buffer = nullptr, *dtype = nullptr;
+  long long count = -1, offset = 0;
+  int requires_grad = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OLLp:frombuffer", const_cast<char**>(keywords), &buffer,
+                                   &dtype, &count, &offset, &requires_grad))
+    return nullptr;
+  if (!dtype || !is_dtype(dtype)) {
+    PyErr_SetString(PyExc_TypeError, "frombuffer(): argument 'dtype' must be torch.dtype");
+    return nullptr;
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE) < 0) {
+    PyErr_Clear();
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) {
+      PyErr_SetString(PyExc_RuntimeError, "could not retrieve buffer from object");
+      return nullptr;
+    }
+    static bool warned = false;  // upstream warns once per process
+    if (!std::exchange(warned, true) &&
+        PyErr_WarnEx(
+            PyExc_UserWarning,
+            "The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
+            "means you can write to the underlying (supposedly non-writable) buffer using the tensor. You "
+            "may want to copy the buffer to protect its data or make it writable before converting it to "
+            "a tensor. This type of warning will be suppressed for the rest of this program.",
+            1) < 0) {
+      PyBuffer_Release(&view);
+      return nullptr;
+    }
+  }
+  long long length = view.len;
+  char* data = static_cast<char*>(view.buf);
+  PyObject* owner = view.obj;
+  Py_XINCREF(owner);
+  PyBuffer_Release(&view);
+  auto release = [owner] {
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_XDECREF(owner);
+    PyGILState_Release(state);
+  };
+  ScalarType type = dtype_of(dtype);
+  long long itemsize = (long long)element_size(type);
+  auto refuse = [&](const std::string& message) {
+    release();
+    throw ValueError(message);
+  };
+  auto n = [](long long v) { return std::to_string(v); };
+  if (length <= 0 || count == 0)
+    refuse("both buffer length (" + n(length) + ") and count (" + n(count) + ") must not be 0");
+  if (offset < 0 || offset >= length)
+    refuse("offset (" + n(offset) + " bytes) must be non-negative and no greater than buffer length (" +
+           n(length) + " bytes) minus 1");
+  if (count < 0 && (length - offset) % itemsize != 0)
+    refuse("buffer length (" + n(length - offset) + " bytes) after offset (" + n(offset) +
+           " bytes) must be a multiple of element size (" + n(itemsize) + ")");
+  long long elements = count < 0 ? (length - offset) / itemsize : count;
+  if (offset + elements * itemsize > length)
+    refuse("requested buffer length (" + n(elements) + " * " + n(itemsize) + " bytes) after offset (" +
+           n(offset) + " bytes) must not be greater than actual buffer length (" + n(length) + " bytes)");
+  auto storage = std::make_shared<Storage>(data + offset, size_t(elements * itemsize), release);
+  Tensor tensor = Tensor::from_storage(storage, {elements}, {1}, 0, type);
+  tensor.impl()->requires_grad = requires_grad != 0;
+  return wrap(tensor);
+  TN_PY_CATCH(nullptr)
+}
+
 PyObject* f_get_default_dtype(PyObject*, PyObject*) {
   PyObject* d = dtype_object(default_dtype());
   Py_INCREF(d);
   return d;
 }
+// torch.Storage names the default dtype's legacy storage class (torch.FloatStorage), as
+// upstream keeps it from _initExtension on.
+bool point_torch_storage_at_default() {
+  Ref torch(PyImport_ImportModule("torch"));
+  if (!torch) return false;
+  const char* name = default_dtype() == ScalarType::Double ? "DoubleStorage" : "FloatStorage";
+  Ref storage(PyObject_GetAttrString(torch.get(), name));
+  return storage && PyObject_SetAttrString(torch.get(), "Storage", storage.get()) == 0;
+}
+
 PyObject* f_set_default_dtype(PyObject*, PyObject* dtype) {
   if (!is_dtype(dtype) || !is_floating(dtype_of(dtype)) || dtype_of(dtype) == ScalarType::BFloat16 ||
       dtype_of(dtype) == ScalarType::Half) {
@@ -240,6 +322,7 @@ PyObject* f_set_default_dtype(PyObject*, PyObject* dtype) {
     return nullptr;
   }
   set_default_dtype(dtype_of(dtype));
+  if (!point_torch_storage_at_default()) return nullptr;
   Py_RETURN_NONE;
 }
 PyObject* f_is_grad_enabled(PyObject*, PyObject*) { return PyBool_FromLong(grad_enabled); }
@@ -261,6 +344,7 @@ PyObject* f_init_extension(PyObject*, PyObject* /*shm_manager_path*/) {
   Ref c_module(PyImport_ImportModule("torch._C"));
   if (!c_module) return nullptr;
   install_legacy_tensor_types(torch.get(), c_module.get());
+  if (!point_torch_storage_at_default()) return nullptr;
   Py_RETURN_NONE;
   TN_PY_CATCH(nullptr)
 }
@@ -341,7 +425,6 @@ PyObject* f_multiprocessing_init(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(1); }
 PyObject* f_default_device(PyObject*, PyObject*) { return PyUnicode_FromString("cpu"); }
 
 #define NOARGS(NAME, FN) \
@@ -371,9 +454,7 @@ PyMethodDef module_functions[] = {
      nullptr},
     NOARGS("_is_torch_function_enabled", f_true),
     NOARGS("_is_torch_function_mode_enabled", f_false),
-    NOARGS("get_num_threads", f_get_num_threads),
     NOARGS("_get_default_device", f_default_device),  // the only device there is
-    NOARGS("get_num_interop_threads", f_get_num_threads),
     ONE("_init_names", f_ignore),
     // Upstream reports API usage to its telemetry hook; the shim reports nothing.
     ONE("_log_api_usage_once", f_ignore),
@@ -420,6 +501,7 @@ PyMethodDef handwritten_variable_functions[] = {
     KW("tensor", f_tensor),
     KW("as_tensor", f_as_tensor),
     ONE("from_numpy", f_from_numpy),
+    KW("frombuffer", f_frombuffer),
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -621,6 +703,8 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
 }  // namespace
 
 void init_dispatch(PyObject* module);
+void init_runtime_settings(PyObject* module);
+void init_dataloader_workers(PyObject* module);
 
 }  // namespace tn::py
 
@@ -640,6 +724,8 @@ PyMODINIT_FUNC PyInit__C() {
                           handwritten_variable_functions);
     PyModule_AddFunctions(add_submodule(module, "torch._C._functorch"), functorch_functions);
     init_dispatch(module);
+    init_runtime_settings(module);
+    init_dataloader_workers(module);
     disabled_torch_function = PyCFunction_NewEx(&disabled_def, nullptr, nullptr);
     Py_INCREF(disabled_torch_function);
     PyModule_AddObject(module, "_disabled_torch_function_impl", disabled_torch_function);
@@ -649,8 +735,8 @@ PyMODINIT_FUNC PyInit__C() {
                              "has_lapack", "has_spectral", "_has_distributed"})
       PyModule_AddObject(module, flag, tn::py::Ref::borrow(Py_False).release());
     PyModule_AddObject(module, "_GLIBCXX_USE_CXX11_ABI", tn::py::Ref::borrow(Py_True).release());
-    PyModule_AddObject(module, "_LinAlgError",
-                       PyErr_NewException("torch._C._LinAlgError", PyExc_RuntimeError, nullptr));
+    linalg_error_type = PyErr_NewException("torch._C._LinAlgError", PyExc_RuntimeError, nullptr);
+    PyModule_AddObject(module, "_LinAlgError", tn::py::Ref::borrow(linalg_error_type).release());
     PyModule_AddObject(module, "_OutOfMemoryError",
                        PyErr_NewException("torch._C._OutOfMemoryError", PyExc_RuntimeError, nullptr));
     init_surface(module);

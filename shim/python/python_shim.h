@@ -81,6 +81,10 @@ void init_generator(PyObject* module);
 void init_storage_type(PyObject* module);
 bool is_storage(PyObject* obj);
 PyObject* wrap_storage(std::shared_ptr<Storage> storage);  // a torch.UntypedStorage, new reference
+PyObject* new_storage_object(PyTypeObject* type, std::shared_ptr<Storage> storage);  // of `type`
+const std::shared_ptr<Storage>& storage_of(PyObject* self);                          // a StorageBase's
+// The methods that share storages between processes (storage_sharing.cpp).
+void add_sharing_methods(PyTypeObject* type);
 // An UntypedStorage, or a TypedStorage (which also names its dtype); false for anything else.
 bool storage_argument(PyObject* obj, StorageRef* out);
 
@@ -137,6 +141,8 @@ void init_futures(PyObject* module);
 
 // Translates a C++ exception into the Python exception upstream raises.
 void set_python_error(const std::exception& e);
+// torch._C._LinAlgError once the module is initialised (RuntimeError, its base, before).
+extern PyObject* linalg_error_type;
 
 #define TN_PY_TRY try {
 #define TN_PY_CATCH(RET)                    \

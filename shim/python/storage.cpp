@@ -22,9 +22,20 @@ struct StorageObject {
 
 PyTypeObject* storage_base_type = nullptr;
 
-const std::shared_ptr<Storage>& storage_of_self(PyObject* self) {
+}  // namespace
+
+const std::shared_ptr<Storage>& storage_of(PyObject* self) {
   return reinterpret_cast<StorageObject*>(self)->storage;
 }
+
+PyObject* new_storage_object(PyTypeObject* type, std::shared_ptr<Storage> storage) {
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) throw PythonErrorSet();
+  new (&reinterpret_cast<StorageObject*>(obj)->storage) std::shared_ptr<Storage>(std::move(storage));
+  return obj;
+}
+
+namespace {
 
 // torch.UntypedStorage once torch.storage exists; the base class before that.
 PyTypeObject* untyped_storage_class() {
@@ -44,13 +55,6 @@ PyTypeObject* untyped_storage_class() {
   }
   cls = found;  // kept for the process lifetime
   return reinterpret_cast<PyTypeObject*>(cls);
-}
-
-PyObject* new_storage_object(PyTypeObject* type, std::shared_ptr<Storage> storage) {
-  PyObject* obj = type->tp_alloc(type, 0);
-  if (!obj) throw PythonErrorSet();
-  new (&reinterpret_cast<StorageObject*>(obj)->storage) std::shared_ptr<Storage>(std::move(storage));
-  return obj;
 }
 
 std::shared_ptr<Storage> zeroed_storage(size_t nbytes) {
@@ -133,11 +137,11 @@ void storage_dealloc(PyObject* self) {
   if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(type);
 }
 
-Py_ssize_t storage_length(PyObject* self) { return Py_ssize_t(storage_of_self(self)->nbytes()); }
+Py_ssize_t storage_length(PyObject* self) { return Py_ssize_t(storage_of(self)->nbytes()); }
 
 PyObject* storage_subscript(PyObject* self, PyObject* index) {
   TN_PY_TRY
-  const auto& storage = storage_of_self(self);
+  const auto& storage = storage_of(self);
   auto nbytes = Py_ssize_t(storage->nbytes());
   auto* bytes = static_cast<uint8_t*>(storage->data());
   if (PySlice_Check(index)) {
@@ -164,7 +168,7 @@ PyObject* storage_subscript(PyObject* self, PyObject* index) {
 int storage_assign(PyObject* self, PyObject* index, PyObject* value) {
   TN_PY_TRY
   if (!value) raise(PyExc_TypeError, "storage items cannot be deleted");
-  const auto& storage = storage_of_self(self);
+  const auto& storage = storage_of(self);
   auto nbytes = Py_ssize_t(storage->nbytes());
   auto* bytes = static_cast<uint8_t*>(storage->data());
   uint8_t byte = byte_value(value, "storage item assignment");
@@ -189,9 +193,9 @@ int storage_assign(PyObject* self, PyObject* index, PyObject* value) {
   TN_PY_CATCH(-1)
 }
 
-PyObject* s_nbytes(PyObject* self, PyObject*) { return PyLong_FromSize_t(storage_of_self(self)->nbytes()); }
+PyObject* s_nbytes(PyObject* self, PyObject*) { return PyLong_FromSize_t(storage_of(self)->nbytes()); }
 PyObject* s_element_size(PyObject*, PyObject*) { return PyLong_FromLong(1); }
-PyObject* s_data_ptr(PyObject* self, PyObject*) { return PyLong_FromVoidPtr(storage_of_self(self)->data()); }
+PyObject* s_data_ptr(PyObject* self, PyObject*) { return PyLong_FromVoidPtr(storage_of(self)->data()); }
 PyObject* s_false(PyObject*, PyObject*) { Py_RETURN_FALSE; }
 
 PyObject* s_copy(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -203,7 +207,7 @@ PyObject* s_copy(PyObject* self, PyObject* args, PyObject* kwargs) {
   StorageRef source;
   if (!storage_argument(src, &source))
     raise(PyExc_TypeError, std::string("copy_(): expected a storage, got ") + Py_TYPE(src)->tp_name);
-  const auto& target = storage_of_self(self);
+  const auto& target = storage_of(self);
   if (source.storage->nbytes() != target->nbytes()) raise(PyExc_RuntimeError, "size does not match");
   std::memmove(target->data(), source.storage->data(), target->nbytes());
   Py_INCREF(self);
@@ -213,7 +217,7 @@ PyObject* s_copy(PyObject* self, PyObject* args, PyObject* kwargs) {
 
 PyObject* s_fill(PyObject* self, PyObject* value) {
   TN_PY_TRY
-  const auto& storage = storage_of_self(self);
+  const auto& storage = storage_of(self);
   std::memset(storage->data(), byte_value(value, "fill_"), storage->nbytes());
   Py_INCREF(self);
   return self;
@@ -225,7 +229,7 @@ PyObject* s_resize(PyObject* self, PyObject* size) {
   int64_t nbytes = unpack_long(size);
   if (nbytes < 0)
     raise(PyExc_RuntimeError, "resize_: size must be non-negative, got " + std::to_string(nbytes));
-  const auto& storage = storage_of_self(self);
+  const auto& storage = storage_of(self);
   size_t before = storage->nbytes();
   storage->resize(size_t(nbytes));
   if (size_t(nbytes) > before)
@@ -347,7 +351,7 @@ PyObject* s_write_file(PyObject* self, PyObject* args) {
   Py_ssize_t element = 1;
   if (!PyArg_ParseTuple(args, "Opp|n", &file, &is_real_file, &save_size, &element)) return nullptr;
   static_assert(std::endian::native == std::endian::little, "the legacy format is little-endian");
-  const auto& storage = storage_of_self(self);
+  const auto& storage = storage_of(self);
   if (element <= 0 || storage->nbytes() % size_t(element) != 0)
     raise(PyExc_RuntimeError, "_write_file: " + std::to_string(storage->nbytes()) +
                                   " bytes are not a whole number of elements of size " +
@@ -391,7 +395,7 @@ PyObject* s_set_from_file(PyObject* self, PyObject* args) {
   };
   int64_t numel = 0;
   read_exactly(&numel, sizeof numel);
-  const auto& storage = storage_of_self(self);
+  const auto& storage = storage_of(self);
   if (element <= 0 || numel < 0 || uint64_t(numel) * uint64_t(element) != storage->nbytes())
     raise(PyExc_RuntimeError, "storage has wrong byte size: expected " + std::to_string(storage->nbytes()) +
                                   " got " + std::to_string(numel * element));
@@ -401,7 +405,7 @@ PyObject* s_set_from_file(PyObject* self, PyObject* args) {
   TN_PY_CATCH(nullptr)
 }
 
-PyObject* s_cdata(PyObject* self, void*) { return PyLong_FromVoidPtr(storage_of_self(self).get()); }
+PyObject* s_cdata(PyObject* self, void*) { return PyLong_FromVoidPtr(storage_of(self).get()); }
 PyObject* s_device(PyObject*, void*) {
   PyObject* cpu = cpu_device();
   Py_INCREF(cpu);
@@ -410,11 +414,11 @@ PyObject* s_device(PyObject*, void*) {
 
 // Sharing a storage between processes (torch.multiprocessing's tensor queues, share_memory_)
 // needs storages in shared memory with reference counts across processes.
+// CUDA's IPC and raw StorageImpl handles: the shim has neither.
 PyObject* s_refuse_sharing(PyObject*, PyObject*, PyObject*) {
   PyErr_SetString(PyExc_NotImplementedError,
-                  "torchnative storages cannot be shared between processes yet (torch.multiprocessing tensor "
-                  "sharing and share_memory_() need shared-memory storages); send tensors through "
-                  "torch.distributed or pickle them");
+                  "torchnative has no CUDA storages and hands out no raw StorageImpl pointers; storages "
+                  "are shared between processes through file descriptors (torch.multiprocessing)");
   return nullptr;
 }
 
@@ -428,7 +432,6 @@ PyMethodDef storage_methods[] = {
     STORAGE_METHOD("element_size", s_element_size, METH_NOARGS),
     STORAGE_METHOD("data_ptr", s_data_ptr, METH_NOARGS),
     STORAGE_METHOD("is_pinned", s_false, METH_NOARGS),
-    STORAGE_METHOD("is_shared", s_false, METH_NOARGS),
     STORAGE_METHOD("copy_", s_copy, METH_VARARGS | METH_KEYWORDS),
     STORAGE_METHOD("fill_", s_fill, METH_O),
     STORAGE_METHOD("resize_", s_resize, METH_O),
@@ -437,23 +440,10 @@ PyMethodDef storage_methods[] = {
     STORAGE_METHOD("from_file", s_from_file, METH_VARARGS | METH_KEYWORDS | METH_CLASS),
     STORAGE_METHOD("_write_file", s_write_file, METH_VARARGS),
     STORAGE_METHOD("_set_from_file", s_set_from_file, METH_VARARGS),
-    REFUSED("_share_filename_cpu_"),
-    REFUSED("_share_fd_cpu_"),
     REFUSED("_share_cuda_"),
-    REFUSED("_shared_decref"),
-    REFUSED("_shared_incref"),
-    REFUSED("_weak_ref"),
     REFUSED("_set_cdata"),
-    REFUSED("_get_shared_fd"),
-    REFUSED_CLASS("_new_using_filename_cpu"),
-    REFUSED_CLASS("_new_using_fd_cpu"),
-    REFUSED_CLASS("_new_shared_filename_cpu"),
-    REFUSED_CLASS("_new_shared_fd_cpu"),
     REFUSED_CLASS("_new_shared_cuda"),
     REFUSED_CLASS("_release_ipc_counter_cuda"),
-    REFUSED_CLASS("_new_with_weak_ptr"),
-    REFUSED_CLASS("_free_weak_ref"),
-    REFUSED_CLASS("_expired"),
     REFUSED_CLASS("_new_with_file"),
     {nullptr, nullptr, 0, nullptr},
 };
@@ -489,7 +479,7 @@ PyObject* wrap_storage(std::shared_ptr<Storage> storage) {
 
 bool storage_argument(PyObject* obj, StorageRef* out) {
   if (is_storage(obj)) {
-    *out = StorageRef{storage_of_self(obj), std::nullopt};
+    *out = StorageRef{storage_of(obj), std::nullopt};
     return true;
   }
   // A TypedStorage (torch.storage's Python class) wraps an UntypedStorage and names a dtype.
@@ -500,13 +490,14 @@ bool storage_argument(PyObject* obj, StorageRef* out) {
     PyErr_Clear();
     return false;
   }
-  *out = StorageRef{storage_of_self(untyped.get()), dtype_of(dtype.get())};
+  *out = StorageRef{storage_of(untyped.get()), dtype_of(dtype.get())};
   return true;
 }
 
 void init_storage_type(PyObject* module) {
   storage_base_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&storage_spec));
   if (!storage_base_type) throw PythonErrorSet();
+  add_sharing_methods(storage_base_type);
   Py_INCREF(storage_base_type);
   PyModule_AddObject(module, "StorageBase", reinterpret_cast<PyObject*>(storage_base_type));
 }

@@ -169,12 +169,13 @@ PyObject* get_version(PyObject* self, void*) {
   return PyLong_FromUnsignedLong(unpack(self).impl()->version->load());
 }
 PyObject* get_cdata(PyObject* self, void*) { return PyLong_FromVoidPtr(unpack(self).impl()); }
+// .T and .mT are upstream's permute and transpose, through the door (their results are views).
 PyObject* get_T(PyObject* self, void*) {
   TN_PY_TRY
   const Tensor& t = unpack(self);
-  Shape sizes(t.sizes().rbegin(), t.sizes().rend());
-  Shape strides(t.strides().rbegin(), t.strides().rend());
-  return wrap(t.view_as_strided(sizes, strides, t.offset()));
+  std::vector<int64_t> dims(size_t(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) dims[size_t(d)] = t.dim() - 1 - d;
+  return wrap(ops::permute(t, dims));
   TN_PY_CATCH(nullptr)
 }
 PyObject* get_mT(PyObject* self, void*) {
@@ -185,11 +186,14 @@ PyObject* get_mT(PyObject* self, void*) {
                     "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
     return nullptr;
   }
-  Shape sizes = t.sizes(), strides = t.strides();
-  std::swap(sizes[sizes.size() - 1], sizes[sizes.size() - 2]);
-  std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
-  return wrap(t.view_as_strided(sizes, strides, t.offset()));
+  return wrap(ops::transpose(t, int64_t{-2}, int64_t{-1}));
   TN_PY_CATCH(nullptr)
+}
+// Tensor._base: the tensor a view operator made this one a view of, else None.
+PyObject* get_base(PyObject* self, void*) {
+  const auto& base = unpack(self).impl()->view_base;
+  if (!base) Py_RETURN_NONE;
+  return wrap(Tensor(base));
 }
 
 // Every stored dtype is real: .real is the tensor itself (as a view), .imag an error.
@@ -222,7 +226,7 @@ PyGetSetDef tensor_getset[] = {
     {"is_leaf", get_true, nullptr, nullptr, nullptr},  // no autograd graph yet: every tensor is a leaf
     {"grad_fn", get_none, nullptr, nullptr, nullptr},
     {"_grad_fn", get_none, nullptr, nullptr, nullptr},
-    {"_base", get_none, nullptr, nullptr, nullptr},
+    {"_base", get_base, nullptr, nullptr, nullptr},
     {"output_nr", get_zero, nullptr, nullptr, nullptr},
     {"names", get_none, nullptr, nullptr, nullptr},
     {"is_cuda", get_false, nullptr, nullptr, nullptr},

@@ -672,6 +672,8 @@ PyObject* tensor_to_list(const Tensor& t) {
   return build(0, 0);
 }
 
+PyObject* linalg_error_type = PyExc_RuntimeError;
+
 void set_python_error(const std::exception& e) {
   if (dynamic_cast<const NotImplemented*>(&e))
     PyErr_SetString(PyExc_NotImplementedError, e.what());
@@ -679,6 +681,8 @@ void set_python_error(const std::exception& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
   else if (dynamic_cast<const TypeError*>(&e))
     PyErr_SetString(PyExc_TypeError, e.what());
+  else if (dynamic_cast<const LinAlgError*>(&e))
+    PyErr_SetString(linalg_error_type, e.what());
   else if (dynamic_cast<const ValueError*>(&e))
     PyErr_SetString(PyExc_ValueError, e.what());
   else if (dynamic_cast<const std::bad_alloc*>(&e))

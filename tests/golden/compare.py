@@ -35,7 +35,7 @@ K = 2.0
 # ours round differently).  Ulps, not relative error, because a one-ulp difference
 # is up to twice as large, relatively, at the bottom of a binade as at the top.
 
-PASS, FAIL, REFUSED, DEVIATION = "pass", "fail", "refused", "deviation"
+PASS, FAIL, REFUSED, DEVIATION, THROUGH_TEMPORARY = "pass", "fail", "refused", "deviation", "through temporary"
 # Largest finite value of each float dtype.
 FLOAT_MAX = {"torch.float32": 3.4028234663852886e38, "torch.float64": 1.7976931348623157e308,
              "torch.float16": 65504.0, "torch.bfloat16": 3.3895313892515355e38}

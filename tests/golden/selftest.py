@@ -218,6 +218,29 @@ def _check_probe_rule(problems):
         problems.append("probe rule: the probe cases of a, b (aten::x, aten::y) were %r" % first)
 
 
+def _check_through_temporary_rule(problems):
+    """A disagreement is excused as upstream's loop order only when upstream's aliased result
+    differs from its own through-a-temporary twin and the shim's equals the twin's."""
+    def record(values):
+        return {"value": {"kind": "tensor", "dtype": "torch.int64", "shape": [len(values)], "data": values}}
+    name, twin = "alias.x/int64/self_overlaps", "alias.x/int64/self_overlaps" + harness.TEMPORARY
+    cases = (  # (upstream aliased, upstream twin, shim, excused)
+        ([1, 2], [3, 4], [3, 4], True),
+        ([1, 2], [3, 4], [5, 6], False),   # the shim's is neither
+        ([1, 2], [1, 2], [3, 4], False),   # upstream's aliased result is its twin's: a real difference
+        ([1, 2], [3, 4], None, False),     # the shim crashed
+    )
+    for aliased, through, ours, excused in cases:
+        upstream = {name: record(aliased), twin: record(through)}
+        shim = {name: record(ours) if ours else {"crash": "killed"}}
+        if harness.through_temporary(name, upstream, {}, shim, set(), {}) != excused:
+            problems.append("through-temporary rule: upstream %s, twin %s, shim %s %s be excused"
+                            % (aliased, through, ours, "must" if excused else "must not"))
+    if harness.through_temporary("alias.x/int64/contiguous", {"alias.x/int64/contiguous": record([1])}, {},
+                                 {"alias.x/int64/contiguous": record([2])}, set(), {}):
+        problems.append("through-temporary rule: a case without a twin was excused")
+
+
 def _check_worker_death(python, names, upstream, problems, log):
     """A segfault or a hang on one case fails that case; its neighbours still run."""
     if len(names) < 3:
@@ -270,6 +293,7 @@ def run(python, names, log):
 
     _check_refusal(names, upstream, reference, shim, problems)
     _check_probe_rule(problems)
+    _check_through_temporary_rule(problems)
     _check_worker_death(python, names, upstream, problems, log)
 
     for problem in problems[:50]:

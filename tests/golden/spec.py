@@ -76,6 +76,11 @@ class WorkingDtype:
 
 DT = WorkingDtype()
 
+# Suffix of a case's twin whose aliased input is read from a copy: the call as through a
+# temporary. Where an output overlaps an input, upstream's result is what its loops read
+# while they write; run.py accepts the shim's result when it equals the twin's instead.
+TEMPORARY = "@temporary"
+
 
 class Case:
     """One golden case: ``fn(*args)`` where Arg/DT placeholders are materialized first.
@@ -102,7 +107,9 @@ class Case:
         for index, arg in enumerate(self.args):
             if isinstance(arg, Arg):
                 dtype = arg.dtype or self.dtype
-                values.append(arg.build(torch, "%s#%d" % (self.name, index), dtype, reference))
+                # A TEMPORARY twin draws its case's values.
+                seed = "%s#%d" % (self.name.removesuffix(TEMPORARY), index)
+                values.append(arg.build(torch, seed, dtype, reference))
             elif isinstance(arg, WorkingDtype):
                 promote = reference and self.dtype in LOW_PRECISION
                 values.append(torch.float64 if promote else getattr(torch, self.dtype))

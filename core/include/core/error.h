@@ -23,6 +23,10 @@ struct ValueError : Error {
 struct NotImplemented : Error {
   using Error::Error;
 };
+// A LAPACK routine's failure on its input (singular, not positive-definite): torch._C._LinAlgError.
+struct LinAlgError : Error {
+  using Error::Error;
+};
 
 [[noreturn]] inline void fail(const std::string& message) { throw Error(message); }
 

@@ -42,6 +42,8 @@ struct BFloat16 {
 };
 
 size_t element_size(ScalarType type);
+// Throws NotImplemented naming a complex or quantized dtype (Error for a code that is no dtype).
+[[noreturn]] void refuse_unstored_dtype(ScalarType type);
 const char* scalar_type_name(ScalarType type);    // "float32", ...
 const char* upstream_type_name(ScalarType type);  // "Float", as upstream's kernel errors spell it
 const char* cpp_type_name(ScalarType type);       // "float", "long int": how upstream prints a TypeMeta

@@ -26,6 +26,9 @@ class Storage {
   // object sharing it sees the new bytes (the first min(old, new) are kept), as upstream's.
   bool resizable() const { return resizable_; }
   void resize(size_t nbytes);
+  // Moves the bytes to `data` (the same size, kept alive by `memory`), in place: every tensor
+  // on this storage then reads and writes there (shared memory). The storage no longer resizes.
+  void move_to(void* data, std::shared_ptr<void> memory);
 
  private:
   void* data_;

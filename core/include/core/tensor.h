@@ -33,6 +33,9 @@ struct TensorImpl {
   // Slot for the Python object wrapping this impl, so identity survives round trips.
   void* python_object = nullptr;
   std::shared_ptr<std::atomic<uint32_t>> version = std::make_shared<std::atomic<uint32_t>>(0);
+  // The tensor this one is a view of (never itself a view), set by the dispatcher when a view
+  // operator returns it: Tensor._base, and what in-place detach_ refuses.
+  std::shared_ptr<TensorImpl> view_base;
 };
 
 class Tensor {

@@ -52,6 +52,8 @@ TN_KERNEL("aten::relu6", { return ops::hardtanh(a.tensor(0), Scalar(int64_t{0}),
 TN_KERNEL("aten::hardtanh", {
   const Tensor& x = a.tensor(0);
   if (x.dtype() == ScalarType::Bool) dtype_not_implemented("hardtanh_cpu", x.dtype());
+  if (x.dtype() == ScalarType::Byte && (a.scalar(1).to_double() < 0 || a.scalar(2).to_double() < 0))
+    throw Error("cannot do hardtanh on an unsigned type with negative limits");
   return ops::clamp(x, a.optional_scalar(1), a.optional_scalar(2));
 });
 TN_KERNEL("aten::threshold", {
@@ -149,6 +151,8 @@ TN_KERNEL("aten::rrelu", {
   if (a.boolean(3))
     throw NotImplemented("torchnative does not implement aten::rrelu with training=True yet (random slopes)");
   double slope = (a.scalar(1).to_double() + a.scalar(2).to_double()) / 2;
+  // Upstream's leaky_relu kernel multiplies in float for every type narrower than double.
+  if (a.tensor(0).dtype() != ScalarType::Double) slope = double(float(slope));
   return activation(a.tensor(0), "leaky_relu_cpu", [=](double v) { return v > 0 ? v : v * slope; });
 });
 

@@ -109,14 +109,21 @@ std::tuple<Tensor, Tensor, Tensor> determinants(const Tensor& a) {
   return {det, sign, logabs};
 }
 
+// Upstream's refusal of a singular matrix, as the routine names it (inversion, or a solve).
+[[noreturn]] void singular(const std::string& name, int64_t info) {
+  if (name == "linalg.inv")
+    throw LinAlgError(name + ": The diagonal element " + std::to_string(info) +
+                      " is zero, the inversion could not be completed because the input matrix is singular.");
+  throw LinAlgError(name + ": The solver failed because the input matrix is singular.");
+}
+
 // Solves A X = B for each matrix (B with as many right-hand sides as its columns).
 // Solves a X = b, or a^T X = b when `transposed`, through a's LU factors.
 Tensor lu_solve(const Tensor& a, const Tensor& b, const char* name, bool transposed) {
   check_square(a, name);
   Lu f = lu(a);
   for (int64_t i = 0; i < f.batch; ++i)
-    if (f.infos[size_t(i)] > 0)
-      throw Error(std::string(name) + ": The solver failed because the input matrix is singular.");
+    if (f.infos[size_t(i)] > 0) singular(name, f.infos[size_t(i)]);
   Tensor rhs = column_major(b);  // (batch, nrhs, n) column-major
   int n = int(f.n), nrhs = int(b.size(-1)), info = 0;
   char trans = transposed ? 'T' : 'N';
@@ -160,10 +167,18 @@ Tensor identity_like(const Tensor& a) {
   return ops::expand(eye, a.sizes(), false).contiguous();
 }
 
+void require_matrix_norm_input(const Tensor& A) {
+  if (A.dim() < 2) throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
+  if (!is_floating(A.dtype()))
+    throw Error(
+        std::string("linalg.matrix_norm: Expected a floating point or complex tensor as input. Got ") +
+        upstream_type_name(A.dtype()));
+}
+
 // Matrix norms that need no SVD: Frobenius and the 1/inf column/row-sum norms.
 Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bool keepdim,
                    std::optional<ScalarType> dtype) {
-  if (self.dim() < 2) throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
+  require_matrix_norm_input(self);
   if (dims.size() != 2) throw Error("linalg.matrix_norm: dim must be a 2-tuple. Got " + shape_str(dims));
   Tensor x = dtype ? self.to(*dtype) : self;
   int64_t d0 = wrap_dim(dims[0], x.dim()), d1 = wrap_dim(dims[1], x.dim());
@@ -243,7 +258,7 @@ TN_KERNEL("aten::linalg_cholesky", {
         else
           dpotrf_(&uplo, &n, m, &n, &info);
         if (info > 0)
-          throw Error(
+          throw LinAlgError(
               "linalg.cholesky: The factorization could not be completed because the input is not "
               "positive-definite (the leading minor of order " +
               std::to_string(info) + " is not positive-definite).");
@@ -283,8 +298,7 @@ TN_KERNEL("aten::linalg_matrix_norm.str_ord", {
     throw NotImplemented(
         "torchnative does not implement linalg.matrix_norm with ord='nuc' yet (needs an SVD)");
   if (ord != "fro") throw Error("linalg.matrix_norm: Order " + ord + " not supported.");
-  if (a.tensor(0).dim() < 2)
-    throw Error("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.");
+  require_matrix_norm_input(a.tensor(0));
   return frobenius(a.tensor(0), a.int_list(2), a.boolean(3), a.optional_dtype(4));
 });
 TN_KERNEL("aten::linalg_norm", {

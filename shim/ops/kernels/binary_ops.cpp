@@ -24,11 +24,12 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return TN_DISPATCH_ALL_TYPES(t, "add", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    c al = alpha.to<c>();
+    c al = scalar_argument<scalar_t>(alpha);
     if constexpr (std::is_same_v<scalar_t, bool>)
       return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) { return x || (al && y); });
     else
-      return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) -> c { return x + al * y; });
+      return map_binary<scalar_t>(a, b, t, t,
+                                  [al](c x, c y) -> c { return multiply_add<scalar_t>(al, y, x); });
   });
 }
 
@@ -42,8 +43,10 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return TN_DISPATCH_ALL_TYPES(t, "sub", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    c al = alpha.to<c>();
-    return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) -> c { return x - al * y; });
+    c al = scalar_argument<scalar_t>(alpha);
+    // Upstream subtracts by adding -alpha * y.
+    return map_binary<scalar_t>(a, b, t, t,
+                                [al](c x, c y) -> c { return multiply_add<scalar_t>(c(-al), y, x); });
   });
 }
 
@@ -180,6 +183,8 @@ T int_pow(T base, T exp) {
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   ScalarType t = result_type(a, b);
+  // bool ** bool has no kernel upstream; bool ** 2 promotes to int64 before it gets here.
+  if (t == ScalarType::Bool) dtype_not_implemented("pow", t);
   return TN_DISPATCH_ALL_TYPES(t, "pow", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -239,7 +244,6 @@ const auto xlogy_fn = [](auto x, auto y) { return xlogy(x, y); };
 template <bool Max>
 Tensor fminmax(const Tensor& a, const Tensor& b) {
   ScalarType t = result_type(a, b);
-  if (t == ScalarType::Bool) dtype_not_implemented(Max ? "fmax_cpu" : "fmin_cpu", t);
   return TN_DISPATCH_ALL_TYPES(t, "fmax", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -334,12 +338,35 @@ TN_KERNEL("aten::logaddexp2", {
     return m + std::log1p(std::exp2(-std::abs(x - y))) / std::log(2.0);
   });
 });
+// The neighbour of `from` towards `to` one step of the 16-bit pattern away: bfloat16's bits
+// order its magnitudes, as a float's do.
+BFloat16 nextafter_bfloat16(BFloat16 from, BFloat16 to) {
+  constexpr uint16_t sign = 0x8000;
+  if (std::isnan(float(from)) || std::isnan(float(to))) return BFloat16(float(from) + float(to));
+  if (from.bits == to.bits) return from;
+  uint16_t magnitude_from = from.bits & ~sign, magnitude_to = to.bits & ~sign;
+  BFloat16 next = from;
+  if (magnitude_from == 0) {
+    if (magnitude_to == 0) return to;  // -0 towards +0: to's sign
+    next.bits = (to.bits & sign) | 1;  // the smallest subnormal, on to's side
+  } else if (magnitude_from > magnitude_to || ((from.bits ^ to.bits) & sign)) {
+    --next.bits;  // towards zero
+  } else {
+    ++next.bits;
+  }
+  return next;
+}
+
 TN_KERNEL("aten::nextafter", {
   ScalarType t = result_type(a.tensor(0), a.tensor(1));
-  if (!is_floating(t)) dtype_not_implemented("nextafter_cpu", t);
+  if (!is_floating(t) || t == ScalarType::Half) dtype_not_implemented("nextafter_cpu", t);
   return TN_DISPATCH_ALL_TYPES(t, "nextafter", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+    if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+      return map_binary<scalar_t>(a.tensor(0), a.tensor(1), t, t, [](double x, double y) -> double {
+        return float(nextafter_bfloat16(BFloat16(float(x)), BFloat16(float(y))));
+      });
+    } else if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
       Tensor x = a.tensor(0).to(t), y = a.tensor(1).to(t);
       Shape shape = broadcast_shapes(x.sizes(), y.sizes());
       Tensor out = Tensor::empty(shape, t);
@@ -381,7 +408,8 @@ TN_KERNEL("aten::float_power.Scalar", {
   return ops::pow(scalar_tensor(Scalar(a.scalar(0).to_double())), a.tensor(1).to(ScalarType::Double));
 });
 TN_KERNEL("aten::ldexp.Tensor", {
-  Tensor scale = ops::pow(Scalar(int64_t{2}), a.tensor(1));
+  // As upstream: self * 2.0 ** other, so integers give floats.
+  Tensor scale = ops::pow(Scalar(2.0), a.tensor(1));
   return ops::mul(a.tensor(0), scale);
 });
 

@@ -37,12 +37,25 @@ Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool out_int32, 
 }  // namespace
 
 TN_KERNEL("aten::searchsorted.Tensor", {
+  if (a.tensor(0).dtype() == ScalarType::Bool)
+    dtype_not_implemented("searchsorted_out_cpu", ScalarType::Bool);
   bool right = a.boolean(3) || a.optional_string(4).value_or("") == "right";
-  if (a.optional_tensor(5))
-    throw NotImplemented("torchnative: searchsorted with sorter= is not implemented yet");
-  return searchsorted(a.tensor(0), a.tensor(1), a.boolean(2), right);
+  std::optional<Tensor> sorter = a.optional_tensor(5);
+  if (!sorter) return searchsorted(a.tensor(0), a.tensor(1), a.boolean(2), right);
+  // The positions are in the order `sorter` puts the sequence in, as upstream's.
+  if (sorter->dtype() != ScalarType::Long)
+    throw Error(std::string("torch.searchsorted(): sorter must be a tensor of long dtype but got dtype ") +
+                upstream_type_name(sorter->dtype()));
+  if (sorter->sizes() != a.tensor(0).sizes())
+    throw Error(
+        "torch.searchsorted(): boundary and sorter must have the same size, but got boundary tensor " +
+        shape_str(a.tensor(0).sizes()) + "and got sorter tensor " + shape_str(sorter->sizes()));
+  return searchsorted(ops::gather(a.tensor(0), -1, *sorter), a.tensor(1), a.boolean(2), right);
 });
-TN_KERNEL("aten::bucketize.Tensor",
-          { return searchsorted(a.tensor(1), a.tensor(0), a.boolean(2), a.boolean(3)); });
+TN_KERNEL("aten::bucketize.Tensor", {
+  if (a.tensor(0).dtype() == ScalarType::Bool)
+    dtype_not_implemented("searchsorted_out_cpu", ScalarType::Bool);
+  return searchsorted(a.tensor(1), a.tensor(0), a.boolean(2), a.boolean(3));
+});
 
 }  // namespace tn

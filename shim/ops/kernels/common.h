@@ -77,6 +77,9 @@ void strided_loop(const Shape& shape, const std::array<Shape, N>& strides, F&& f
 // first): a row-major walk of the view visits the elements as upstream's serial loops do,
 // in memory order for a permuted tensor. Where a generator's draws land depends on it.
 Tensor in_iteration_order(const Tensor& t);
+// The same for operands of one shape (broadcast ones with stride 0) that one loop visits
+// together: the output first, whose strides lead TensorIterator's ordering.
+std::vector<Tensor> in_iteration_order(const std::vector<Tensor>& operands);
 
 // Calls f({offset}) for every element of `t`, in in_iteration_order's order.
 template <typename F>
@@ -298,6 +301,32 @@ Tensor cascade_sum(const Tensor& self, ScalarType t, const std::optional<std::ve
 // vectorized last-dim kernel when exactly one contiguous dim is reduced, else one
 // FMA-contracted running sum per result in TensorIterator's order.
 Tensor norm2_float(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+
+// float and double: upstream computes an expression of several operations in the storage
+// type, rounding after each (compute_t's one rounding from double equals that only for a
+// single operation).
+template <typename scalar_t>
+constexpr bool in_storage_type_v = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>;
+
+// A Scalar argument (alpha, value) as upstream's kernel holds it: in the storage type.
+template <typename scalar_t>
+compute_t<scalar_t> scalar_argument(const Scalar& s) {
+  if constexpr (in_storage_type_v<scalar_t>)
+    return s.to<scalar_t>();
+  else
+    return s.to<compute_t<scalar_t>>();
+}
+
+// x * y + z as upstream's float and double kernels compute it: its compiler contracts a
+// multiply feeding an add into one FMA, in its vector and scalar loops alike (add's
+// x + alpha * y rounds once).
+template <typename scalar_t, typename T>
+T multiply_add(T x, T y, T z) {
+  if constexpr (in_storage_type_v<scalar_t>)
+    return std::fma(scalar_t(x), scalar_t(y), scalar_t(z));
+  else
+    return T(x * y + z);
+}
 
 // An elementwise float/double kernel as upstream's cpu_kernel_vec computes it: `scalar`
 // (taking and returning T, so float stays float as in upstream's scalar lambda) on the

@@ -24,6 +24,9 @@ Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, c
   require_positive(stride, "non-positive stride is not supported");
   require_positive(dilation, "dilation should be greater than zero");
   require_positive(kernel, "kernel size should be greater than zero");
+  if (input.dim() == 3)
+    return ops::squeeze(im2col(ops::unsqueeze(input, 0), kernel, dilation, padding, stride), 0);
+  if (input.dim() < 3) wrap_dim(2, input.dim());  // upstream reads size(2) first: its IndexError
   if (input.dim() != 4)
     throw Error(
         "Expected 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");

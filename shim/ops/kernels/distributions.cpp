@@ -193,6 +193,21 @@ void normal_(const Tensor& self, double mean, double std, Generator& g) {
   });
 }
 
+// Upstream refuses a bound the dtype cannot hold (from, and to - 1: the largest drawn value).
+void check_in_range(ScalarType dtype, int64_t from, std::optional<int64_t> to) {
+  TN_DISPATCH_ALL_TYPES(dtype, "random_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    double lowest = double(std::numeric_limits<compute_t<scalar_t>>::lowest());
+    double highest = double(std::numeric_limits<compute_t<scalar_t>>::max());
+    if constexpr (std::is_same_v<scalar_t, Half>) lowest = -65504.0, highest = 65504.0;
+    if constexpr (std::is_same_v<scalar_t, bool>) lowest = 0, highest = 1;
+    auto outside = [&](int64_t v) { return double(v) < lowest || double(v) > highest; };
+    if (outside(from)) throw Error(std::string("from is out of bounds for ") + cpp_type_name(dtype));
+    if (to && outside(*to - 1))
+      throw Error(std::string("to - 1 is out of bounds for ") + cpp_type_name(dtype));
+  });
+}
+
 // random_(from, to): (draw mod range) + from, one 32-bit draw while the range fits.
 void random_from_to(const Tensor& self, int64_t from, std::optional<int64_t> to_opt, Generator& g) {
   uint64_t range;
@@ -200,8 +215,10 @@ void random_from_to(const Tensor& self, int64_t from, std::optional<int64_t> to_
     if (from >= *to_opt)
       throw Error("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(from) +
                   " >= to=" + std::to_string(*to_opt));
+    check_in_range(self.dtype(), from, to_opt);
     range = uint64_t(*to_opt) - uint64_t(from);
   } else {
+    check_in_range(self.dtype(), from, std::nullopt);
     // random_() samples [0, the type's largest value] (floats: 2^mantissa digits).
     TN_DISPATCH_ALL_TYPES(self.dtype(), "random_", [&](auto tag_) {
       using scalar_t = TN_TYPE(tag_);
@@ -243,14 +260,16 @@ void bernoulli_scalar(const Tensor& self, double p, Generator& g) {
 
 // bernoulli_(p tensor): float draws, except for double probabilities.
 void bernoulli_tensor(const Tensor& self, const Tensor& p_in, Generator& g) {
-  Tensor p = ops::expand(p_in, self.sizes(), false);
+  // One loop over (self, p) as upstream's iterator walks them: where each draw lands.
+  std::vector<Tensor> ordered = in_iteration_order({self, ops::expand(p_in, self.sizes(), false)});
+  const Tensor &out = ordered[0], &p = ordered[1];
   TN_DISPATCH_ALL_TYPES(self.dtype(), "bernoulli_", [&](auto tag_) {
     using self_t = TN_TYPE(tag_);
-    self_t* d = self.template data_as<self_t>();
+    self_t* d = out.template data_as<self_t>();
     TN_DISPATCH_ALL_TYPES(p.dtype(), "bernoulli_", [&](auto ptag_) {
       using p_t = TN_TYPE(ptag_);
       const p_t* pp = p.template data_as<p_t>();
-      strided_loop<2>(self.sizes(), {self.strides(), p.strides()}, [&](const std::array<int64_t, 2>& o) {
+      strided_loop<2>(out.sizes(), {out.strides(), p.strides()}, [&](const std::array<int64_t, 2>& o) {
         double prob = double(compute_t<p_t>(pp[o[1]]));
         if (!(prob >= 0 && prob <= 1))
           throw Error("Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
@@ -290,18 +309,31 @@ void fill_serial(const Tensor& self, const char* name, F draw) {
   });
 }
 
-Tensor randperm(int64_t n, ScalarType t, Generator& g) {
+// Upstream's randperm: 0..n-1 then the swaps, written through `out`'s strides (so an expanded
+// out holds what upstream's loop leaves in it).
+const Tensor& randperm_into(const Tensor& out, int64_t n, Generator& g) {
   if (n < 0) throw Error("n must be non-negative, got" + std::to_string(n));
-  Tensor out = Tensor::empty({n}, t);
-  TN_DISPATCH_ALL_TYPES(t, "randperm", [&](auto tag_) {
+  if (out.dtype() == ScalarType::Bool) dtype_not_implemented("randperm", out.dtype());
+  out.resize({n});
+  TN_DISPATCH_ALL_TYPES(out.dtype(), "randperm", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* r = out.template data_as<scalar_t>();
-    for (int64_t i = 0; i < n; ++i) r[i] = scalar_t(compute_t<scalar_t>(i));
+    int64_t stride = n > 0 ? out.stride(0) : 1;
+    for (int64_t i = 0; i < n; ++i) r[i * stride] = scalar_t(compute_t<scalar_t>(i));
     for (int64_t i = 0; i + 1 < n; ++i) {
       int64_t z = int64_t(g.random() % uint32_t(n - i));
-      std::swap(r[i], r[z + i]);
+      std::swap(r[i * stride], r[(z + i) * stride]);
     }
   });
+  return out;
+}
+
+Tensor randperm(int64_t n, ScalarType t, Generator& g) { return randperm_into(Tensor::empty({0}, t), n, g); }
+
+// The out= forms of the factories draw straight into the out tensor, as upstream's resize
+// and in-place fill do: where each draw lands follows the out tensor's layout.
+const Tensor& resized(const Tensor& out, const Shape& size) {
+  out.resize(size);
   return out;
 }
 
@@ -399,6 +431,13 @@ TN_KERNEL("aten::bernoulli", {
   bernoulli_tensor(out, a.tensor(0), a.generator(1));
   return out;
 });
+TN_KERNEL("aten::bernoulli.out", {
+  // Upstream resizes out and draws into it, in out's own order.
+  const Tensor& out = a.tensor(2);
+  if (out.sizes() != a.tensor(0).sizes()) out.resize(a.tensor(0).sizes());
+  bernoulli_tensor(out, a.tensor(0), a.generator(1));
+  return out;
+});
 TN_KERNEL("aten::exponential_", {
   exponential_(a.tensor(0), a.real(1), a.generator(2));
   return a.tensor(0);
@@ -490,6 +529,66 @@ TN_KERNEL("aten::normal.Tensor_Tensor", {
   Tensor t = Tensor::empty(broadcast_shapes(mean.sizes(), std.sizes()), mean.dtype());
   normal_(t, 0, 1, a.generator(2));
   return ops::add(ops::mul(t, std), mean, Scalar(int64_t{1}));
+});
+namespace {
+
+// The factories' out= forms: out (the last argument) resized to the size argument, then
+// drawn into from the generator before out, or from the default generator.
+template <typename Draw>
+IValue drawn_into_out(const Args& a, size_t size_index, bool has_generator, Draw draw) {
+  const Tensor& out = resized(a.tensor(a.size() - 1), a.int_list(size_index));
+  draw(out, has_generator ? a.generator(a.size() - 2) : default_generator());
+  return out;
+}
+void uniform01(const Tensor& t, Generator& g) { uniform_(t, 0, 1, g); }
+void normal01(const Tensor& t, Generator& g) { normal_(t, 0, 1, g); }
+
+}  // namespace
+
+TN_KERNEL("aten::rand.out", { return drawn_into_out(a, 0, false, uniform01); });
+TN_KERNEL("aten::rand.generator_out", { return drawn_into_out(a, 0, true, uniform01); });
+TN_KERNEL("aten::randn.out", { return drawn_into_out(a, 0, false, normal01); });
+TN_KERNEL("aten::randn.generator_out", { return drawn_into_out(a, 0, true, normal01); });
+// randint(high, size) and randint(low, high, size).
+TN_KERNEL("aten::randint.out", {
+  return drawn_into_out(a, 1, false,
+                        [&](const Tensor& t, Generator& g) { random_from_to(t, 0, a.integer(0), g); });
+});
+TN_KERNEL("aten::randint.generator_out", {
+  return drawn_into_out(a, 1, true,
+                        [&](const Tensor& t, Generator& g) { random_from_to(t, 0, a.integer(0), g); });
+});
+TN_KERNEL("aten::randint.low_out", {
+  return drawn_into_out(
+      a, 2, false, [&](const Tensor& t, Generator& g) { random_from_to(t, a.integer(0), a.integer(1), g); });
+});
+TN_KERNEL("aten::randint.low_generator_out", {
+  return drawn_into_out(
+      a, 2, true, [&](const Tensor& t, Generator& g) { random_from_to(t, a.integer(0), a.integer(1), g); });
+});
+TN_KERNEL("aten::randperm.out", { return randperm_into(a.tensor(1), a.integer(0), default_generator()); });
+TN_KERNEL("aten::randperm.generator_out",
+          { return randperm_into(a.tensor(2), a.integer(0), a.generator(1)); });
+// Upstream's normal out= forms: draws into out, then out.mul_(std).add_(mean) in that order,
+// so a mean or std that is the out tensor is read after the draws overwrote it.
+TN_KERNEL("aten::normal.float_float_out", {
+  normal_(resized(a.tensor(4), a.int_list(2)), a.real(0), a.real(1), a.generator(3));
+  return a.tensor(4);
+});
+TN_KERNEL("aten::normal.Tensor_float_out", {
+  const Tensor& out = resized(a.tensor(3), a.tensor(0).sizes());
+  normal_(out, 0, a.real(1), a.generator(2));
+  return ops::add_(out, a.tensor(0));
+});
+TN_KERNEL("aten::normal.float_Tensor_out", {
+  const Tensor& out = resized(a.tensor(3), a.tensor(1).sizes());
+  normal_(out, 0, 1, a.generator(2));
+  return ops::add_(ops::mul_(out, a.tensor(1)), Scalar(a.real(0)));
+});
+TN_KERNEL("aten::normal.Tensor_Tensor_out", {
+  const Tensor& out = resized(a.tensor(3), broadcast_shapes(a.tensor(0).sizes(), a.tensor(1).sizes()));
+  normal_(out, 0, 1, a.generator(2));
+  return ops::add_(ops::mul_(out, a.tensor(1)), a.tensor(0));
 });
 TN_KERNEL("aten::cauchy_", {
   double median = a.real(1), sigma = a.real(2);

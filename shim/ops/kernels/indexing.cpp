@@ -151,6 +151,17 @@ void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, co
   }
 }
 
+// index_fill_: each selected slice of self filled in place, through self's strides.
+Tensor index_fill_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+  if (value.dim() != 0)
+    throw Error("index_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
+                std::to_string(value.dim()) + " dimension(s).");
+  int64_t d = self.dim() ? wrap_dim(dim, self.dim()) : 0;
+  for_index_slices(self, d, index, "index_fill",
+                   [&](int64_t, const Tensor& target) { target.copy_from(value); });
+  return self;
+}
+
 Tensor slice_of(const Tensor& source, int64_t dim, int64_t i) {
   return source.dim() ? ops::select(source, dim, i) : source;
 }
@@ -162,14 +173,62 @@ Tensor bool_mask(const Tensor& mask, const char* name) {
   return mask.to(ScalarType::Bool);
 }
 
-Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+// masked_fill_: `value` written only where the mask (broadcast over self) is set, through
+// self's strides, so an expanded self holds what upstream's loop leaves in it.
+const Tensor& masked_fill_into(const Tensor& self, const Tensor& mask, const Tensor& value) {
   Tensor m = bool_mask(mask, "masked_fill_");
   if (value.dim() != 0)
     throw Error("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with " +
                 std::to_string(value.dim()) + " dimension(s).");
   if (broadcast_shapes(self.sizes(), m.sizes()) != self.sizes())
     throw Error("The size of tensor a must match the size of tensor b");
-  return ops::where(m, value.to(self.dtype()), self);
+  Tensor v = value.to(self.dtype());
+  Tensor expanded = ops::expand(m, self.sizes(), false);
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "masked_fill_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* out = self.template data_as<scalar_t>();
+    const bool* pm = expanded.data_as<bool>();
+    scalar_t fill = *v.template data_as<scalar_t>();
+    strided_loop<2>(self.sizes(), {self.strides(), expanded.strides()}, [&](const std::array<int64_t, 2>& o) {
+      if (pm[o[1]]) out[o[0]] = fill;
+    });
+  });
+  return self;
+}
+
+// The functional form broadcasts self and mask against each other, as upstream's.
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  Tensor out = ops::expand(self, broadcast_shapes(self.sizes(), mask.sizes()), false).clone();
+  return masked_fill_into(out, mask, value);
+}
+
+// masked_scatter_: upstream's serial loop over (self, mask) in TensorIterator's order, taking
+// the next element of the contiguous source (the source itself when contiguous: read as the
+// loop writes) wherever the mask is set.
+const Tensor& masked_scatter_into(const Tensor& self, const Tensor& mask, const Tensor& source) {
+  Tensor m = bool_mask(mask, "masked_scatter_");
+  if (broadcast_shapes(self.sizes(), m.sizes()) != self.sizes())
+    throw Error("The size of tensor a must match the size of tensor b");
+  if (source.dtype() != self.dtype())
+    throw Error(std::string("masked_scatter: expected self and source to have same dtypes but got") +
+                upstream_type_name(self.dtype()) + " and " + upstream_type_name(source.dtype()));
+  Tensor src = source.contiguous();
+  std::vector<Tensor> views = in_iteration_order({self, ops::expand(m, self.sizes(), false)});
+  int64_t used = 0, available = src.numel();
+  TN_DISPATCH_ALL_TYPES(self.dtype(), "masked_scatter_", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* out = views[0].template data_as<scalar_t>();
+    const bool* pm = views[1].data_as<bool>();
+    const scalar_t* in = src.template data_as<scalar_t>();
+    strided_loop<2>(views[0].sizes(), {views[0].strides(), views[1].strides()},
+                    [&](const std::array<int64_t, 2>& o) {
+                      if (!pm[o[1]]) return;
+                      if (used >= available)
+                        throw Error("Number of elements of source < number of ones in mask");
+                      out[o[0]] = in[used++];
+                    });
+  });
+  return self;
 }
 
 Tensor nonzero(const Tensor& self) {
@@ -367,48 +426,32 @@ TN_KERNEL("aten::index_copy", {
                    [&](int64_t i, const Tensor& target) { target.copy_from(slice_of(a.tensor(3), dim, i)); });
   return out;
 });
+TN_KERNEL("aten::index_fill_.int_Scalar",
+          { return index_fill_into(a.tensor(0), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3))); });
+TN_KERNEL("aten::index_fill_.int_Tensor",
+          { return index_fill_into(a.tensor(0), a.integer(1), a.tensor(2), a.tensor(3)); });
 TN_KERNEL("aten::index_fill.int_Scalar", {
-  const Tensor& self = a.tensor(0);
-  int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
-  Tensor out = self.clone();
-  Tensor value = scalar_tensor(a.scalar(3));
-  for_index_slices(out, dim, a.tensor(2), "index_fill",
-                   [&](int64_t, const Tensor& target) { target.copy_from(value); });
-  return out;
+  return index_fill_into(a.tensor(0).clone(), a.integer(1), a.tensor(2), scalar_tensor(a.scalar(3)));
 });
-TN_KERNEL("aten::index_fill.int_Tensor", {
-  const Tensor& self = a.tensor(0);
-  int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
-  Tensor out = self.clone();
-  for_index_slices(out, dim, a.tensor(2), "index_fill",
-                   [&](int64_t, const Tensor& target) { target.copy_from(a.tensor(3)); });
-  return out;
-});
+TN_KERNEL("aten::index_fill.int_Tensor",
+          { return index_fill_into(a.tensor(0).clone(), a.integer(1), a.tensor(2), a.tensor(3)); });
 TN_KERNEL("aten::masked_fill.Scalar",
           { return masked_fill(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
 TN_KERNEL("aten::masked_fill.Tensor", { return masked_fill(a.tensor(0), a.tensor(1), a.tensor(2)); });
+TN_KERNEL("aten::masked_fill_.Scalar",
+          { return masked_fill_into(a.tensor(0), a.tensor(1), scalar_tensor(a.scalar(2))); });
+TN_KERNEL("aten::masked_fill_.Tensor", { return masked_fill_into(a.tensor(0), a.tensor(1), a.tensor(2)); });
 TN_KERNEL("aten::masked_select", {
   Tensor mask = bool_mask(a.tensor(1), "masked_select");
   Shape shape = broadcast_shapes(a.tensor(0).sizes(), mask.sizes());
   Tensor self = ops::expand(a.tensor(0), shape, false);
   return index(self, {ops::expand(mask, shape, false)});
 });
+TN_KERNEL("aten::masked_scatter_", { return masked_scatter_into(a.tensor(0), a.tensor(1), a.tensor(2)); });
 TN_KERNEL("aten::masked_scatter", {
   const Tensor& self = a.tensor(0);
-  Tensor mask = bool_mask(a.tensor(1), "masked_scatter_");
-  Tensor out = self.clone();
-  Tensor m = ops::expand(mask, self.sizes(), false).contiguous();
-  Tensor source = flat(a.tensor(2));
-  int64_t used = 0;
-  std::vector<int64_t> positions;
-  for (int64_t i = 0; i < m.numel(); ++i)
-    if (m.data_as<bool>()[i]) positions.push_back(i);
-  if (int64_t(positions.size()) > source.numel())
-    throw Error("masked_scatter: expected source to have at least as many elements as ones in mask");
-  Tensor out_flat = flat(out);
-  for (int64_t p : positions)
-    ops::select(out_flat, int64_t{0}, p).copy_from(ops::select(source, int64_t{0}, used++));
-  return out;
+  Tensor out = ops::expand(self, broadcast_shapes(self.sizes(), a.tensor(1).sizes()), false).clone();
+  return masked_scatter_into(out, a.tensor(1), a.tensor(2));
 });
 TN_KERNEL("aten::take", {
   Tensor source = flat(a.tensor(0));

@@ -612,7 +612,14 @@ TN_KERNEL("aten::addmv", {
   return scaled_sum(a.tensor(0), ops::mv(a.tensor(1), a.tensor(2)), a.scalar(3), a.scalar(4));
 });
 TN_KERNEL("aten::addr", {
-  return scaled_sum(a.tensor(0), ops::outer(a.tensor(1), a.tensor(2)), a.scalar(3), a.scalar(4));
+  const Tensor &self = a.tensor(0), product = ops::outer(a.tensor(1), a.tensor(2));
+  if (result_type(self, product) != ScalarType::Bool)
+    return scaled_sum(self, product, a.scalar(3), a.scalar(4));
+  // All-bool operands stay bool, as upstream's: (beta && self) || (alpha && vec1 && vec2).
+  Tensor scaled = a.scalar(4).to<bool>() ? product : ops::zeros_like(product);
+  Shape shape = broadcast_shapes(self.sizes(), product.sizes());
+  if (!a.scalar(3).to<bool>()) return ops::expand(scaled, shape, false).clone();
+  return ops::logical_or(self, scaled);
 });
 TN_KERNEL("aten::chain_matmul", {
   auto ms = a.tensor_list(0);
@@ -630,11 +637,12 @@ TN_KERNEL("aten::linalg_cross", {
   if (shape[size_t(d)] != 3)
     throw Error("linalg.cross: inputs dimension " + std::to_string(d) + " must have length 3. Got " +
                 std::to_string(x.dim() ? x.size(d) : 0) + " and " + std::to_string(y.dim() ? y.size(d) : 0));
+  if (result_type(x, y) == ScalarType::Bool) dtype_not_implemented("cross", ScalarType::Bool);
   Tensor xe = ops::expand(x, shape, false), ye = ops::expand(y, shape, false);
   auto part = [&](const Tensor& t, int64_t i) { return ops::select(t, d, i); };
+  // x_i * y_j - x_j * y_i with the first product fused, as upstream's contracted kernel.
   auto term = [&](int64_t i, int64_t j) {
-    return ops::sub(ops::mul(part(xe, i), part(ye, j)), ops::mul(part(xe, j), part(ye, i)),
-                    Scalar(int64_t{1}));
+    return ops::addcmul(ops::neg(ops::mul(part(xe, j), part(ye, i))), part(xe, i), part(ye, j));
   };
   return ops::stack(std::vector<Tensor>{term(1, 2), term(2, 0), term(0, 1)}, d);
 });

@@ -17,6 +17,7 @@ Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::option
   if (lo) r.add(*lo);
   if (hi) r.add(*hi);
   ScalarType t = r.get();
+  if (t == ScalarType::Bool) dtype_not_implemented("clamp_cpu", t);
   if (t == ScalarType::Half)
     dtype_not_implemented(lo && hi ? "clamp_scalar_cpu"
                           : hi     ? "clamp_max_scalar_cpu"
@@ -59,7 +60,7 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   if (t == ScalarType::Half)
     dtype_not_implemented(weight.impl()->wrapped_number ? "lerp_kernel_scalar" : "lerp_kernel_tensor", t);
   Tensor w = weight.to(t);
-  // upstream: weight < 0.5 ? start + weight*diff : end - diff*(1-weight)
+  // upstream: weight < 0.5 (signed: a negative weight too) ? start + weight*diff : end - diff*(1-weight)
   Shape shape = broadcast_shapes(broadcast_shapes(start.sizes(), end.sizes()), w.sizes());
   Tensor s = start.to(t), e = end.to(t);
   Tensor out = Tensor::empty(shape, t);
@@ -75,10 +76,12 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
                      broadcast_strides(w, shape)},
                     [&](const std::array<int64_t, 4>& o) {
                       c x = c(ps[o[1]]), y = c(pe[o[2]]), wt = c(pw[o[3]]);
-                      c d = y - x;
-                      // Upstream's kernel is compiled with FMA contraction.
-                      po[o[0]] =
-                          scalar_t(std::abs(wt) < c(0.5) ? std::fma(wt, d, x) : std::fma(-d, c(1) - wt, y));
+                      // In the storage type for float and double, as upstream; its kernel is
+                      // compiled with FMA contraction.
+                      c d = in_storage_type_v<scalar_t> ? c(scalar_t(y - x)) : y - x;
+                      c rest = in_storage_type_v<scalar_t> ? c(scalar_t(c(1) - wt)) : c(1) - wt;
+                      po[o[0]] = scalar_t(wt < c(0.5) ? multiply_add<scalar_t>(wt, d, x)
+                                                      : multiply_add<scalar_t>(c(-d), rest, y));
                     });
   });
   return out;
@@ -92,7 +95,8 @@ Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar
   r.add(t1);
   r.add(t2);
   ScalarType t = r.get();
-  if (t == ScalarType::Half) dtype_not_implemented(Divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
+  if (t == ScalarType::Half || t == ScalarType::Bool)
+    dtype_not_implemented(Divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
   if (Divide && is_integral(t1.dtype(), true) && is_integral(t2.dtype(), true))
     throw Error(
         "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
@@ -103,13 +107,23 @@ Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar
   return TN_DISPATCH_ALL_TYPES(t, Divide ? "addcdiv" : "addcmul", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    c v = value.to<c>();
+    c v = scalar_argument<scalar_t>(value);
     if constexpr (std::is_same_v<scalar_t, bool>) {
       return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c { return x || (v && y && z); });
+    } else if constexpr (in_storage_type_v<scalar_t>) {
+      // Upstream's x + v * y / z (divided) or x + v * y * z, left to right in the storage type,
+      // the last multiply and the add fused (multiply_add).
+      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
+        scalar_t scaled = scalar_t(v) * scalar_t(y);
+        if constexpr (Divide)
+          return scalar_t(x) + scalar_t(scaled / scalar_t(z));
+        else
+          return multiply_add<scalar_t>(c(scaled), z, x);
+      });
     } else {
       return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
-        if constexpr (Divide) return x + v * (y / z);
-        // Upstream's kernel is compiled with FMA contraction: (v * y) * z + x fused.
+        if constexpr (Divide)
+          return x + v * (y / z);
         else
           return std::fma(v * y, z, x);
       });

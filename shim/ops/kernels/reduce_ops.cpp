@@ -1,5 +1,5 @@
 // Reductions: sum, mean, prod, nansum, nanmean, all, any, count_nonzero,
-// max/min/argmax/argmin/amax/amin/aminmax, var/std/var_mean/std_mean, logsumexp.
+// max/min/argmax/argmin/amax/amin/aminmax, var/std/var_mean/std_mean, logsumexp, diff.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -346,6 +346,7 @@ TN_KERNEL("aten::min.dim", {
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::argmax", {
+  if (a.tensor(0).dtype() == ScalarType::Bool) dtype_not_implemented("argmax_cpu", ScalarType::Bool);
   auto dim = a.optional_integer(1);
   if (!dim && a.tensor(0).numel() == 0)
     throw IndexError("argmax(): Expected reduction dim to be specified for input.numel() == 0.");
@@ -356,6 +357,7 @@ TN_KERNEL("aten::argmax", {
                                                     Shape(size_t(a.tensor(0).dim()), 1), 0);
 });
 TN_KERNEL("aten::argmin", {
+  if (a.tensor(0).dtype() == ScalarType::Bool) dtype_not_implemented("argmin_cpu", ScalarType::Bool);
   auto dim = a.optional_integer(1);
   if (!dim && a.tensor(0).numel() == 0)
     throw IndexError("argmin(): Expected reduction dim to be specified for input.numel() == 0.");
@@ -453,6 +455,51 @@ TN_KERNEL("aten::aminmax", {
     hi = hi.view_as_strided(ones, ones, hi.offset());
   }
   return IValue::tuple({lo, hi});
+});
+
+namespace {
+
+// A tensor prepended or appended to diff's input has its shape but along `dim`.
+void check_diff_operand(const Tensor& self, const std::optional<Tensor>& other, int64_t dim) {
+  if (!other) return;
+  int64_t d = wrap_dim(dim, self.dim());
+  if (other->dim() != self.dim())
+    throw Error("diff expects prepend or append to be the same dimension as input");
+  for (int64_t i = 0; i < other->dim(); ++i)
+    if (i != d && other->size(i) != self.size(i))
+      throw Error(
+          "diff expects the shape of tensor to prepend or append to match that of input except along the "
+          "differencing dimension; input.size(" +
+          std::to_string(i) + ") = " + std::to_string(self.size(i)) + ", but got tensor.size(" +
+          std::to_string(i) + ") = " + std::to_string(other->size(i)));
+}
+
+// n rounds of neighbour differences along dim (exclusive or for bool); n past the length
+// leaves an empty dim, a negative n the input itself, as upstream's.
+Tensor diff(const Tensor& self, int64_t n, int64_t dim, const std::optional<Tensor>& prepend,
+            const std::optional<Tensor>& append) {
+  if (self.dim() < 1) throw Error("diff expects input to be at least one-dimensional");
+  check_diff_operand(self, prepend, dim);
+  check_diff_operand(self, append, dim);
+  if (n == 0) return ops::clone(self);
+  std::vector<Tensor> parts;
+  if (prepend) parts.push_back(*prepend);
+  parts.push_back(self);
+  if (append) parts.push_back(*append);
+  Tensor result = parts.size() > 1 ? ops::cat(parts, dim) : self;
+  const int64_t rounds = std::min(n, result.size(dim));
+  const bool logical = result.dtype() == ScalarType::Bool;
+  for (int64_t i = 0, length = result.size(dim) - 1; i < rounds; ++i, --length) {
+    Tensor later = ops::narrow(result, dim, 1, length), earlier = ops::narrow(result, dim, 0, length);
+    result = logical ? ops::logical_xor(later, earlier) : ops::sub(later, earlier);
+  }
+  return result;
+}
+
+}  // namespace
+
+TN_KERNEL("aten::diff", {
+  return diff(a.tensor(0), a.integer(1), a.integer(2), a.optional_tensor(3), a.optional_tensor(4));
 });
 
 }  // namespace tn

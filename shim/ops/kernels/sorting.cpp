@@ -223,7 +223,8 @@ TN_KERNEL("aten::topk", {
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::median", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("median_cpu", ScalarType::Half);
+  if (a.tensor(0).dtype() == ScalarType::Half || a.tensor(0).dtype() == ScalarType::Bool)
+    dtype_not_implemented("median_cpu", a.tensor(0).dtype());
   return median_all(a.tensor(0), false);
 });
 TN_KERNEL("aten::nanmedian", {
@@ -231,13 +232,15 @@ TN_KERNEL("aten::nanmedian", {
   return median_all(a.tensor(0), true);
 });
 TN_KERNEL("aten::median.dim", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("median_out", ScalarType::Half);
+  if (a.tensor(0).dtype() == ScalarType::Half || a.tensor(0).dtype() == ScalarType::Bool)
+    dtype_not_implemented("median_out", a.tensor(0).dtype());
   auto [v, i] = select_per_row(a.tensor(0), a.integer(1), a.boolean(2), "median",
                                [](const std::vector<double>& v) { return median_pick(v, false); });
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::nanmedian.dim", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("median_out", ScalarType::Half);
+  if (a.tensor(0).dtype() == ScalarType::Half || a.tensor(0).dtype() == ScalarType::Bool)
+    dtype_not_implemented("median_out", a.tensor(0).dtype());
   auto [v, i] = select_per_row(a.tensor(0), a.integer(1), a.boolean(2), "nanmedian",
                                [](const std::vector<double>& v) { return median_pick(v, true); });
   return IValue::tuple({v, i});
@@ -247,7 +250,8 @@ TN_KERNEL("aten::mode", {
   return IValue::tuple({v, i});
 });
 TN_KERNEL("aten::kthvalue", {
-  if (a.tensor(0).dtype() == ScalarType::Half) dtype_not_implemented("kthvalue_cpu", ScalarType::Half);
+  if (a.tensor(0).dtype() == ScalarType::Half || a.tensor(0).dtype() == ScalarType::Bool)
+    dtype_not_implemented("kthvalue_cpu", a.tensor(0).dtype());
   int64_t k = a.integer(1);
   const Tensor& self = a.tensor(0);
   int64_t length = self.dim() == 0 ? 1 : self.size(a.integer(2));

@@ -115,6 +115,19 @@ Tensor eye(int64_t n, int64_t m, std::optional<ScalarType> dtype) {
   return out;
 }
 
+// eye.out zeroes `out` and fills its diagonal through out's own strides, as upstream does:
+// on an expanded out the ones land where that walk puts them.
+Tensor eye_into(const Tensor& out, int64_t n, int64_t m) {
+  if (n < 0) throw Error("n must be greater or equal to 0, got " + std::to_string(n));
+  if (m < 0) throw Error("m must be greater or equal to 0, got " + std::to_string(m));
+  if (out.dtype() == ScalarType::BFloat16) dtype_not_implemented("eye", out.dtype());
+  if (out.sizes() != Shape{n, m}) out.resize({n, m});
+  ops::fill_(out, Scalar(int64_t{0}));
+  Tensor diagonal = out.view_as_strided({std::min(n, m)}, {out.stride(0) + out.stride(1)}, out.offset());
+  ops::fill_(diagonal, Scalar(int64_t{1}));
+  return out;
+}
+
 Tensor index_pairs(int64_t row, int64_t col, int64_t offset, bool lower) {
   std::vector<int64_t> rows, cols;
   for (int64_t i = 0; i < row; ++i)
@@ -190,6 +203,8 @@ TN_KERNEL("aten::linspace",
           { return linspace(a.scalar(0), a.scalar(1), a.integer(2), a.optional_dtype(3)); });
 TN_KERNEL("aten::eye", { return eye(a.integer(0), a.integer(0), a.optional_dtype(1)); });
 TN_KERNEL("aten::eye.m", { return eye(a.integer(0), a.integer(1), a.optional_dtype(2)); });
+TN_KERNEL("aten::eye.out", { return eye_into(a.tensor(1), a.integer(0), a.integer(0)); });
+TN_KERNEL("aten::eye.m_out", { return eye_into(a.tensor(2), a.integer(0), a.integer(1)); });
 TN_KERNEL("aten::tril_indices", {
   return index_pairs(a.integer(0), a.integer(1), a.integer(2), true)
       .to(a.optional_dtype(3).value_or(ScalarType::Long));
@@ -199,9 +214,11 @@ TN_KERNEL("aten::triu_indices", {
       .to(a.optional_dtype(3).value_or(ScalarType::Long));
 });
 TN_KERNEL("aten::logspace", {
+  ScalarType t = a.optional_dtype(4).value_or(default_dtype());
+  if (t == ScalarType::Bool || t == ScalarType::Half) dtype_not_implemented("logspace_cpu", t);
   Tensor exponents = ops::linspace(a.scalar(0), a.scalar(1), a.integer(2), ScalarType::Double);
   Tensor out = ops::pow(Scalar(a.real(3)), exponents);
-  return out.to(a.optional_dtype(4).value_or(default_dtype()));
+  return out.to(t);
 });
 
 }  // namespace tn

@@ -101,15 +101,23 @@ Layout iterator_layout(const Shape& shape, const std::vector<Shape>& operands, s
 
 }  // namespace
 
-Tensor in_iteration_order(const Tensor& t) {
-  Layout layout = iterator_layout(t.sizes(), {t.strides()}, 0);
-  Shape sizes, strides;
-  for (auto d = layout.perm.rbegin(); d != layout.perm.rend(); ++d) {
-    sizes.push_back(t.sizes()[size_t(*d)]);
-    strides.push_back(t.strides()[size_t(*d)]);
+std::vector<Tensor> in_iteration_order(const std::vector<Tensor>& operands) {
+  std::vector<Shape> strides;
+  for (const Tensor& t : operands) strides.push_back(t.strides());
+  Layout layout = iterator_layout(operands.at(0).sizes(), strides, 0);
+  std::vector<Tensor> views;
+  for (const Tensor& t : operands) {
+    Shape sizes, permuted;
+    for (auto d = layout.perm.rbegin(); d != layout.perm.rend(); ++d) {
+      sizes.push_back(t.sizes()[size_t(*d)]);
+      permuted.push_back(t.strides()[size_t(*d)]);
+    }
+    views.push_back(t.view_as_strided(sizes, permuted, t.offset()));
   }
-  return t.view_as_strided(sizes, strides, t.offset());
+  return views;
 }
+
+Tensor in_iteration_order(const Tensor& t) { return in_iteration_order(std::vector<Tensor>{t})[0]; }
 
 std::vector<bool> vectorized_elements(const Shape& shape, const std::vector<Tensor>& inputs,
                                       ScalarType common, int64_t block) {

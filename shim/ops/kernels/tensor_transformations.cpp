@@ -128,6 +128,27 @@ Tensor triangle(const Tensor& self, int64_t diagonal, bool lower) {
   return out;
 }
 
+// tril_/triu_ write only the zeros, through self's strides, as upstream's in-place kernel:
+// the elements kept are never read or rewritten (which shows on an expanded self).
+Tensor zero_outside_triangle(const Tensor& self, int64_t diagonal, bool lower) {
+  if (self.dim() < 2) wrap_dim(-2, self.dim());
+  int64_t rows = self.size(-2), cols = self.size(-1);
+  int64_t row_stride = self.stride(-2), col_stride = self.stride(-1);
+  Shape batch_sizes(self.sizes().begin(), self.sizes().end() - 2);
+  Shape batch_strides(self.strides().begin(), self.strides().end() - 2);
+  TN_DISPATCH_ALL_TYPES(self.dtype(), lower ? "tril" : "triu", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* p = self.template data_as<scalar_t>();
+    strided_loop<1>(batch_sizes, {batch_strides}, [&](const std::array<int64_t, 1>& o) {
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          if (lower ? j - i > diagonal : j - i < diagonal)
+            p[o[0] + i * row_stride + j * col_stride] = scalar_t(0);
+    });
+  });
+  return self;
+}
+
 Tensor diag(const Tensor& self, int64_t offset) {
   if (self.dtype() == ScalarType::Half) dtype_not_implemented("diag", self.dtype());
   if (self.dim() == 1) {
@@ -183,6 +204,8 @@ TN_KERNEL("aten::repeat_interleave.self_int", {
 });
 TN_KERNEL("aten::tril", { return triangle(a.tensor(0), a.integer(1), true); });
 TN_KERNEL("aten::triu", { return triangle(a.tensor(0), a.integer(1), false); });
+TN_KERNEL("aten::tril_", { return zero_outside_triangle(a.tensor(0), a.integer(1), true); });
+TN_KERNEL("aten::triu_", { return zero_outside_triangle(a.tensor(0), a.integer(1), false); });
 TN_KERNEL("aten::diag", { return diag(a.tensor(0), a.integer(1)); });
 TN_KERNEL("aten::diagflat", {
   const Tensor& self = a.tensor(0);

@@ -1,5 +1,5 @@
 // Questions about tensors and dtypes: size, stride, item, _local_scalar_dense, is_floating_point,
-// is_same_size, equal, result_type, promote_types, can_cast.
+// is_complex, _has_compatible_shallow_copy_type, is_same_size, equal, result_type, promote_types, can_cast.
 #include <numeric>
 
 #include "common.h"
@@ -12,6 +12,11 @@ TN_KERNEL("aten::stride.int", { return a.tensor(0).stride(a.integer(1)); });
 TN_KERNEL("aten::item", { return a.tensor(0).item(); });
 TN_KERNEL("aten::_local_scalar_dense", { return a.tensor(0).item(); });
 TN_KERNEL("aten::is_floating_point", { return is_floating(a.tensor(0).dtype()); });
+// The shim has no complex dtypes (a complex tensor is refused where it would be made).
+TN_KERNEL("aten::is_complex", { return (void)a.tensor(0), false; });
+// Every shim tensor is a dense CPU tensor of one TensorImpl type: Module._apply may always
+// swap a parameter's data in place.
+TN_KERNEL("aten::_has_compatible_shallow_copy_type", { return (void)a.tensor(0), (void)a.tensor(1), true; });
 TN_KERNEL("aten::is_same_size", { return a.tensor(0).sizes() == a.tensor(1).sizes(); });
 // torchvision asks at import which CUDA its ops were built for; this is a CPU build.
 TN_KERNEL("torchvision::_cuda_version", { return int64_t{-1}; });

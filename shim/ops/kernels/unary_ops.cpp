@@ -1,6 +1,6 @@
 // Unary math: abs neg sign sgn, rounding (floor ceil trunc round fix frac), exp/log/trig and the other
 // *_vml_cpu functions, special functions (lgamma digamma erfinv i0 sinc logit), nan_to_num, square, positive,
-// signbit, angle, rad2deg, isnan/isinf/isfinite/isposinf/isneginf.
+// signbit, angle, rad2deg, isnan/isinf/isfinite/isposinf/isneginf, conj and its kin (of real tensors).
 #include <cmath>
 #include <limits>
 
@@ -32,7 +32,7 @@ Tensor sign(const Tensor& a) {
 }
 
 Tensor round_half_even(const Tensor& a, int64_t decimals, bool with_decimals) {
-  if (a.dtype() == ScalarType::Half)
+  if (a.dtype() == ScalarType::Half || a.dtype() == ScalarType::Bool)
     dtype_not_implemented(with_decimals ? "round_cpu" : "round_vml_cpu", a.dtype());
   if (with_decimals && !is_floating(a.dtype())) dtype_not_implemented("round_cpu", a.dtype());
   if (!is_floating(a.dtype())) return a.clone();
@@ -52,8 +52,9 @@ Tensor round_half_even(const Tensor& a, int64_t decimals, bool with_decimals) {
 // *_vml_cpu kernels have no float16 version and refuse it by that name.
 template <typename F>
 Tensor rounding_unary(const Tensor& x, const char* name, F fn) {
-  if (x.dtype() == ScalarType::Half)
-    dtype_not_implemented((std::string(name) + "_vml_cpu").c_str(), ScalarType::Half);
+  // Integers are already whole (a copy); bool and float16 have no kernel upstream.
+  if (x.dtype() == ScalarType::Half || x.dtype() == ScalarType::Bool)
+    dtype_not_implemented((std::string(name) + "_vml_cpu").c_str(), x.dtype());
   if (!is_floating(x.dtype())) return x.clone();
   return same_type_unary(x, name, [&](auto v) -> decltype(v) {
     if constexpr (is_float_v<decltype(v)>)
@@ -196,6 +197,14 @@ TN_FLOAT_UNARY("reciprocal", nullptr, decltype(x)(1) / x)
 #undef TN_FLOAT_UNARY
 #undef TN_VML_UNARY
 
+// Conjugation of a real tensor is the tensor itself, as upstream answers for every
+// non-complex dtype (the shim has no complex dtypes; a view would change `is`).
+TN_KERNEL("aten::conj", { return a.tensor(0); });
+TN_KERNEL("aten::conj_physical", { return a.tensor(0); });
+TN_KERNEL("aten::resolve_conj", { return a.tensor(0); });
+TN_KERNEL("aten::resolve_neg", { return a.tensor(0); });
+TN_KERNEL("aten::is_conj", { return (void)a.tensor(0), false; });
+TN_KERNEL("aten::is_neg", { return (void)a.tensor(0), false; });
 TN_KERNEL("aten::abs", {
   if (a.tensor(0).dtype() == ScalarType::Bool) dtype_not_implemented("abs_cpu", ScalarType::Bool);
   return same_type_unary(a.tensor(0), "abs", [](auto x) -> decltype(x) {

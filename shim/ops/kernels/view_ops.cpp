@@ -488,7 +488,16 @@ TN_KERNEL("aten::detach", {
   const Tensor& t = a.tensor(0);
   return t.view_as_strided(t.sizes(), t.strides(), t.offset());
 });
-TN_KERNEL("aten::detach_", { return a.tensor(0); });
+TN_KERNEL("aten::detach_", {
+  if (a.tensor(0).impl()->view_base)
+    throw Error(
+        "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) "
+        "for "
+        "training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and hence "
+        "detach_() cannot be called on these gradients. To fix this error, please refer to the "
+        "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.");
+  return a.tensor(0);
+});
 TN_KERNEL("aten::atleast_1d", { return at_least(a.tensor(0), 1); });
 TN_KERNEL("aten::atleast_2d", { return at_least(a.tensor(0), 2); });
 TN_KERNEL("aten::atleast_3d", { return at_least(a.tensor(0), 3); });

@@ -22,7 +22,8 @@ out= tensor of an out= one), a view of one flat storage built with torch.tensor:
                          reversed), P_disjoint (the same storage, no common element)
 
 where P is each tensor input of the working dtype (for a tensor list, its first
-item).  The case returns the whole storage (writes outside W show), the overload's
+item).  Each alias case has a twin named with the TEMPORARY suffix that reads P from
+a copy: its result is the call's as through a temporary (see run.py's judge_all).  The case returns the whole storage (writes outside W show), the overload's
 result and whether that result is W.  An out= overload's W has the shape and dtype
 of its functional overload's result on the same inputs (a factory's, the working
 dtype); its initial values are FILL's.  Overloads taking a Generator draw after torch.manual_seed(0), bit-exactly.
@@ -33,7 +34,7 @@ from torchgen.model import BaseTy, BaseType, FunctionSchema, ListType, OptionalT
 
 import torch
 
-from spec import DT, Arg, Case
+from spec import DT, TEMPORARY, Arg, Case
 
 NATIVE_FUNCTIONS = "/usr/lib/python3/dist-packages/torchgen/packaged/ATen/native/native_functions.yaml"
 CPU_KEYS = {"CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd",
@@ -279,10 +280,11 @@ def _elements(storage, tensor):
 class Call:
     """The case function: builds W (and P) for ``variant``, calls the overload, returns the storage."""
 
-    def __init__(self, plan, variant, partner=None):
+    def __init__(self, plan, variant, partner=None, temporary=False):
         self.plan = plan
         self.variant = variant
         self.partner = partner  # input index of P (alias variants)
+        self.temporary = temporary  # P is read from a copy: the result as through a temporary
 
     def __call__(self, *values):
         plan, dtype, inputs = self.plan, values[-1], list(values[:-1])
@@ -298,6 +300,8 @@ class Call:
         else:
             storage, inputs[0] = self._build(inputs, tuple(inputs[0].shape), _values(inputs[0]), dtype)
         written = outs[0] if plan.out else inputs[0]
+        if self.temporary:
+            inputs[self.partner] = inputs[self.partner].clone()
         positional, keywords = self._arguments(inputs, outs)
         before, covered = storage.tolist(), _elements(storage, written)
         if plan.rng:
@@ -393,8 +397,12 @@ def cases():
         main = MAIN_DTYPES.get(plan.op, "float32")
         for dtype, name, variant, partner in _variants(plan, main):
             inputs = [_for_bool(arg) for arg in plan.inputs] if dtype == "bool" else plan.inputs
-            yield Case("alias.%s/%s/%s" % (plan.name, dtype, name), Call(plan, variant, partner),
-                       inputs + [DT], dtype, exact=plan.rng, requires="aten::" + plan.name)
+            name = "alias.%s/%s/%s" % (plan.name, dtype, name)
+            yield Case(name, Call(plan, variant, partner), inputs + [DT], dtype, exact=plan.rng,
+                       requires="aten::" + plan.name)
+            if partner is not None:  # the same call with P copied first (see TEMPORARY)
+                yield Case(name + TEMPORARY, Call(plan, variant, partner, temporary=True), inputs + [DT], dtype,
+                           exact=plan.rng, requires="aten::" + plan.name)
 
 
 def _for_bool(arg):

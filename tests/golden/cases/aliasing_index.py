@@ -18,7 +18,7 @@ Case names: alias.<form>/<dtype>/<layout of x>_<view>_<operator>_<right-hand sid
 
 import torch
 
-from spec import Arg, Case
+from spec import TEMPORARY, Arg, Case
 
 SHAPE = (6, 4)
 # name: (view, its shape, another view of x of that shape)
@@ -94,6 +94,14 @@ def _case(form, dtype, layout, view, op, rhs, source, extra):
     return Case(name, Statement(source, transposed), (base,) + extra, dtype)
 
 
+def _with_temporary(form, dtype, layout, view, op, rhs, statement, text, extra):
+    """The case (`statement` then the right-hand side `text`), and when that is a view of x,
+    its twin reading a copy of it."""
+    yield _case(form, dtype, layout, view, op, rhs, statement + text, extra)
+    if rhs in ("same", "other", "view"):
+        yield _case(form, dtype, layout, view, op, rhs + TEMPORARY, statement + "(%s).clone()" % text, extra)
+
+
 def cases():
     for dtype, ops in DTYPE_OPS.items():
         layouts = ("x", "xt") if dtype in ("float32", "int64") else ("x",)
@@ -101,14 +109,14 @@ def cases():
             for view, (target, shape, other) in SUBSCRIPTS.items():
                 for op in ops:
                     for rhs, text, extra in _right_hand_sides(shape, other, op, dtype, target):
-                        yield _case("subscript", dtype, layout, view, op, rhs,
-                                    "%s %s %s" % (target, OPS[op], text), extra)
+                        yield from _with_temporary("subscript", dtype, layout, view, op, rhs,
+                                                   "%s %s " % (target, OPS[op]), text, extra)
         if dtype in ("float32", "int64"):
             for view, (target, shape, other) in VIEWS.items():
                 for op in ops:
                     for rhs, text, extra in _right_hand_sides(shape, other, op, dtype, target):
-                        yield _case("view", dtype, "x", view, op, rhs,
-                                    "v = %s\nv %s %s" % (target, OPS[op], text), extra)
+                        yield from _with_temporary("view", dtype, "x", view, op, rhs,
+                                                   "v = %s\nv %s " % (target, OPS[op]), text, extra)
         if dtype in ("float32", "int64", "bool"):
             for target, expression in TARGETS.items():
                 for key_name, (key, view) in ADVANCED.items():
@@ -117,5 +125,6 @@ def cases():
                         if view:
                             values["view"] = view
                         for rhs, text in values.items():
-                            yield _case("advanced", dtype, "x", "%s_%s" % (target, key_name), op, rhs,
-                                        "t = %s\nt%s %s %s" % (expression, key, OPS[op], text), ())
+                            yield from _with_temporary("advanced", dtype, "x", "%s_%s" % (target, key_name), op,
+                                                       rhs, "t = %s\nt%s %s " % (expression, key, OPS[op]),
+                                                       text, ())
