@@ -348,7 +348,6 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
   }
 }
 
-// Tries one signature; true and a filled stack when the call matches it.
 // A keyword naming the parameter: its own name, or the NumPy spelling upstream also accepts.
 bool names_parameter(const char* keyword, const std::string& name) {
   static const std::unordered_map<std::string, std::vector<std::string>> numpy_names = {
@@ -395,9 +394,15 @@ struct Mismatch {
   }
 };
 
+// A parameter the call must give: no default, and neither out= nor requires_grad.
+bool is_required(const Param& p) { return !p.default_value && p.out_indices.empty() && !p.requires_grad; }
+
+size_t required_count(const Signature& sig) {
+  return size_t(std::count_if(sig.params.begin(), sig.params.end(), is_required));
+}
+
 bool too_many_positional(const Signature& sig, size_t nargs, const Mismatch& why) {
-  size_t required = 0;
-  for (const Param& p : sig.params) required += !p.default_value && p.out_indices.empty() && !p.requires_grad;
+  size_t required = required_count(sig);
   if (required != sig.positional)
     return why.set("() takes from " + std::to_string(required) + " to " + std::to_string(sig.positional) +
                    " positional arguments but " + std::to_string(nargs) + " were given");
@@ -410,9 +415,8 @@ bool missing_required(const Signature& sig, size_t first, const Mismatch& why) {
   std::string names;
   size_t count = 0;
   for (size_t j = first; j < sig.params.size(); ++j) {
-    const Param& p = sig.params[j];
-    if (p.default_value || !p.out_indices.empty() || p.requires_grad) continue;
-    names += (count++ ? ", \"" : "\"") + p.name + "\"";
+    if (!is_required(sig.params[j])) continue;
+    names += (count++ ? ", \"" : "\"") + sig.params[j].name + "\"";
   }
   return why.set("() missing " + std::to_string(count) + " required positional argument" +
                  plural(count, "s", "") + ": " + names);  // upstream's wording: "1 ... arguments"
@@ -427,6 +431,8 @@ bool wrong_type(const Param& p, size_t j, bool positional, PyObject* obj, const 
                  (is_tensor(obj) ? "Tensor" : Py_TYPE(obj)->tp_name));
 }
 
+// Tries one signature; true and a filled stack when the call matches it (else `why` gets
+// upstream's wording of the refusal).
 bool try_signature(const Signature& sig, MatchRules rules, PyObject* self, PyObject* const* args,
                    size_t nargs, PyObject* kwnames, Stack& stack, bool* requires_grad,
                    const Mismatch& why = {}) {
@@ -659,8 +665,7 @@ Binding* make_binding(const std::string& python_name, const std::vector<Operator
 // before it words a refusal for one signature): at least its required parameters, at most
 // all of them, out= included (upstream counts a functional overload and its out= twin as one).
 bool plausible(const Signature& sig, size_t count) {
-  size_t required = 0;
-  for (const Param& p : sig.params) required += !p.default_value && p.out_indices.empty() && !p.requires_grad;
+  size_t required = required_count(sig);
   bool has_out = std::any_of(sig.params.begin(), sig.params.end(),
                              [](const Param& p) { return !p.out_indices.empty(); });
   return count >= required && count <= sig.params.size() + !has_out;

@@ -2,6 +2,7 @@
 // operator bindings, the dispatcher surface, and the refusing remainder of the stubs.
 #include <sys/prctl.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -172,6 +173,17 @@ PyObject* f_as_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   TN_PY_CATCH(nullptr)
 }
 
+// A borrowed storage's release: holds a reference to the Python object owning the memory
+// and drops it, under the GIL, when the storage lets go.
+std::function<void()> keeping_alive(PyObject* owner) {
+  Py_XINCREF(owner);
+  return [owner] {
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_XDECREF(owner);
+    PyGILState_Release(state);
+  };
+}
+
 // torch.from_numpy: shares the array's memory; the tensor keeps the array alive.
 PyObject* f_from_numpy(PyObject*, PyObject* array) {
   TN_PY_TRY
@@ -219,12 +231,7 @@ PyObject* f_from_numpy(PyObject*, PyObject* array) {
   }
   int64_t extent = 1;
   for (size_t d = 0; d < shape.size(); ++d) extent += (shape[d] - 1) * strides[d];
-  Py_INCREF(array);
-  auto storage = std::make_shared<Storage>(data, size_t(extent) * itemsize, [array] {
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_DECREF(array);
-    PyGILState_Release(state);
-  });
+  auto storage = std::make_shared<Storage>(data, size_t(extent) * itemsize, keeping_alive(array));
   return wrap(Tensor::from_storage(storage, shape, strides, 0, it->second));
   TN_PY_CATCH(nullptr)
 }
@@ -244,6 +251,8 @@ PyObject* f_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "frombuffer(): argument 'dtype' must be torch.dtype");
     return nullptr;
   }
+  ScalarType type = dtype_of(dtype);
+  long long itemsize = (long long)element_size(type);  // refuses an unstored dtype before the buffer is held
   Py_buffer view;
   if (PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE) < 0) {
     PyErr_Clear();
@@ -266,16 +275,8 @@ PyObject* f_frombuffer(PyObject*, PyObject* args, PyObject* kwargs) {
   }
   long long length = view.len;
   char* data = static_cast<char*>(view.buf);
-  PyObject* owner = view.obj;
-  Py_XINCREF(owner);
+  std::function<void()> release = keeping_alive(view.obj);
   PyBuffer_Release(&view);
-  auto release = [owner] {
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_XDECREF(owner);
-    PyGILState_Release(state);
-  };
-  ScalarType type = dtype_of(dtype);
-  long long itemsize = (long long)element_size(type);
   auto refuse = [&](const std::string& message) {
     release();
     throw ValueError(message);
