@@ -52,12 +52,15 @@ struct Options {
   tn::client::v1::RoundTransport round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
 };
 
+constexpr const char* kUsage =
+    "usage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] [--examples N]\n"
+    "                          [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms "
+    "MS]\n"
+    "                          [--training-slots K] [--max-model-bytes N] [--round-transport "
+    "data-plane|grpc]\n";
+
 [[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "torchnative-device: " << problem
-            << "\nusage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] "
-               "[--examples N]"
-               " [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms MS]"
-               " [--training-slots K] [--max-model-bytes N] [--round-transport data-plane|grpc]\n";
+  std::cerr << "torchnative-device: " << problem << "\n" << kUsage;
   std::exit(2);
 }
 
@@ -65,6 +68,10 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
     if (i + 1 >= argc) usage("missing value after " + flag);
     std::string value = argv[++i];
     try {

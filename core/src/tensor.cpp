@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include "core/autograd_mode.h"
+
 namespace tn {
 
 Shape contiguous_strides(const Shape& sizes) {
@@ -38,6 +40,7 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Shape sizes, Shape
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = dtype;
+  impl->inference = InferenceMode::is_enabled();
   return Tensor(std::move(impl));
 }
 
@@ -78,7 +81,21 @@ Tensor Tensor::view_as_strided(Shape sizes, Shape strides, int64_t offset) const
   impl->offset = offset;
   impl->dtype = impl_->dtype;
   impl->version = impl_->version;  // views share the version counter with their base
+  impl->inference = impl_->inference;
   return Tensor(std::move(impl));
+}
+
+void Tensor::bump_version() const {
+  if (!impl_->inference) {
+    ++*impl_->version;
+    return;
+  }
+  if (!InferenceMode::is_enabled())
+    throw Error(
+        "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get "
+        "a "
+        "normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more "
+        "details.");
 }
 
 Tensor Tensor::contiguous() const {
@@ -139,9 +156,11 @@ void Tensor::resize(const Shape& sizes) const {
 
 void Tensor::copy_from(const Tensor& src) const {
   Shape target = sizes();
-  if (broadcast_shapes(src.sizes(), target) != target)
+  // The output first, as upstream names them in a mismatch ("tensor a" is the output).
+  const Shape broadcast = broadcast_shapes(target, src.sizes());
+  if (broadcast != target)
     throw Error("output with shape " + shape_str(target) + " doesn't match the broadcast shape " +
-                shape_str(broadcast_shapes(src.sizes(), target)));
+                shape_str(broadcast));
   int64_t n = numel();
   if (n == 0) return;
   if (is_contiguous() && src.is_contiguous() && src.sizes() == target && src.dtype() == dtype()) {

@@ -98,7 +98,8 @@ void check_writes(const Operator& op, const Stack& stack) {
 // call has succeeded, as upstream's ADInplaceOrView kernels move them.
 std::vector<Tensor> written_tensors(const Operator& op, const Stack& stack) {
   std::vector<Tensor> written;
-  if (op.schema.name == "resize_") return written;  // upstream leaves the version of a resized tensor
+  // Upstream leaves the version of a resized or detached tensor.
+  if (op.schema.name == "resize_" || op.schema.name == "detach_") return written;
   const auto& arguments = op.schema.arguments;
   for (size_t i = 0; i < arguments.size() && i < stack.size(); ++i)
     if (writes(arguments[i]) && stack[i].is<Tensor>()) written.push_back(stack[i].get<Tensor>());

@@ -482,6 +482,9 @@ void init_dispatch(PyObject* module) {
   PyModule_AddObject(module, "FunctionSchema", Ref::borrow(function_schema_class).release());
   PyModule_AddObject(module, "Argument", Ref::borrow(argument_class).release());
   PyModule_AddObject(module, "_DispatchModule", Ref::borrow(library_class).release());
+  // The guard torch.utils._mode_utils.no_dispatch holds: nothing to switch off, since the shim
+  // never calls a subclass's __torch_dispatch__.
+  PyModule_AddObject(module, "_DisableTorchDispatch", make_class("_DisableTorchDispatch", nullptr));
   PyModule_AddFunctions(module, dispatch_functions);
   // DispatchKey comes from the stub surface (an enum); fetch it lazily at first use.
   Ref enum_module(PyImport_ImportModule("enum"));

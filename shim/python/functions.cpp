@@ -278,6 +278,17 @@ PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "_make_subclass(): expected a Tensor subclass and a Tensor");
     return nullptr;
   }
+  // A subclass of its own __torch_dispatch__ would expect every operator routed through it.
+  Ref dispatch(PyObject_GetAttrString(cls, "__torch_dispatch__"));
+  if (!dispatch) return nullptr;
+  Ref dispatch_func(PyObject_GetAttrString(dispatch.get(), "__func__"));
+  if (!dispatch_func) PyErr_Clear();
+  if ((dispatch_func ? dispatch_func.get() : dispatch.get()) != disabled_torch_function) {
+    PyErr_Format(PyExc_NotImplementedError,
+                 "torchnative does not implement __torch_dispatch__ (Tensor subclass %s defines one)",
+                 reinterpret_cast<PyTypeObject*>(cls)->tp_name);
+    return nullptr;
+  }
   const Tensor& src = unpack(data);
   Tensor alias = src.view_as_strided(src.sizes(), src.strides(), src.offset());
   alias.impl()->requires_grad = rg == Py_True;
@@ -290,16 +301,13 @@ PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
   TN_PY_CATCH(nullptr)
 }
 
+PyObject* m_is_inference(PyObject* self, PyObject*) { return PyBool_FromLong(SELF.impl()->inference); }
+
 PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"requires_grad", nullptr};
   int flag = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(keywords), &flag)) return nullptr;
-  if (flag && !is_floating(SELF.dtype())) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "only Tensors of floating point and complex dtype can require gradients");
-    return nullptr;
-  }
-  SELF.impl()->requires_grad = flag;
+  if (!set_requires_grad(SELF, flag)) return nullptr;
   Py_INCREF(self);
   return self;
 }
@@ -565,7 +573,7 @@ PyMethodDef handwritten_methods[] = {
     NOARGS("is_shared", m_false),
     NOARGS("is_conj", m_false),
     NOARGS("is_neg", m_false),
-    NOARGS("is_inference", m_false),
+    NOARGS("is_inference", m_is_inference),
     NOARGS("_is_zerotensor", m_false),
     NOARGS("has_names", m_false),
     NOARGS("get_device", m_get_device),

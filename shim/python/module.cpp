@@ -16,10 +16,9 @@ void fill_return_types(PyObject* module);
 void init_indexing(PyObject* type_dict);
 void answer_not_implemented_on_mismatch(Binding* binding);
 
-namespace {
-
-bool grad_enabled = true;
 PyObject* disabled_torch_function = nullptr;
+
+namespace {
 
 // Creates (once) the submodule `qualified` under torch._C (`root`, not yet in
 // sys.modules while it initialises) or under an already created submodule.
@@ -326,11 +325,6 @@ PyObject* f_set_default_dtype(PyObject*, PyObject* dtype) {
   if (!point_torch_storage_at_default()) return nullptr;
   Py_RETURN_NONE;
 }
-PyObject* f_is_grad_enabled(PyObject*, PyObject*) { return PyBool_FromLong(grad_enabled); }
-PyObject* f_set_grad_enabled(PyObject*, PyObject* flag) {
-  grad_enabled = flag == Py_True;
-  Py_RETURN_NONE;
-}
 PyObject* f_none(PyObject*, PyObject*) { Py_RETURN_NONE; }
 PyObject* f_false(PyObject*, PyObject*) { Py_RETURN_FALSE; }
 PyObject* f_true(PyObject*, PyObject*) { Py_RETURN_TRUE; }
@@ -443,9 +437,6 @@ PyMethodDef module_functions[] = {
     VAR("_add_docstr", f_add_docstr),
     NOARGS("get_default_dtype", f_get_default_dtype),
     ONE("_set_default_dtype", f_set_default_dtype),
-    NOARGS("is_grad_enabled", f_is_grad_enabled),
-    ONE("_set_grad_enabled", f_set_grad_enabled),
-    NOARGS("is_inference_mode_enabled", f_false),
     NOARGS("_get_tracing_state", f_none),
     NOARGS("_is_tracing", f_false),
     ONE("_has_torch_function", f_has_torch_function),
@@ -705,6 +696,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
 
 void init_dispatch(PyObject* module);
 void init_runtime_settings(PyObject* module);
+void init_autograd_mode(PyObject* module);
 void init_dataloader_workers(PyObject* module);
 
 }  // namespace tn::py
@@ -726,6 +718,7 @@ PyMODINIT_FUNC PyInit__C() {
     PyModule_AddFunctions(add_submodule(module, "torch._C._functorch"), functorch_functions);
     init_dispatch(module);
     init_runtime_settings(module);
+    init_autograd_mode(module);
     init_dataloader_workers(module);
     disabled_torch_function = PyCFunction_NewEx(&disabled_def, nullptr, nullptr);
     Py_INCREF(disabled_torch_function);

@@ -51,10 +51,14 @@ struct TensorObject {
   PyObject* backward_hooks;
 };
 extern PyTypeObject* tensor_base_type;  // torch._C._TensorBase
-extern PyObject* tensor_class;          // torch.Tensor once _initExtension ran
+// torch._C._disabled_torch_function_impl, also bound as _disabled_torch_dispatch_impl.
+extern PyObject* disabled_torch_function;
+extern PyObject* tensor_class;  // torch.Tensor once _initExtension ran
 bool is_tensor(PyObject* obj);
 const Tensor& unpack(PyObject* obj);
 PyObject* wrap(const Tensor& tensor);  // new reference; reuses the live object of this impl
+// requires_grad_() and .requires_grad = ...: false with the Python error set when refused.
+bool set_requires_grad(const Tensor& t, bool flag);
 void init_tensor_type(PyObject* module);
 void add_tensor_methods(PyObject* methods_dict_target);
 PyObject* nonzero_function(PyObject* module, PyObject* args, PyObject* kwargs);  // torch.nonzero

@@ -1,5 +1,6 @@
 // torch._C._TensorBase: the Python object around a shim Tensor.
 
+#include "core/autograd_mode.h"
 #include "python_shim.h"
 // After Python.h, which it needs.
 #include <structmember.h>
@@ -28,6 +29,21 @@ PyObject* wrap(const Tensor& tensor) {
   new (&t->tensor) Tensor(tensor);
   impl->python_object = obj;
   return obj;
+}
+
+bool set_requires_grad(const Tensor& t, bool flag) {
+  if (flag && !is_floating(t.dtype())) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "only Tensors of floating point and complex dtype can require gradients");
+    return false;
+  }
+  if (flag && t.impl()->inference && !InferenceMode::is_enabled()) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
+    return false;
+  }
+  t.impl()->requires_grad = flag;
+  return true;
 }
 
 namespace {
@@ -99,19 +115,12 @@ PyObject* get_zero(PyObject*, void*) { return PyLong_FromLong(0); }
 PyObject* get_requires_grad(PyObject* self, void*) {
   return PyBool_FromLong(unpack(self).impl()->requires_grad);
 }
-int set_requires_grad(PyObject* self, PyObject* value, void*) {
+int set_requires_grad_attribute(PyObject* self, PyObject* value, void*) {
   if (!value || !PyBool_Check(value)) {
     PyErr_SetString(PyExc_TypeError, "requires_grad must be a bool");
     return -1;
   }
-  const Tensor& t = unpack(self);
-  if (value == Py_True && !is_floating(t.dtype())) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "only Tensors of floating point and complex dtype can require gradients");
-    return -1;
-  }
-  t.impl()->requires_grad = value == Py_True;
-  return 0;
+  return set_requires_grad(unpack(self), value == Py_True) ? 0 : -1;
 }
 PyObject* get_grad(PyObject* self, void*) {
   auto* t = reinterpret_cast<TensorObject*>(self);
@@ -166,7 +175,12 @@ int set_data(PyObject* self, PyObject* value, void*) {
   return 0;
 }
 PyObject* get_version(PyObject* self, void*) {
-  return PyLong_FromUnsignedLong(unpack(self).impl()->version->load());
+  const TensorImpl* impl = unpack(self).impl();
+  if (impl->inference) {
+    PyErr_SetString(PyExc_RuntimeError, "Inference tensors do not track version counter.");
+    return nullptr;
+  }
+  return PyLong_FromUnsignedLong(impl->version->load());
 }
 PyObject* get_cdata(PyObject* self, void*) { return PyLong_FromVoidPtr(unpack(self).impl()); }
 // .T and .mT are upstream's permute and transpose, through the door (their results are views).
@@ -212,7 +226,7 @@ PyGetSetDef tensor_getset[] = {
     {"device", get_device, nullptr, nullptr, nullptr},
     {"layout", get_layout, nullptr, nullptr, nullptr},
     {"ndim", get_ndim, nullptr, nullptr, nullptr},
-    {"requires_grad", get_requires_grad, set_requires_grad, nullptr, nullptr},
+    {"requires_grad", get_requires_grad, set_requires_grad_attribute, nullptr, nullptr},
     {"grad", get_grad, set_grad, nullptr, nullptr},
     {"_grad", get_grad, set_grad, nullptr, nullptr},
     {"_backward_hooks", get_backward_hooks, set_backward_hooks, nullptr, nullptr},

@@ -39,8 +39,12 @@ STALL_TIMEOUT = 60.0
 # rather than paying one interpreter start-up per crashing case.
 MAX_RESTARTS = 25
 # Keep BLAS/OpenMP to one thread: results must not depend on the thread count,
-# and the machine is shared.
-WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# and the machine is shared. OpenBLAS's kernels are pinned to its AVX2 set (Haswell) on both
+# sides: on an AVX-512 machine (SkylakeX kernels) the shim's det/slogdet round differently from
+# upstream's in 5 float32 aliasing cases, and a case must not pass or fail by machine. That
+# difference is an open item of issue 14 (the shim reaches LAPACK through another path).
+WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "OPENBLAS_CORETYPE": "Haswell"}
 
 
 class HarnessError(Exception):

@@ -7,12 +7,12 @@ and exception (type and first line of its message) must agree.
 import pickle
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SHIM_PYTHON = str(ROOT / ".venv" / "bin" / "python")
+SHIM_PYTHON = sys.executable  # the venv running pytest: .venv, or .venv-asan under make asan-test
 UPSTREAM_PYTHON = "/usr/bin/python3"
 SCRIPT = str(Path(__file__).with_name("futures_script.py"))
 WORLD = 2

@@ -3,13 +3,12 @@ shim load in upstream torch and the other way round, with the same values, dtype
 shared storages; damaged files are refused by name."""
 import io
 import subprocess
+import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SHIM_PYTHON = str(ROOT / ".venv" / "bin" / "python")
+SHIM_PYTHON = sys.executable  # the venv running pytest: .venv, or .venv-asan under make asan-test
 UPSTREAM_PYTHON = "/usr/bin/python3"
 
 SCRIPT = r'''

@@ -287,6 +287,8 @@ def main():
 '''
 
 INFERENCE_MODE = r'''
+import numpy as np
+
 @torch.inference_mode()
 def decorated(x):
     return x * 2, torch.is_inference_mode_enabled()
@@ -314,7 +316,6 @@ def main():
     result["out-of-place outside"] = outcome(lambda: [inference.mul(2), inference.mul(2).is_inference()])
     result["view outside"] = outcome(lambda: inference.view(3).is_inference())
     result["clone outside"] = outcome(lambda: inference.clone().is_inference())
-    result["saved for backward"] = outcome(lambda: torch.ones(3, requires_grad=True) * inference)
     result["requires_grad_ outside"] = outcome(lambda: inference.requires_grad_())
     result["_version"] = outcome(lambda: inference._version)
     normal = torch.ones(2)
@@ -322,10 +323,87 @@ def main():
     with torch.inference_mode():
         result["in-place on a normal tensor inside"] = outcome(lambda: normal.add_(1))
         result["view of a normal tensor inside"] = normal.view(2).is_inference()
-        product = weight * 2
     result["normal tensor after"] = [normal, normal.is_inference(), normal._version]
-    result["computed from a leaf inside"] = [product.requires_grad, product.grad_fn is None]
+    result["writes outside"] = writes_outside()
+    result["made inside"] = made_inside()
+    result["guard"] = guard()
     return result
+
+
+def writes_outside():
+    # Upstream refuses when the version counter would move, after the write: the values show it.
+    result = {}
+    with torch.inference_mode():
+        inference = torch.arange(6.0).reshape(2, 3)
+    writes = {
+        "out=": lambda t: torch.add(torch.ones(2, 3), 1, out=t),
+        "zero_": lambda t: t.zero_(),
+        "index assignment": lambda t: t.__setitem__((0, 1), 5.0),
+        "through a view": lambda t: t[:, 1].add_(100),
+        "t_": lambda t: t.t_(),
+        "set_": lambda t: t.set_(torch.ones(4)),
+        "copy_ of another shape": lambda t: t.copy_(torch.ones(5)),
+        "resize_": lambda t: t.resize_(4),
+        "detach_": lambda t: t.detach_(),
+        "requires_grad_(False)": lambda t: t.requires_grad_(False),
+        "requires_grad = True": lambda t: setattr(t, "requires_grad", True),
+        "share_memory_": lambda t: t.share_memory_(),
+    }
+    for name, write in writes.items():
+        with torch.inference_mode():
+            tensor = inference.clone()
+        result[name] = [outcome(lambda: write(tensor)), tensor.shape, tensor.is_inference()]
+        result[name + " values"] = outcome(lambda: tensor.clone())
+    return result
+
+
+def made_inside():
+    normal = torch.ones(2, 3)
+    with torch.inference_mode():
+        made = {
+            "from_numpy": torch.from_numpy(np.ones(2)),
+            "tensor()": torch.tensor([1.0]),
+            "Tensor()": torch.Tensor(2),
+            "view of normal": normal.t(),
+            "data of normal": normal.data,
+            "op on normal": normal + 1,
+            "requires_grad_ inside": torch.ones(2).requires_grad_(),
+        }
+        version_inside = outcome(lambda: made["op on normal"]._version)
+    after = {name: [t.is_inference(), t.requires_grad] for name, t in made.items()}
+    after["version inside"] = version_inside
+    after["view outside of one made inside"] = made["op on normal"].t().is_inference()
+    after["detach outside"] = made["op on normal"].detach().is_inference()
+    after["float64 outside"] = made["op on normal"].double().is_inference()
+    return after
+
+
+def guard():
+    result = {"defaults": [torch.is_inference_mode_enabled(), torch.is_grad_enabled()]}
+    held = torch._C._InferenceMode(True)
+    result["held"] = [torch.is_inference_mode_enabled(), torch.is_grad_enabled()]
+    del held
+    result["released"] = [torch.is_inference_mode_enabled(), torch.is_grad_enabled()]
+    with torch.no_grad():
+        with torch.inference_mode(False):
+            result["no_grad, then inference_mode(False)"] = torch.is_grad_enabled()
+        result["no_grad again"] = torch.is_grad_enabled()
+    for name, arguments in {"no argument": (), "1": (1,), "None": (None,), "str": ("x",), "two": (True, False)}.items():
+        result["_InferenceMode" + name] = outcome(lambda: type(torch._C._InferenceMode(*arguments)).__name__)
+    result["after the constructor calls"] = [torch.is_inference_mode_enabled(), torch.is_grad_enabled()]
+    result["_set_grad_enabled(1)"] = outcome(lambda: torch._C._set_grad_enabled(1))
+    return result
+'''
+
+INFERENCE_MODE_AUTOGRAD = r'''
+def main():
+    with torch.inference_mode():
+        inference = torch.ones(3)
+    weight = torch.ones(2, requires_grad=True)
+    with torch.inference_mode():
+        product = weight * 2
+    return {"saved for backward": outcome(lambda: torch.ones(3, requires_grad=True) * inference),
+            "computed from a leaf inside": [product.requires_grad, product.grad_fn is None]}
 '''
 
 DIFF = r'''
@@ -581,6 +659,7 @@ CASES = {
     "dtype_predicates": DTYPE_PREDICATES,
     "num_threads": NUM_THREADS,
     "inference_mode": INFERENCE_MODE,
+    "inference_mode_autograd": INFERENCE_MODE_AUTOGRAD,
     "diff": DIFF,
     "optimizers": OPTIMIZERS,
     "dataloader_main_process": DATALOADER_MAIN_PROCESS,
@@ -601,7 +680,7 @@ NOT_YET = {
     "record_function_in_profiler": "the shim has no profiler (torch.autograd.profiler.profile is refused)",
     "complex_dtype_predicates": "the shim has no complex dtypes",
     "reduction_with_threads": "reductions run in upstream's one-thread order whatever set_num_threads says",
-    "inference_mode": "torch._C._InferenceMode and inference tensors are not implemented",
+    "inference_mode_autograd": "the shim has no autograd yet (issue 17)",
     "queue_fork_file_system": "the file_system sharing strategy (torch_shm_manager) is not implemented",
     "queue_spawn_file_system": "the file_system sharing strategy (torch_shm_manager) is not implemented",
 }

@@ -36,6 +36,9 @@ struct TensorImpl {
   // The tensor this one is a view of (never itself a view), set by the dispatcher when a view
   // operator returns it: Tensor._base, and what in-place detach_ refuses.
   std::shared_ptr<TensorImpl> view_base;
+  // Made under inference mode, or a view of such a tensor: upstream's inference tensor, which
+  // keeps no version counter, so writing it in place outside inference mode is refused.
+  bool inference = false;
 };
 
 class Tensor {
@@ -83,7 +86,9 @@ class Tensor {
   // and offset; the storage grows in place when it is too small.
   void resize(const Shape& sizes) const;
   Scalar item() const;
-  void bump_version() const { ++*impl_->version; }
+  // After a write: the version counter moves (an inference tensor has none to move, and
+  // outside inference mode the write is refused, after the fact as upstream's is).
+  void bump_version() const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

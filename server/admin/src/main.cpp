@@ -14,6 +14,7 @@
 //     events [--task TASK] [--count N]
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -329,6 +330,11 @@ class Admin {
 };
 
 int run(const std::vector<std::string>& words) {
+  if (std::ranges::find_if(words, [](const std::string& word) { return word == "--help" || word == "-h"; }) !=
+      words.end()) {
+    std::cout << kUsage;
+    return 0;
+  }
   Arguments global;
   size_t i = 0;
   for (; i < words.size() && words[i].starts_with("--"); i += 2) {

@@ -132,6 +132,52 @@ def _conv_pool_cases():
             yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
 
 
+def _attention(x, w, b, ow, ob, *mask, heads=2, need_weights=True, average=True, mask_type=None):
+    return torch._native_multi_head_attention(x, x, x, x.shape[-1], heads, w, b, ow, ob, *mask, need_weights,
+                                              average, mask_type)
+
+
+def _encoder_layer(x, *parameters, mask=None, norm_first=False, use_gelu=False):
+    w, b, ow, ob, n1w, n1b, n2w, n2b, f1w, f1b, f2w, f2b = parameters
+    return torch._transformer_encoder_layer_fwd(x, 8, 2, w, b, ow, ob, use_gelu, norm_first, 1e-5, n1w, n1b, n2w,
+                                                n2b, f1w, f1b, f2w, f2b, mask, None if mask is None else 1)
+
+
+def _transformer_cases():
+    """The eval fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer (batch 2,
+    3 tokens, embedding 8, 2 heads); a fully masked row comes out NaN as upstream's."""
+    projections = (Arg((2, 3, 8)), Arg((24, 8), "unit"), Arg((24,)), Arg((8, 8), "unit"), Arg((8,)))
+    padding = Arg((2, 3), "mask")
+    entries = (
+        ("mha/plain", _attention, projections),
+        ("mha/no_weights", partial(_attention, need_weights=False), projections),
+        ("mha/per_head_weights", partial(_attention, average=False), projections),
+        ("mha/padding_mask", partial(_attention, mask_type=1), projections + (padding,)),
+        ("mha/padding_mask_float", lambda *a: _attention(*a[:5], a[5].float(), mask_type=1), projections +
+         (padding,)),
+        ("mha/full_mask", partial(_attention, mask_type=2), projections + (Arg((2, 2, 3, 3), "mask"),)),
+        ("mha/src_mask_refused", partial(_attention, mask_type=0), projections + (padding,)),
+        ("mha/no_mask_type", _attention, projections + (padding,)),
+        ("mha/heads_do_not_divide", partial(_attention, heads=3), projections),
+        ("mha/empty", lambda x, *p: _attention(x[:, :0], *p), projections),
+        ("masked_softmax/padding", lambda a, m: torch._masked_softmax(a, m, 1, 1), (Arg((4, 5)), Arg((4, 5), "mask"))),
+        ("masked_softmax/dim0", lambda a, m: torch._masked_softmax(a, m, 0, 2), (Arg((4, 5)), Arg((4, 5), "mask"))),
+        ("masked_softmax/no_type", lambda a, m: torch._masked_softmax(a, m), (Arg((4, 5)), Arg((4, 5), "mask"))),
+        ("masked_softmax/shape", lambda a, m: torch._masked_softmax(a, m, 1, 1), (Arg((4, 5)), Arg((5,), "mask"))),
+    )
+    layer = projections + (Arg((8,), "pos"), Arg((8,)), Arg((8,), "pos"), Arg((8,)), Arg((16, 8), "unit"),
+                           Arg((16,)), Arg((8, 16), "unit"), Arg((8,)))
+    entries += (
+        ("encoder_layer/post_norm", _encoder_layer, layer),
+        ("encoder_layer/pre_norm_gelu", partial(_encoder_layer, norm_first=True, use_gelu=True), layer),
+        ("encoder_layer/padding_mask", lambda *a: _encoder_layer(*a[:-1], mask=a[-1]), layer + (padding,)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
 def cases():
     for name, call in ACTIVATIONS:
         for dtype in ACTIVATION_DTYPES:
@@ -148,3 +194,4 @@ def cases():
     yield from _normalization_cases()
     yield from _loss_cases()
     yield from _conv_pool_cases()
+    yield from _transformer_cases()
