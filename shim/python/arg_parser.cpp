@@ -47,9 +47,18 @@ struct Binding {
   // Binary dunders answer NotImplemented when no overload takes the other operand, so
   // Python tries the reflected operation (as upstream's do).
   bool not_implemented_on_mismatch = false;
+  // What a __torch_function__ override receives as the function: `name` of this owner
+  // (torch.Tensor for methods), and how its refusal names the owner.
+  PyObject* api_owner = nullptr;
+  std::string api_owner_name = "torch.Tensor";
 };
 
 void answer_not_implemented_on_mismatch(Binding* binding) { binding->not_implemented_on_mismatch = true; }
+
+void set_torch_api(Binding* binding, PyObject* owner, const std::string& owner_name) {
+  binding->api_owner = owner;
+  binding->api_owner_name = owner_name;
+}
 
 namespace {
 
@@ -706,9 +715,27 @@ const Signature* only_signature(const Binding& binding, PyObject* const* args, s
   return found;
 }
 
+namespace {
+
+PyObject* call_torch_function(const Binding& binding, const std::vector<PyObject*>& overloaded,
+                              PyObject* self, PyObject* const* args, size_t nargs, PyObject* kwnames) {
+  PyObject* owner = binding.api_owner ? binding.api_owner
+                    : tensor_class    ? tensor_class
+                                      : reinterpret_cast<PyObject*>(tensor_base_type);
+  Ref api(PyObject_GetAttrString(owner, binding.name.c_str()));
+  if (!api) return nullptr;
+  return handle_torch_function(overloaded, api.get(), binding.api_owner_name + "." + binding.name, self, args,
+                               nargs, kwnames);
+}
+
+}  // namespace
+
 PyObject* call_binding(Binding* binding, PyObject* self, PyObject* const* args, size_t nargs,
                        PyObject* kwnames) {
   TN_PY_TRY
+  if (std::vector<PyObject*> overloaded = overloaded_arguments(self, args, nargs, kwnames);
+      !overloaded.empty())
+    return call_torch_function(*binding, overloaded, self, args, nargs, kwnames);
   Stack stack;
   for (const Signature& sig : binding->signatures) {
     bool requires_grad = false;

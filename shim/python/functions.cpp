@@ -1,6 +1,7 @@
 // Python callables over Bindings: torch.* functions (builtin functions) and Tensor
 // methods (a method-descriptor type), plus the hand-written Tensor methods upstream
 // also writes by hand (size, tolist, numpy, __getitem__, ...).
+#include <algorithm>
 #include <map>
 
 #include "python_shim.h"
@@ -69,6 +70,9 @@ PyObject* method_get_name(PyObject* self, void*) {
   Py_INCREF(reinterpret_cast<MethodObject*>(self)->name);
   return reinterpret_cast<MethodObject*>(self)->name;
 }
+PyObject* method_get_qualname(PyObject* self, void*) {
+  return PyUnicode_FromFormat("_TensorBase.%U", reinterpret_cast<MethodObject*>(self)->name);
+}
 PyObject* method_repr(PyObject* self) {
   return PyUnicode_FromFormat("<method '%U' of 'torch._C._TensorBase' objects>",
                               reinterpret_cast<MethodObject*>(self)->name);
@@ -76,7 +80,7 @@ PyObject* method_repr(PyObject* self) {
 PyGetSetDef method_getset[] = {
     {"__doc__", method_get_doc, method_set_doc, nullptr, nullptr},
     {"__name__", method_get_name, nullptr, nullptr, nullptr},
-    {"__qualname__", method_get_name, nullptr, nullptr, nullptr},
+    {"__qualname__", method_get_qualname, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 PyMemberDef method_members[] = {
@@ -259,6 +263,18 @@ PyObject* m_numpy(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_CATCH(nullptr)
 }
 
+// A new object of the Tensor subclass `type` over an alias of `src` (same storage, sizes and
+// strides, its own version of requires_grad).
+PyObject* new_subclass_object(PyTypeObject* type, const Tensor& src, bool requires_grad) {
+  Tensor alias = src.view_as_strided(src.sizes(), src.strides(), src.offset());
+  alias.impl()->requires_grad = requires_grad;
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) return nullptr;
+  new (&reinterpret_cast<TensorObject*>(obj)->tensor) Tensor(alias);
+  alias.impl()->python_object = obj;
+  return obj;
+}
+
 PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
   static const char* keywords[] = {"cls",
@@ -279,25 +295,33 @@ PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   // A subclass of its own __torch_dispatch__ would expect every operator routed through it.
-  Ref dispatch(PyObject_GetAttrString(cls, "__torch_dispatch__"));
-  if (!dispatch) return nullptr;
-  Ref dispatch_func(PyObject_GetAttrString(dispatch.get(), "__func__"));
-  if (!dispatch_func) PyErr_Clear();
-  if ((dispatch_func ? dispatch_func.get() : dispatch.get()) != disabled_torch_function) {
+  if (type_overrides(reinterpret_cast<PyTypeObject*>(cls), "__torch_dispatch__")) {
     PyErr_Format(PyExc_NotImplementedError,
                  "torchnative does not implement __torch_dispatch__ (Tensor subclass %s defines one)",
                  reinterpret_cast<PyTypeObject*>(cls)->tp_name);
     return nullptr;
   }
-  const Tensor& src = unpack(data);
-  Tensor alias = src.view_as_strided(src.sizes(), src.strides(), src.offset());
-  alias.impl()->requires_grad = rg == Py_True;
-  auto* type = reinterpret_cast<PyTypeObject*>(cls);
-  PyObject* obj = type->tp_alloc(type, 0);
-  if (!obj) return nullptr;
-  new (&reinterpret_cast<TensorObject*>(obj)->tensor) Tensor(alias);
-  alias.impl()->python_object = obj;
-  return obj;
+  return new_subclass_object(reinterpret_cast<PyTypeObject*>(cls), unpack(data), rg == Py_True);
+  TN_PY_CATCH(nullptr)
+}
+
+PyObject* m_as_subclass(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static const char* keywords[] = {"cls", nullptr};
+  PyObject* cls;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O", const_cast<char**>(keywords), &cls)) return nullptr;
+  if (!PyType_Check(cls)) {
+    PyErr_Format(PyExc_TypeError, "cls must be a type (got %s)", Py_TYPE(cls)->tp_name);
+    return nullptr;
+  }
+  if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), tensor_base_type)) {
+    PyErr_SetString(
+        PyExc_RuntimeError,
+        "Creating a Tensor subclass from a class that does not inherit from Tensor is not possible. "
+        "Make sure your class inherits from Tensor.");
+    return nullptr;
+  }
+  return new_subclass_object(reinterpret_cast<PyTypeObject*>(cls), SELF, SELF.impl()->requires_grad);
   TN_PY_CATCH(nullptr)
 }
 
@@ -546,12 +570,42 @@ PyObject* m_new(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_CATCH(nullptr)
 }
 
-#define FAST(NAME, FN) \
-  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_FASTCALL, nullptr }
-#define NOARGS(NAME, FN) \
-  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr }
-#define KW(NAME, FN) \
-  { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_VARARGS | METH_KEYWORDS, nullptr }
+// The hand-written methods in each calling convention, offering the call to a
+// __torch_function__ override first as upstream's do.
+template <MethodName name, PyObject* (*method)(PyObject*, PyObject* const*, Py_ssize_t)>
+PyObject* fast_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  PyObject* result;
+  if (tensor_method_overridden(name.text, self, args, size_t(nargs), &result)) return result;
+  return method(self, args, nargs);
+}
+template <MethodName name, PyObject* (*method)(PyObject*, PyObject*)>
+PyObject* noargs_method(PyObject* self, PyObject* unused) {
+  PyObject* result;
+  if (tensor_method_overridden(name.text, self, nullptr, nullptr, &result)) return result;
+  return method(self, unused);
+}
+template <MethodName name, PyObject* (*method)(PyObject*, PyObject*, PyObject*)>
+PyObject* keywords_method(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* result;
+  if (tensor_method_overridden(name.text, self, args, kwargs, &result)) return result;
+  return method(self, args, kwargs);
+}
+
+#define FAST(NAME, FN)                                                                                  \
+  {                                                                                                     \
+    NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(fast_method<NAME, FN>)), METH_FASTCALL, \
+        nullptr                                                                                         \
+  }
+#define NOARGS(NAME, FN)                                                                                \
+  {                                                                                                     \
+    NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(noargs_method<NAME, FN>)), METH_NOARGS, \
+        nullptr                                                                                         \
+  }
+#define KW(NAME, FN)                                                                         \
+  {                                                                                          \
+    NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(keywords_method<NAME, FN>)), \
+        METH_VARARGS | METH_KEYWORDS, nullptr                                                \
+  }
 
 PyMethodDef handwritten_methods[] = {
     FAST("size", m_size),
@@ -587,6 +641,7 @@ PyMethodDef handwritten_methods[] = {
     KW("numpy", m_numpy),
     {"_make_subclass", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(m_make_subclass)),
      METH_VARARGS | METH_KEYWORDS | METH_STATIC, nullptr},
+    KW("as_subclass", m_as_subclass),
     KW("requires_grad_", m_requires_grad_),
     KW("double", m_double),
     KW("float", m_float),

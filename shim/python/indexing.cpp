@@ -93,6 +93,7 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
 
 PyObject* tensor_getitem(PyObject* self, PyObject* index) {
   TN_PY_TRY
+  if (PyObject * result; tensor_method_overridden("__getitem__", self, &index, 1, &result)) return result;
   std::vector<std::optional<Tensor>> advanced;
   Tensor result = apply_slicing(unpack(self), index, advanced);
   if (!advanced.empty()) {
@@ -110,6 +111,11 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   if (!value) {
     PyErr_SetString(PyExc_TypeError, "Tensor does not support deleting items");
     return -1;
+  }
+  PyObject* call[] = {index, value};
+  if (PyObject * result; tensor_method_overridden("__setitem__", self, call, 2, &result)) {
+    Py_XDECREF(result);
+    return result ? 0 : -1;
   }
   const Tensor& base = unpack(self);
   if (PyUnicode_Check(value) || PyBytes_Check(value)) {

@@ -15,8 +15,7 @@ namespace tn::py {
 void fill_return_types(PyObject* module);
 void init_indexing(PyObject* type_dict);
 void answer_not_implemented_on_mismatch(Binding* binding);
-
-PyObject* disabled_torch_function = nullptr;
+void set_torch_api(Binding* binding, PyObject* owner, const std::string& owner_name);
 
 namespace {
 
@@ -90,15 +89,17 @@ void init_op_bindings(PyObject* module) {
     auto it = submodules.find(key.first);
     if (it == submodules.end()) continue;
     const std::string& name = key.second;
-    std::string python_name = key.first.empty() ? name : name;
+    std::string python_name = name;
     if (!key.first.empty() && python_name.rfind(key.first + "_", 0) == 0)
       python_name = python_name.substr(key.first.size() + 1);  // linalg_det -> det
     const char* module_name =
         key.first.empty() ? "torch._C._VariableFunctions" : PyModule_GetName(it->second);
-    Ref f(new_function(python_name, make_binding(name, ops, false, false), module_name));
+    Binding* binding = make_binding(name, ops, false, false);
+    set_torch_api(binding, it->second, key.first.empty() ? "torch" : "torch." + key.first);
+    Ref f(new_function(python_name, binding, module_name));
     PyModule_AddObject(it->second, python_name.c_str(), f.release());
     if (!key.first.empty() && python_name != name) {
-      Ref again(new_function(name, make_binding(name, ops, false, false), module_name));
+      Ref again(new_function(name, binding, module_name));
       PyModule_AddObject(it->second, name.c_str(), again.release());
     }
   }
@@ -365,42 +366,6 @@ PyObject* f_add_docstr(PyObject*, PyObject* args) {
   return obj;
 }
 
-// __torch_function__ overrides: a plain Tensor (or one that disabled the protocol) has none.
-bool has_override(PyObject* obj) {
-  PyTypeObject* type = Py_TYPE(obj);
-  if (reinterpret_cast<PyObject*>(type) == tensor_class || type == tensor_base_type) return false;
-  if (PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || obj == Py_None || PyBool_Check(obj) ||
-      PyTuple_CheckExact(obj) || PyList_CheckExact(obj) || PyUnicode_CheckExact(obj))
-    return false;
-  Ref attr(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__torch_function__"));
-  if (!attr) {
-    PyErr_Clear();
-    return false;
-  }
-  Ref func(PyObject_GetAttrString(attr.get(), "__func__"));
-  if (!func) PyErr_Clear();
-  PyObject* target = func ? func.get() : attr.get();
-  return target != disabled_torch_function;
-}
-PyObject* f_has_torch_function(PyObject*, PyObject* arg) {
-  Ref seq(PySequence_Fast(arg, "expected a sequence"));
-  if (!seq) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
-    if (has_override(PySequence_Fast_GET_ITEM(seq.get(), i))) Py_RETURN_TRUE;
-  Py_RETURN_FALSE;
-}
-PyObject* f_has_torch_function_unary(PyObject*, PyObject* arg) { return PyBool_FromLong(has_override(arg)); }
-PyObject* f_has_torch_function_variadic(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  for (Py_ssize_t i = 0; i < nargs; ++i)
-    if (has_override(args[i])) Py_RETURN_TRUE;
-  Py_RETURN_FALSE;
-}
-PyObject* f_disabled_torch_function_impl(PyObject*, PyObject* args) {
-  PyObject *func, *types, *fargs, *kwargs = nullptr;
-  if (!PyArg_ParseTuple(args, "OOO|O", &func, &types, &fargs, &kwargs)) return nullptr;
-  return PyObject_Call(func, fargs, kwargs == Py_None ? nullptr : kwargs);
-}
-
 // prctl(PR_SET_PDEATHSIG): spawned workers die with their parent.
 PyObject* f_set_pdeathsig(PyObject*, PyObject* signal) {
   long sig = PyLong_AsLong(signal);
@@ -439,12 +404,6 @@ PyMethodDef module_functions[] = {
     ONE("_set_default_dtype", f_set_default_dtype),
     NOARGS("_get_tracing_state", f_none),
     NOARGS("_is_tracing", f_false),
-    ONE("_has_torch_function", f_has_torch_function),
-    ONE("_has_torch_function_unary", f_has_torch_function_unary),
-    {"_has_torch_function_variadic",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_has_torch_function_variadic)), METH_FASTCALL,
-     nullptr},
-    NOARGS("_is_torch_function_enabled", f_true),
     NOARGS("_is_torch_function_mode_enabled", f_false),
     NOARGS("_get_default_device", f_default_device),  // the only device there is
     ONE("_init_names", f_ignore),
@@ -496,11 +455,6 @@ PyMethodDef handwritten_variable_functions[] = {
     KW("frombuffer", f_frombuffer),
     {nullptr, nullptr, 0, nullptr},
 };
-
-PyMethodDef disabled_def = {
-    "_disabled_torch_function_impl",
-    reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_disabled_torch_function_impl)), METH_VARARGS,
-    nullptr};
 
 // ---- the refusing remainder of the stubs ----
 
@@ -698,6 +652,7 @@ void init_dispatch(PyObject* module);
 void init_runtime_settings(PyObject* module);
 void init_autograd_mode(PyObject* module);
 void init_dataloader_workers(PyObject* module);
+void init_torch_function(PyObject* module);
 
 }  // namespace tn::py
 
@@ -720,11 +675,7 @@ PyMODINIT_FUNC PyInit__C() {
     init_runtime_settings(module);
     init_autograd_mode(module);
     init_dataloader_workers(module);
-    disabled_torch_function = PyCFunction_NewEx(&disabled_def, nullptr, nullptr);
-    Py_INCREF(disabled_torch_function);
-    PyModule_AddObject(module, "_disabled_torch_function_impl", disabled_torch_function);
-    Py_INCREF(disabled_torch_function);
-    PyModule_AddObject(module, "_disabled_torch_dispatch_impl", disabled_torch_function);
+    init_torch_function(module);
     for (const char* flag : {"has_cuda", "has_cudnn", "has_mps", "has_mkl", "has_mkldnn", "has_openmp",
                              "has_lapack", "has_spectral", "_has_distributed"})
       PyModule_AddObject(module, flag, tn::py::Ref::borrow(Py_False).release());

@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,7 @@ struct TensorObject {
   PyObject* backward_hooks;
 };
 extern PyTypeObject* tensor_base_type;  // torch._C._TensorBase
-// torch._C._disabled_torch_function_impl, also bound as _disabled_torch_dispatch_impl.
-extern PyObject* disabled_torch_function;
-extern PyObject* tensor_class;  // torch.Tensor once _initExtension ran
+extern PyObject* tensor_class;          // torch.Tensor once _initExtension ran
 bool is_tensor(PyObject* obj);
 const Tensor& unpack(PyObject* obj);
 PyObject* wrap(const Tensor& tensor);  // new reference; reuses the live object of this impl
@@ -136,6 +135,58 @@ PyObject* new_method_descriptor(const std::string& name, Binding* binding);
 void init_dispatch(PyObject* module);
 void init_surface(PyObject* module);
 void init_jit_types(PyObject* module);
+
+// ---- the __torch_function__ protocol (torch_function.cpp) ----
+// Whether `type` defines the torch protocol `protocol` ("__torch_function__" or
+// "__torch_dispatch__") as anything but torch._C's disabled implementation.
+bool type_overrides(PyTypeObject* type, const char* protocol);
+// A call's arguments whose types override __torch_function__, in the order upstream consults
+// them; none while the protocol is disabled. Vectorcall layout, or a tuple and a dict (either
+// may be null); self first when the call is bound.
+std::vector<PyObject*> overloaded_arguments(PyObject* self, PyObject* const* args, size_t nargs,
+                                            PyObject* kwnames);
+std::vector<PyObject*> overloaded_arguments(PyObject* self, PyObject* args, PyObject* kwargs);
+// Hands the call to those overrides in turn until one does not answer NotImplemented. `api` is
+// the public callable they receive (torch.add, torch.Tensor.add ...); `shown` names it in the
+// TypeError raised when every override declines.
+PyObject* handle_torch_function(const std::vector<PyObject*>& overloaded, PyObject* api,
+                                const std::string& shown, PyObject* self, PyObject* const* args, size_t nargs,
+                                PyObject* kwnames);
+PyObject* handle_torch_function(const std::vector<PyObject*>& overloaded, PyObject* api,
+                                const std::string& shown, PyObject* self, PyObject* args, PyObject* kwargs);
+// Upstream's hand-written Tensor methods offer the call to the overrides first: whether one took
+// this call of torch.Tensor.<name>; *result is then its answer (nullptr with the error set).
+bool tensor_method_overridden(const char* name, PyObject* self, PyObject* args, PyObject* kwargs,
+                              PyObject** result);
+bool tensor_method_overridden(const char* name, PyObject* self, PyObject* const* args, size_t nargs,
+                              PyObject** result);
+// The same for a property of torch.Tensor: its descriptor's __get__ (value null) or __set__.
+bool tensor_property_overridden(const char* name, PyObject* self, PyObject* value, PyObject** result);
+
+// A method's or property's name as a template argument, so each table entry gets its own wrapper.
+template <size_t N>
+struct MethodName {
+  char text[N];
+  constexpr MethodName(const char (&name)[N]) { std::copy_n(name, N, text); }
+};
+
+// Properties that offer themselves to the overrides first, as upstream's do.
+template <MethodName name, PyObject* (*get)(PyObject*, void*)>
+PyObject* overridable_getter(PyObject* self, void* closure) {
+  PyObject* result;
+  if (tensor_property_overridden(name.text, self, nullptr, &result)) return result;
+  return get(self, closure);
+}
+template <MethodName name, int (*set)(PyObject*, PyObject*, void*)>
+int overridable_setter(PyObject* self, PyObject* value, void* closure) {
+  PyObject* result;
+  if (value && tensor_property_overridden(name.text, self, value, &result)) {
+    Py_XDECREF(result);
+    return result ? 0 : -1;
+  }
+  return set(self, value, closure);
+}
+
 // Refuses ctypes loads of libraries linked against upstream libtorch/libc10 (see library_guard.cpp).
 void install_library_guard();
 // torch._C._distributed_c10d and torch._C._c10d_init, on the distributed/ library.

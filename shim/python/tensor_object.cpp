@@ -217,47 +217,55 @@ PyObject* get_imag(PyObject*, void*) {
   return nullptr;
 }
 
+// Upstream's properties offer themselves to a __torch_function__ override first (all but
+// _cdata, the raw handle).
+#define GETTER(NAME, GET) \
+  { NAME, overridable_getter<NAME, GET>, nullptr, nullptr, nullptr }
+#define PROPERTY(NAME, GET, SET) \
+  { NAME, overridable_getter<NAME, GET>, overridable_setter<NAME, SET>, nullptr, nullptr }
 PyGetSetDef tensor_getset[] = {
-    {"real", get_real, nullptr, nullptr, nullptr},
-    {"imag", get_imag, nullptr, nullptr, nullptr},
-    {"is_cpu", get_true, nullptr, nullptr, nullptr},
-    {"shape", get_shape, nullptr, nullptr, nullptr},
-    {"dtype", get_dtype, nullptr, nullptr, nullptr},
-    {"device", get_device, nullptr, nullptr, nullptr},
-    {"layout", get_layout, nullptr, nullptr, nullptr},
-    {"ndim", get_ndim, nullptr, nullptr, nullptr},
-    {"requires_grad", get_requires_grad, set_requires_grad_attribute, nullptr, nullptr},
-    {"grad", get_grad, set_grad, nullptr, nullptr},
-    {"_grad", get_grad, set_grad, nullptr, nullptr},
-    {"_backward_hooks", get_backward_hooks, set_backward_hooks, nullptr, nullptr},
-    {"data", get_data, set_data, nullptr, nullptr},
-    {"_version", get_version, nullptr, nullptr, nullptr},
+    GETTER("real", get_real),
+    GETTER("imag", get_imag),
+    GETTER("is_cpu", get_true),
+    GETTER("shape", get_shape),
+    GETTER("dtype", get_dtype),
+    GETTER("device", get_device),
+    GETTER("layout", get_layout),
+    GETTER("ndim", get_ndim),
+    PROPERTY("requires_grad", get_requires_grad, set_requires_grad_attribute),
+    PROPERTY("grad", get_grad, set_grad),
+    PROPERTY("_grad", get_grad, set_grad),
+    PROPERTY("_backward_hooks", get_backward_hooks, set_backward_hooks),
+    PROPERTY("data", get_data, set_data),
+    GETTER("_version", get_version),
     {"_cdata", get_cdata, nullptr, nullptr, nullptr},
-    {"T", get_T, nullptr, nullptr, nullptr},
-    {"mT", get_mT, nullptr, nullptr, nullptr},
-    {"H", get_T, nullptr, nullptr, nullptr},  // real dtypes only: conj is the identity
-    {"mH", get_mT, nullptr, nullptr, nullptr},
-    {"is_leaf", get_true, nullptr, nullptr, nullptr},  // no autograd graph yet: every tensor is a leaf
-    {"grad_fn", get_none, nullptr, nullptr, nullptr},
-    {"_grad_fn", get_none, nullptr, nullptr, nullptr},
-    {"_base", get_base, nullptr, nullptr, nullptr},
-    {"output_nr", get_zero, nullptr, nullptr, nullptr},
-    {"names", get_none, nullptr, nullptr, nullptr},
-    {"is_cuda", get_false, nullptr, nullptr, nullptr},
-    {"is_ipu", get_false, nullptr, nullptr, nullptr},
-    {"is_xpu", get_false, nullptr, nullptr, nullptr},
-    {"is_meta", get_false, nullptr, nullptr, nullptr},
-    {"is_mkldnn", get_false, nullptr, nullptr, nullptr},
-    {"is_mps", get_false, nullptr, nullptr, nullptr},
-    {"is_nested", get_false, nullptr, nullptr, nullptr},
-    {"is_ort", get_false, nullptr, nullptr, nullptr},
-    {"is_quantized", get_false, nullptr, nullptr, nullptr},
-    {"is_sparse", get_false, nullptr, nullptr, nullptr},
-    {"is_sparse_csr", get_false, nullptr, nullptr, nullptr},
-    {"is_vulkan", get_false, nullptr, nullptr, nullptr},
-    {"is_hpu", get_false, nullptr, nullptr, nullptr},
+    GETTER("T", get_T),
+    GETTER("mT", get_mT),
+    GETTER("H", get_T),  // real dtypes only: conj is the identity
+    GETTER("mH", get_mT),
+    GETTER("is_leaf", get_true),  // no autograd graph yet: every tensor is a leaf
+    GETTER("grad_fn", get_none),
+    GETTER("_grad_fn", get_none),
+    GETTER("_base", get_base),
+    GETTER("output_nr", get_zero),
+    GETTER("names", get_none),
+    GETTER("is_cuda", get_false),
+    GETTER("is_ipu", get_false),
+    GETTER("is_xpu", get_false),
+    GETTER("is_meta", get_false),
+    GETTER("is_mkldnn", get_false),
+    GETTER("is_mps", get_false),
+    GETTER("is_nested", get_false),
+    GETTER("is_ort", get_false),
+    GETTER("is_quantized", get_false),
+    GETTER("is_sparse", get_false),
+    GETTER("is_sparse_csr", get_false),
+    GETTER("is_vulkan", get_false),
+    GETTER("is_hpu", get_false),
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
+#undef GETTER
+#undef PROPERTY
 
 PyType_Slot tensor_slots[] = {
     {Py_tp_new, reinterpret_cast<void*>(tensor_new)},

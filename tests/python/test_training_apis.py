@@ -647,6 +647,101 @@ def main():
     return {"len": len(dataset), "batches": batches}
 '''
 
+# The __torch_function__ protocol: Tensor subclasses keep their type through every kind of call
+# (bound operators, hand-written methods, properties, indexing, Python-level functions), an
+# override sees upstream's function objects, types and arguments, and the switches agree.
+TORCH_FUNCTION = r'''
+import warnings
+
+import torch.nn.functional as F
+
+warnings.simplefilter("ignore")  # the plain-method deprecation warning goes to stderr, as upstream's
+LOG = []
+
+
+class Plain(torch.Tensor):
+    pass
+
+
+class Logged(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        LOG.append([getattr(func, "__name__", repr(func)), [t.__name__ for t in types], len(args),
+                    sorted(kwargs or {})])
+        if kwargs and kwargs.get("alpha") == 7:
+            return NotImplemented
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+class Child(Logged):
+    pass
+
+
+class Stand_in:
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return ["stand-in", func.__name__, len(args)]
+
+
+def kinds(values):
+    return {key: type(value).__name__ for key, value in values.items()}
+
+
+def calls(x):
+    out = {"add": x + 1, "radd": 1 + x, "torch.add": torch.add(x, 1, alpha=2), "T": x.T, "mT": x.mT,
+           "getitem": x[0], "float": x.float(), "to": x.to(torch.float64), "relu": F.relu(x),
+           "linear": torch.nn.Linear(3, 2)(x), "sum": x.sum(dim=0), "view": x.view(3, 2), "data": x.data,
+           "cat": torch.cat([torch.ones(2, 3), x]), "new_ones": x.new_ones(2), "mm": x @ x.T,
+           "norm": torch.linalg.vector_norm(x), "shape": x.shape, "size": x.size(), "dim": x.dim()}
+    return kinds(out)
+
+
+def protocol():
+    p = torch.Tensor._make_subclass(Plain, torch.ones(2))
+    with torch._C.DisableTorchFunction():
+        disabled = [torch._C._is_torch_function_enabled(), type(p + 1).__name__,
+                    torch.overrides.has_torch_function((p,))]
+        with torch._C.DisableTorchFunction():
+            pass
+        disabled.append(torch._C._is_torch_function_enabled())
+    # A class changed after use: the next call sees the change (the shim remembers answers per type).
+    class Late(torch.Tensor):
+        pass
+    late = torch.Tensor._make_subclass(Late, torch.ones(1))
+    changes = [type(late + 1).__name__]
+    Late.__torch_function__ = torch._C._disabled_torch_function_impl
+    changes.append(type(late + 1).__name__)
+    del Late.__torch_function__
+    changes.append(type(late + 1).__name__)
+    return {"disabled": disabled, "enabled after": torch._C._is_torch_function_enabled(), "changes": changes,
+            "has_torch_function": [torch.overrides.has_torch_function((p,)),
+                                   torch.overrides.has_torch_function((torch.ones(1),)),
+                                   torch.overrides.has_torch_function((torch.nn.Parameter(torch.ones(1)),))]}
+
+
+def main():
+    base = torch.arange(6.).reshape(2, 3)
+    plain = torch.Tensor._make_subclass(Plain, base.clone())
+    logged = base.clone().as_subclass(Logged)
+    child = torch.Tensor._make_subclass(Child, torch.ones(2, 3))
+    plain[0] = 5
+    logged[1, 1] = -1
+    result = {"plain": calls(plain), "logged": calls(logged), "after setitem": [plain, logged.as_subclass(torch.Tensor)]}
+    LOG.clear()
+    result["mixed"] = kinds({"cat": torch.cat([logged, child]), "mul": torch.ones(2, 3) * child})
+    logged.requires_grad_(False)
+    _ = logged.grad, logged.requires_grad, logged[0], logged.shape
+    result["log"] = list(LOG)
+    result["declined"] = outcome(lambda: torch.add(logged, 1, alpha=7))
+    result["stand-in"] = [torch.add(Stand_in(), 1), torch.add(torch.ones(1), Stand_in()), torch.cat([Stand_in()])]
+    result["parameter"] = kinds({"mul": torch.nn.Parameter(torch.ones(2)) * 2})
+    result["as_subclass"] = [outcome(lambda: torch.ones(1).as_subclass(int)),
+                             outcome(lambda: torch.ones(1).as_subclass(3)),
+                             torch.ones(1, requires_grad=True).as_subclass(Plain).requires_grad,
+                             base.as_subclass(Plain).data_ptr() == base.data_ptr()]
+    result["protocol"] = protocol()
+    return result
+'''
+
 CASES = {
     "record_function": RECORD_FUNCTION,
     "record_function_new": RECORD_FUNCTION_NEW,
@@ -666,6 +761,7 @@ CASES = {
     "dataloader_workers": DATALOADER_WORKERS,
     "dataloader_worker_error": DATALOADER_WORKER_ERROR,
     "share_memory": SHARE_MEMORY,
+    "torch_function": TORCH_FUNCTION,
     **{f"queue_{method}_{strategy}": f'START_METHOD = "{method}"\nSTRATEGIES = ("{strategy}",)\n' + QUEUE_ROUND_TRIP
        for method in ("fork", "spawn") for strategy in ("file_descriptor", "file_system")},
 }
