@@ -56,7 +56,7 @@ $(VENV)/.assembled: $(addprefix $(BUILD)/,$(VENV_INPUTS)) $(wildcard $(BUILD)/sh
 demo: setup
 	$(VENV)/bin/python examples/train_digits.py
 
-test: setup asan-test
+test: setup asan-test asan-python
 	ctest --test-dir $(BUILD) --output-on-failure -j2
 	$(VENV)/bin/python -m pytest -q tests/python tests/distributed tests/golden tests/federated
 
@@ -78,6 +78,7 @@ asan-venv: $(ASAN_BUILD)/build.ninja
 	rm -f $(ASAN_VENV)/bin/python
 	sed -e "s|@LIBASAN@|$$($(CXX) -print-file-name=libasan.so)|" \
 	    -e "s|@LIBSTDCXX@|$$($(CXX) -print-file-name=libstdc++.so.6)|" -e "s|@REPORTS@|$(ASAN_REPORTS)|" \
+	    -e "s|@SUPPRESSIONS@|$(abspath scripts/asan_suppressions.txt)|" \
 	    scripts/sanitized_python.in > $(ASAN_VENV)/bin/python
 	chmod +x $(ASAN_VENV)/bin/python
 
@@ -89,7 +90,7 @@ asan-test: system-packages $(ASAN_BUILD)/build.ninja
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure
 
 # The Python suites (the golden harness's shim side included) on the sanitizer build of
-# torch._C; any report, from any process, fails the run. Not yet part of make test (issue 14).
+# torch._C; any report, from any process, fails the run (part of make test).
 asan-python: system-packages asan-venv
 	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
 	GOLDEN_SHIM=$(abspath $(ASAN_VENV))/bin/python $(ASAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \

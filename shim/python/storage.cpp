@@ -139,29 +139,41 @@ void storage_dealloc(PyObject* self) {
 
 Py_ssize_t storage_length(PyObject* self) { return Py_ssize_t(storage_of(self)->nbytes()); }
 
-PyObject* storage_subscript(PyObject* self, PyObject* index) {
-  TN_PY_TRY
-  const auto& storage = storage_of(self);
-  auto nbytes = Py_ssize_t(storage->nbytes());
-  auto* bytes = static_cast<uint8_t*>(storage->data());
-  if (PySlice_Check(index)) {
-    Py_ssize_t start, stop, step;
-    if (PySlice_Unpack(index, &start, &stop, &step) < 0) return nullptr;
-    Py_ssize_t length = PySlice_AdjustIndices(nbytes, &start, &stop, step);
-    if (step != 1)
-      raise(PyExc_RuntimeError,
-            "Trying to slice with a step of " + std::to_string(step) + ", but only a step of 1 is supported");
-    // A window on the same bytes, as upstream's: writes through either are seen by both.
-    auto window = std::make_shared<Storage>(bytes + start, size_t(length), storage->memory());
-    return new_storage_object(Py_TYPE(self), window);
-  }
+// A storage index is a byte: a slice of step 1 gives [start, start + length), an int one byte.
+struct ByteRange {
+  Py_ssize_t start, length;
+};
+ByteRange byte_slice(PyObject* slice, Py_ssize_t nbytes) {
+  Py_ssize_t start, stop, step;
+  if (PySlice_Unpack(slice, &start, &stop, &step) < 0) throw PythonErrorSet();
+  Py_ssize_t length = PySlice_AdjustIndices(nbytes, &start, &stop, step);
+  if (step != 1)
+    raise(PyExc_RuntimeError,
+          "Trying to slice with a step of " + std::to_string(step) + ", but only a step of 1 is supported");
+  return {start, length};
+}
+Py_ssize_t byte_index(PyObject* index, Py_ssize_t nbytes) {
   if (!is_int_like(index))
     raise(PyExc_TypeError, std::string("can't index a torch.UntypedStorage with ") + Py_TYPE(index)->tp_name);
   int64_t i = unpack_long(index);
   if (i < -nbytes || i >= nbytes)
     raise(PyExc_IndexError,
           "index " + std::to_string(i) + " out of range for storage of size " + std::to_string(nbytes));
-  return PyLong_FromLong(bytes[i < 0 ? i + nbytes : i]);
+  return i < 0 ? i + nbytes : i;
+}
+
+PyObject* storage_subscript(PyObject* self, PyObject* index) {
+  TN_PY_TRY
+  const auto& storage = storage_of(self);
+  auto nbytes = Py_ssize_t(storage->nbytes());
+  auto* bytes = static_cast<uint8_t*>(storage->data());
+  if (PySlice_Check(index)) {
+    ByteRange range = byte_slice(index, nbytes);
+    // A window on the same bytes, as upstream's: writes through either are seen by both.
+    auto window = std::make_shared<Storage>(bytes + range.start, size_t(range.length), storage->memory());
+    return new_storage_object(Py_TYPE(self), window);
+  }
+  return PyLong_FromLong(bytes[byte_index(index, nbytes)]);
   TN_PY_CATCH(nullptr)
 }
 
@@ -173,22 +185,11 @@ int storage_assign(PyObject* self, PyObject* index, PyObject* value) {
   auto* bytes = static_cast<uint8_t*>(storage->data());
   uint8_t byte = byte_value(value, "storage item assignment");
   if (PySlice_Check(index)) {
-    Py_ssize_t start, stop, step;
-    if (PySlice_Unpack(index, &start, &stop, &step) < 0) return -1;
-    Py_ssize_t length = PySlice_AdjustIndices(nbytes, &start, &stop, step);
-    if (step != 1)
-      raise(PyExc_RuntimeError,
-            "Trying to slice with a step of " + std::to_string(step) + ", but only a step of 1 is supported");
-    std::memset(bytes + start, byte, size_t(length));
-    return 0;
+    ByteRange range = byte_slice(index, nbytes);
+    std::memset(bytes + range.start, byte, size_t(range.length));
+  } else {
+    bytes[byte_index(index, nbytes)] = byte;
   }
-  if (!is_int_like(index))
-    raise(PyExc_TypeError, std::string("can't index a torch.UntypedStorage with ") + Py_TYPE(index)->tp_name);
-  int64_t i = unpack_long(index);
-  if (i < -nbytes || i >= nbytes)
-    raise(PyExc_IndexError,
-          "index " + std::to_string(i) + " out of range for storage of size " + std::to_string(nbytes));
-  bytes[i < 0 ? i + nbytes : i] = byte;
   return 0;
   TN_PY_CATCH(-1)
 }

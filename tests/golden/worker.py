@@ -103,6 +103,8 @@ def _inject_fault(name):
     if target != name:
         return
     if kind == "crash":
+        # The default action first: a sanitizer runtime's handler would report and exit instead.
+        signal.signal(signal.SIGSEGV, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGSEGV)
     if kind == "hang":
         time.sleep(3600)

@@ -11,11 +11,12 @@ UPSTREAM_TORCH = "/usr/lib/python3/dist-packages/torch"
 
 def test_torch_resolves_to_our_tree_and_extension():
     import torch
-    assert torch.__file__.startswith(os.path.join(REPO, "build", "pytree")) or os.path.realpath(
-        torch.__file__
-    ).startswith(os.path.join(REPO, "build", "pytree"))
+    # The tree assembled in a build directory of this checkout: build/, or build-asan/ for the
+    # sanitizer venv.
+    tree = os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__)))
+    assert os.path.basename(tree) == "pytree" and os.path.dirname(os.path.dirname(tree)) == REPO, tree
     ext = os.path.realpath(torch._C.__file__)
-    assert ext.startswith(os.path.join(REPO, "build", "pytree", "torch")), ext
+    assert ext.startswith(os.path.join(tree, "torch")), ext
     assert not ext.startswith(UPSTREAM_TORCH)
 
 

@@ -172,11 +172,15 @@ T int_pow(T base, T exp) {
     if (base == -1) return (exp % 2 == 0) ? 1 : -1;
     return 0;
   }
+  // Products wrap, as upstream's do in practice: in the unsigned form of the promoted type, where
+  // wrapping is defined (a signed overflow is undefined behaviour; short operands promote to int).
+  using U = std::make_unsigned_t<decltype(T() * T())>;
+  auto times = [](T x, T y) { return T(U(x) * U(y)); };
   T result = 1;
   while (exp) {
-    if (exp & 1) result = T(result * base);
+    if (exp & 1) result = times(result, base);
     exp >>= 1;
-    base = T(base * base);
+    base = times(base, base);
   }
   return result;
 }

@@ -332,8 +332,20 @@ def _vector_tail_cases():
                (Arg((37,), dtype="float32"), Arg((37,), dtype="float64")), "float64")
 
 
+def _integer_pow_overflow_cases():
+    """Integer powers past the type's range wrap (modulo 2**bits) as upstream's do."""
+    bases = [3, -3, 7, 100, 127, 2, -2, 0, 1, -1]
+    for dtype, exponent in (("int8", 31), ("int16", 31), ("int32", 31), ("int64", 63), ("uint8", 31)):
+        values = [b % 256 for b in bases] if dtype == "uint8" else bases
+        base = lambda dtype=dtype, values=values: torch.tensor(values, dtype=getattr(torch, dtype))
+        yield Case("pow/%s/overflow_wraps/scalar" % dtype, lambda base=base, e=exponent: base() ** e, (), dtype)
+        yield Case("pow/%s/overflow_wraps/tensor" % dtype,
+                   lambda base=base, e=exponent: base() ** torch.full_like(base(), e), (), dtype)
+
+
 def cases():
     yield from _vector_tail_cases()
+    yield from _integer_pow_overflow_cases()
     for op in BINARY_OPS:
         yield from _binary_cases(op)
     for op in UNARY_OPS:
