@@ -9,13 +9,53 @@ namespace {
 bool is_advanced(PyObject* item) {
   return is_tensor(item) || PyList_Check(item) || (PyBool_Check(item)) ||
          (!PyLong_Check(item) && !PySlice_Check(item) && item != Py_None && item != Py_Ellipsis &&
-          PySequence_Check(item) && !PyUnicode_Check(item));
+          PySequence_Check(item));
+}
+
+// A Python sequence used as an index, as upstream converts it: a bool or uint8 tensor stays a
+// mask, anything else becomes int64 (floats truncated: x[[1.5]] is x[[1]]). Strings and bytes
+// are sequences too, refused as tensor data.
+Tensor index_from_python_data(PyObject* item) {
+  if (PyUnicode_Check(item) || PyBytes_Check(item))
+    throw TypeError(std::string("new(): invalid data type '") + Py_TYPE(item)->tp_name + "'");
+  Tensor idx = tensor_from_python_data(item, std::nullopt);
+  if (idx.dtype() == ScalarType::Bool || idx.dtype() == ScalarType::Byte || idx.dtype() == ScalarType::Long)
+    return idx;
+  return idx.to(ScalarType::Long);
+}
+
+// Upstream's legacy NumPy rule: a short list (or other non-tensor sequence) holding a sequence,
+// slice, tensor, None or Ellipsis is a tuple of indices (x[[[0, 2], [1, 3]]] is x[[0, 2], [1, 3]]);
+// any other is one advanced index.
+bool sequence_as_tuple(PyObject* index) {
+  if (PyTuple_Check(index)) return true;
+  if (is_tensor(index) || !PySequence_Check(index)) return false;
+  Py_ssize_t n = PySequence_Size(index);
+  if (n < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  if (n >= 32) return false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Ref item(PySequence_GetItem(index, i));
+    if (!item) {
+      PyErr_Clear();
+      return false;
+    }
+    PyObject* obj = item.get();
+    if (is_tensor(obj) || PySequence_Check(obj) || PySlice_Check(obj) || obj == Py_Ellipsis || obj == Py_None)
+      return true;
+  }
+  return false;
 }
 
 // Applies basic indexing (ints, slices, None, Ellipsis) and collects advanced indices
 // by the dimension they apply to, as upstream's applySlicing does.
 Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optional<Tensor>>& advanced) {
-  Ref items(PyTuple_Check(index) ? Ref::borrow(index) : Ref(PyTuple_Pack(1, index)));
+  Ref items(PyTuple_Check(index)       ? Ref::borrow(index)
+            : sequence_as_tuple(index) ? Ref(PySequence_Tuple(index))
+                                       : Ref(PyTuple_Pack(1, index)));
+  if (!items) throw PythonErrorSet();
   Py_ssize_t n = PyTuple_GET_SIZE(items.get());
   int64_t specified = 0;
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -73,9 +113,7 @@ Tensor apply_slicing(const Tensor& self, PyObject* index, std::vector<std::optio
       advanced.emplace_back(mask);
       ++dim;
     } else if (is_advanced(item)) {
-      Tensor idx = is_tensor(item) ? unpack(item) : tensor_from_python_data(item, std::nullopt);
-      if (!is_tensor(item) && is_floating(idx.dtype()))
-        throw IndexError("tensors used as indices must be long, byte or bool tensors");
+      Tensor idx = is_tensor(item) ? unpack(item) : index_from_python_data(item);
       pad_advanced();
       advanced.emplace_back(idx);
       dim += (idx.dtype() == ScalarType::Bool || idx.dtype() == ScalarType::Byte)

@@ -32,8 +32,10 @@ void check_square(const Tensor& a, const char* name) {
 
 // Column-major copies of each matrix in a batch: (batch, n, n) laid out as transposes.
 Tensor column_major(const Tensor& a) {
-  int64_t n = a.size(-1), rows = a.size(-2);
-  Tensor batch = ops::reshape(a, Shape{-1, rows, n});
+  int64_t n = a.size(-1), rows = a.size(-2), count = 1;
+  for (int64_t d = 0; d + 2 < a.dim(); ++d) count *= a.size(d);
+  // The batch size spelled out: -1 cannot be inferred when a matrix is empty.
+  Tensor batch = ops::reshape(a, Shape{count, rows, n});
   // (batch, n, rows): column-major. Always a copy: LAPACK overwrites it, and an input
   // already laid out column-major (a transposed view, a single column) must not change.
   return ops::transpose(batch, int64_t{1}, int64_t{2}).clone();

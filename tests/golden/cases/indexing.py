@@ -45,6 +45,18 @@ GETITEM_SWEEP = (
 )
 
 GETITEM_VARIANTS = (
+    # A short list holding a sequence, slice, None or Ellipsis is a tuple of indices (legacy NumPy).
+    ("list_as_tuple_lists", lambda a: a[[[0, 2, 1], [1, 3, 3]]], (A34,)),
+    ("list_as_tuple_slice", lambda a: a[[[0, 2], slice(None)]], (A34,)),
+    ("list_as_tuple_none", lambda a: a[[None, 1]], (A34,)),
+    ("list_as_tuple_ellipsis", lambda a: a[[Ellipsis, 2]], (A234,)),
+    ("list_of_ints", lambda a: a[[0, 2]], (A34,)),
+    ("list_of_32_lists", lambda a: a[[[0]] * 32], (A34,)),
+    # Python data as an index becomes int64 (floats truncated) unless it is a mask.
+    ("list_of_floats", lambda a: a[[0.2, 2.9]], (A34,)),
+    ("list_of_bools", lambda a: a[[True, False, True]], (A34,)),
+    ("string", lambda a: a["a"], (A34,)),
+    ("list_of_strings", lambda a: a[["a"]], (A34,)),
     ("negative", lambda a: a[-1], (A34,)),
     ("column", lambda a: a[:, 1], (A34,)),
     ("step", lambda a: a[::2, 1::2], (A34,)),
@@ -94,6 +106,8 @@ def _augmented_item(a):
 
 
 SETITEM_VARIANTS = (
+    ("list_as_tuple_lists", assign([[0, 2], [1, 3]], -1.0), (A34,)),
+    ("list_of_floats", assign([0.2, 2.9], -1.0), (A34,)),
     ("element", assign((1, 2), 7.5), (A34,)),
     ("column_bcast", assign_input((slice(None), 1)), (A34, Arg((3,)))),
     ("ellipsis_row", assign_input((Ellipsis, slice(1, None))), (A234, Arg((3,)))),

@@ -138,3 +138,14 @@ def cases():
     for dtype in ("float32", "float64"):
         yield Case("linalg_inv/%s/5x5_transposed" % dtype, lambda a: torch.linalg.inv(dominant(a).mT),
                    (Arg((5, 5)),), dtype)
+    # Empty matrices and empty batches: the batch size cannot be inferred from a size of 0.
+    empties = (
+        ("det", torch.linalg.det), ("slogdet", torch.linalg.slogdet), ("logdet", torch.logdet),
+        ("inv", torch.linalg.inv), ("cholesky", torch.linalg.cholesky),
+        ("solve", lambda a: torch.linalg.solve(a, a)),
+    )
+    for name, call in empties:
+        for shape in ((0, 0), (2, 0, 0), (0, 3, 3), (3, 0, 0, 0)):
+            for dtype in ("float32", "float64"):
+                yield Case("linalg_%s/%s/empty_%s" % (name, dtype, "x".join(map(str, shape))), call,
+                           (Arg(shape),), dtype)
