@@ -192,17 +192,22 @@ PyObject* get_T(PyObject* self, void*) {
   return wrap(ops::permute(t, dims));
   TN_PY_CATCH(nullptr)
 }
-PyObject* get_mT(PyObject* self, void*) {
+// mT and mH: a matrix transpose (real dtypes: conj is the identity); a 0-d tensor is itself.
+PyObject* matrix_transpose(PyObject* self, const char* attribute) {
   TN_PY_TRY
   const Tensor& t = unpack(self);
+  if (t.dim() == 0) return Ref::borrow(self).release();
   if (t.dim() < 2) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.");
+    PyErr_Format(PyExc_RuntimeError,
+                 "tensor.%s is only supported on matrices or batches of matrices. Got 1-D tensor.",
+                 attribute);
     return nullptr;
   }
   return wrap(ops::transpose(t, int64_t{-2}, int64_t{-1}));
   TN_PY_CATCH(nullptr)
 }
+PyObject* get_mT(PyObject* self, void*) { return matrix_transpose(self, "mT"); }
+PyObject* get_mH(PyObject* self, void*) { return matrix_transpose(self, "mH"); }
 // Tensor._base: the tensor a view operator made this one a view of, else None.
 PyObject* get_base(PyObject* self, void*) {
   const auto& base = unpack(self).impl()->view_base;
@@ -242,7 +247,7 @@ PyGetSetDef tensor_getset[] = {
     GETTER("T", get_T),
     GETTER("mT", get_mT),
     GETTER("H", get_T),  // real dtypes only: conj is the identity
-    GETTER("mH", get_mT),
+    GETTER("mH", get_mH),
     GETTER("is_leaf", get_true),  // no autograd graph yet: every tensor is a leaf
     GETTER("grad_fn", get_none),
     GETTER("_grad_fn", get_none),

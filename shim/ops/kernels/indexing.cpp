@@ -13,10 +13,26 @@ namespace tn {
 
 namespace {
 
-// Index tensors as int64 values, checked to be integral.
-Tensor long_index(const Tensor& index, const char* what) {
-  if (index.dtype() != ScalarType::Long && index.dtype() != ScalarType::Int)
-    throw Error(std::string(what) + "(): Expected dtype int64 for index");
+// The index dtypes an operator takes, and upstream's refusal of the others (some name the dtype
+// given; index_fill's is an IndexError). Every operator takes int64; index_add takes int32 too.
+struct IndexDtypes {
+  std::string refusal;
+  bool names_dtype = false;
+  bool int32 = false;
+  bool index_error = false;
+};
+IndexDtypes int64_only(const std::string& op) { return {op + "(): Expected dtype int64 for index"}; }
+IndexDtypes long_tensor(const std::string& op) {
+  return {op + "(): Expected a long tensor for index, but got ", true};
+}
+
+// Index tensors as contiguous int64 values.
+Tensor long_index(const Tensor& index, const IndexDtypes& rule) {
+  if (index.dtype() != ScalarType::Long && !(rule.int32 && index.dtype() == ScalarType::Int)) {
+    std::string message = rule.refusal + (rule.names_dtype ? upstream_type_name(index.dtype()) : "");
+    if (rule.index_error) throw IndexError(message);
+    throw Error(message);
+  }
   return index.to(ScalarType::Long).contiguous();
 }
 
@@ -38,10 +54,10 @@ void along_index(const Tensor& target, int64_t dim, const Tensor& index, const c
   if (index.dim() != target.dim() && !(index.dim() <= 1 && target.dim() <= 1))
     throw Error(std::string("Index tensor must have the same number of dimensions as ") +
                 (std::string(name) == "gather" ? "input" : "self") + " tensor");
-  Tensor idx = long_index(index, name);
+  if (index.numel() == 0) return;  // upstream checks the dtype of a non-empty index only
+  Tensor idx = long_index(index, int64_only(name));
   const int64_t* pi = idx.data_as<int64_t>();
   int64_t n = idx.numel();
-  if (n == 0) return;
   int64_t nd = std::max<int64_t>(target.dim(), 1);
   Shape tsizes = target.dim() ? target.sizes() : Shape{1};
   Shape tstrides = target.dim() ? target.strides() : Shape{1};
@@ -138,9 +154,10 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 
 // index_add / index_copy / index_fill share one walk over (index, slice) pairs.
 template <typename F>
-void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, const char* name, F f) {
+void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, const char* name,
+                      const IndexDtypes& dtypes, F f) {
   if (index.dim() > 1) throw IndexError(std::string(name) + "(): Index is supposed to be a vector");
-  Tensor idx = long_index(index, name);
+  Tensor idx = long_index(index, dtypes);
   int64_t size = target.dim() ? target.size(dim) : 1;
   for (int64_t i = 0; i < idx.numel(); ++i) {
     int64_t k = idx.data_as<int64_t>()[i];
@@ -158,6 +175,7 @@ Tensor index_fill_into(const Tensor& self, int64_t dim, const Tensor& index, con
                 std::to_string(value.dim()) + " dimension(s).");
   int64_t d = self.dim() ? wrap_dim(dim, self.dim()) : 0;
   for_index_slices(self, d, index, "index_fill",
+                   {"index_fill_(): Expected dtype int64 for index.", false, false, true},
                    [&](int64_t, const Tensor& target) { target.copy_from(value); });
   return self;
 }
@@ -413,7 +431,8 @@ TN_KERNEL("aten::index_add", {
   Tensor out = self.clone();
   const Tensor& source = a.tensor(3);
   Scalar alpha = a.scalar(4);
-  for_index_slices(out, dim, a.tensor(2), "index_add", [&](int64_t i, const Tensor& target) {
+  IndexDtypes dtypes{"index_add_(): Expected dtype int32/int64 for index but got: ", true, true};
+  for_index_slices(out, dim, a.tensor(2), "index_add", dtypes, [&](int64_t i, const Tensor& target) {
     target.copy_from(ops::add(target, slice_of(source, dim, i), alpha));
   });
   return out;
@@ -422,7 +441,7 @@ TN_KERNEL("aten::index_copy", {
   const Tensor& self = a.tensor(0);
   int64_t dim = self.dim() ? wrap_dim(a.integer(1), self.dim()) : 0;
   Tensor out = self.clone();
-  for_index_slices(out, dim, a.tensor(2), "index_copy",
+  for_index_slices(out, dim, a.tensor(2), "index_copy", long_tensor("index_copy_"),
                    [&](int64_t i, const Tensor& target) { target.copy_from(slice_of(a.tensor(3), dim, i)); });
   return out;
 });
@@ -444,6 +463,7 @@ TN_KERNEL("aten::masked_fill_.Tensor", { return masked_fill_into(a.tensor(0), a.
 TN_KERNEL("aten::masked_select", {
   Tensor mask = bool_mask(a.tensor(1), "masked_select");
   Shape shape = broadcast_shapes(a.tensor(0).sizes(), mask.sizes());
+  if (shape.empty()) shape = {1};  // the result is 1-D even for 0-d operands
   Tensor self = ops::expand(a.tensor(0), shape, false);
   return index(self, {ops::expand(mask, shape, false)});
 });
@@ -455,7 +475,7 @@ TN_KERNEL("aten::masked_scatter", {
 });
 TN_KERNEL("aten::take", {
   Tensor source = flat(a.tensor(0));
-  Tensor idx = long_index(a.tensor(1), "take");
+  Tensor idx = long_index(a.tensor(1), long_tensor("take"));
   int64_t n = source.numel();
   for (int64_t i = 0; i < idx.numel(); ++i) {
     int64_t k = idx.data_as<int64_t>()[i];

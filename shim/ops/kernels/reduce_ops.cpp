@@ -449,6 +449,11 @@ TN_KERNEL("aten::aminmax", {
   bool keep = a.boolean(2);
   Tensor lo = ops::amin(x, std::vector<int64_t>{d.value_or(0)}, keep);
   Tensor hi = ops::amax(x, std::vector<int64_t>{d.value_or(0)}, keep);
+  // Upstream 1.13 gives a 0-d input's keepdim results one dimension (resizing its 0-d outputs).
+  if (d && keep && self.dim() == 0) {
+    lo = lo.view_as_strided({1}, {1}, lo.offset());
+    hi = hi.view_as_strided({1}, {1}, hi.offset());
+  }
   if (!d && keep) {
     Shape ones(size_t(self.dim()), 1);
     lo = lo.view_as_strided(ones, ones, lo.offset());

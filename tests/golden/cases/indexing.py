@@ -126,7 +126,37 @@ SETITEM_VARIANTS = (
 )
 
 
+# Which index dtypes each operator takes (upstream: int64, int32 too for index_add; gather and
+# scatter check only a non-empty index), empty and not.
+INDEX_DTYPE_OPS = (
+    ("gather", lambda a, i: torch.gather(a, 0, i)),
+    ("scatter_", lambda a, i: a.clone().scatter_(0, i, 2.0)),
+    ("scatter_add_", lambda a, i: a.clone().scatter_add_(0, i, torch.ones(i.shape))),
+    ("take", lambda a, i: torch.take(a, i)),
+    ("index_fill_", lambda a, i: a.clone().index_fill_(0, i, 2.0)),
+    ("index_fill", lambda a, i: a.index_fill(0, i, 2.0)),
+    ("index_copy_", lambda a, i: a.clone().index_copy_(0, i, torch.ones(i.shape))),
+    ("index_copy", lambda a, i: a.index_copy(0, i, torch.ones(i.shape))),
+    ("index_add_", lambda a, i: a.clone().index_add_(0, i, torch.ones(i.shape))),
+    ("index_add", lambda a, i: a.index_add(0, i, torch.ones(i.shape))),
+    ("index_select", lambda a, i: a.index_select(0, i)),
+)
+
+
+def _index_dtype_cases():
+    for name, call in INDEX_DTYPE_OPS:
+        for dtype in ("int64", "int32", "int16", "uint8", "bool"):
+            for n in (0, 2):
+                yield Case("%s/float32/index_%s_%d" % (name, dtype, n),
+                           lambda a, call=call, dtype=dtype, n=n: call(a, torch.ones(n, dtype=getattr(torch, dtype))),
+                           (Arg((5,)),), "float32")
+    for mask in (True, False):
+        yield Case("masked_select/float32/0d_mask_%s" % mask,
+                   lambda a, mask=mask: torch.masked_select(a, torch.tensor(mask)), (Arg(()),), "float32")
+
+
 def cases():
+    yield from _index_dtype_cases()
     for variant, call, args in GETITEM_SWEEP:
         for dtype in ALL:
             yield Case("getitem/%s/%s" % (dtype, variant), call, args, dtype)

@@ -152,6 +152,9 @@ def _aminmax_cases():
     yield Case("aminmax/int64/3x4/keepdim", partial(torch.aminmax, dim=0, keepdim=True),
                (Arg((3, 4)),), "int64")
     yield Case("aminmax/float32/empty/full", torch.aminmax, (Arg((0, 3)),), "float32")
+    for keepdim in (True, False):
+        yield Case("aminmax/float32/0d/dim0_keepdim_%s" % keepdim, partial(torch.aminmax, dim=0, keepdim=keepdim),
+                   (Arg(()),), "float32")
 
 
 def _kthvalue_cases():
