@@ -1,6 +1,7 @@
 // LAPACK-backed linear algebra: det, slogdet, logdet, solve, inv, cholesky, matrix_power, matrix_norm,
 // linalg_norm.
 #include <cmath>
+#include <sstream>
 
 #include "common.h"
 #include "typed_ops.h"
@@ -177,25 +178,63 @@ void require_matrix_norm_input(const Tensor& A) {
         upstream_type_name(A.dtype()));
 }
 
-// Matrix norms that need no SVD: Frobenius and the 1/inf column/row-sum norms.
+// A matrix norm reduces two dims; upstream lists any other count separated by spaces.
+void check_matrix_dims(const std::vector<int64_t>& dims) {
+  if (dims.size() == 2) return;
+  std::string listed;
+  for (int64_t d : dims) listed += (listed.empty() ? "" : " ") + std::to_string(d);
+  throw Error("linalg.matrix_norm: dim must be a 2-tuple. Got " + listed);
+}
+
+// linalg.norm's checks: one or two dims, or, with an ord and no dims, a 1-D or 2-D input.
+// `must` is how the message spells it (the string-ord overload misspells it upstream).
+void check_norm_dims(const Tensor& x, const std::optional<std::vector<int64_t>>& dims, bool has_ord,
+                     const char* must) {
+  if (dims && dims->size() != 1 && dims->size() != 2)
+    throw Error(std::string("linalg.norm: If dim is specified, it ") + must + " be of length 1 or 2. Got " +
+                shape_str(*dims));
+  if (!dims && has_ord && x.dim() != 1 && x.dim() != 2)
+    throw Error("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got " +
+                std::to_string(x.dim()) + "D.");
+}
+
+enum class SingularValues { Largest, Smallest, Sum };
+
+// The norms of the singular values (ord 2, ord -2, 'nuc'), as upstream computes them: from
+// linalg_svdvals of the matrices moved to the last two dims (which the shim refuses by name).
+Tensor singular_value_norm(const Tensor& x, int64_t d0, int64_t d1, bool keepdim, SingularValues kind) {
+  Tensor s = ops::linalg_svdvals(ops::movedim(x, std::vector<int64_t>{d0, d1}, std::vector<int64_t>{-2, -1}));
+  std::vector<int64_t> last{-1};
+  Tensor r = kind == SingularValues::Sum       ? ops::sum(s, last, false, std::nullopt)
+             : kind == SingularValues::Largest ? ops::amax(s, last)
+                                               : ops::amin(s, last);
+  if (keepdim) r = ops::unsqueeze(ops::unsqueeze(r, std::min(d0, d1)), std::max(d0, d1));
+  return r;
+}
+
+// Matrix norms of a numeric ord: the 1/inf column/row-sum norms and the singular-value ones.
 Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bool keepdim,
                    std::optional<ScalarType> dtype) {
+  // The order first, as upstream checks it (before the input).
+  if (std::abs(ord) != 2 && std::abs(ord) != 1 && !std::isinf(ord)) {
+    std::ostringstream shown;
+    shown << ord;  // as C++ streams a double: 3, 0.5
+    throw Error("linalg.matrix_norm: Order " + shown.str() + " not supported.");
+  }
   require_matrix_norm_input(self);
-  if (dims.size() != 2) throw Error("linalg.matrix_norm: dim must be a 2-tuple. Got " + shape_str(dims));
+  check_matrix_dims(dims);
   Tensor x = dtype ? self.to(*dtype) : self;
   int64_t d0 = wrap_dim(dims[0], x.dim()), d1 = wrap_dim(dims[1], x.dim());
   if (std::abs(ord) == 2)
-    throw NotImplemented("torchnative does not implement linalg.matrix_norm with ord=+-2 yet (needs an SVD)");
-  if (std::isinf(ord) || std::abs(ord) == 1) {
-    // ord 1: max over columns of the column sums; inf: the same over rows.
-    int64_t summed = std::isinf(ord) ? d1 : d0, over = std::isinf(ord) ? d0 : d1;
-    Tensor sums = ops::sum(ops::abs(x), std::vector<int64_t>{summed}, true, std::nullopt);
-    Tensor r = ord > 0 ? ops::amax(sums, std::vector<int64_t>{over}, true)
-                       : ops::amin(sums, std::vector<int64_t>{over}, true);
-    if (!keepdim) r = ops::squeeze(ops::squeeze(r, std::max(d0, d1)), std::min(d0, d1));
-    return r;
-  }
-  throw Error("linalg.matrix_norm: Order " + std::to_string(ord) + " not supported.");
+    return singular_value_norm(x, d0, d1, keepdim,
+                               ord > 0 ? SingularValues::Largest : SingularValues::Smallest);
+  // ord 1 and inf: max (or min, for -1 and -inf) over columns of the column sums, or over rows.
+  int64_t summed = std::isinf(ord) ? d1 : d0, over = std::isinf(ord) ? d0 : d1;
+  Tensor sums = ops::sum(ops::abs(x), std::vector<int64_t>{summed}, true, std::nullopt);
+  Tensor r = ord > 0 ? ops::amax(sums, std::vector<int64_t>{over}, true)
+                     : ops::amin(sums, std::vector<int64_t>{over}, true);
+  if (!keepdim) r = ops::squeeze(ops::squeeze(r, std::max(d0, d1)), std::min(d0, d1));
+  return r;
 }
 
 Tensor frobenius(const Tensor& self, std::vector<int64_t> dims, bool keepdim,
@@ -296,12 +335,15 @@ TN_KERNEL("aten::linalg_matrix_norm", {
 });
 TN_KERNEL("aten::linalg_matrix_norm.str_ord", {
   std::string ord = *a.optional_string(1);
-  if (ord == "nuc")
-    throw NotImplemented(
-        "torchnative does not implement linalg.matrix_norm with ord='nuc' yet (needs an SVD)");
-  if (ord != "fro") throw Error("linalg.matrix_norm: Order " + ord + " not supported.");
-  require_matrix_norm_input(a.tensor(0));
-  return frobenius(a.tensor(0), a.int_list(2), a.boolean(3), a.optional_dtype(4));
+  if (ord != "fro" && ord != "nuc") throw Error("linalg.matrix_norm: Order " + ord + " not supported.");
+  const Tensor& self = a.tensor(0);
+  require_matrix_norm_input(self);
+  std::vector<int64_t> dims = a.int_list(2);
+  check_matrix_dims(dims);
+  if (ord == "fro") return frobenius(self, dims, a.boolean(3), a.optional_dtype(4));
+  Tensor x = a.optional_dtype(4) ? self.to(*a.optional_dtype(4)) : self;
+  return singular_value_norm(x, wrap_dim(dims[0], x.dim()), wrap_dim(dims[1], x.dim()), a.boolean(3),
+                             SingularValues::Sum);
 });
 TN_KERNEL("aten::linalg_norm", {
   const Tensor& x = a.tensor(0);
@@ -309,21 +351,17 @@ TN_KERNEL("aten::linalg_norm", {
   auto dims = a.optional_int_list(2);
   bool keepdim = a.boolean(3);
   auto dtype = a.optional_dtype(4);
-  if (!ord) {
-    if (dims && dims->size() == 2) return frobenius(x, *dims, keepdim, dtype);
-    return ops::linalg_vector_norm(x, Scalar(2.0), dims, keepdim, dtype);
-  }
-  bool matrix = dims ? dims->size() == 2 : x.dim() == 2;
-  if (matrix)
+  check_norm_dims(x, dims, ord.has_value(), "must");
+  // Without an ord, the 2-norm and the Frobenius norm are one vector norm.
+  if (ord && (dims ? dims->size() == 2 : x.dim() == 2))
     return matrix_norm(x, ord->to_double(), dims.value_or(std::vector<int64_t>{-2, -1}), keepdim, dtype);
-  if (!dims && x.dim() != 1)
-    throw Error("linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got " +
-                std::to_string(x.dim()) + "D.");
-  return ops::linalg_vector_norm(x, *ord, dims, keepdim, dtype);
+  return ops::linalg_vector_norm(x, ord.value_or(Scalar(2.0)), dims, keepdim, dtype);
 });
 TN_KERNEL("aten::linalg_norm.ord_str", {
+  auto dims = a.optional_int_list(2);
+  check_norm_dims(a.tensor(0), dims, true, "mut");  // sic: upstream 1.13's word
   return ops::linalg_matrix_norm(a.tensor(0), *a.optional_string(1),
-                                 a.optional_int_list(2).value_or(std::vector<int64_t>{-2, -1}), a.boolean(3),
+                                 dims.value_or(std::vector<int64_t>{0, 1}), a.boolean(3),
                                  a.optional_dtype(4));
 });
 

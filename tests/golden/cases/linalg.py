@@ -149,3 +149,20 @@ def cases():
             for dtype in ("float32", "float64"):
                 yield Case("linalg_%s/%s/empty_%s" % (name, dtype, "x".join(map(str, shape))), call,
                            (Arg(shape),), dtype)
+    # linalg.norm / matrix_norm: which dims and orders are matrix norms, vector norms or refused,
+    # and in which order upstream checks them. (Singular-value norms only where they are refused
+    # before the SVD: the shim has no SVD.)
+    inf = float("inf")
+    for shape in ((2, 3, 4), (3, 4), (4,)):
+        for ord_ in ("fro", 1, inf, -1, -inf, 3, 0.5, None, "nuc", 2):
+            for dims in ((0,), (0, 1, 2), (0, 1), None):
+                reaches_svd = ord_ in ("nuc", 2) and (dims == (0, 1) or (dims is None and len(shape) == 2))
+                if reaches_svd:
+                    continue
+                label = "x".join(map(str, shape)), str(ord_), "none" if dims is None else "_".join(map(str, dims))
+                yield Case("linalg_norm/float32/%s_ord_%s_dim_%s" % label,
+                           lambda a, o=ord_, d=dims: torch.linalg.norm(a, o, dim=d), (Arg(shape),), "float32")
+                if ord_ is not None and dims is not None:
+                    yield Case("linalg_matrix_norm/float32/%s_ord_%s_dim_%s" % label,
+                               lambda a, o=ord_, d=dims: torch.linalg.matrix_norm(a, o, dim=d), (Arg(shape),),
+                               "float32")
