@@ -3,9 +3,13 @@
 The extension defines what it implements; every other function, class, method and
 enum member named in the stubs is created at import time so that upstream's Python
 tree finds it, and each such function or method raises NotImplementedError naming
-itself when called. Output: a C++ table (module, class, member, kind).
+itself when called. Names the stubs list but upstream's own build does not define (its CPU
+build has no _cuda_getDeviceCount, _CudaDeviceProperties...) are left out, because upstream's
+Python tests for them with hasattr: torch.cuda.is_available() is False, not a refusal.
+Output: a C++ table (module, class, member, kind).
 """
 import ast
+import importlib
 import os
 import sys
 
@@ -23,6 +27,14 @@ def is_enum(node):
     return bool(annotated) and all(
         isinstance(item.annotation, ast.Name) and item.annotation.id == node.name for item in annotated
     ) and not any(isinstance(item, ast.FunctionDef) and item.name != "__init__" for item in node.body)
+
+
+def defined_upstream(module, cls, name):
+    """Whether upstream's torch._C (this interpreter's torch, the oracle) defines the row's name."""
+    owner = importlib.import_module("torch._C")
+    for part in module.split(".")[2:] + ([cls] if cls else []):  # torch._C._nn, _VariableFunctions...
+        owner = getattr(owner, part, None)
+    return owner is not None and hasattr(owner, name)
 
 
 def main(stub_dir, out_path):
@@ -51,7 +63,7 @@ def main(stub_dir, out_path):
     # Keep the first of overloaded (@overload) definitions only.
     seen, unique = set(), []
     for row in rows:
-        if row not in seen:
+        if row not in seen and defined_upstream(*row[:3]):
             seen.add(row)
             unique.append(row)
     with open(out_path, "w") as out:

@@ -490,9 +490,17 @@ PyObject* m_cpu(PyObject* self, PyObject*, PyObject*) {
   Py_INCREF(self);
   return self;
 }
-PyObject* m_refuse_device(PyObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_NotImplementedError,
-                  "torchnative has only the cpu device: Tensor.cuda/ipu/xpu() are not available");
+// The other devices, refused as upstream's CPU build refuses them (CUDA from its lazy init).
+PyObject* m_cuda(PyObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_AssertionError, "Torch not compiled with CUDA enabled");
+  return nullptr;
+}
+PyObject* m_ipu(PyObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_RuntimeError, "PyTorch is not linked with support for ipu devices");
+  return nullptr;
+}
+PyObject* m_xpu(PyObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_RuntimeError, "PyTorch is not linked with support for xpu devices");
   return nullptr;
 }
 PyObject* m_refuse_complex(PyObject*, PyObject*, PyObject*) {
@@ -657,9 +665,9 @@ PyMethodDef handwritten_methods[] = {
     KW("to", m_to),
     KW("nonzero", m_nonzero),
     NOARGS("__invert__", m_invert),
-    KW("cuda", m_refuse_device),
-    KW("ipu", m_refuse_device),
-    KW("xpu", m_refuse_device),
+    KW("cuda", m_cuda),
+    KW("ipu", m_ipu),
+    KW("xpu", m_xpu),
     KW("cfloat", m_refuse_complex),
     KW("cdouble", m_refuse_complex),
     KW("type", m_type),

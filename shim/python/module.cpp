@@ -405,6 +405,7 @@ PyMethodDef module_functions[] = {
     NOARGS("_get_tracing_state", f_none),
     NOARGS("_is_tracing", f_false),
     NOARGS("_is_torch_function_mode_enabled", f_false),
+    NOARGS("_is_mps_available", f_false),             // torch.backends.mps.is_available(): no Metal here
     NOARGS("_get_default_device", f_default_device),  // the only device there is
     ONE("_init_names", f_ignore),
     // Upstream reports API usage to its telemetry hook; the shim reports nothing.

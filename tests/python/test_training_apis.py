@@ -742,6 +742,24 @@ def main():
     return result
 '''
 
+# What a script asks before it picks a device: upstream's CPU build answers without CUDA or MPS
+# (its torch._C lacks the _cuda_* functions, so torch.cuda reads as not compiled), never a refusal.
+DEVICE_PROBES = r'''
+def main():
+    probes = {
+        "cuda.is_available": torch.cuda.is_available, "cuda.device_count": torch.cuda.device_count,
+        "cuda.is_initialized": torch.cuda.is_initialized, "backends.cuda.is_built": torch.backends.cuda.is_built,
+        "cudnn.is_available": torch.backends.cudnn.is_available, "mps.is_available": torch.backends.mps.is_available,
+        "mps.is_built": torch.backends.mps.is_built, "has_cuda": lambda: torch.has_cuda,
+        "cuda.manual_seed_all": lambda: torch.cuda.manual_seed_all(0), "cuda.empty_cache": torch.cuda.empty_cache,
+        "cuda.memory_allocated": torch.cuda.memory_allocated, "cuda.get_device_name": torch.cuda.get_device_name,
+        "cuda.synchronize": torch.cuda.synchronize, "tensor.cuda()": lambda: torch.ones(1).cuda(),
+        "tensor.ipu()": lambda: torch.ones(1).ipu(), "tensor.xpu()": lambda: torch.ones(1).xpu(),
+        "fork_rng": lambda: torch.random.fork_rng().__enter__() is None,
+    }
+    return {name: outcome(probe) for name, probe in probes.items()}
+'''
+
 CASES = {
     "record_function": RECORD_FUNCTION,
     "record_function_new": RECORD_FUNCTION_NEW,
@@ -762,6 +780,7 @@ CASES = {
     "dataloader_worker_error": DATALOADER_WORKER_ERROR,
     "share_memory": SHARE_MEMORY,
     "torch_function": TORCH_FUNCTION,
+    "device_probes": DEVICE_PROBES,
     **{f"queue_{method}_{strategy}": f'START_METHOD = "{method}"\nSTRATEGIES = ("{strategy}",)\n' + QUEUE_ROUND_TRIP
        for method in ("fork", "spawn") for strategy in ("file_descriptor", "file_system")},
 }
