@@ -101,6 +101,10 @@ SKIPPED = dict({op: "repoints self at other memory" for op in ("set", "as_stride
                **{op: "SobolEngine state" for op in ("_sobol_engine_ff", "_sobol_engine_scramble",
                                                      "_sobol_engine_initialize_state")},
                linalg_lstsq="upstream's results differ between runs (about 1e-6) on views of one storage")
+# Alias variants left out of one overload: upstream's result is undefined there.  Writing the
+# singular values into A itself, upstream reads the output's size from memory it has already
+# released: it raises with a different garbage size on every run, or segfaults.
+UNDEFINED_UPSTREAM = {"linalg_svdvals.out": {"is_written", "is_written_transposed"}}
 # Optional arguments given a value all the same, or clamp and clip would only raise.
 GIVEN_OPTIONALS = {"min", "max"}
 # Initial values of an out= tensor and of the spare elements of a storage.
@@ -396,6 +400,8 @@ def cases():
     for plan in overloads()[0]:
         main = MAIN_DTYPES.get(plan.op, "float32")
         for dtype, name, variant, partner in _variants(plan, main):
+            if variant in UNDEFINED_UPSTREAM.get(plan.name, ()):
+                continue
             inputs = [_for_bool(arg) for arg in plan.inputs] if dtype == "bool" else plan.inputs
             name = "alias.%s/%s/%s" % (plan.name, dtype, name)
             yield Case(name, Call(plan, variant, partner), inputs + [DT], dtype, exact=plan.rng,
