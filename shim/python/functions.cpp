@@ -509,6 +509,15 @@ PyObject* m_refuse_complex(PyObject*, PyObject*, PyObject*) {
   return nullptr;
 }
 
+// The dtypes with a legacy tensor and storage class, and the tensor class's name.
+constexpr ScalarType kLegacyTypes[] = {
+    ScalarType::Byte, ScalarType::Char,  ScalarType::Short,  ScalarType::Int,  ScalarType::Long,
+    ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::Bool, ScalarType::BFloat16};
+
+std::string legacy_tensor_type(ScalarType type) {
+  return std::string("torch.") + upstream_type_name(type) + "Tensor";
+}
+
 PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
   static const char* keywords[] = {"dtype", "non_blocking", nullptr};
@@ -516,21 +525,17 @@ PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
   int non_blocking = 0;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op", const_cast<char**>(keywords), &dtype, &non_blocking))
     return nullptr;
-  static const std::map<ScalarType, const char*> names = {
-      {ScalarType::Byte, "torch.ByteTensor"},   {ScalarType::Char, "torch.CharTensor"},
-      {ScalarType::Short, "torch.ShortTensor"}, {ScalarType::Int, "torch.IntTensor"},
-      {ScalarType::Long, "torch.LongTensor"},   {ScalarType::Half, "torch.HalfTensor"},
-      {ScalarType::Float, "torch.FloatTensor"}, {ScalarType::Double, "torch.DoubleTensor"},
-      {ScalarType::Bool, "torch.BoolTensor"},   {ScalarType::BFloat16, "torch.BFloat16Tensor"}};
-  if (!dtype || dtype == Py_None) return PyUnicode_FromString(names.at(SELF.dtype()));
+  if (!dtype || dtype == Py_None) return PyUnicode_FromString(legacy_tensor_type(SELF.dtype()).c_str());
   if (is_dtype(dtype)) return wrap(SELF.to(dtype_of(dtype)));
   std::string name;
   if (PyUnicode_Check(dtype))
     name = PyUnicode_AsUTF8(dtype);
   else if (PyType_Check(dtype))
     name = std::string("torch.") + reinterpret_cast<PyTypeObject*>(dtype)->tp_name;
-  for (const auto& [type, spelled] : names)
-    if (name == spelled || name == std::string(spelled).substr(6)) return wrap(SELF.to(type));
+  for (ScalarType type : kLegacyTypes) {
+    const std::string spelled = legacy_tensor_type(type);
+    if (name == spelled || name == spelled.substr(6)) return wrap(SELF.to(type));
+  }
   PyErr_Format(PyExc_ValueError, "invalid type: '%s'", name.c_str());
   return nullptr;
   TN_PY_CATCH(nullptr)
@@ -561,15 +566,10 @@ PyObject* m_storage(PyObject* self, PyObject*) {
 
 // The legacy storage class of the tensor's dtype (torch.FloatStorage ...).
 PyObject* m_storage_type(PyObject* self, PyObject*) {
-  static const std::map<ScalarType, const char*> names = {
-      {ScalarType::Byte, "ByteStorage"},   {ScalarType::Char, "CharStorage"},
-      {ScalarType::Short, "ShortStorage"}, {ScalarType::Int, "IntStorage"},
-      {ScalarType::Long, "LongStorage"},   {ScalarType::Half, "HalfStorage"},
-      {ScalarType::Float, "FloatStorage"}, {ScalarType::Double, "DoubleStorage"},
-      {ScalarType::Bool, "BoolStorage"},   {ScalarType::BFloat16, "BFloat16Storage"}};
   Ref torch(PyImport_ImportModule("torch"));
   if (!torch) return nullptr;
-  return PyObject_GetAttrString(torch.get(), names.at(SELF.dtype()));
+  return PyObject_GetAttrString(torch.get(),
+                                (std::string(upstream_type_name(SELF.dtype())) + "Storage").c_str());
 }
 
 // Tensor.new(...): the legacy constructor with this tensor's dtype.

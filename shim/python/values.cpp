@@ -3,7 +3,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
+#include <sstream>
+#include <utility>
 
 #include "python_shim.h"
 // After Python.h, which it needs.
@@ -256,6 +259,15 @@ PyType_Slot size_slots[] = {
 PyType_Spec size_spec = {"torch.Size", 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, size_slots};
 
 // ---- finfo / iinfo ----
+// A finfo or iinfo instance: its fields are instance attributes, as upstream's are.
+PyObject* info_object(PyTypeObject* type, std::initializer_list<std::pair<const char*, Ref>> fields) {
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) return nullptr;
+  Ref dict(PyObject_GenericGetDict(obj, nullptr));
+  for (const auto& [name, value] : fields) PyDict_SetItemString(dict.get(), name, value.get());
+  return obj;
+}
+
 PyObject* finfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
   PyObject* dtype = nullptr;
   if (!PyArg_ParseTuple(args, "|O", &dtype)) return nullptr;
@@ -296,17 +308,14 @@ PyObject* finfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
       resolution = 1e-15;
       break;
   }
-  PyObject* obj = type->tp_alloc(type, 0);
-  Ref dict(PyObject_GenericGetDict(obj, nullptr));
-  PyDict_SetItemString(dict.get(), "bits", Ref(PyLong_FromLong(bits)).get());
-  PyDict_SetItemString(dict.get(), "eps", Ref(PyFloat_FromDouble(eps)).get());
-  PyDict_SetItemString(dict.get(), "max", Ref(PyFloat_FromDouble(max)).get());
-  PyDict_SetItemString(dict.get(), "min", Ref(PyFloat_FromDouble(-max)).get());
-  PyDict_SetItemString(dict.get(), "tiny", Ref(PyFloat_FromDouble(tiny)).get());
-  PyDict_SetItemString(dict.get(), "smallest_normal", Ref(PyFloat_FromDouble(tiny)).get());
-  PyDict_SetItemString(dict.get(), "resolution", Ref(PyFloat_FromDouble(resolution)).get());
-  PyDict_SetItemString(dict.get(), "dtype", Ref(PyUnicode_FromString(scalar_type_name(t))).get());
-  return obj;
+  return info_object(type, {{"bits", Ref(PyLong_FromLong(bits))},
+                            {"eps", Ref(PyFloat_FromDouble(eps))},
+                            {"max", Ref(PyFloat_FromDouble(max))},
+                            {"min", Ref(PyFloat_FromDouble(-max))},
+                            {"tiny", Ref(PyFloat_FromDouble(tiny))},
+                            {"smallest_normal", Ref(PyFloat_FromDouble(tiny))},
+                            {"resolution", Ref(PyFloat_FromDouble(resolution))},
+                            {"dtype", Ref(PyUnicode_FromString(scalar_type_name(t)))}});
 }
 PyObject* iinfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
   PyObject* dtype = nullptr;
@@ -343,20 +352,46 @@ PyObject* iinfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
       bits = 8;
       break;
   }
-  PyObject* obj = type->tp_alloc(type, 0);
-  Ref dict(PyObject_GenericGetDict(obj, nullptr));
-  PyDict_SetItemString(dict.get(), "bits", Ref(PyLong_FromLong(bits)).get());
-  PyDict_SetItemString(dict.get(), "min", Ref(PyLong_FromLongLong(min)).get());
-  PyDict_SetItemString(dict.get(), "max", Ref(PyLong_FromLongLong(max)).get());
-  PyDict_SetItemString(dict.get(), "dtype", Ref(PyUnicode_FromString(scalar_type_name(t))).get());
-  return obj;
+  return info_object(type, {{"bits", Ref(PyLong_FromLong(bits))},
+                            {"min", Ref(PyLong_FromLongLong(min))},
+                            {"max", Ref(PyLong_FromLongLong(max))},
+                            {"dtype", Ref(PyUnicode_FromString(scalar_type_name(t)))}});
+}
+
+// finfo(resolution=1e-06, ..., dtype=float32) / iinfo(min=-128, max=127, dtype=int8), as upstream
+// prints them: every number through a C++ stream as a double, so int64's bounds print rounded.
+PyObject* info_repr(PyObject* self) {
+  TN_PY_TRY
+  static const std::vector<const char*> finfo_fields = {"resolution",      "min", "max", "eps",
+                                                        "smallest_normal", "tiny"};
+  static const std::vector<const char*> iinfo_fields = {"min", "max"};
+  std::string kind = Py_TYPE(self)->tp_name;  // "torch.finfo"
+  kind = kind.substr(kind.rfind('.') + 1);
+  std::ostringstream text;
+  text << kind << "(";
+  for (const char* field : kind == "finfo" ? finfo_fields : iinfo_fields) {
+    Ref value(PyObject_GetAttrString(self, field));
+    if (!value) return nullptr;
+    const double number = PyFloat_AsDouble(value.get());
+    if (number == -1.0 && PyErr_Occurred()) return nullptr;
+    text << field << "=" << number << ", ";
+  }
+  Ref dtype(PyObject_GetAttrString(self, "dtype"));
+  if (!dtype) return nullptr;
+  const char* name = PyUnicode_AsUTF8(dtype.get());
+  if (!name) return nullptr;
+  text << "dtype=" << name << ")";
+  return PyUnicode_FromString(text.str().c_str());
+  TN_PY_CATCH(nullptr)
 }
 
 PyTypeObject* make_info_type(const char* name, newfunc create) {
   PyMemberDef members[] = {{"__dictoffset__", T_PYSSIZET, Py_ssize_t(sizeof(PyObject)), READONLY, nullptr},
                            {nullptr, 0, 0, 0, nullptr}};
-  PyType_Slot slots[] = {
-      {Py_tp_new, reinterpret_cast<void*>(create)}, {Py_tp_members, members}, {0, nullptr}};
+  PyType_Slot slots[] = {{Py_tp_new, reinterpret_cast<void*>(create)},
+                         {Py_tp_members, members},
+                         {Py_tp_repr, reinterpret_cast<void*>(info_repr)},
+                         {0, nullptr}};
   PyType_Spec spec = {name, int(sizeof(PyObject) + sizeof(PyObject*)), 0, Py_TPFLAGS_DEFAULT, slots};
   auto* type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
   if (!type) throw PythonErrorSet();

@@ -237,6 +237,11 @@ void ArchiveReader::read_exactly(uint64_t offset, void* into, size_t size, const
 
 ArchiveReader::ArchiveReader(Source source, uint64_t archive_size)
     : source_(std::move(source)), archive_size_(archive_size) {
+  read_directory(locate_directory());
+  read_version();
+}
+
+ArchiveReader::Directory ArchiveReader::locate_directory() const {
   // The end record is in the last 22 + 65535 (comment) bytes.
   if (archive_size_ < kEndSize)
     throw ArchiveError("PytorchStreamReader failed reading zip archive: failed finding central directory");
@@ -261,27 +266,37 @@ ArchiveReader::ArchiveReader(Source source, uint64_t archive_size)
   uint64_t directory_size = end.u32();
   uint64_t directory_offset = end.u32();
   uint64_t end_offset = archive_size_ - tail_size + *end_at;
-  if (count == kMax16 || directory_size == kMax32 || directory_offset == kMax32) {
-    if (end_offset < kEnd64LocatorSize)
-      throw ArchiveError("PytorchStreamReader failed reading zip archive: bad zip64 locator");
-    uint8_t locator_bytes[kEnd64LocatorSize];
-    read_exactly(end_offset - kEnd64LocatorSize, locator_bytes, kEnd64LocatorSize, "zip archive");
-    Cursor locator{locator_bytes, kEnd64LocatorSize, 0, "zip archive"};
-    if (locator.u32() != kEnd64LocatorSignature)
-      throw ArchiveError("PytorchStreamReader failed reading zip archive: bad zip64 locator");
-    locator.u32();
-    uint64_t end64_offset = locator.u64();
-    uint8_t end64_bytes[kEnd64Size];
-    read_exactly(end64_offset, end64_bytes, kEnd64Size, "zip archive");
-    Cursor end64{end64_bytes, kEnd64Size, 0, "zip archive"};
-    if (end64.u32() != kEnd64Signature)
-      throw ArchiveError("PytorchStreamReader failed reading zip archive: bad zip64 end record");
-    end64.text(20);
-    count = end64.u64();
-    end64.u64();
-    directory_size = end64.u64();
-    directory_offset = end64.u64();
-  }
+  if (count == kMax16 || directory_size == kMax32 || directory_offset == kMax32)
+    return read_zip64_end(end_offset);
+  return {count, directory_size, directory_offset};
+}
+
+ArchiveReader::Directory ArchiveReader::read_zip64_end(uint64_t end_offset) const {
+  if (end_offset < kEnd64LocatorSize)
+    throw ArchiveError("PytorchStreamReader failed reading zip archive: bad zip64 locator");
+  uint8_t locator_bytes[kEnd64LocatorSize];
+  read_exactly(end_offset - kEnd64LocatorSize, locator_bytes, kEnd64LocatorSize, "zip archive");
+  Cursor locator{locator_bytes, kEnd64LocatorSize, 0, "zip archive"};
+  if (locator.u32() != kEnd64LocatorSignature)
+    throw ArchiveError("PytorchStreamReader failed reading zip archive: bad zip64 locator");
+  locator.u32();
+  uint64_t end64_offset = locator.u64();
+  uint8_t end64_bytes[kEnd64Size];
+  read_exactly(end64_offset, end64_bytes, kEnd64Size, "zip archive");
+  Cursor end64{end64_bytes, kEnd64Size, 0, "zip archive"};
+  if (end64.u32() != kEnd64Signature)
+    throw ArchiveError("PytorchStreamReader failed reading zip archive: bad zip64 end record");
+  end64.text(20);
+  Directory directory;
+  directory.count = end64.u64();
+  end64.u64();
+  directory.size = end64.u64();
+  directory.offset = end64.u64();
+  return directory;
+}
+
+void ArchiveReader::read_directory(const Directory& where) {
+  const uint64_t count = where.count, directory_size = where.size, directory_offset = where.offset;
   // Untrusted sizes: the directory must lie inside the archive and hold at least its entries.
   if (directory_offset > archive_size_ || directory_size > archive_size_ - directory_offset ||
       count > directory_size / kCentralHeaderSize)
@@ -339,6 +354,9 @@ ArchiveReader::ArchiveReader(Source source, uint64_t archive_size)
       throw ArchiveError("PytorchStreamReader: record " + relative + " appears twice");
     order_.push_back(relative);
   }
+}
+
+void ArchiveReader::read_version() {
   const char* version_name = has_record(".data/version") ? ".data/version" : "version";
   if (!has_record(version_name))
     throw ArchiveError("PytorchStreamReader failed locating file version: file not found");

@@ -74,6 +74,14 @@ class ArchiveReader {
   };
   const Entry& entry(const std::string& name) const;
   void read_exactly(uint64_t offset, void* into, size_t size, const char* what) const;
+  // Where the central directory is, from the end record (zip64's when a field overflows).
+  struct Directory {
+    uint64_t count, size, offset;
+  };
+  Directory locate_directory() const;
+  Directory read_zip64_end(uint64_t end_offset) const;
+  void read_directory(const Directory& directory);
+  void read_version();
   Source source_;
   uint64_t archive_size_;
   std::string archive_name_;

@@ -760,6 +760,16 @@ def main():
     return {name: outcome(probe) for name, probe in probes.items()}
 '''
 
+# What printing torch.finfo / torch.iinfo shows (logs and error messages print them), and the fields.
+DTYPE_INFO = r'''
+def main():
+    floats = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+    ints = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    infos = [torch.finfo(d) for d in floats] + [torch.iinfo(d) for d in ints] + [torch.finfo()]
+    fields = ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype")
+    return [(repr(info), str(info), [getattr(info, f, None) for f in fields]) for info in infos]
+'''
+
 CASES = {
     "record_function": RECORD_FUNCTION,
     "record_function_new": RECORD_FUNCTION_NEW,
@@ -781,6 +791,7 @@ CASES = {
     "share_memory": SHARE_MEMORY,
     "torch_function": TORCH_FUNCTION,
     "device_probes": DEVICE_PROBES,
+    "dtype_info": DTYPE_INFO,
     **{f"queue_{method}_{strategy}": f'START_METHOD = "{method}"\nSTRATEGIES = ("{strategy}",)\n' + QUEUE_ROUND_TRIP
        for method in ("fork", "spawn") for strategy in ("file_descriptor", "file_system")},
 }

@@ -341,6 +341,31 @@ Tensor fresh(const Args& a, size_t size_index, size_t dtype_index) {
   return Tensor::empty(a.int_list(size_index), a.optional_dtype(dtype_index).value_or(default_dtype()));
 }
 
+// randint's result: int64 unless a dtype is given.
+Tensor fresh_long(const Args& a, size_t size_index, size_t dtype_index) {
+  return Tensor::empty(a.int_list(size_index), a.optional_dtype(dtype_index).value_or(ScalarType::Long));
+}
+
+// A *_like factory's result: the shape of argument 0, its dtype unless one is given.
+Tensor like(const Args& a, size_t dtype_index) {
+  return Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(dtype_index).value_or(a.tensor(0).dtype()));
+}
+
+Tensor standard_uniform(Tensor t, Generator& g) {
+  uniform_(t, 0, 1, g);
+  return t;
+}
+
+Tensor standard_normal(Tensor t, Generator& g) {
+  normal_(t, 0, 1, g);
+  return t;
+}
+
+Tensor integers(Tensor t, int64_t low, int64_t high, Generator& g) {
+  random_from_to(t, low, high, g);
+  return t;
+}
+
 Tensor multinomial(const Tensor& self, int64_t samples, bool replacement, Generator& g) {
   if (self.dim() < 1 || self.dim() > 2) throw Error("prob_dist must be 1 or 2 dim");
   if (!is_floating(self.dtype()))
@@ -442,66 +467,22 @@ TN_KERNEL("aten::exponential_", {
   exponential_(a.tensor(0), a.real(1), a.generator(2));
   return a.tensor(0);
 });
-TN_KERNEL("aten::rand", {
-  Tensor t = fresh(a, 0, 1);
-  uniform_(t, 0, 1, default_generator());
-  return t;
-});
-TN_KERNEL("aten::rand.generator", {
-  Tensor t = fresh(a, 0, 2);
-  uniform_(t, 0, 1, a.generator(1));
-  return t;
-});
-TN_KERNEL("aten::randn", {
-  Tensor t = fresh(a, 0, 1);
-  normal_(t, 0, 1, default_generator());
-  return t;
-});
-TN_KERNEL("aten::randn.generator", {
-  Tensor t = fresh(a, 0, 2);
-  normal_(t, 0, 1, a.generator(1));
-  return t;
-});
-TN_KERNEL("aten::rand_like", {
-  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(1).value_or(a.tensor(0).dtype()));
-  uniform_(t, 0, 1, default_generator());
-  return t;
-});
-TN_KERNEL("aten::randn_like", {
-  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(1).value_or(a.tensor(0).dtype()));
-  normal_(t, 0, 1, default_generator());
-  return t;
-});
-TN_KERNEL("aten::randint", {
-  Tensor t = Tensor::empty(a.int_list(1), a.optional_dtype(2).value_or(ScalarType::Long));
-  random_from_to(t, 0, a.integer(0), default_generator());
-  return t;
-});
-TN_KERNEL("aten::randint.generator", {
-  Tensor t = Tensor::empty(a.int_list(1), a.optional_dtype(3).value_or(ScalarType::Long));
-  random_from_to(t, 0, a.integer(0), a.generator(2));
-  return t;
-});
-TN_KERNEL("aten::randint.low", {
-  Tensor t = Tensor::empty(a.int_list(2), a.optional_dtype(3).value_or(ScalarType::Long));
-  random_from_to(t, a.integer(0), a.integer(1), default_generator());
-  return t;
-});
-TN_KERNEL("aten::randint.low_generator", {
-  Tensor t = Tensor::empty(a.int_list(2), a.optional_dtype(4).value_or(ScalarType::Long));
-  random_from_to(t, a.integer(0), a.integer(1), a.generator(3));
-  return t;
-});
-TN_KERNEL("aten::randint_like", {
-  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(2).value_or(a.tensor(0).dtype()));
-  random_from_to(t, 0, a.integer(1), default_generator());
-  return t;
-});
-TN_KERNEL("aten::randint_like.low_dtype", {
-  Tensor t = Tensor::empty(a.tensor(0).sizes(), a.optional_dtype(3).value_or(a.tensor(0).dtype()));
-  random_from_to(t, a.integer(1), a.integer(2), default_generator());
-  return t;
-});
+TN_KERNEL("aten::rand", { return standard_uniform(fresh(a, 0, 1), default_generator()); });
+TN_KERNEL("aten::rand.generator", { return standard_uniform(fresh(a, 0, 2), a.generator(1)); });
+TN_KERNEL("aten::randn", { return standard_normal(fresh(a, 0, 1), default_generator()); });
+TN_KERNEL("aten::randn.generator", { return standard_normal(fresh(a, 0, 2), a.generator(1)); });
+TN_KERNEL("aten::rand_like", { return standard_uniform(like(a, 1), default_generator()); });
+TN_KERNEL("aten::randn_like", { return standard_normal(like(a, 1), default_generator()); });
+TN_KERNEL("aten::randint", { return integers(fresh_long(a, 1, 2), 0, a.integer(0), default_generator()); });
+TN_KERNEL("aten::randint.generator",
+          { return integers(fresh_long(a, 1, 3), 0, a.integer(0), a.generator(2)); });
+TN_KERNEL("aten::randint.low",
+          { return integers(fresh_long(a, 2, 3), a.integer(0), a.integer(1), default_generator()); });
+TN_KERNEL("aten::randint.low_generator",
+          { return integers(fresh_long(a, 2, 4), a.integer(0), a.integer(1), a.generator(3)); });
+TN_KERNEL("aten::randint_like", { return integers(like(a, 2), 0, a.integer(1), default_generator()); });
+TN_KERNEL("aten::randint_like.low_dtype",
+          { return integers(like(a, 3), a.integer(1), a.integer(2), default_generator()); });
 TN_KERNEL("aten::randperm", {
   return randperm(a.integer(0), a.optional_dtype(1).value_or(ScalarType::Long), default_generator());
 });
