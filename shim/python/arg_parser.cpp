@@ -719,10 +719,8 @@ namespace {
 
 PyObject* call_torch_function(const Binding& binding, const std::vector<PyObject*>& overloaded,
                               PyObject* self, PyObject* const* args, size_t nargs, PyObject* kwnames) {
-  PyObject* owner = binding.api_owner ? binding.api_owner
-                    : tensor_class    ? tensor_class
-                                      : reinterpret_cast<PyObject*>(tensor_base_type);
-  Ref api(PyObject_GetAttrString(owner, binding.name.c_str()));
+  Ref api(binding.api_owner ? PyObject_GetAttrString(binding.api_owner, binding.name.c_str())
+                            : tensor_method(binding.name.c_str()));
   if (!api) return nullptr;
   return handle_torch_function(overloaded, api.get(), binding.api_owner_name + "." + binding.name, self, args,
                                nargs, kwnames);

@@ -495,12 +495,9 @@ PyObject* m_cuda(PyObject*, PyObject*, PyObject*) {
   PyErr_SetString(PyExc_AssertionError, "Torch not compiled with CUDA enabled");
   return nullptr;
 }
-PyObject* m_ipu(PyObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_RuntimeError, "PyTorch is not linked with support for ipu devices");
-  return nullptr;
-}
-PyObject* m_xpu(PyObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_RuntimeError, "PyTorch is not linked with support for xpu devices");
+template <MethodName device>
+PyObject* m_unlinked_device(PyObject*, PyObject*, PyObject*) {
+  PyErr_Format(PyExc_RuntimeError, "PyTorch is not linked with support for %s devices", device.text);
   return nullptr;
 }
 PyObject* m_refuse_complex(PyObject*, PyObject*, PyObject*) {
@@ -666,8 +663,8 @@ PyMethodDef handwritten_methods[] = {
     KW("nonzero", m_nonzero),
     NOARGS("__invert__", m_invert),
     KW("cuda", m_cuda),
-    KW("ipu", m_ipu),
-    KW("xpu", m_xpu),
+    KW("ipu", m_unlinked_device<"ipu">),
+    KW("xpu", m_unlinked_device<"xpu">),
     KW("cfloat", m_refuse_complex),
     KW("cdouble", m_refuse_complex),
     KW("type", m_type),

@@ -160,6 +160,8 @@ bool tensor_method_overridden(const char* name, PyObject* self, PyObject* args, 
                               PyObject** result);
 bool tensor_method_overridden(const char* name, PyObject* self, PyObject* const* args, size_t nargs,
                               PyObject** result);
+// torch.Tensor.<name> (torch._C._TensorBase's before torch.Tensor exists): a new reference.
+PyObject* tensor_method(const char* name);
 // The same for a property of torch.Tensor: its descriptor's __get__ (value null) or __set__.
 bool tensor_property_overridden(const char* name, PyObject* self, PyObject* value, PyObject** result);
 

@@ -231,35 +231,37 @@ PyObject* handle_torch_function(const std::vector<PyObject*>& overloaded, PyObje
   return handle_torch_function(overloaded, api, shown, self, positional.get(), kwargs.get());
 }
 
-namespace {
-
 PyObject* tensor_method(const char* name) {
   return PyObject_GetAttrString(tensor_class ? tensor_class : reinterpret_cast<PyObject*>(tensor_base_type),
                                 name);
+}
+
+namespace {
+
+// Offers torch.Tensor.<name> to the overrides in `overloaded`, passing the call's arguments on
+// in either convention (a tuple and a dict, or a vector of `nargs`).
+template <typename... CallArguments>
+bool offer_tensor_method(const char* name, PyObject* self, const std::vector<PyObject*>& overloaded,
+                         PyObject** result, CallArguments... call) {
+  if (overloaded.empty()) return false;
+  Ref api(tensor_method(name));
+  *result =
+      api ? handle_torch_function(overloaded, api.get(), std::string("torch.Tensor.") + name, self, call...)
+          : nullptr;
+  return true;
 }
 
 }  // namespace
 
 bool tensor_method_overridden(const char* name, PyObject* self, PyObject* args, PyObject* kwargs,
                               PyObject** result) {
-  std::vector<PyObject*> overloaded = overloaded_arguments(self, args, kwargs);
-  if (overloaded.empty()) return false;
-  Ref api(tensor_method(name));
-  *result = api ? handle_torch_function(overloaded, api.get(), std::string("torch.Tensor.") + name, self,
-                                        args, kwargs)
-                : nullptr;
-  return true;
+  return offer_tensor_method(name, self, overloaded_arguments(self, args, kwargs), result, args, kwargs);
 }
 
 bool tensor_method_overridden(const char* name, PyObject* self, PyObject* const* args, size_t nargs,
                               PyObject** result) {
-  std::vector<PyObject*> overloaded = overloaded_arguments(self, args, nargs, nullptr);
-  if (overloaded.empty()) return false;
-  Ref api(tensor_method(name));
-  *result = api ? handle_torch_function(overloaded, api.get(), std::string("torch.Tensor.") + name, self,
-                                        args, nargs, nullptr)
-                : nullptr;
-  return true;
+  return offer_tensor_method(name, self, overloaded_arguments(self, args, nargs, nullptr), result, args,
+                             nargs, static_cast<PyObject*>(nullptr));
 }
 
 bool tensor_property_overridden(const char* name, PyObject* self, PyObject* value, PyObject** result) {
