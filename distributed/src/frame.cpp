@@ -1,4 +1,4 @@
-#include "frame.h"
+#include "distributed/frame.h"
 
 #include "core/scalar_type.h"
 #include "distributed/process_group.h"

@@ -8,6 +8,11 @@
 // frames. No I/O thread watches the lanes: the thread waiting for a collective's frames reads
 // them itself, so a small collective costs each rank one wake-up (the kernel waking that
 // thread) instead of two (the I/O thread, then the waiter), which is most of its latency.
+//
+// Implemented by concept: transport_setup.cpp (rendezvous, handshake, shutdown),
+// transport_receive.cpp (reading and matching frames), transport_send.cpp (connections' queues
+// and lanes' writes), transport_wait.cpp (waiting, and the lanes' reader) and
+// transport_failure.cpp (lost peers, a failed group); transport_internal.h is what they share.
 #pragma once
 
 #include <asio.hpp>
@@ -24,9 +29,9 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/frame.h"
 #include "distributed/process_group.h"
 #include "distributed/store.h"
-#include "frame.h"
 
 namespace tn::dist {
 

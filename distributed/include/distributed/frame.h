@@ -1,6 +1,9 @@
 // The wire format between ranks: every message is one fixed-size header and `length` bytes of
 // payload. There is no checksum (TCP has one); the header's magic, version, kind, source and
 // length are checked before a byte of payload is accepted.
+//
+// Public because the wire format is the contract between ranks (and between versions of this
+// library, see kFrameVersion): a program or test that plays a rank speaks it directly.
 #pragma once
 
 #include <cstdint>
