@@ -1,36 +1,20 @@
 #include "distributed/frame.h"
 
+#include <iterator>
+
+#include "core/enum_name.h"
 #include "core/scalar_type.h"
 #include "distributed/process_group.h"
 
 namespace tn::dist {
 
 const char* collective_name(Collective collective) {
-  switch (collective) {
-    case Collective::None:
-      return "none";
-    case Collective::Allreduce:
-      return "allreduce";
-    case Collective::Broadcast:
-      return "broadcast";
-    case Collective::Reduce:
-      return "reduce";
-    case Collective::Allgather:
-      return "allgather";
-    case Collective::Gather:
-      return "gather";
-    case Collective::Scatter:
-      return "scatter";
-    case Collective::ReduceScatter:
-      return "reduce_scatter";
-    case Collective::Alltoall:
-      return "alltoall";
-    case Collective::Barrier:
-      return "barrier";
-    case Collective::DeadlineReduce:
-      return "deadline_reduce";
-  }
-  return "unknown collective";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"none",      "allreduce", "broadcast",      "reduce",
+                                           "allgather", "gather",    "scatter",        "reduce_scatter",
+                                           "alltoall",  "barrier",   "deadline_reduce"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Collective::DeadlineReduce) + 1);
+  return enum_name(collective, kNames, "unknown collective");
 }
 
 std::string describe(const Signature& signature) {

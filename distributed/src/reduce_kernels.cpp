@@ -2,31 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <type_traits>
+
+#include "core/enum_name.h"
 
 namespace tn::dist {
 
 const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "SUM";
-    case ReduceOp::Product:
-      return "PRODUCT";
-    case ReduceOp::Min:
-      return "MIN";
-    case ReduceOp::Max:
-      return "MAX";
-    case ReduceOp::Band:
-      return "BAND";
-    case ReduceOp::Bor:
-      return "BOR";
-    case ReduceOp::Bxor:
-      return "BXOR";
-    case ReduceOp::Avg:
-      return "AVG";
-  }
-  return "unknown reduce op";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ReduceOp::Avg) + 1);
+  return enum_name(op, kNames, "unknown reduce op");
 }
 
 namespace {

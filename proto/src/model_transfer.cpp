@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
 
+#include "core/enum_name.h"
 #include "model_digest.h"
 
 namespace tn::proto {
@@ -27,47 +29,28 @@ static_assert(v1::DTYPE_BOOL == static_cast<int>(ScalarType::Bool));
 static_assert(v1::DTYPE_BFLOAT16 == static_cast<int>(ScalarType::BFloat16));
 
 const char* refusal_name(Refusal refusal) {
-  switch (refusal) {
-    case Refusal::EmptyMessage:
-      return "empty message";
-    case Refusal::HeaderMissing:
-      return "header missing";
-    case Refusal::HeaderRepeated:
-      return "header repeated";
-    case Refusal::HeaderTooLarge:
-      return "header too large";
-    case Refusal::TooManyTensors:
-      return "too many tensors";
-    case Refusal::InvalidName:
-      return "invalid tensor name";
-    case Refusal::InvalidShape:
-      return "invalid shape";
-    case Refusal::UnknownDType:
-      return "unknown dtype";
-    case Refusal::SizeTooLarge:
-      return "size too large";
-    case Refusal::TableInconsistent:
-      return "tensor table inconsistent";
-    case Refusal::InvalidDigest:
-      return "invalid digest";
-    case Refusal::ChunkTooLarge:
-      return "chunk too large";
-    case Refusal::EmptyChunk:
-      return "empty chunk";
-    case Refusal::OutOfOrder:
-      return "chunk out of order";
-    case Refusal::Gap:
-      return "gap";
-    case Refusal::Overlap:
-      return "overlap";
-    case Refusal::BeyondTotal:
-      return "beyond declared total";
-    case Refusal::Truncated:
-      return "truncated";
-    case Refusal::DigestMismatch:
-      return "digest mismatch";
-  }
-  return "unknown refusal";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"empty message",
+                                           "header missing",
+                                           "header repeated",
+                                           "header too large",
+                                           "too many tensors",
+                                           "invalid tensor name",
+                                           "invalid shape",
+                                           "unknown dtype",
+                                           "size too large",
+                                           "tensor table inconsistent",
+                                           "invalid digest",
+                                           "chunk too large",
+                                           "empty chunk",
+                                           "chunk out of order",
+                                           "gap",
+                                           "overlap",
+                                           "beyond declared total",
+                                           "truncated",
+                                           "digest mismatch"};
+  static_assert(std::size(kNames) == static_cast<size_t>(TransferError::Refusal::DigestMismatch) + 1);
+  return enum_name(refusal, kNames, "unknown refusal");
 }
 
 [[noreturn]] void refuse(Refusal refusal, const std::string& detail) { throw TransferError(refusal, detail); }

@@ -330,18 +330,10 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       out->value = memory_format_of(obj);
       return true;
     case K::Device:
-      if (is_device(obj)) {
-        out->value = std::string("cpu");
-        return true;
-      }
-      if (PyUnicode_Check(obj)) {
-        std::string text = PyUnicode_AsUTF8(obj);
-        if (text.rfind("cpu", 0) != 0)
-          throw NotImplemented("torchnative has only the cpu device; '" + text + "' is not available");
-        out->value = text;
-        return true;
-      }
-      return false;
+      if (!is_device(obj) && !PyUnicode_Check(obj) && !PyLong_Check(obj)) return false;
+      require_cpu(obj);
+      out->value = std::string("cpu");
+      return true;
     case K::Generator:
       if (!is_generator(obj)) return false;
       out->value = generator_of(obj);

@@ -22,18 +22,8 @@ namespace tn::py::c10d {
 using namespace tn::dist;
 
 // ReduceOp: upstream's struct holding a RedOpType, which converts implicitly.
-enum class RedOpType : uint8_t {
-  SUM = 0,
-  AVG = 1,
-  PRODUCT = 2,
-  MIN = 3,
-  MAX = 4,
-  BAND = 5,
-  BOR = 6,
-  BXOR = 7,
-  PREMUL_SUM = 8,
-  UNUSED = 9
-};
+// Upstream's numbering: SUM is 0, counting up in this order.
+enum class RedOpType : uint8_t { SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM, UNUSED };
 struct ReduceOpValue {
   RedOpType op = RedOpType::SUM;
 };

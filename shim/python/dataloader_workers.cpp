@@ -110,7 +110,7 @@ void report_and_reraise(int, siginfo_t*, void*) {
   ssize_t written = write(STDERR_FILENO, message, strlen(message) + 1);  // upstream writes the NUL too
   (void)written;
   signal(Signal, SIG_DFL);
-  raise(Signal);
+  ::raise(Signal);
 }
 
 // SIGTERM from the parent is the loader shutting its workers down: exit quietly, so the
@@ -118,7 +118,7 @@ void report_and_reraise(int, siginfo_t*, void*) {
 void terminate_quietly_for_parent(int, siginfo_t* info, void*) {
   if (info->si_pid == getppid()) _exit(EXIT_SUCCESS);
   signal(SIGTERM, SIG_DFL);
-  raise(SIGTERM);
+  ::raise(SIGTERM);
 }
 
 bool install(int signal_number, void (*handler)(int, siginfo_t*, void*)) {

@@ -354,65 +354,88 @@ CONVERT(byte, Byte)
 CONVERT(bool, Bool)
 #undef CONVERT
 
-// Tensor.to(...): upstream parses it by hand (device and dtype in either position,
-// a tensor to match); only dtype and copy matter on a cpu-only shim.
+// The arguments of Tensor.to and nn.Module.to, in any of upstream's three forms:
+// (device=None, dtype=None, non_blocking=False, copy=False), (dtype, non_blocking, copy) and
+// (tensor, non_blocking, copy), each with a keyword-only memory_format.
+struct ToArguments {
+  Ref device;  // a torch.device, or null
+  std::optional<ScalarType> dtype;
+  bool non_blocking = false;
+  bool copy = false;
+  bool copy_given = false;
+  Ref memory_format;  // null when not given
+};
+
+[[noreturn]] void refuse_to_arguments(PyObject* offending) {
+  raise(PyExc_TypeError, std::string("to() received an invalid combination of arguments - got (") +
+                             Py_TYPE(offending)->tp_name + ")");
+}
+
+Ref device_argument(PyObject* value) {
+  return is_device(value)
+             ? Ref::borrow(value)
+             : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(cpu_device())), value));
+}
+
+ToArguments parse_to_arguments(PyObject* args, PyObject* kwargs) {
+  ToArguments parsed;
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  Py_ssize_t i = 0;
+  if (n > 0) {
+    PyObject* first = PyTuple_GET_ITEM(args, 0);
+    if (is_tensor(first)) {
+      parsed.dtype = unpack(first).dtype();
+      parsed.device = Ref::borrow(cpu_device());
+      i = 1;
+    } else if (is_dtype(first)) {
+      parsed.dtype = dtype_of(first);
+      i = 1;
+    } else if (first == Py_None || is_device(first) || PyUnicode_Check(first) ||
+               (PyLong_Check(first) && !PyBool_Check(first))) {  // (device=None, dtype=None, ...)
+      if (first != Py_None && !(parsed.device = device_argument(first))) throw PythonErrorSet();
+      i = 1;
+      if (PyObject* second = n > 1 ? PyTuple_GET_ITEM(args, 1) : nullptr;
+          second == Py_None || (second && is_dtype(second))) {
+        if (second != Py_None) parsed.dtype = dtype_of(second);
+        i = 2;
+      }
+    }
+  }
+  for (bool* flag : {&parsed.non_blocking, &parsed.copy}) {
+    if (i >= n) break;
+    PyObject* arg = PyTuple_GET_ITEM(args, i++);
+    if (!PyBool_Check(arg)) refuse_to_arguments(arg);
+    *flag = arg == Py_True;
+    parsed.copy_given = flag == &parsed.copy;
+  }
+  if (i < n) refuse_to_arguments(PyTuple_GET_ITEM(args, i));
+  PyObject *key, *value;
+  for (Py_ssize_t pos = 0; kwargs && PyDict_Next(kwargs, &pos, &key, &value);) {
+    const std::string k = PyUnicode_AsUTF8(key);
+    if (k == "dtype") {
+      if (value != Py_None) parsed.dtype = dtype_of(value);
+    } else if (k == "device") {
+      parsed.device = value == Py_None ? Ref() : device_argument(value);
+      if (value != Py_None && !parsed.device) throw PythonErrorSet();
+    } else if (k == "non_blocking" || k == "copy") {
+      (k == "copy" ? parsed.copy : parsed.non_blocking) = PyObject_IsTrue(value) == 1;
+      parsed.copy_given = parsed.copy_given || k == "copy";
+    } else if (k == "memory_format") {
+      if (value != Py_None) parsed.memory_format = Ref::borrow(value);
+    } else {
+      raise(PyExc_TypeError, "to() got an unexpected keyword argument '" + k + "'");
+    }
+  }
+  return parsed;
+}
+
+// Tensor.to(...): only dtype and copy matter on a cpu-only shim, once the device is the cpu.
 PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
-  std::optional<ScalarType> dtype;
-  bool copy = false;
-  auto take_device = [](PyObject* obj) {
-    if (is_device(obj)) {
-      Ref type(PyObject_GetAttrString(obj, "type"));
-      return std::string(PyUnicode_AsUTF8(type.get())) == "cpu";
-    }
-    return PyUnicode_Check(obj) && std::string(PyUnicode_AsUTF8(obj)).rfind("cpu", 0) == 0;
-  };
-  Py_ssize_t n = PyTuple_GET_SIZE(args);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* arg = PyTuple_GET_ITEM(args, i);
-    if (is_dtype(arg)) {
-      dtype = dtype_of(arg);
-    } else if (is_tensor(arg) && i == 0) {
-      dtype = unpack(arg).dtype();
-    } else if (PyBool_Check(arg) && i >= 1) {
-      if (i == n - 1 && n >= 3) copy = arg == Py_True;  // to(dtype, non_blocking, copy)
-    } else if (is_device(arg) || PyUnicode_Check(arg) || PyLong_Check(arg)) {
-      // An unknown device string is upstream's RuntimeError (torch.device() raises it).
-      Ref device(is_device(arg)
-                     ? Ref::borrow(arg)
-                     : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(cpu_device())), arg)));
-      if (!device) return nullptr;
-      if (!take_device(device.get())) {
-        PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
-        return nullptr;
-      }
-    } else {
-      PyErr_Format(PyExc_TypeError, "to() received an invalid combination of arguments - got (%s)",
-                   Py_TYPE(arg)->tp_name);
-      return nullptr;
-    }
-  }
-  if (kwargs) {
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(kwargs, &pos, &key, &value)) {
-      std::string k = PyUnicode_AsUTF8(key);
-      if (k == "dtype" && value != Py_None)
-        dtype = dtype_of(value);
-      else if (k == "copy")
-        copy = value == Py_True;
-      else if (k == "device" && value != Py_None && !take_device(value)) {
-        PyErr_SetString(PyExc_NotImplementedError, "torchnative has only the cpu device");
-        return nullptr;
-      } else if (k != "non_blocking" && k != "memory_format" && k != "device" && k != "dtype") {
-        PyErr_Format(PyExc_TypeError, "to() got an unexpected keyword argument '%s'", k.c_str());
-        return nullptr;
-      }
-    }
-  }
+  const ToArguments parsed = parse_to_arguments(args, kwargs);
+  if (parsed.device) require_cpu(parsed.device.get());
   const Tensor& t = SELF;
-  ScalarType target = dtype.value_or(t.dtype());
-  return wrap(ops::to_dtype(t, target, false, copy));
+  return wrap(ops::to_dtype(t, parsed.dtype.value_or(t.dtype()), false, parsed.copy));
   TN_PY_CATCH(nullptr)
 }
 
@@ -546,6 +569,7 @@ PyObject* m_new_tensor(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOp", const_cast<char**>(keywords), &data, &dtype,
                                    &device, &requires_grad))
     return nullptr;
+  require_cpu(device);
   Tensor t = tensor_from_python_data(data, dtype == Py_None ? SELF.dtype() : dtype_of(dtype));
   t.impl()->requires_grad = requires_grad;
   return wrap(t);
@@ -676,6 +700,19 @@ PyMethodDef handwritten_methods[] = {
 };
 
 }  // namespace
+
+// torch._C._nn._parse_to: nn.Module.to's arguments as (device, dtype, non_blocking,
+// memory_format), each None when not given; the device is checked later, by Tensor.to.
+PyObject* f_parse_to(PyObject*, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  const ToArguments parsed = parse_to_arguments(args, kwargs);
+  if (parsed.copy_given) raise(PyExc_RuntimeError, ".to() does not accept copy argument");
+  PyObject* device = parsed.device ? parsed.device.get() : Py_None;
+  PyObject* dtype = parsed.dtype ? dtype_object(*parsed.dtype) : Py_None;
+  PyObject* memory_format = parsed.memory_format ? parsed.memory_format.get() : Py_None;
+  return PyTuple_Pack(4, device, dtype, parsed.non_blocking ? Py_True : Py_False, memory_format);
+  TN_PY_CATCH(nullptr)
+}
 
 PyObject* nonzero_function(PyObject*, PyObject* args, PyObject* kwargs) {
   if (PyTuple_GET_SIZE(args) != 1) {

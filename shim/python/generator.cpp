@@ -1,4 +1,6 @@
 // torch._C.Generator over the shim's CPU generator.
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <random>
 
@@ -21,11 +23,15 @@ PyObject* generator_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"device", nullptr};
   PyObject* device = nullptr;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", const_cast<char**>(keywords), &device)) return nullptr;
-  if (device && !is_device(device) &&
-      !(PyUnicode_Check(device) && std::string(PyUnicode_AsUTF8(device)) == "cpu")) {
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "torchnative has only the cpu device: a Generator for another device is not available");
-    return nullptr;
+  if (device) {
+    TN_PY_TRY
+    if (std::string type = device_type_name(device); type != "cpu") {
+      std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return std::toupper(c); });
+      PyErr_Format(PyExc_RuntimeError, "Device type %s is not supported for torch.Generator() api.",
+                   type.c_str());
+      return nullptr;
+    }
+    TN_PY_CATCH(nullptr)
   }
   auto* obj = reinterpret_cast<GeneratorObject*>(type->tp_alloc(type, 0));
   obj->generator = new Generator();

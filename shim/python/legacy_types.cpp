@@ -10,11 +10,6 @@ namespace tn::py {
 
 namespace {
 
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw PythonErrorSet();
-}
-
 std::string options_text(ScalarType type) {
   return std::string("TensorOptions(dtype=") + cpp_type_name(type) +
          ", device=cpu, layout=Strided, requires_grad=false (default), pinned_memory=false (default), "
@@ -31,11 +26,10 @@ void check_keywords(PyObject* kwargs) {
       raise(PyExc_NotImplementedError,
             "torchnative: new(cdata=...) wraps a raw TensorImpl pointer, which the shim never hands out");
     if (name != "device") raise(PyExc_TypeError, "new() got an unexpected keyword argument '" + name + "'");
-    if (value == Py_None || is_device(value)) continue;  // cpu is the only device object
-    std::string text = PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : "";
-    if (text.rfind("cpu", 0) != 0)
-      raise(PyExc_NotImplementedError,
-            "torchnative has only the cpu device; '" + text + "' is not available");
+    if (value == Py_None) continue;
+    if (const std::string type = device_type_name(value); type != "cpu")
+      raise(PyExc_RuntimeError,
+            "legacy constructor expects device type: cpu but device type: " + type + " was passed");
   }
 }
 

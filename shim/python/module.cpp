@@ -142,6 +142,7 @@ PyObject* f_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "tensor(): argument 'dtype' must be torch.dtype");
     return nullptr;
   }
+  require_cpu(device);
   Tensor t = tensor_from_python_data(data, dtype == Py_None ? std::nullopt : std::optional(dtype_of(dtype)));
   if (requires_grad && !is_floating(t.dtype())) {
     PyErr_SetString(PyExc_RuntimeError,
@@ -160,6 +161,7 @@ PyObject* f_as_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO", const_cast<char**>(keywords), &data, &dtype,
                                    &device))
     return nullptr;
+  require_cpu(device);
   std::optional<ScalarType> type;
   if (dtype != Py_None) type = dtype_of(dtype);
   if (is_tensor(data)) return wrap(type ? unpack(data).to(*type) : unpack(data));
@@ -637,6 +639,12 @@ PyMethodDef functorch_functions[] = {
     ONE("maybe_get_level", f_minus_one),         {nullptr, nullptr, 0, nullptr},
 };
 
+PyMethodDef nn_functions[] = {
+    {"_parse_to", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f_parse_to)),
+     METH_VARARGS | METH_KEYWORDS, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
                           "torch._C",
                           "torchnative's torch._C",
@@ -672,6 +680,7 @@ PyMODINIT_FUNC PyInit__C() {
     PyModule_AddFunctions(PyDict_GetItemString(PyImport_GetModuleDict(), "torch._C._VariableFunctions"),
                           handwritten_variable_functions);
     PyModule_AddFunctions(add_submodule(module, "torch._C._functorch"), functorch_functions);
+    PyModule_AddFunctions(add_submodule(module, "torch._C._nn"), nn_functions);
     init_dispatch(module);
     init_runtime_settings(module);
     init_autograd_mode(module);

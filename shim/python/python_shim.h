@@ -44,6 +44,8 @@ class Ref {
 
 // Thrown after a Python error has been set; the binding boundary just returns NULL.
 struct PythonErrorSet {};
+// Sets a Python error of `type` and throws PythonErrorSet.
+[[noreturn]] void raise(PyObject* type, const std::string& message);
 
 // ---- Tensor objects ----
 struct TensorObject {
@@ -60,6 +62,7 @@ PyObject* wrap(const Tensor& tensor);  // new reference; reuses the live object 
 bool set_requires_grad(const Tensor& t, bool flag);
 void init_tensor_type(PyObject* module);
 void add_tensor_methods(PyObject* methods_dict_target);
+PyObject* f_parse_to(PyObject*, PyObject* args, PyObject* kwargs);               // torch._C._nn._parse_to
 PyObject* nonzero_function(PyObject* module, PyObject* args, PyObject* kwargs);  // torch.nonzero
 
 // ---- value types: dtype, layout, device, memory_format, Size ----
@@ -70,6 +73,12 @@ bool is_layout(PyObject* obj);
 bool is_memory_format(PyObject* obj);
 int64_t memory_format_of(PyObject* obj);
 PyObject* memory_format_object(int64_t format);  // borrowed
+// Refuses a device argument (torch.device, str, ordinal; None passes) that is not the cpu: cuda
+// as upstream's CPU build refuses it (AssertionError), any other device type by name
+// (NotImplementedError). Throws PythonErrorSet with the error set.
+void require_cpu(PyObject* device);
+// The type of a device argument ("cpu", "cuda", ...) as torch.device(device) parses it.
+std::string device_type_name(PyObject* device);
 bool is_device(PyObject* obj);
 PyObject* cpu_device();                   // borrowed
 PyObject* strided_layout();               // borrowed

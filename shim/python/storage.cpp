@@ -63,17 +63,13 @@ std::shared_ptr<Storage> zeroed_storage(size_t nbytes) {
   return storage;
 }
 
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw PythonErrorSet();
-}
-
 void require_cpu_device(PyObject* device, const char* where) {
-  if (!device || device == Py_None || is_device(device)) return;  // cpu is the only device object
-  if (PyUnicode_Check(device) && std::string(PyUnicode_AsUTF8(device)).rfind("cpu", 0) == 0) return;
-  Ref text(PyObject_Str(device));
-  raise(PyExc_RuntimeError, std::string(where) + ": Storage device not recognized: " +
-                                (text ? PyUnicode_AsUTF8(text.get()) : "?"));
+  if (!device || device == Py_None) return;
+  const std::string type = device_type_name(device);
+  if (type == "cpu") return;
+  if (type == "cuda") raise(PyExc_RuntimeError, std::string(where) + ": Storage device not recognized: cuda");
+  raise(PyExc_NotImplementedError,
+        std::string(where) + ": torchnative has only the cpu device; '" + type + "' is not available");
 }
 
 // A byte value as upstream stores it: any Python int, kept modulo 256.

@@ -106,15 +106,20 @@ PyObject* device_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
   }
   std::string type;
   int64_t idx = -1;
-  if (PyLong_Check(spec)) {
-    PyErr_SetString(PyExc_RuntimeError, "torchnative has only the cpu device; cuda ordinals are unavailable");
-    return nullptr;
-  }
-  if (!PyUnicode_Check(spec)) {
+  if (PyLong_Check(spec)) {  // an ordinal names a CUDA device, as upstream's do
+    TN_PY_TRY idx = unpack_long(spec);
+    TN_PY_CATCH(nullptr)
+    if (idx < 0) {
+      PyErr_SetString(PyExc_RuntimeError, "Device index must not be negative");
+      return nullptr;
+    }
+    type = "cuda";
+  } else if (!PyUnicode_Check(spec)) {
     PyErr_SetString(PyExc_TypeError, "device() expects a string or a device");
     return nullptr;
+  } else {
+    type = PyUnicode_AsUTF8(spec);
   }
-  type = PyUnicode_AsUTF8(spec);
   if (auto colon = type.find(':'); colon != std::string::npos) {
     try {
       idx = std::stoll(type.substr(colon + 1));
@@ -407,7 +412,32 @@ bool is_layout(PyObject* obj) { return Py_TYPE(obj) == layout_type; }
 bool is_memory_format(PyObject* obj) { return Py_TYPE(obj) == memory_format_type; }
 int64_t memory_format_of(PyObject* obj) { return reinterpret_cast<EnumObject*>(obj)->code; }
 PyObject* memory_format_object(int64_t format) { return memory_formats[format]; }
+[[noreturn]] void raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw PythonErrorSet();
+}
+
 bool is_device(PyObject* obj) { return PyObject_TypeCheck(obj, device_type); }
+
+std::string device_type_name(PyObject* device) {
+  Ref object(is_device(device) ? Ref::borrow(device)
+                               : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(device_type), device)));
+  if (!object) throw PythonErrorSet();  // upstream's errors for a string that names no device
+  return PyUnicode_AsUTF8(reinterpret_cast<DeviceObject*>(object.get())->type);
+}
+
+void require_cpu(PyObject* device) {
+  if (device == nullptr || device == Py_None) return;
+  const std::string type = device_type_name(device);
+  if (type == "cpu") return;
+  if (type == "cuda") {  // what upstream's CPU build raises from its lazy CUDA initialization
+    PyErr_SetString(PyExc_AssertionError, "Torch not compiled with CUDA enabled");
+    throw PythonErrorSet();
+  }
+  PyErr_Format(PyExc_NotImplementedError, "torchnative has only the cpu device; '%s' is not available",
+               type.c_str());
+  throw PythonErrorSet();
+}
 PyObject* cpu_device() { return cpu; }
 bool is_size(PyObject* obj) { return PyObject_TypeCheck(obj, size_type); }
 PyObject* strided_layout() { return strided; }

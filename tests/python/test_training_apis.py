@@ -770,6 +770,67 @@ def main():
     return [(repr(info), str(info), [getattr(info, f, None) for f in fields]) for info in infos]
 '''
 
+# Every way a device reaches a call, for the devices a CPU build lacks: refused as upstream's
+# CPU build refuses them (never a CPU tensor in their place), the cpu accepted in every spelling.
+DEVICE_ARGUMENTS = r'''
+def main():
+    cuda = torch.device("cuda")
+    probes = {}
+    for name, device in (("str", "cuda"), ("str:0", "cuda:0"), ("device", cuda), ("ordinal", 0)):
+        probes.update({
+            name + ": ones": lambda device=device: torch.ones(1, device=device),
+            name + ": tensor": lambda device=device: torch.tensor([1.0], device=device),
+            name + ": as_tensor": lambda device=device: torch.as_tensor([1.0], device=device),
+            name + ": zeros_like": lambda device=device: torch.zeros_like(torch.ones(1), device=device),
+            name + ": new_ones": lambda device=device: torch.ones(1).new_ones(2, device=device),
+            name + ": new_tensor": lambda device=device: torch.ones(1).new_tensor([1], device=device),
+            name + ": new": lambda device=device: torch.ones(1).new(2, device=device),
+            name + ": to": lambda device=device: torch.ones(1).to(device),
+            name + ": to(device=)": lambda device=device: torch.ones(1).to(device=device),
+            name + ": to(device, dtype)": lambda device=device: torch.ones(1).to(device, torch.float64),
+            name + ": Generator": lambda device=device: torch.Generator(device),
+            name + ": UntypedStorage": lambda device=device: torch.UntypedStorage(3, device=device),
+            name + ": Module.to": lambda device=device: torch.nn.Linear(1, 1).to(device),
+        })
+    for name, device in (("cpu", "cpu"), ("cpu:0", "cpu:0"), ("device", torch.device("cpu"))):
+        probes[name + ": ones"] = lambda device=device: str(torch.ones(1, device=device).device)
+        probes[name + ": to"] = lambda device=device: str(torch.ones(1).to(device).device)
+        probes[name + ": Module.to"] = lambda device=device: str(next(torch.nn.Linear(1, 1).to(device).parameters()).device)
+    probes["device(0)"] = lambda: repr(torch.device(0))
+    probes["device(-1)"] = lambda: torch.device(-1)
+    probes["bogus"] = lambda: torch.ones(1, device="bogus")
+    probes["to(bogus)"] = lambda: torch.ones(1).to("bogus")
+    probes["Module.cuda"] = lambda: torch.nn.Linear(1, 1).cuda()
+    return {name: outcome(probe) for name, probe in probes.items()}
+'''
+
+# nn.Module.to and Tensor.to: torch._C._nn._parse_to's answers, and what they convert.
+MODULE_TO = r'''
+def main():
+    parse = torch._C._nn._parse_to
+    t = torch.ones(1, dtype=torch.float64)
+    calls = [((), {}), (("cpu",), {}), ((torch.float16,), {}), (("cpu", torch.int32), {}), ((t,), {}),
+             ((), {"dtype": torch.float32, "non_blocking": True}), ((), {"memory_format": torch.channels_last}),
+             (("cpu", torch.float32, True), {}), ((torch.float32, True, True), {}), ((None, None, False), {}),
+             ((torch.device("cpu"),), {"copy": True}), ((0,), {}), (("bogus",), {})]
+    parsed = [outcome(lambda: [str(v) for v in parse(*a, **k)]) for a, k in calls]
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    dtypes = lambda: [str(b.dtype) for b in list(m.parameters()) + list(m.buffers())]
+    steps = []
+    for convert in (lambda: m.to(torch.float64), lambda: m.to("cpu", torch.float32), lambda: m.half(),
+                    lambda: m.to(t), lambda: m.float()):
+        convert()
+        steps.append(dtypes())
+    x = torch.ones(2, 3)
+    converted = []
+    for a, k in [((torch.float64,), {}), (("cpu", torch.int32), {}), ((t,), {}), ((torch.float32, False, True), {}),
+                 ((), {"dtype": torch.float16, "copy": True}), ((torch.float32,), {}), (("cpu",), {}),
+                 ((), {"copy": True})]:
+        y = x.to(*a, **k)
+        converted.append((str(y.dtype), y is x, y.data_ptr() == x.data_ptr()))
+    return parsed, steps, converted
+'''
+
 CASES = {
     "record_function": RECORD_FUNCTION,
     "record_function_new": RECORD_FUNCTION_NEW,
@@ -792,6 +853,8 @@ CASES = {
     "torch_function": TORCH_FUNCTION,
     "device_probes": DEVICE_PROBES,
     "dtype_info": DTYPE_INFO,
+    "device_arguments": DEVICE_ARGUMENTS,
+    "module_to": MODULE_TO,
     **{f"queue_{method}_{strategy}": f'START_METHOD = "{method}"\nSTRATEGIES = ("{strategy}",)\n' + QUEUE_ROUND_TRIP
        for method in ("fork", "spawn") for strategy in ("file_descriptor", "file_system")},
 }

@@ -1,8 +1,8 @@
 // Random sampling through a Generator: uniform_, normal_, random_, bernoulli, exponential_, cauchy_,
 // geometric_, log_normal_, rand/randn/randint/randperm and their _like forms, normal, multinomial.
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -63,17 +63,10 @@ double normal_double(Generator& g, double mean, double std) {
 // single-precision polynomials), compiled with FMA contraction. These reproduce the
 // same arithmetic: Cephes' coefficients, the same reduction steps, and a fused
 // multiply-add exactly where that build fuses one.
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
+
 float cephes_logf(float x) {
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-  };
-  auto from_bits = [](uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
   if (x <= 0) return std::numeric_limits<float>::quiet_NaN();
   x = std::max(x, std::numeric_limits<float>::min());  // no subnormals
   float e = float(int(bits(x) >> 23) - 0x7f) + 1.0f;
@@ -95,16 +88,6 @@ float cephes_logf(float x) {
 }
 
 void cephes_sincosf(float angle, float* sine, float* cosine) {
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-  };
-  auto from_bits = [](uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
   uint32_t sign_sin = bits(angle) & 0x80000000u;
   float x = std::fabs(angle);
   int32_t octant = (int32_t(x * 1.27323954473516f) + 1) & ~1;  // 4/pi, rounded to an even octant
