@@ -327,6 +327,7 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       return true;
     case K::MemoryFormat:
       if (!is_memory_format(obj)) return false;
+      refuse_channels_last(memory_format_of(obj));
       out->value = memory_format_of(obj);
       return true;
     case K::Device:

@@ -178,8 +178,35 @@ PyObject* m_item(PyObject* self, PyObject*) {
   return scalar_to_python(SELF.item());
   TN_PY_CATCH(nullptr)
 }
-PyObject* m_is_contiguous(PyObject* self, PyObject* const*, Py_ssize_t) {
+// Upstream's dense-in-this-order test for channels_last(_3d): the strides, taken channels first,
+// then the spatial dims from the last, then the batch, grow as the sizes multiply (size-1 dims
+// are free). A tensor of another rank is never channels_last.
+bool is_channels_last_contiguous(const Tensor& t, int64_t rank) {
+  if (t.dim() != rank) return false;
+  std::vector<int64_t> order = {1};
+  for (int64_t d = rank - 1; d >= 2; --d) order.push_back(d);
+  order.push_back(0);
+  int64_t expected = 1;
+  for (int64_t d : order) {
+    if (t.sizes()[d] == 1) continue;
+    if (t.strides()[d] != expected) return false;
+    expected *= t.sizes()[d];
+  }
+  return true;
+}
+
+PyObject* m_is_contiguous(PyObject* self, PyObject* args, PyObject* kwargs) {
+  TN_PY_TRY
+  static const char* keywords[] = {"memory_format", nullptr};
+  PyObject* format = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$O", const_cast<char**>(keywords), &format))
+    return nullptr;
+  if (format && !is_memory_format(format))
+    raise(PyExc_TypeError, "is_contiguous(): argument 'memory_format' must be torch.memory_format");
+  const int64_t code = format ? memory_format_of(format) : 0;  // contiguous_format, preserve_format: 0, 1
+  if (code >= 2) return PyBool_FromLong(is_channels_last_contiguous(SELF, code == 2 ? 4 : 5));
   return PyBool_FromLong(SELF.is_contiguous());
+  TN_PY_CATCH(nullptr)
 }
 PyObject* m_is_floating_point(PyObject* self, PyObject*) {
   return PyBool_FromLong(is_floating(SELF.dtype()));
@@ -434,6 +461,7 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
   const ToArguments parsed = parse_to_arguments(args, kwargs);
   if (parsed.device) require_cpu(parsed.device.get());
+  if (parsed.memory_format) refuse_channels_last(memory_format_of(parsed.memory_format.get()));
   const Tensor& t = SELF;
   return wrap(ops::to_dtype(t, parsed.dtype.value_or(t.dtype()), false, parsed.copy));
   TN_PY_CATCH(nullptr)
@@ -648,7 +676,7 @@ PyMethodDef handwritten_methods[] = {
     NOARGS("data_ptr", m_data_ptr),
     NOARGS("tolist", m_tolist),
     NOARGS("item", m_item),
-    FAST("is_contiguous", m_is_contiguous),
+    KW("is_contiguous", m_is_contiguous),
     NOARGS("is_floating_point", m_is_floating_point),
     NOARGS("is_complex", m_is_complex),
     NOARGS("is_signed", m_is_signed),

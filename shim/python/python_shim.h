@@ -72,6 +72,8 @@ ScalarType dtype_of(PyObject* obj);
 bool is_layout(PyObject* obj);
 bool is_memory_format(PyObject* obj);
 int64_t memory_format_of(PyObject* obj);
+// Refuses channels_last and channels_last_3d by name: tensors are made only in contiguous_format.
+void refuse_channels_last(int64_t format);
 PyObject* memory_format_object(int64_t format);  // borrowed
 // Refuses a device argument (torch.device, str, ordinal; None passes) that is not the cpu: cuda
 // as upstream's CPU build refuses it (AssertionError), any other device type by name

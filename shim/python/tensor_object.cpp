@@ -1,5 +1,7 @@
 // torch._C._TensorBase: the Python object around a shim Tensor.
 
+#include <utility>
+
 #include "core/autograd_mode.h"
 #include "python_shim.h"
 // After Python.h, which it needs.
@@ -187,6 +189,16 @@ PyObject* get_cdata(PyObject* self, void*) { return PyLong_FromVoidPtr(unpack(se
 PyObject* get_T(PyObject* self, void*) {
   TN_PY_TRY
   const Tensor& t = unpack(self);
+  static bool warned = false;  // upstream warns once per process
+  if (t.dim() != 0 && t.dim() != 2 && !std::exchange(warned, true) &&
+      PyErr_WarnEx(
+          PyExc_UserWarning,
+          "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated "
+          "and it will throw an error in a future release. Consider `x.mT` to transpose batches of "
+          "matrices or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a "
+          "tensor.",
+          1) < 0)
+    return nullptr;
   std::vector<int64_t> dims(size_t(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) dims[size_t(d)] = t.dim() - 1 - d;
   return wrap(ops::permute(t, dims));

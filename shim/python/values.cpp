@@ -411,6 +411,13 @@ ScalarType dtype_of(PyObject* obj) { return code_type(obj); }
 bool is_layout(PyObject* obj) { return Py_TYPE(obj) == layout_type; }
 bool is_memory_format(PyObject* obj) { return Py_TYPE(obj) == memory_format_type; }
 int64_t memory_format_of(PyObject* obj) { return reinterpret_cast<EnumObject*>(obj)->code; }
+
+void refuse_channels_last(int64_t format) {
+  if (format >= 2)
+    throw NotImplemented(std::string("torchnative does not implement torch._C.") +
+                         (format == 2 ? "channels_last" : "channels_last_3d") +
+                         " yet (memory_format): its tensors are laid out in contiguous_format only");
+}
 PyObject* memory_format_object(int64_t format) { return memory_formats[format]; }
 [[noreturn]] void raise(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());

@@ -831,6 +831,26 @@ def main():
     return parsed, steps, converted
 '''
 
+# is_contiguous(memory_format=...) over permuted 4-D and 5-D tensors, and x.T's deprecation
+# warning (once per process; upstream's text without its "Triggered internally" C++ location).
+LAYOUT_QUERIES = r'''
+import warnings
+
+
+def main():
+    nchw = torch.ones(2, 3, 4, 5)
+    nhwc = nchw.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    ndhwc = torch.ones(2, 3, 4, 5, 6).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3)
+    formats = (torch.contiguous_format, torch.preserve_format, torch.channels_last, torch.channels_last_3d)
+    tensors = (nchw, nhwc, ndhwc, torch.ones(2, 1, 4, 5), torch.ones(2, 3), nchw[:, :, ::2], torch.ones(0, 3, 1, 1))
+    answers = [[outcome(lambda: t.is_contiguous(memory_format=f)) for f in formats] for t in tensors]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shapes = [list(torch.ones(shape).T.shape) for shape in ((2, 3), (), (2, 3, 4), (3,))]
+    messages = [(w.category.__name__, str(w.message).partition(" (Triggered internally")[0]) for w in caught]
+    return answers, shapes, messages
+'''
+
 CASES = {
     "record_function": RECORD_FUNCTION,
     "record_function_new": RECORD_FUNCTION_NEW,
@@ -855,6 +875,7 @@ CASES = {
     "dtype_info": DTYPE_INFO,
     "device_arguments": DEVICE_ARGUMENTS,
     "module_to": MODULE_TO,
+    "layout_queries": LAYOUT_QUERIES,
     **{f"queue_{method}_{strategy}": f'START_METHOD = "{method}"\nSTRATEGIES = ("{strategy}",)\n' + QUEUE_ROUND_TRIP
        for method in ("fork", "spawn") for strategy in ("file_descriptor", "file_system")},
 }
