@@ -20,11 +20,11 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "proto/model_transfer.h"
 #include "proto/signing.h"
 #include "server/hex.h"
+#include "server/read_file.h"
 #include "server/safetensors.h"
 #include "torchnative/federated/v1/admin.grpc.pb.h"
 
@@ -32,6 +32,7 @@ namespace {
 
 namespace v1 = ::torchnative::federated::v1;
 using nlohmann::json;
+using tn::server::read_file;
 
 constexpr const char* kUsage =
     "usage: torchnative-admin --key FILE public-key\n"
@@ -99,14 +100,6 @@ Arguments split_arguments(const std::vector<std::string>& words) {
     ++i;
   }
   return arguments;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string digest_argument(const Arguments& arguments) {
@@ -189,22 +182,13 @@ class Admin {
     v1::StopTaskPayload payload;
     payload.set_task_id(arguments.positional[0]);
     payload.set_reason(arguments.optional("--reason").value_or(""));
-    v1::StopTaskRequest request;
-    sign(request, "StopTask", payload);
-    v1::StopTaskResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-    check("StopTask", stub_->StopTask(&context, request, &response));
+    call("StopTask", payload, &v1::AdminService::Stub::StopTask);
     return {{"stopping", arguments.positional[0]}};
   }
 
   json devices() {
-    v1::ListDevicesRequest request;
-    sign(request, "ListDevices", v1::ListDevicesPayload());
-    v1::ListDevicesResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-    check("ListDevices", stub_->ListDevices(&context, request, &response));
+    const v1::ListDevicesResponse response =
+        call("ListDevices", v1::ListDevicesPayload(), &v1::AdminService::Stub::ListDevices);
     json out = json::array();
     for (const v1::DeviceInfo& device : response.devices())
       out.push_back({{"device_id", device.device_id()},
@@ -221,12 +205,7 @@ class Admin {
     if (arguments.positional.size() != 1) throw UsageError("rounds takes one task id");
     v1::ListRoundsPayload payload;
     payload.set_task_id(arguments.positional[0]);
-    v1::ListRoundsRequest request;
-    sign(request, "ListRounds", payload);
-    v1::ListRoundsResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-    check("ListRounds", stub_->ListRounds(&context, request, &response));
+    const v1::ListRoundsResponse response = call("ListRounds", payload, &v1::AdminService::Stub::ListRounds);
     json out = json::array();
     auto list = [](const auto& ids) { return std::vector<std::string>(ids.begin(), ids.end()); };
     for (const v1::RoundInfo& round : response.rounds())
@@ -318,6 +297,20 @@ class Admin {
     const std::string path = "/" + std::string(v1::AdminService::service_full_name()) + "/" + method;
     *request.mutable_auth() = tn::proto::sign_request(path, key_id_, bytes, key_);
     request.set_payload(std::move(bytes));
+  }
+
+  // One signed unary call, with the admin CLI's deadline; a refusal is thrown as RpcFailed.
+  template <typename Request, typename Response>
+  Response call(const char* method, const google::protobuf::Message& payload,
+                grpc::Status (v1::AdminService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                            Response*)) {
+    Request request;
+    sign(request, method, payload);
+    Response response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    check(method, (stub_.get()->*rpc)(&context, request, &response));
+    return response;
   }
 
   static void check(const char* method, const grpc::Status& status) {

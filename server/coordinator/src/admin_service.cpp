@@ -46,11 +46,11 @@ grpc::Status AdminServiceImpl::CreateTaskFromBytes(grpc::ServerContext*,
     if (!stream.read(first) || !first.has_signed_header())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "CreateTask must open with its signed_header");
     const v1::SignedPayload& signed_header = first.signed_header();
-    if (grpc::Status verified = verifier_.admin(name, signed_header.auth(), signed_header.payload());
-        !verified.ok())
-      return verified;
     v1::CreateTaskHeader header;
-    if (grpc::Status parsed = parse_payload(signed_header.payload(), header); !parsed.ok()) return parsed;
+    if (grpc::Status admitted =
+            verifier_.admin_payload(name, signed_header.auth(), signed_header.payload(), header);
+        !admitted.ok())
+      return admitted;
     tasks_.check(header);
     const proto::TransferLimits& limits = services_.config.transfer_limits;
     federated::Model model;
@@ -84,10 +84,10 @@ grpc::Status AdminServiceImpl::StopTask(grpc::ServerContext*, const v1::StopTask
                                         v1::StopTaskResponse*) {
   const std::string name = method("StopTask");
   return serve(name, [&] {
-    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
     v1::StopTaskPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
     tasks_.stop(payload.task_id(), payload.reason());
     return grpc::Status::OK;
   });
@@ -97,10 +97,10 @@ grpc::Status AdminServiceImpl::ListDevices(grpc::ServerContext*, const v1::ListD
                                            v1::ListDevicesResponse* response) {
   const std::string name = method("ListDevices");
   return serve(name, [&] {
-    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
     v1::ListDevicesPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
     for (const Device& device :
          services_.state.with([](StateStore& store) { return store.list_devices(); })) {
       v1::DeviceInfo& info = *response->add_devices();
@@ -126,10 +126,10 @@ grpc::Status AdminServiceImpl::ListRounds(grpc::ServerContext*, const v1::ListRo
                                           v1::ListRoundsResponse* response) {
   const std::string name = method("ListRounds");
   return serve(name, [&] {
-    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
     v1::ListRoundsPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
     const std::string& task_id = payload.task_id();
     std::vector<RoundRecord> rounds = services_.state.with([&](StateStore& store) {
       if (!store.task(task_id)) throw NotFound("no task '" + task_id.substr(0, 300) + "'");
@@ -158,10 +158,10 @@ grpc::Status AdminServiceImpl::FetchModelVersion(grpc::ServerContext*,
                                                  grpc::ServerWriter<v1::ModelStream>* writer) {
   const std::string name = method("FetchModelVersion");
   return serve(name, [&] {
-    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
     v1::FetchModelVersionPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
     return stream_model_version(services_.state, payload.model_version(), payload.blake2b_256(),
                                 services_.config.transfer_limits, writer);
   });
@@ -172,10 +172,10 @@ grpc::Status AdminServiceImpl::StreamEvents(grpc::ServerContext* context,
                                             grpc::ServerWriter<v1::Event>* writer) {
   const std::string name = method("StreamEvents");
   return serve(name, [&] {
-    if (grpc::Status verified = verifier_.admin(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
     v1::StreamEventsPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
     uint64_t cursor = services_.events.latest();
     while (!context->IsCancelled() && !services_.events.closed())
       for (const v1::Event& event :

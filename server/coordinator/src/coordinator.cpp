@@ -3,8 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "admin_service.h"
@@ -14,6 +12,7 @@
 #include "json_log.h"
 #include "malformed_requests.h"
 #include "request_verifier.h"
+#include "server/read_file.h"
 #include "tasks.h"
 
 namespace tn::server {
@@ -26,20 +25,11 @@ namespace {
 constexpr std::chrono::seconds kLastSeenSaveInterval{10};
 constexpr std::chrono::seconds kNoncePruneInterval{60};
 
-std::string read_text_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read the " + std::string(what) + " file " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::shared_ptr<grpc::ServerCredentials> credentials(const CoordinatorConfig& config) {
   if (!config.tls) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options;
-  options.pem_key_cert_pairs.push_back(
-      {read_text_file(config.tls->private_key, "TLS private key"),
-       read_text_file(config.tls->certificate_chain, "TLS certificate chain")});
+  options.pem_key_cert_pairs.push_back({read_file(config.tls->private_key, "TLS private key"),
+                                        read_file(config.tls->certificate_chain, "TLS certificate chain")});
   return grpc::SslServerCredentials(options);
 }
 

@@ -236,10 +236,10 @@ grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::Fetch
                                            grpc::ServerWriter<v1::ModelStream>* writer) {
   const std::string name = method("FetchModel");
   return serve(name, [&] {
-    if (grpc::Status verified = verifier_.device(name, request->auth(), request->payload()); !verified.ok())
-      return verified;
     v1::FetchModelPayload payload;
-    if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok()) return parsed;
+    if (grpc::Status admitted = verifier_.device_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
     // A running round's model, shared with the round (its gRPC devices fetch it at once); any
     // other version from the state store.
     if (std::optional<federated::Model> model = services_.inboxes.find_model(payload.model_version()))
@@ -261,11 +261,11 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "SubmitUpdate must open with its signed_header");
     const v1::SignedPayload& signed_header = first.signed_header();
-    if (grpc::Status verified = verifier_.device(name, signed_header.auth(), signed_header.payload());
-        !verified.ok())
-      return verified;
     v1::SubmitUpdateHeader header;
-    if (grpc::Status parsed = parse_payload(signed_header.payload(), header); !parsed.ok()) return parsed;
+    if (grpc::Status admitted =
+            verifier_.device_payload(name, signed_header.auth(), signed_header.payload(), header);
+        !admitted.ok())
+      return admitted;
     const federated::DeviceId& id = signed_header.auth().key_id();
     services_.board.heard_from(id);
     const std::string round_name =

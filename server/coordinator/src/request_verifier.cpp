@@ -121,4 +121,18 @@ void RequestVerifier::forget_expired_nonces() const {
   state_.with([&](StateStore& store) { return store.prune_nonces(horizon); });
 }
 
+grpc::Status RequestVerifier::device_payload(std::string_view method, const v1::Auth& auth,
+                                             const std::string& payload,
+                                             google::protobuf::Message& message) const {
+  if (grpc::Status verified = device(method, auth, payload); !verified.ok()) return verified;
+  return parse_payload(payload, message);
+}
+
+grpc::Status RequestVerifier::admin_payload(std::string_view method, const v1::Auth& auth,
+                                            const std::string& payload,
+                                            google::protobuf::Message& message) const {
+  if (grpc::Status verified = admin(method, auth, payload); !verified.ok()) return verified;
+  return parse_payload(payload, message);
+}
+
 }  // namespace tn::server

@@ -42,6 +42,11 @@ class RequestVerifier {
   grpc::Status device(std::string_view method, const v1::Auth& auth, std::string_view payload) const;
   // An admin call: key_id is one of the configured administrator keys, in hex. Waits.
   grpc::Status admin(std::string_view method, const v1::Auth& auth, std::string_view payload) const;
+  // device() or admin(), then `payload` parsed into `message`: the prologue of every synchronous RPC.
+  grpc::Status device_payload(std::string_view method, const v1::Auth& auth, const std::string& payload,
+                              google::protobuf::Message& message) const;
+  grpc::Status admin_payload(std::string_view method, const v1::Auth& auth, const std::string& payload,
+                             google::protobuf::Message& message) const;
 
   // Forgets nonces too old to be replayed (their timestamp is outside the window anyway).
   void forget_expired_nonces() const;

@@ -233,242 +233,304 @@ bool TaskRunner::run_round() {
   return close_round(plan, std::move(hosted), started);
 }
 
-TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms,
-                                          const std::set<DeviceId>& over_grpc) {
-  const CoordinatorConfig& config = services_.config;
-  const std::string& id = task_.name();
-  const federated::Model& model = task_.global_model();
-  const auto join_by = std::min(SteadyClock::now() + config.join_window, plan.deadline);
+namespace {
 
-  const std::string version = model_version_name(id, plan.model_version);
-  const proto::ModelChunker chunker(model, version, config.transfer_limits);
-  const federated::ContributionKind kind = federated::contribution_kind_for(task_.strategy());
-  const federated::ContributionLayout layout(model.spec(), kind);
-  v1::RoundConfig common;
-  common.set_task_id(id);
-  common.set_round_id(plan.round_id);
-  common.set_model_version(version);
-  common.set_model_blake2b_256(chunker.header().blake2b_256());
-  put_fit_config(task_.fit_config(), common);
-  common.set_deadline_unix_ms(uint64_t(deadline_unix_ms));
-  std::map<DeviceId, v1::RoundConfig> configs;
-
-  // The gRPC devices fetch the model and submit their updates by RPC; SubmitUpdate finds this
-  // inbox by task and round, and finds it no more once the round stops taking updates.
-  std::shared_ptr<UpdateInbox> inbox;
-  if (!over_grpc.empty()) {
-    inbox = std::make_shared<UpdateInbox>(layout, model, chunker.header(), over_grpc, plan.deadline,
-                                          UpdateInbox::Options{config.spool_bytes, config.spool_directory});
-    services_.inboxes.open(id, plan.round_id, inbox);
-    for (const DeviceId& device : over_grpc) configs[device] = common;
+// Closes a round's gRPC inbox, however hosting ends: SubmitUpdate then finds it no more.
+struct InboxCloser {
+  UpdateInboxes& inboxes;
+  const std::shared_ptr<UpdateInbox>& inbox;
+  const std::string& task;
+  uint64_t round;
+  ~InboxCloser() {
+    if (!inbox) return;
+    inbox->close();
+    inboxes.remove(task, round);
   }
-  struct InboxClosed {
-    UpdateInboxes& inboxes;
-    const std::shared_ptr<UpdateInbox>& inbox;
-    const std::string& task;
-    uint64_t round;
-    ~InboxClosed() {
-      if (!inbox) return;
-      inbox->close();
-      inboxes.remove(task, round);
-    }
-  } inbox_closed{services_.inboxes, inbox, id, plan.round_id};
+};
 
-  // The others are the data plane's ranks 1..k, in device-id order.
-  std::vector<DeviceId> on_plane;
-  for (const DeviceId& device : plan.selected)
-    if (!over_grpc.contains(device)) on_plane.push_back(device);
-  // A fresh store per attempt on a free port, and a prefix naming the attempt, so that a device
-  // still holding an earlier attempt's configuration can never join this one.
-  std::shared_ptr<dist::Store> store;
-  std::shared_ptr<dist::Store> master;
-  const int world = int(on_plane.size()) + 1;
-  if (!on_plane.empty()) {
-    dist::TCPStoreOptions store_options;
-    store_options.host = config.data_plane_host;
-    store_options.is_master = true;
-    store_options.wait_for_workers = false;
-    store_options.timeout = until(join_by);
-    master = dist::make_tcp_store(store_options);
-    const std::string prefix = "torchnative/" + id + "/round/" + std::to_string(plan.round_id);
-    store = dist::make_prefix_store(prefix, master);
-    v1::DataPlane& plane = *common.mutable_data_plane();
-    plane.set_store_host(config.data_plane_host);
-    plane.set_store_port(dist::tcp_store_port(*master));
-    plane.set_store_prefix(prefix);
-    plane.set_world_size(uint32_t(world));
-    plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(join_by).count()));
-    *plane.mutable_model() = chunker.header();
-    plane.set_broadcast_piece_bytes(kBroadcastPieceBytes);
-    plane.set_contribution(kind == federated::ContributionKind::Values ? v1::CONTRIBUTION_KIND_VALUES
-                                                                       : v1::CONTRIBUTION_KIND_WEIGHTED);
-    for (size_t i = 0; i < on_plane.size(); ++i) {
-      v1::RoundConfig& round = configs[on_plane[i]] = common;
-      round.mutable_data_plane()->set_rank(uint32_t(i + 1));
-    }
-  }
-  services_.board.assign(configs);
+}  // namespace
+
+// What one round's phases hand on to the next while it is hosted; it lives as long as host_round.
+struct TaskRunner::Round {
+  using Source = std::function<void(uint64_t first, uint64_t count, double* out)>;
+
+  Round(const federated::RoundPlan& plan, const std::set<DeviceId>& over_grpc, const std::string& task,
+        const federated::Model& model, federated::ContributionKind kind, const Services& services)
+      : plan(plan),
+        over_grpc(over_grpc),
+        task(task),
+        model(model),
+        join_by(std::min(SteadyClock::now() + services.config.join_window, plan.deadline)),
+        version(model_version_name(task, plan.model_version)),
+        chunker(model, version, services.config.transfer_limits),
+        kind(kind),
+        layout(model.spec(), kind),
+        look_every(std::clamp<milliseconds>(services.config.heartbeat_interval, milliseconds(50),
+                                            std::chrono::seconds(1))),
+        inbox_closer{services.inboxes, inbox, task, plan.round_id} {}
 
   // Each phase's wall time goes into the round_data_plane log line (the benchmark reads it).
-  auto phase_start = SteadyClock::now();
-  auto seconds_of_phase = [&phase_start] {
+  double seconds_of_phase() {
     const auto now = SteadyClock::now();
     return std::chrono::duration<double>(now - std::exchange(phase_start, now)).count();
-  };
-  const auto look_every = std::clamp<std::chrono::milliseconds>(
-      config.heartbeat_interval, std::chrono::milliseconds(50), std::chrono::seconds(1));
-  auto log_dropped = [&](const DeviceId& device) {
+  }
+  void log_dropped(const DeviceId& device) const {
     log_event(LogLevel::Warning, "device_dropped",
-              {{"task", id},
+              {{"task", task},
                {"round", plan.round_id},
                {"device", device},
                {"reason", "no heartbeat within the liveness window"}});
-  };
-  const uint64_t model_bytes = model.total_bytes();
+  }
+
+  const federated::RoundPlan& plan;
+  const std::set<DeviceId>& over_grpc;
+  const std::string& task;
+  const federated::Model& model;
+  const SteadyClock::time_point join_by;
+  const std::string version;
+  const proto::ModelChunker chunker;
+  const federated::ContributionKind kind;
+  const federated::ContributionLayout layout;
+  const milliseconds look_every;  // how often a wait for devices looks for silent ones
+  v1::RoundConfig common;         // what every selected device is told
+  std::map<DeviceId, v1::RoundConfig> configs;
+  std::shared_ptr<UpdateInbox> inbox;  // when some devices take part over gRPC
+  InboxCloser inbox_closer;
+  std::vector<DeviceId> on_plane;  // the data plane's ranks 1..k, in device-id order
+  std::shared_ptr<dist::Store> store;
+  std::shared_ptr<dist::Store> master;
+  int world = 1;
+  SteadyClock::time_point phase_start;
   Hosted hosted;
-  hosted.data_plane = {{"task", id},
-                       {"round", plan.round_id},
-                       {"devices", plan.selected.size()},
-                       {"model_bytes", model_bytes},
-                       {"grpc_devices", over_grpc.size()}};
   std::vector<DeviceId> missing;
   std::string refused;  // device: why, ...
   // Per contributor, in device-id order once sorted: where its contribution is read from.
-  std::vector<std::pair<DeviceId, std::function<void(uint64_t first, uint64_t count, double* out)>>> sources;
+  std::vector<std::pair<DeviceId, Source>> sources;
   std::shared_ptr<dist::DeferredReduction> deferred;  // the data plane's, when it had contributors
+};
 
-  if (!on_plane.empty()) {
-    dist::ProcessGroupOptions options;
-    options.host = config.data_plane_host;
-    options.topology = dist::Topology::Star;
-    options.hub = 0;
-    options.timeout = until(join_by);
-    options.deadline_reduce_spool_bytes = config.spool_bytes;
-    options.deadline_reduce_spool_directory = config.spool_directory;
-    std::unique_ptr<dist::ProcessGroup> group;
-    try {
-      group = std::make_unique<dist::ProcessGroup>(store, 0, world, options);
-    } catch (const dist::DistError& error) {
-      const std::string absent = absent_devices(error.what(), on_plane);
-      return Hosted::abandoned("not every selected device joined the round's data plane in time: " +
-                               std::string(error.what()) + (absent.empty() ? "" : " (" + absent + ")"));
-    }
-    hosted.data_plane["join_seconds"] = seconds_of_phase();
+TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms,
+                                          const std::set<DeviceId>& over_grpc) {
+  const federated::Model& model = task_.global_model();
+  Round round(plan, over_grpc, task_.name(), model, federated::contribution_kind_for(task_.strategy()),
+              services_);
+  round.common.set_task_id(round.task);
+  round.common.set_round_id(plan.round_id);
+  round.common.set_model_version(round.version);
+  round.common.set_model_blake2b_256(round.chunker.header().blake2b_256());
+  put_fit_config(task_.fit_config(), round.common);
+  round.common.set_deadline_unix_ms(uint64_t(deadline_unix_ms));
+  open_grpc_inbox(round);
+  open_data_plane_store(round);
+  services_.board.assign(round.configs);
 
-    // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
-    // a reset) is dropped from the data plane once the board counts it gone, while the model goes
-    // out or the contributions come in: the broadcast carries on without it and the reduce
-    // settles it as missing, so the round ends with the devices still there instead of at its
-    // deadline. One whose contribution landed whole keeps it.
-    std::vector<bool> looked_at(on_plane.size());
-    auto wait_dropping_silent_devices = [&](dist::Work& work) {
-      while (!work.wait(look_every)) {
-        for (size_t i = 0; i < on_plane.size(); ++i) {
-          if (looked_at[i] || services_.board.presence(on_plane[i]).alive) continue;
-          looked_at[i] = true;  // once: a device that finished and left is not dropped
-          if (group->disconnect(
-                  int(i) + 1,
-                  "(device " + on_plane[i] + ") sent no heartbeat within the coordinator's liveness window"))
-            log_dropped(on_plane[i]);
-        }
+  round.phase_start = SteadyClock::now();
+  round.hosted.data_plane = {{"task", round.task},
+                             {"round", plan.round_id},
+                             {"devices", plan.selected.size()},
+                             {"model_bytes", model.total_bytes()},
+                             {"grpc_devices", over_grpc.size()}};
+  if (!round.on_plane.empty())
+    if (std::optional<std::string> failure = host_data_plane(round)) return Hosted::abandoned(*failure);
+  const size_t plane_contributors = round.sources.size();
+  collect_grpc_updates(round);
+  return aggregate(round, plane_contributors);
+}
+
+void TaskRunner::open_grpc_inbox(Round& round) {
+  // The gRPC devices fetch the model and submit their updates by RPC; SubmitUpdate finds this
+  // inbox by task and round, and finds it no more once the round stops taking updates.
+  if (round.over_grpc.empty()) return;
+  const CoordinatorConfig& config = services_.config;
+  round.inbox = std::make_shared<UpdateInbox>(
+      round.layout, round.model, round.chunker.header(), round.over_grpc, round.plan.deadline,
+      UpdateInbox::Options{config.spool_bytes, config.spool_directory});
+  services_.inboxes.open(round.task, round.plan.round_id, round.inbox);
+  for (const DeviceId& device : round.over_grpc) round.configs[device] = round.common;
+}
+
+void TaskRunner::open_data_plane_store(Round& round) {
+  // The others are the data plane's ranks 1..k, in device-id order.
+  for (const DeviceId& device : round.plan.selected)
+    if (!round.over_grpc.contains(device)) round.on_plane.push_back(device);
+  if (round.on_plane.empty()) return;
+  // A fresh store per attempt on a free port, and a prefix naming the attempt, so that a device
+  // still holding an earlier attempt's configuration can never join this one.
+  const CoordinatorConfig& config = services_.config;
+  round.world = int(round.on_plane.size()) + 1;
+  dist::TCPStoreOptions store_options;
+  store_options.host = config.data_plane_host;
+  store_options.is_master = true;
+  store_options.wait_for_workers = false;
+  store_options.timeout = until(round.join_by);
+  round.master = dist::make_tcp_store(store_options);
+  const std::string prefix = "torchnative/" + round.task + "/round/" + std::to_string(round.plan.round_id);
+  round.store = dist::make_prefix_store(prefix, round.master);
+  v1::DataPlane& plane = *round.common.mutable_data_plane();
+  plane.set_store_host(config.data_plane_host);
+  plane.set_store_port(dist::tcp_store_port(*round.master));
+  plane.set_store_prefix(prefix);
+  plane.set_world_size(uint32_t(round.world));
+  plane.set_join_deadline_unix_ms(uint64_t(unix_now_ms() + until(round.join_by).count()));
+  *plane.mutable_model() = round.chunker.header();
+  plane.set_broadcast_piece_bytes(kBroadcastPieceBytes);
+  plane.set_contribution(round.kind == federated::ContributionKind::Values ? v1::CONTRIBUTION_KIND_VALUES
+                                                                           : v1::CONTRIBUTION_KIND_WEIGHTED);
+  for (size_t i = 0; i < round.on_plane.size(); ++i) {
+    v1::RoundConfig& device_round = round.configs[round.on_plane[i]] = round.common;
+    device_round.mutable_data_plane()->set_rank(uint32_t(i + 1));
+  }
+}
+
+std::optional<std::string> TaskRunner::host_data_plane(Round& round) {
+  const CoordinatorConfig& config = services_.config;
+  dist::ProcessGroupOptions options;
+  options.host = config.data_plane_host;
+  options.topology = dist::Topology::Star;
+  options.hub = 0;
+  options.timeout = until(round.join_by);
+  options.deadline_reduce_spool_bytes = config.spool_bytes;
+  options.deadline_reduce_spool_directory = config.spool_directory;
+  std::unique_ptr<dist::ProcessGroup> group;
+  try {
+    group = std::make_unique<dist::ProcessGroup>(round.store, 0, round.world, options);
+  } catch (const dist::DistError& error) {
+    const std::string absent = absent_devices(error.what(), round.on_plane);
+    return "not every selected device joined the round's data plane in time: " + std::string(error.what()) +
+           (absent.empty() ? "" : " (" + absent + ")");
+  }
+  round.hosted.data_plane["join_seconds"] = round.seconds_of_phase();
+
+  // A device whose heartbeats stop while its connections stay open (frozen, or cut off without
+  // a reset) is dropped from the data plane once the board counts it gone, while the model goes
+  // out or the contributions come in: the broadcast carries on without it and the reduce
+  // settles it as missing, so the round ends with the devices still there instead of at its
+  // deadline. One whose contribution landed whole keeps it.
+  std::vector<bool> looked_at(round.on_plane.size());
+  const WaitForWork wait_dropping_silent_devices = [&](dist::Work& work) {
+    while (!work.wait(round.look_every)) {
+      for (size_t i = 0; i < round.on_plane.size(); ++i) {
+        if (looked_at[i] || services_.board.presence(round.on_plane[i]).alive) continue;
+        looked_at[i] = true;  // once: a device that finished and left is not dropped
+        if (group->disconnect(int(i) + 1, "(device " + round.on_plane[i] +
+                                              ") sent no heartbeat within the coordinator's liveness window"))
+          round.log_dropped(round.on_plane[i]);
       }
-    };
+    }
+  };
+  if (std::optional<std::string> failure = broadcast_model(round, *group, wait_dropping_silent_devices))
+    return failure;
+  return reduce_contributions(round, *group, wait_dropping_silent_devices);
+}
 
-    auto staging = std::make_shared<std::vector<uint8_t>>(std::min(kBroadcastPieceBytes, model_bytes));
-    // Devices lost while the model went out (dead, or dropped above): the round goes on without
-    // them, and the reduce lists them as missing.
-    std::set<DeviceId> lost_in_broadcast;
-    try {
-      uint64_t offset = 0;
-      do {  // once at least, as devices receive an empty model
-        const uint64_t length = std::min(kBroadcastPieceBytes, model_bytes - offset);
-        copy_model_bytes(model, offset, length, staging->data());
-        // The wait also keeps the staging buffer untouched until every spoke has its piece.
-        auto lost = std::make_shared<std::vector<int>>();
-        wait_dropping_silent_devices(*group->broadcast_to_reachable(
-            {staging->data(), ScalarType::Byte, int64_t(length), staging}, lost));
-        for (int rank : *lost) lost_in_broadcast.insert(on_plane[size_t(rank) - 1]);
-        offset += length;
-      } while (offset < model_bytes);
-    } catch (const dist::DistError& error) {
-      return Hosted::abandoned(std::string("the model broadcast failed: ") + error.what());
-    }
-    if (!lost_in_broadcast.empty())
-      log_event(LogLevel::Warning, "devices_lost_in_broadcast",
-                {{"task", id},
-                 {"round", plan.round_id},
-                 {"devices", std::vector<DeviceId>(lost_in_broadcast.begin(), lost_in_broadcast.end())}});
-    services_.metrics.add_bytes_broadcast(model_bytes * (on_plane.size() - lost_in_broadcast.size()));
-    staging.reset();
-    hosted.data_plane["broadcast_seconds"] = seconds_of_phase();
-
-    // The hub never holds the float64 sum, twice a float32 model, nor the contributions as whole
-    // models: it keeps them as they land (in memory, or spooled to disk past
-    // deadline_reduce_spool_bytes) and the strategy reads them a piece at a time, folded into the
-    // sum (WeightedSum: the hub contributes nothing itself, so the sum has exactly the bits of
-    // sum_i n_i x_i in device order) or each contribution apart (Values).
-    auto reduced = std::make_shared<dist::DeadlineReduceResult>();
-    // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
-    // an infinity or a bad example count leaves that device out, named, and the round goes on.
-    const federated::UpdateLimits& limits = config.update_limits;
-    dist::ContributionCheck check = [&layout, &limits](int, uint64_t offset, const void* data,
-                                                       uint64_t bytes) {
-      return layout.check_part(offset / sizeof(double),
-                               {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
-    };
-    try {
-      wait_dropping_silent_devices(
-          *group->deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
-                                           dist::ReduceOp::Sum, until(plan.deadline), reduced, check));
-    } catch (const dist::DistError& error) {
-      return Hosted::abandoned(std::string("the reduce of the contributions failed: ") + error.what());
-    }
-    for (int rank : reduced->contributors)
-      if (rank != 0)
-        sources.emplace_back(on_plane[size_t(rank) - 1], [deferred = reduced->deferred, rank](
-                                                             uint64_t first, uint64_t count, double* out) {
-          deferred->read(rank, first, count, out);
-        });
-    for (int rank : reduced->missing) missing.push_back(on_plane[size_t(rank) - 1]);
-    for (const auto& [rank, why] : reduced->refused) {
-      const DeviceId& device = on_plane[size_t(rank) - 1];
-      refused += (refused.empty() ? "" : "; ") + device + ": " + why;
-      services_.metrics.count_refusal("contribution_refused");
-      log_event(LogLevel::Warning, "contribution_refused",
-                {{"task", id}, {"round", plan.round_id}, {"device", device}, {"reason", why}});
-    }
-    hosted.data_plane["reduce_seconds"] = seconds_of_phase();
-    hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
-    deferred = reduced->deferred;
+std::optional<std::string> TaskRunner::broadcast_model(Round& round, dist::ProcessGroup& group,
+                                                       const WaitForWork& wait) {
+  const uint64_t model_bytes = round.model.total_bytes();
+  auto staging = std::make_shared<std::vector<uint8_t>>(std::min(kBroadcastPieceBytes, model_bytes));
+  // Devices lost while the model went out (dead, or dropped above): the round goes on without
+  // them, and the reduce lists them as missing.
+  std::set<DeviceId> lost_in_broadcast;
+  try {
+    uint64_t offset = 0;
+    do {  // once at least, as devices receive an empty model
+      const uint64_t length = std::min(kBroadcastPieceBytes, model_bytes - offset);
+      copy_model_bytes(round.model, offset, length, staging->data());
+      // The wait also keeps the staging buffer untouched until every spoke has its piece.
+      auto lost = std::make_shared<std::vector<int>>();
+      wait(
+          *group.broadcast_to_reachable({staging->data(), ScalarType::Byte, int64_t(length), staging}, lost));
+      for (int rank : *lost) lost_in_broadcast.insert(round.on_plane[size_t(rank) - 1]);
+      offset += length;
+    } while (offset < model_bytes);
+  } catch (const dist::DistError& error) {
+    return std::string("the model broadcast failed: ") + error.what();
   }
+  if (!lost_in_broadcast.empty())
+    log_event(LogLevel::Warning, "devices_lost_in_broadcast",
+              {{"task", round.task},
+               {"round", round.plan.round_id},
+               {"devices", std::vector<DeviceId>(lost_in_broadcast.begin(), lost_in_broadcast.end())}});
+  services_.metrics.add_bytes_broadcast(model_bytes * (round.on_plane.size() - lost_in_broadcast.size()));
+  staging.reset();
+  round.hosted.data_plane["broadcast_seconds"] = round.seconds_of_phase();
+  return std::nullopt;
+}
 
-  const size_t plane_contributors = sources.size();
-  if (inbox) {
-    // A gRPC device that falls silent is given up as a data-plane one is dropped, so the round
-    // ends with the devices still there instead of at its deadline.
-    inbox->wait([&](const DeviceId& device) { return !services_.board.presence(device).alive; }, log_dropped,
-                look_every);
-    const std::vector<DeviceId> delivered = inbox->close();
-    for (const DeviceId& device : delivered)
-      sources.emplace_back(device, [inbox, device](uint64_t first, uint64_t count, double* out) {
-        inbox->read(device, first, count, out);
-      });
-    std::set_difference(over_grpc.begin(), over_grpc.end(), delivered.begin(), delivered.end(),
-                        std::back_inserter(missing));
-    hosted.data_plane["grpc_wait_seconds"] = seconds_of_phase();
-    hosted.data_plane["grpc_spooled_bytes"] = inbox->spooled_bytes();
+std::optional<std::string> TaskRunner::reduce_contributions(Round& round, dist::ProcessGroup& group,
+                                                            const WaitForWork& wait) {
+  // The hub never holds the float64 sum, twice a float32 model, nor the contributions as whole
+  // models: it keeps them as they land (in memory, or spooled to disk past
+  // deadline_reduce_spool_bytes) and the strategy reads them a piece at a time, folded into the
+  // sum (WeightedSum: the hub contributes nothing itself, so the sum has exactly the bits of
+  // sum_i n_i x_i in device order) or each contribution apart (Values).
+  auto reduced = std::make_shared<dist::DeadlineReduceResult>();
+  // Every contribution is checked segment by segment as it lands, before it can count: a NaN,
+  // an infinity or a bad example count leaves that device out, named, and the round goes on.
+  const federated::ContributionLayout& layout = round.layout;
+  const federated::UpdateLimits& limits = services_.config.update_limits;
+  dist::ContributionCheck check = [&layout, &limits](int, uint64_t offset, const void* data, uint64_t bytes) {
+    return layout.check_part(offset / sizeof(double),
+                             {static_cast<const double*>(data), size_t(bytes / sizeof(double))}, limits);
+  };
+  try {
+    wait(*group.deadline_reduce_deferred(ScalarType::Double, int64_t(layout.elements()), 0,
+                                         dist::ReduceOp::Sum, until(round.plan.deadline), reduced, check));
+  } catch (const dist::DistError& error) {
+    return std::string("the reduce of the contributions failed: ") + error.what();
   }
+  for (int rank : reduced->contributors)
+    if (rank != 0)
+      round.sources.emplace_back(
+          round.on_plane[size_t(rank) - 1],
+          [deferred = reduced->deferred, rank](uint64_t first, uint64_t count, double* out) {
+            deferred->read(rank, first, count, out);
+          });
+  for (int rank : reduced->missing) round.missing.push_back(round.on_plane[size_t(rank) - 1]);
+  for (const auto& [rank, why] : reduced->refused) {
+    const DeviceId& device = round.on_plane[size_t(rank) - 1];
+    round.refused += (round.refused.empty() ? "" : "; ") + device + ": " + why;
+    services_.metrics.count_refusal("contribution_refused");
+    log_event(LogLevel::Warning, "contribution_refused",
+              {{"task", round.task}, {"round", round.plan.round_id}, {"device", device}, {"reason", why}});
+  }
+  round.hosted.data_plane["reduce_seconds"] = round.seconds_of_phase();
+  round.hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
+  round.deferred = reduced->deferred;
+  return std::nullopt;
+}
+
+void TaskRunner::collect_grpc_updates(Round& round) {
+  if (!round.inbox) return;
+  // A gRPC device that falls silent is given up as a data-plane one is dropped, so the round
+  // ends with the devices still there instead of at its deadline.
+  round.inbox->wait([&](const DeviceId& device) { return !services_.board.presence(device).alive; },
+                    [&round](const DeviceId& device) { round.log_dropped(device); }, round.look_every);
+  const std::vector<DeviceId> delivered = round.inbox->close();
+  for (const DeviceId& device : delivered)
+    round.sources.emplace_back(device,
+                               [inbox = round.inbox, device](uint64_t first, uint64_t count, double* out) {
+                                 inbox->read(device, first, count, out);
+                               });
+  std::set_difference(round.over_grpc.begin(), round.over_grpc.end(), delivered.begin(), delivered.end(),
+                      std::back_inserter(round.missing));
+  round.hosted.data_plane["grpc_wait_seconds"] = round.seconds_of_phase();
+  round.hosted.data_plane["grpc_spooled_bytes"] = round.inbox->spooled_bytes();
+}
+
+TaskRunner::Hosted TaskRunner::aggregate(Round& round, size_t plane_contributors) {
+  auto& sources = round.sources;
+  Hosted& hosted = round.hosted;
   std::sort(sources.begin(), sources.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::sort(missing.begin(), missing.end());
+  std::sort(round.missing.begin(), round.missing.end());
   for (const auto& source : sources) hosted.contributors.push_back(source.first);
-  hosted.data_plane["bytes_reduced"] = layout.bytes() * hosted.contributors.size();
-  services_.metrics.add_bytes_reduced(layout.bytes() * hosted.contributors.size());
-  if (hosted.contributors.size() < plan.min_updates) {
-    hosted.abandon_reason = std::to_string(hosted.contributors.size()) + " of the " +
-                            std::to_string(plan.min_updates) +
-                            " contributions required arrived by the deadline; missing: " + join_ids(missing) +
-                            (refused.empty() ? "" : "; refused: " + refused);
-    return hosted;
+  hosted.data_plane["bytes_reduced"] = round.layout.bytes() * hosted.contributors.size();
+  services_.metrics.add_bytes_reduced(round.layout.bytes() * hosted.contributors.size());
+  if (hosted.contributors.size() < round.plan.min_updates) {
+    hosted.abandon_reason =
+        std::to_string(hosted.contributors.size()) + " of the " + std::to_string(round.plan.min_updates) +
+        " contributions required arrived by the deadline; missing: " + join_ids(round.missing) +
+        (round.refused.empty() ? "" : "; refused: " + round.refused);
+    return std::move(hosted);
   }
   // A spool file that cannot be read back refuses the round's aggregate, abandoning the round.
   auto timed = [fold_seconds = hosted.fold_seconds](const auto& read) {
@@ -480,24 +542,25 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
     }
     *fold_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
-  if (kind == federated::ContributionKind::Values) {
-    hosted.updates = layout.updates_reader(
+  if (round.kind == federated::ContributionKind::Values) {
+    hosted.updates = round.layout.updates_reader(
         sources.size(), [sources, timed](size_t update, size_t first, std::span<double> out) {
           timed([&] { sources[update].second(first, out.size(), out.data()); });
         });
-    return hosted;
+    return std::move(hosted);
   }
   // Each contribution is finite, but finite values can still add up past the largest double: the
   // strategy refuses a non-finite sum as it reads it, which abandons the round naming the element.
   if (plane_contributors == sources.size()) {  // all from the data plane: its own fold
-    hosted.sum = layout.weighted_sum_reader([deferred, timed](size_t first, std::span<double> out) {
-      timed([&] { deferred->fold(first, out.size(), out.data()); });
-    });
-    return hosted;
+    hosted.sum = round.layout.weighted_sum_reader(
+        [deferred = round.deferred, timed](size_t first, std::span<double> out) {
+          timed([&] { deferred->fold(first, out.size(), out.data()); });
+        });
+    return std::move(hosted);
   }
   // The same sum, in the same order, over contributions from both paths: the first one, then
   // each next one added, as the data plane's fold adds them.
-  hosted.sum = layout.weighted_sum_reader([sources, timed](size_t first, std::span<double> out) {
+  hosted.sum = round.layout.weighted_sum_reader([sources, timed](size_t first, std::span<double> out) {
     timed([&] {
       std::vector<double> next(out.size());
       sources.front().second(first, out.size(), out.data());
@@ -507,7 +570,7 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
       }
     });
   });
-  return hosted;
+  return std::move(hosted);
 }
 
 bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -29,6 +30,11 @@
 #include "federated/round.h"
 #include "round_params.h"
 #include "services.h"
+
+namespace tn::dist {
+class ProcessGroup;
+class Work;
+}  // namespace tn::dist
 
 namespace tn::server {
 
@@ -56,6 +62,19 @@ class TaskRunner {
   // `over_grpc`: the selected devices that take part by FetchModel and SubmitUpdate.
   Hosted host_round(const federated::RoundPlan& plan, int64_t deadline_unix_ms,
                     const std::set<federated::DeviceId>& over_grpc);
+  // host_round's phases, in order; each data-plane one answers why the round is abandoned, if it is.
+  struct Round;
+  using WaitForWork = std::function<void(dist::Work&)>;
+  void open_grpc_inbox(Round& round);
+  void open_data_plane_store(Round& round);
+  std::optional<std::string> host_data_plane(Round& round);  // join, then broadcast and reduce
+  std::optional<std::string> broadcast_model(Round& round, dist::ProcessGroup& group,
+                                             const WaitForWork& wait);
+  std::optional<std::string> reduce_contributions(Round& round, dist::ProcessGroup& group,
+                                                  const WaitForWork& wait);
+  void collect_grpc_updates(Round& round);
+  // `plane_contributors`: how many of the round's sources came over the data plane.
+  Hosted aggregate(Round& round, size_t plane_contributors);
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,
                    std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);
