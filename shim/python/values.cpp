@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -281,38 +282,16 @@ PyObject* finfo_new(PyTypeObject* type, PyObject* args, PyObject*) {
     PyErr_SetString(PyExc_TypeError, "torch.finfo() requires a floating point input type.");
     return nullptr;
   }
-  double eps, max, tiny, resolution;
-  int bits;
-  switch (t) {
-    case ScalarType::Half:
-      bits = 16;
-      eps = 0.0009765625;
-      max = 65504.0;
-      tiny = 6.103515625e-05;
-      resolution = 0.001;
-      break;
-    case ScalarType::BFloat16:
-      bits = 16;
-      eps = 0.0078125;
-      max = 3.3895313892515355e+38;
-      tiny = 1.1754943508222875e-38;
-      resolution = 0.01;
-      break;
-    case ScalarType::Float:
-      bits = 32;
-      eps = FLT_EPSILON;
-      max = FLT_MAX;
-      tiny = FLT_MIN;
-      resolution = 1e-06;
-      break;
-    default:
-      bits = 64;
-      eps = DBL_EPSILON;
-      max = DBL_MAX;
-      tiny = DBL_MIN;
-      resolution = 1e-15;
-      break;
-  }
+  struct FloatInfo {
+    int bits;
+    double eps, max, tiny, resolution;
+  };
+  static const std::map<ScalarType, FloatInfo> infos = {
+      {ScalarType::Half, {16, 0.0009765625, 65504.0, 6.103515625e-05, 0.001}},
+      {ScalarType::BFloat16, {16, 0.0078125, 3.3895313892515355e+38, 1.1754943508222875e-38, 0.01}},
+      {ScalarType::Float, {32, FLT_EPSILON, FLT_MAX, FLT_MIN, 1e-06}},
+      {ScalarType::Double, {64, DBL_EPSILON, DBL_MAX, DBL_MIN, 1e-15}}};
+  const auto [bits, eps, max, tiny, resolution] = infos.at(t);
   return info_object(type, {{"bits", Ref(PyLong_FromLong(bits))},
                             {"eps", Ref(PyFloat_FromDouble(eps))},
                             {"max", Ref(PyFloat_FromDouble(max))},
