@@ -398,12 +398,6 @@ struct ToArguments {
                              Py_TYPE(offending)->tp_name + ")");
 }
 
-Ref device_argument(PyObject* value) {
-  return is_device(value)
-             ? Ref::borrow(value)
-             : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(Py_TYPE(cpu_device())), value));
-}
-
 ToArguments parse_to_arguments(PyObject* args, PyObject* kwargs) {
   ToArguments parsed;
   const Py_ssize_t n = PyTuple_GET_SIZE(args);
@@ -419,7 +413,7 @@ ToArguments parse_to_arguments(PyObject* args, PyObject* kwargs) {
       i = 1;
     } else if (first == Py_None || is_device(first) || PyUnicode_Check(first) ||
                (PyLong_Check(first) && !PyBool_Check(first))) {  // (device=None, dtype=None, ...)
-      if (first != Py_None && !(parsed.device = device_argument(first))) throw PythonErrorSet();
+      if (first != Py_None && !(parsed.device = as_device(first))) throw PythonErrorSet();
       i = 1;
       if (PyObject* second = n > 1 ? PyTuple_GET_ITEM(args, 1) : nullptr;
           second == Py_None || (second && is_dtype(second))) {
@@ -442,7 +436,7 @@ ToArguments parse_to_arguments(PyObject* args, PyObject* kwargs) {
     if (k == "dtype") {
       if (value != Py_None) parsed.dtype = dtype_of(value);
     } else if (k == "device") {
-      parsed.device = value == Py_None ? Ref() : device_argument(value);
+      parsed.device = value == Py_None ? Ref() : as_device(value);
       if (value != Py_None && !parsed.device) throw PythonErrorSet();
     } else if (k == "non_blocking" || k == "copy") {
       (k == "copy" ? parsed.copy : parsed.non_blocking) = PyObject_IsTrue(value) == 1;
@@ -557,14 +551,7 @@ PyObject* m_refuse_complex(PyObject*, PyObject*, PyObject*) {
   return nullptr;
 }
 
-// The dtypes with a legacy tensor and storage class, and the tensor class's name.
-constexpr ScalarType kLegacyTypes[] = {
-    ScalarType::Byte, ScalarType::Char,  ScalarType::Short,  ScalarType::Int,  ScalarType::Long,
-    ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::Bool, ScalarType::BFloat16};
-
-std::string legacy_tensor_type(ScalarType type) {
-  return std::string("torch.") + upstream_type_name(type) + "Tensor";
-}
+std::string legacy_tensor_type(ScalarType type) { return "torch." + legacy_class_name(type); }
 
 PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
@@ -580,7 +567,7 @@ PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
     name = PyUnicode_AsUTF8(dtype);
   else if (PyType_Check(dtype))
     name = std::string("torch.") + reinterpret_cast<PyTypeObject*>(dtype)->tp_name;
-  for (ScalarType type : kLegacyTypes) {
+  for (ScalarType type : kLegacyDtypes) {
     const std::string spelled = legacy_tensor_type(type);
     if (name == spelled || name == spelled.substr(6)) return wrap(SELF.to(type));
   }

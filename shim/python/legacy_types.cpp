@@ -120,6 +120,8 @@ PyMethodDef tensortype_instancecheck_def = {"__instancecheck__", tensortype_inst
 
 }  // namespace
 
+std::string legacy_class_name(ScalarType dtype) { return std::string(upstream_type_name(dtype)) + "Tensor"; }
+
 void install_legacy_tensor_types(PyObject* torch_module, PyObject* c_module) {
   // The metaclass: methods take the class as their first argument, like any instance method.
   Ref meta_dict(PyDict_New());
@@ -133,13 +135,8 @@ void install_legacy_tensor_types(PyObject* torch_module, PyObject* c_module) {
   if (!meta) throw PythonErrorSet();
   Ref registry(PyObject_GetAttrString(torch_module, "_tensor_classes"));
   if (!registry) throw PythonErrorSet();
-  static const std::pair<const char*, ScalarType> classes[] = {
-      {"DoubleTensor", ScalarType::Double}, {"FloatTensor", ScalarType::Float},
-      {"HalfTensor", ScalarType::Half},     {"BFloat16Tensor", ScalarType::BFloat16},
-      {"LongTensor", ScalarType::Long},     {"IntTensor", ScalarType::Int},
-      {"ShortTensor", ScalarType::Short},   {"CharTensor", ScalarType::Char},
-      {"ByteTensor", ScalarType::Byte},     {"BoolTensor", ScalarType::Bool}};
-  for (const auto& [name, dtype] : classes) {
+  for (ScalarType dtype : kLegacyDtypes) {
+    const std::string name = legacy_class_name(dtype);
     Ref dict(PyDict_New());
     PyDict_SetItemString(dict.get(), "__module__", Ref(PyUnicode_FromString("torch")).get());
     PyDict_SetItemString(dict.get(), "dtype", dtype_object(dtype));
@@ -147,11 +144,12 @@ void install_legacy_tensor_types(PyObject* torch_module, PyObject* c_module) {
     PyDict_SetItemString(dict.get(), "is_cuda", Py_False);
     PyDict_SetItemString(dict.get(), "is_sparse", Py_False);
     PyDict_SetItemString(dict.get(), "is_sparse_csr", Py_False);
-    Ref cls(PyObject_CallFunction(meta.get(), "s(O)O", name, reinterpret_cast<PyObject*>(&PyBaseObject_Type),
-                                  dict.get()));
+    Ref cls(PyObject_CallFunction(meta.get(), "s(O)O", name.c_str(),
+                                  reinterpret_cast<PyObject*>(&PyBaseObject_Type), dict.get()));
     if (!cls) throw PythonErrorSet();
-    if (PyObject_SetAttrString(torch_module, name, cls.get()) < 0 ||
-        PyObject_SetAttrString(c_module, name, cls.get()) < 0 || PySet_Add(registry.get(), cls.get()) < 0)
+    if (PyObject_SetAttrString(torch_module, name.c_str(), cls.get()) < 0 ||
+        PyObject_SetAttrString(c_module, name.c_str(), cls.get()) < 0 ||
+        PySet_Add(registry.get(), cls.get()) < 0)
       throw PythonErrorSet();
   }
 }

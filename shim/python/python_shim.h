@@ -79,6 +79,8 @@ PyObject* memory_format_object(int64_t format);  // borrowed
 // as upstream's CPU build refuses it (AssertionError), any other device type by name
 // (NotImplementedError). Throws PythonErrorSet with the error set.
 void require_cpu(PyObject* device);
+// torch.device(value) for a device, a string or an ordinal (null with upstream's error set).
+Ref as_device(PyObject* value);
 // The type of a device argument ("cpu", "cuda", ...) as torch.device(device) parses it.
 std::string device_type_name(PyObject* device);
 bool is_device(PyObject* obj);
@@ -106,6 +108,12 @@ bool storage_argument(PyObject* obj, StorageRef* out);
 void init_serialization(PyObject* module);
 
 // ---- legacy constructors: torch.Tensor(...), torch.FloatTensor(...), Tensor.new(...) ----
+// The dtypes with a legacy tensor class (torch.FloatTensor ...) and storage class, and the
+// tensor class's name ("FloatTensor").
+inline constexpr ScalarType kLegacyDtypes[] = {
+    ScalarType::Byte, ScalarType::Char,  ScalarType::Short,  ScalarType::Int,  ScalarType::Long,
+    ScalarType::Half, ScalarType::Float, ScalarType::Double, ScalarType::Bool, ScalarType::BFloat16};
+std::string legacy_class_name(ScalarType dtype);
 Tensor legacy_construct(ScalarType dtype, PyObject* args, PyObject* kwargs);
 // Creates torch.FloatTensor & co. (metaclass torch.tensortype) in `torch` and torch._tensor_classes.
 void install_legacy_tensor_types(PyObject* torch_module, PyObject* c_module);

@@ -405,9 +405,13 @@ PyObject* memory_format_object(int64_t format) { return memory_formats[format]; 
 
 bool is_device(PyObject* obj) { return PyObject_TypeCheck(obj, device_type); }
 
+Ref as_device(PyObject* value) {
+  return is_device(value) ? Ref::borrow(value)
+                          : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(device_type), value));
+}
+
 std::string device_type_name(PyObject* device) {
-  Ref object(is_device(device) ? Ref::borrow(device)
-                               : Ref(PyObject_CallOneArg(reinterpret_cast<PyObject*>(device_type), device)));
+  Ref object = as_device(device);
   if (!object) throw PythonErrorSet();  // upstream's errors for a string that names no device
   return PyUnicode_AsUTF8(reinterpret_cast<DeviceObject*>(object.get())->type);
 }
