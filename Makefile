@@ -9,7 +9,7 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
                 libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
-                dataset-fashion-mnist
+                dataset-fashion-mnist systemd openssl
 
 .PHONY: setup build demo test asan-venv asan-test asan-python bench system-packages clean
 
@@ -58,7 +58,7 @@ demo: setup
 
 test: setup asan-test asan-python
 	ctest --test-dir $(BUILD) --output-on-failure -j2
-	$(VENV)/bin/python -m pytest -q tests/python tests/distributed tests/golden tests/federated
+	$(VENV)/bin/python -m pytest -q tests/python tests/distributed tests/golden tests/federated tests/deploy
 
 # The sanitizer build: every target under AddressSanitizer and UndefinedBehaviorSanitizer.
 ASAN_BUILD  := build-asan

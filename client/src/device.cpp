@@ -3,14 +3,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "cli/read_file.h"
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
 #include "federated/validation.h"
@@ -43,14 +42,6 @@ struct RpcError : std::runtime_error {
         code(status.error_code()) {}
   grpc::StatusCode code;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 uint64_t unix_ms(SystemClock::time_point t) {
   return uint64_t(std::chrono::duration_cast<Milliseconds>(t.time_since_epoch()).count());
@@ -231,7 +222,7 @@ std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (options.tls_root_certificates_file) {
     grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = read_file(*options.tls_root_certificates_file);
+    tls.pem_root_certs = tn::cli::read_file(*options.tls_root_certificates_file, "TLS root certificates");
     credentials = grpc::SslCredentials(tls);
   }
   grpc::ChannelArguments arguments;

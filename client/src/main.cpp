@@ -3,18 +3,8 @@
 // own data-plane connections; the devices share one gRPC channel to the coordinator (one
 // connection, and one channel's resolver and load-balancing state instead of one per device).
 //
-//   torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R]
-//                      [--examples N] [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE]
-//                      [--check-in-wait-ms MS] [--training-slots K] [--max-model-bytes N]
-//                      [--round-transport data-plane|grpc]
-//
-// With --rounds R each device stops once it has contributed to R rounds. With --training-slots K
-// at most K devices train and send their contribution at once (each then holds three times the
-// model), so that many devices of a large model fit in memory; 0, the default, sets no bound.
-// A round announcing a model of more than --max-model-bytes (default 64 GiB) is refused before
-// anything is allocated for it. --round-transport grpc: the devices reach only the coordinator's
-// gRPC port, fetching the model with FetchModel and submitting updates with SubmitUpdate.
-// Exit status 1 when a device gave up (it could not register), 0 otherwise.
+// `torchnative-device --help` lists the flags. Exit status 1 when a device gave up (it could not
+// register), 0 otherwise.
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -28,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/arguments.h"
 #include "client/device.h"
 #include "distributed/process_group.h"
 
@@ -47,76 +38,55 @@ struct Options {
   uint64_t seed = 1;
   double step = 0.01;
   int check_in_wait_ms = 20'000;
-  int training_slots = 0;        // 0: no bound
-  uint64_t max_model_bytes = 0;  // 0: the device library's default
+  int training_slots = 0;  // 0: no bound
+  uint64_t max_model_bytes = tn::proto::TransferLimits{}.max_total_bytes;
   tn::client::v1::RoundTransport round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
 };
 
-constexpr const char* kUsage =
-    "usage: torchnative-device --server HOST:PORT --key-dir DIR [--devices N] [--rounds R] [--examples N]\n"
-    "                          [--seed S] [--step X] [--report-dir DIR] [--tls-ca FILE] [--check-in-wait-ms "
-    "MS]\n"
-    "                          [--training-slots K] [--max-model-bytes N] [--round-transport "
-    "data-plane|grpc]\n";
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "torchnative-device: " << problem << "\n" << kUsage;
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage("missing value after " + flag);
-    std::string value = argv[++i];
-    try {
-      if (flag == "--server")
-        o.server = value;
-      else if (flag == "--key-dir")
-        o.key_dir = value;
-      else if (flag == "--report-dir")
-        o.report_dir = value;
-      else if (flag == "--tls-ca")
-        o.tls_ca = value;
-      else if (flag == "--devices")
-        o.devices = std::stoi(value);
-      else if (flag == "--rounds")
-        o.rounds = std::stoi(value);
-      else if (flag == "--examples")
-        o.examples = std::stoll(value);
-      else if (flag == "--seed")
-        o.seed = std::stoull(value);
-      else if (flag == "--step")
-        o.step = std::stod(value);
-      else if (flag == "--check-in-wait-ms")
-        o.check_in_wait_ms = std::stoi(value);
-      else if (flag == "--training-slots")
-        o.training_slots = std::stoi(value);
-      else if (flag == "--max-model-bytes") {
-        const long long bytes = std::stoll(value);
-        if (bytes <= 0) usage("--max-model-bytes must be positive");
-        o.max_model_bytes = uint64_t(bytes);
-      } else if (flag == "--round-transport") {
-        if (value == "data-plane")
-          o.round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
-        else if (value == "grpc")
-          o.round_transport = tn::client::v1::ROUND_TRANSPORT_GRPC;
-        else
-          usage("--round-transport is data-plane or grpc, not " + value);
-      } else
-        usage("unknown flag " + flag);
-    } catch (const std::logic_error&) {
-      usage("bad value for " + flag + ": " + value);
-    }
-  }
-  if (o.server.empty() || o.key_dir.empty()) usage("--server and --key-dir are required");
-  if (o.devices < 1) usage("--devices must be at least 1");
-  if (o.training_slots < 0) usage("--training-slots must not be negative");
+  tn::cli::Command command(
+      "torchnative-device",
+      "Takes part in federated rounds with a synthetic trainer, as one device or as many "
+      "devices in one process, for tests and load. Exit status 1 when a device gave up (it "
+      "could not register), 0 otherwise.");
+  command.flag("--server", "HOST:PORT", "the coordinator's gRPC address").required().into(o.server);
+  command.flag("--key-dir", "DIR", "each device's key, device-N.key, created there on first use")
+      .required()
+      .into(o.key_dir);
+  command.flag("--devices", "N", "devices this process runs, each with its own identity").into(o.devices, 1);
+  command
+      .flag("--rounds", "R", "each device stops once it has contributed to R rounds; 0: at SIGTERM or SIGINT")
+      .into(o.rounds, 0);
+  command
+      .flag("--examples", "N", "the example count each device reports; 0: each draws its own from its seed")
+      .into(o.examples, int64_t{0});
+  command.flag("--seed", "S", "seeds every device's synthetic training (with the device's number)")
+      .into(o.seed);
+  command.flag("--step", "X", "how far each round's training moves every value (the noise's deviation)")
+      .into(o.step);
+  command.flag("--report-dir", "DIR", "where each device writes what it contributed, a JSON file a round")
+      .into(o.report_dir);
+  command.flag("--tls-ca", "FILE", "PEM root certificates: the coordinator is reached over TLS")
+      .into(o.tls_ca);
+  command.flag("--check-in-wait-ms", "MS", "how long each CheckIn asks the coordinator to hold it")
+      .into(o.check_in_wait_ms, 0);
+  command
+      .flag("--training-slots", "K",
+            "at most K devices train and send their contribution at once (each then holds three times the "
+            "model), so that many devices of a large model fit in memory; 0: no bound")
+      .into(o.training_slots, 0);
+  command
+      .flag("--max-model-bytes", "N",
+            "a round announcing a larger model is refused before anything is allocated for it")
+      .into(o.max_model_bytes, uint64_t{1});
+  command
+      .flag("--round-transport", "data-plane|grpc",
+            "grpc: the devices reach only the coordinator's gRPC port, fetching the model with FetchModel "
+            "and submitting updates with SubmitUpdate")
+      .choice(o.round_transport, {{"data-plane", tn::client::v1::ROUND_TRANSPORT_DATA_PLANE},
+                                  {"grpc", tn::client::v1::ROUND_TRANSPORT_GRPC}});
+  command.parse_or_exit(argc, argv);
   return o;
 }
 
@@ -199,8 +169,13 @@ int main(int argc, char** argv) {
   common.metadata.set_platform("synthetic");
   common.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
   common.round_transport = options.round_transport;
-  if (options.max_model_bytes > 0) common.limits.max_total_bytes = options.max_model_bytes;
-  common.channel = tn::client::open_channel(common);
+  common.limits.max_total_bytes = options.max_model_bytes;
+  try {
+    common.channel = tn::client::open_channel(common);  // reads --tls-ca
+  } catch (const std::exception& error) {
+    std::cerr << "torchnative-device: " << error.what() << "\n";
+    return 1;
+  }
   if (options.training_slots > 0)
     common.training_slots = std::make_shared<std::counting_semaphore<>>(options.training_slots);
   std::mutex log;

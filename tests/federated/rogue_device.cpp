@@ -4,26 +4,8 @@
 // coordinator answered.
 //
 //   federated_rogue_device --server HOST:PORT --key FILE MODE [ARGUMENT]
-//     check-in FILE        registers, sends one signed CheckIn, saves the request in FILE
-//     replay FILE          sends the request saved in FILE again, byte for byte
-//     garbage METHOD       a call of DeviceService's METHOD whose message does not parse
-//     garbage-stream SERVICE/METHOD
-//                          a client stream of SERVICE's METHOD whose first message does not parse
-//     empty-stream SERVICE/METHOD
-//                          a client stream of SERVICE's METHOD whose first message is empty (parses)
-//     garbage-chunk        a CreateTask whose header, signed by --key as an administrator key,
-//                          announces a streamed model, followed by a chunk message that does not parse
-//     oversized BYTES      a signed CheckIn whose payload is BYTES long
-//     contribute POISON    takes part in the next round it is selected for and contributes
-//                          nan (a NaN in the first tensor), short (one element too few) or
-//                          long (one element too many)
-//     submit-refusals      checks in for gRPC rounds (ROUND_TRANSPORT_GRPC); in the first round
-//                          it is selected for, submits updates the coordinator must refuse (another
-//                          model version, another tensor table, no examples, a NaN, chunks that do
-//                          not hash to the header's digest), then an honest one, then that one
-//                          again, then its signed header byte for byte; in the next round it is
-//                          selected for, it waits past the round's deadline and submits. Prints
-//                          each answer by name.
+//
+// `federated_rogue_device --help` lists the modes, `federated_rogue_device help MODE` what one does.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -36,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/arguments.h"
 #include "client/device.h"
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
@@ -58,32 +41,52 @@ constexpr auto kSelectionWait = std::chrono::seconds(60);
 
 struct Options {
   std::string server, key_file, mode, argument;
+  uint64_t oversized_bytes = 0;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::cerr << "federated_rogue_device: " << problem
-            << "\nusage: federated_rogue_device --server HOST:PORT --key FILE "
-               "(check-in FILE | replay FILE | garbage METHOD | garbage-stream SERVICE/METHOD | empty-stream "
-               "SERVICE/METHOD | "
-               "garbage-chunk | oversized BYTES | contribute nan|short|long | submit-refusals)\n";
-  std::exit(2);
-}
-
-Options parse(int argc, char** argv) {
-  Options options;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string word = argv[i];
-    if ((word == "--server" || word == "--key") && i + 1 < argc)
-      (word == "--server" ? options.server : options.key_file) = argv[++i];
-    else
-      positional.push_back(word);
-  }
-  if (options.server.empty() || options.key_file.empty()) usage("--server and --key are required");
-  if (positional.empty() || positional.size() > 2) usage("one mode, with at most one argument");
-  options.mode = positional[0];
-  if (positional.size() == 2) options.argument = positional[1];
-  return options;
+Options parse(tn::cli::Command& program, int argc, char** argv) {
+  Options o;
+  program.flag("--server", "HOST:PORT", "the coordinator's gRPC address").required().into(o.server);
+  program
+      .flag("--key", "FILE", "the device's key (an administrator's for garbage-chunk), created on first use")
+      .required()
+      .into(o.key_file);
+  auto mode = [&](const char* name, const char* summary) -> tn::cli::Command& {
+    return program.subcommand(name, summary);
+  };
+  // A mode whose one argument is text, kept in o.argument.
+  auto mode_of = [&](const char* name, const char* summary, const char* placeholder, const char* meaning) {
+    mode(name, summary).positional(placeholder, meaning).into(o.argument);
+  };
+  mode_of("check-in", "registers, sends one signed CheckIn, saves the request in FILE", "FILE",
+          "where the request is saved");
+  mode_of("replay", "sends the request saved in FILE again, byte for byte", "FILE",
+          "a request check-in saved");
+  mode_of("garbage", "a call of DeviceService's METHOD whose message does not parse", "METHOD",
+          "a method of DeviceService");
+  mode_of("garbage-stream", "a client stream of SERVICE's METHOD whose first message does not parse",
+          "SERVICE/METHOD", "a client-streaming method");
+  mode_of("empty-stream", "a client stream of SERVICE's METHOD whose first message is empty (parses)",
+          "SERVICE/METHOD", "a client-streaming method");
+  mode("garbage-chunk",
+       "a CreateTask whose header, signed by --key as an administrator key, announces a streamed model, "
+       "followed by a chunk message that does not parse");
+  mode("oversized", "a signed CheckIn whose payload is BYTES long")
+      .positional("BYTES", "the payload's size")
+      .into(o.oversized_bytes);
+  mode("contribute", "takes part in the next round it is selected for and contributes POISON")
+      .positional("POISON",
+                  "nan (a NaN in the first tensor), short (one element too few) or long (one too many)")
+      .choice(o.argument, {{"nan", "nan"}, {"short", "short"}, {"long", "long"}});
+  mode(
+      "submit-refusals",
+      "checks in for gRPC rounds (ROUND_TRANSPORT_GRPC); in the first round it is selected for, submits "
+      "updates the coordinator must refuse (another model version, another tensor table, no examples, a NaN, "
+      "chunks that do not hash to the header's digest), then an honest one, then that one again, then its "
+      "signed header byte for byte; in the next round it is selected for, it waits past the round's deadline "
+      "and submits. Prints each answer by name.");
+  o.mode = program.parse_or_exit(argc, argv);
+  return o;
 }
 
 json status_json(const grpc::Status& status) {
@@ -146,7 +149,8 @@ json replay(const Options& options) {
   std::ostringstream bytes;
   bytes << in.rdbuf();
   v1::CheckInRequest request;
-  if (!request.ParseFromString(bytes.str())) usage("no saved CheckInRequest in " + options.argument);
+  if (!request.ParseFromString(bytes.str()))
+    throw tn::cli::UsageError("no saved CheckInRequest in " + options.argument);
   return status_json(call_check_in(options.server, request));
 }
 
@@ -239,7 +243,7 @@ json garbage_chunk(const Options& options) {
 
 json oversized(const Options& options) {
   tn::client::Device device = registered_device(options);
-  const std::string payload(std::stoull(options.argument), 'x');
+  const std::string payload(options.oversized_bytes, 'x');
   return status_json(
       call_check_in(options.server, signed_check_in(device.device_id(), options.key_file, payload)));
 }
@@ -267,7 +271,6 @@ tn::federated::Model model_from_broadcast(const v1::ModelHeader& header, const s
 
 json contribute(const Options& options) {
   const std::string& poison = options.argument;
-  if (poison != "nan" && poison != "short" && poison != "long") usage("unknown poison '" + poison + "'");
   tn::client::Device device = registered_device(options);
   json out = {{"device_id", device.device_id()}};
   std::optional<v1::Assignment> assignment;
@@ -443,7 +446,10 @@ json submit_refusals(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options options = parse(argc, argv);
+  tn::cli::Command program("federated_rogue_device",
+                           "A device that misbehaves on purpose, for tests/federated/test_round_failures.py. "
+                           "One JSON object on stdout says what the coordinator answered.");
+  const Options options = parse(program, argc, argv);
   try {
     json out;
     if (options.mode == "check-in")
@@ -462,12 +468,12 @@ int main(int argc, char** argv) {
       out = oversized(options);
     else if (options.mode == "contribute")
       out = contribute(options);
-    else if (options.mode == "submit-refusals")
-      out = submit_refusals(options);
     else
-      usage("unknown mode '" + options.mode + "'");
+      out = submit_refusals(options);
     std::cout << out.dump() << std::endl;
     return 0;
+  } catch (const tn::cli::UsageError& error) {
+    program.fail(error.what());
   } catch (const std::exception& error) {
     std::cerr << "federated_rogue_device: " << error.what() << "\n";
     return 1;

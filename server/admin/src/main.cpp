@@ -4,27 +4,22 @@
 //
 //   torchnative-admin --key FILE public-key
 //   torchnative-admin --server HOST:PORT --key FILE [--tls-ca FILE] COMMAND ...
-//     create-task --strategy NAME [--params JSON] --rounds N --devices-per-round N --min-updates N
-//                 --round-timeout-ms MS [--min-available N] [--deadline-unix-ms MS] [--label K=V]...
-//                 [--min-memory-bytes N] (--model FILE.safetensors | --stored-model VERSION [--digest HEX])
-//     stop-task TASK [--reason TEXT]
-//     devices
-//     rounds TASK
-//     fetch-model VERSION --out FILE.safetensors [--digest HEX]
-//     events [--task TASK] [--count N]
+//
+// `torchnative-admin --help` lists the commands, `torchnative-admin help COMMAND` a command's flags.
 #include <grpcpp/grpcpp.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "cli/arguments.h"
+#include "cli/read_file.h"
 #include "proto/model_transfer.h"
 #include "proto/signing.h"
 #include "server/hex.h"
-#include "server/read_file.h"
 #include "server/safetensors.h"
 #include "torchnative/federated/v1/admin.grpc.pb.h"
 
@@ -32,24 +27,8 @@ namespace {
 
 namespace v1 = ::torchnative::federated::v1;
 using nlohmann::json;
-using tn::server::read_file;
-
-constexpr const char* kUsage =
-    "usage: torchnative-admin --key FILE public-key\n"
-    "       torchnative-admin --server HOST:PORT --key FILE [--tls-ca FILE] COMMAND ...\n"
-    "  create-task --strategy NAME [--params JSON] --rounds N --devices-per-round N --min-updates N\n"
-    "              --round-timeout-ms MS [--min-available N] [--deadline-unix-ms MS] [--label K=V]...\n"
-    "              [--min-memory-bytes N] (--model FILE.safetensors | --stored-model VERSION [--digest "
-    "HEX])\n"
-    "  stop-task TASK [--reason TEXT]\n"
-    "  devices\n"
-    "  rounds TASK\n"
-    "  fetch-model VERSION --out FILE.safetensors [--digest HEX]\n"
-    "  events [--task TASK] [--count N]\n";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using tn::cli::read_file;
+using tn::cli::UsageError;
 
 struct RpcFailed : std::runtime_error {
   RpcFailed(const std::string& method, const grpc::Status& status)
@@ -57,57 +36,99 @@ struct RpcFailed : std::runtime_error {
                            status.error_message()) {}
 };
 
-// A command's words: positional arguments in order, and --flag values (repeatable ones in order).
-struct Arguments {
-  std::vector<std::string> positional;
-  std::multimap<std::string, std::string> flags;
-
-  std::optional<std::string> optional(const std::string& flag) const {
-    auto found = flags.find(flag);
-    return found == flags.end() ? std::nullopt : std::optional(found->second);
-  }
-  std::string required(const std::string& flag) const {
-    auto value = optional(flag);
-    if (!value) throw UsageError("missing " + flag);
-    return *value;
-  }
-  uint64_t count(const std::string& flag, uint64_t fallback) const {
-    auto value = optional(flag);
-    if (!value) return fallback;
-    size_t used = 0;
-    try {
-      uint64_t number = std::stoull(*value, &used);
-      if (used == value->size() && value->front() != '-') return number;
-    } catch (const std::logic_error&) {
-    }
-    throw UsageError(flag + " needs a non-negative integer, not '" + *value + "'");
-  }
-  uint64_t required_count(const std::string& flag) const {
-    required(flag);
-    return count(flag, 0);
-  }
+struct CreateTaskFlags {
+  std::string strategy, params = "{}";
+  uint32_t rounds = 0, devices_per_round = 0, min_updates = 0, min_available = 0;
+  uint64_t round_timeout_ms = 0, deadline_unix_ms = 0, min_memory_bytes = 0;
+  std::map<std::string, std::string> labels;
+  std::optional<std::string> model, stored_model;
+  std::string digest;  // 32 bytes, or empty: not checked
 };
 
-Arguments split_arguments(const std::vector<std::string>& words) {
-  Arguments arguments;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (!words[i].starts_with("--")) {
-      arguments.positional.push_back(words[i]);
-      continue;
-    }
-    if (i + 1 >= words.size()) throw UsageError(words[i] + " needs a value");
-    arguments.flags.emplace(words[i], words[i + 1]);
-    ++i;
-  }
-  return arguments;
+// What the command line says, for every command.
+struct Words {
+  std::string server, key_file;
+  std::optional<std::string> tls_ca;
+  CreateTaskFlags create;
+  std::string task_id, reason;                  // stop-task, rounds
+  std::string model_version, out_path, digest;  // fetch-model
+  std::string events_task;
+  uint64_t events_count = 0;
+};
+
+void digest_flag(tn::cli::Command& command, std::string& digest, const std::string& meaning) {
+  command.flag("--digest", "HEX", meaning).handle([&digest](const std::string& hex) {
+    auto bytes = tn::server::from_hex(hex, 32);
+    if (!bytes) throw UsageError("expected a BLAKE2b-256 digest in hex (64 digits), got '" + hex + "'");
+    digest = *bytes;
+  });
 }
 
-std::string digest_argument(const Arguments& arguments) {
-  auto hex = arguments.optional("--digest");
-  if (!hex) return {};
-  auto digest = tn::server::from_hex(*hex, 32);
-  if (!digest) throw UsageError("--digest needs a BLAKE2b-256 digest in hex (64 digits)");
-  return *digest;
+void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
+  command.flag("--strategy", "NAME", "the aggregation strategy (fedavg, krum, ...)")
+      .required()
+      .into(flags.strategy);
+  command.flag("--params", "JSON", "the strategy's parameters").into(flags.params);
+  command.flag("--rounds", "N", "how many rounds the task runs").required().into(flags.rounds);
+  command.flag("--devices-per-round", "N", "devices selected for each round")
+      .required()
+      .into(flags.devices_per_round);
+  command.flag("--min-updates", "N", "the fewest updates a round aggregates")
+      .required()
+      .into(flags.min_updates);
+  command.flag("--round-timeout-ms", "MS", "how long a round waits for updates")
+      .required()
+      .into(flags.round_timeout_ms);
+  command.flag("--min-available", "N", "devices that must be available before a round starts")
+      .into(flags.min_available);
+  command.flag("--deadline-unix-ms", "MS", "when the task stops, in Unix milliseconds; 0: no deadline")
+      .into(flags.deadline_unix_ms);
+  command.flag("--label", "K=V", "only devices with this label take part")
+      .repeatable()
+      .handle([&flags](const std::string& label) {
+        const size_t equals = label.find('=');
+        if (equals == std::string::npos) throw UsageError("expected KEY=VALUE, got '" + label + "'");
+        flags.labels[label.substr(0, equals)] = label.substr(equals + 1);
+      });
+  command.flag("--min-memory-bytes", "N", "only devices with at least this much memory take part")
+      .into(flags.min_memory_bytes);
+  command.flag("--model", "FILE.safetensors", "the initial model, sent with the task").into(flags.model);
+  command
+      .flag("--stored-model", "VERSION",
+            "the initial model, a version the coordinator has (instead of --model)")
+      .into(flags.stored_model);
+  digest_flag(command, flags.digest, "the stored model's BLAKE2b-256, checked when given");
+}
+
+void declare(tn::cli::Command& program, Words& words) {
+  program.flag("--server", "HOST:PORT", "the coordinator's gRPC address, for every command but public-key")
+      .into(words.server);
+  program.flag("--key", "FILE", "the administrator's Ed25519 key, created on first use")
+      .required()
+      .into(words.key_file);
+  program.flag("--tls-ca", "FILE", "PEM root certificates: the coordinator is reached over TLS")
+      .into(words.tls_ca);
+  program.subcommand("public-key",
+                     "prints the key's public half in hex, for the coordinator's admin_public_keys");
+  declare_create_task(
+      program.subcommand("create-task", "creates a task; prints its id and initial model version"),
+      words.create);
+  tn::cli::Command& stop = program.subcommand("stop-task", "stops a task: no further round of it starts");
+  stop.positional("TASK", "the task's id").into(words.task_id);
+  stop.flag("--reason", "TEXT", "why, recorded with the task").into(words.reason);
+  program.subcommand("devices", "lists the registered devices");
+  program.subcommand("rounds", "lists a task's rounds")
+      .positional("TASK", "the task's id")
+      .into(words.task_id);
+  tn::cli::Command& fetch =
+      program.subcommand("fetch-model", "writes a model version the coordinator has to a file");
+  fetch.positional("VERSION", "the model version").into(words.model_version);
+  fetch.flag("--out", "FILE.safetensors", "where the model is written").required().into(words.out_path);
+  digest_flag(fetch, words.digest, "the version's BLAKE2b-256, checked when given");
+  tn::cli::Command& events =
+      program.subcommand("events", "prints the coordinator's events as JSON lines, as they come");
+  events.flag("--task", "TASK", "only this task's events; none: every task's").into(words.events_task);
+  events.flag("--count", "N", "stops after N events; 0: when interrupted").into(words.events_count);
 }
 
 class Admin {
@@ -118,45 +139,37 @@ class Admin {
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
     if (tls_ca) {
       grpc::SslCredentialsOptions tls;
-      tls.pem_root_certs = read_file(*tls_ca);
+      tls.pem_root_certs = read_file(*tls_ca, "TLS CA");
       credentials = grpc::SslCredentials(tls);
     }
     stub_ = v1::AdminService::NewStub(grpc::CreateChannel(server, credentials));
   }
 
-  json create_task(const Arguments& arguments) {
+  json create_task(const CreateTaskFlags& flags) {
     v1::CreateTaskHeader header;
-    header.set_strategy(arguments.required("--strategy"));
-    header.set_strategy_parameters_json(arguments.optional("--params").value_or("{}"));
-    header.set_rounds(uint32_t(arguments.required_count("--rounds")));
-    header.mutable_selection()->set_devices_per_round(
-        uint32_t(arguments.required_count("--devices-per-round")));
-    header.mutable_selection()->set_min_memory_bytes(arguments.count("--min-memory-bytes", 0));
-    auto [labels_begin, labels_end] = arguments.flags.equal_range("--label");
-    for (auto label = labels_begin; label != labels_end; ++label) {
-      const size_t equals = label->second.find('=');
-      if (equals == std::string::npos)
-        throw UsageError("--label needs KEY=VALUE, not '" + label->second + "'");
-      (*header.mutable_selection()->mutable_required_labels())[label->second.substr(0, equals)] =
-          label->second.substr(equals + 1);
-    }
-    header.set_min_updates(uint32_t(arguments.required_count("--min-updates")));
-    header.set_min_available_devices(uint32_t(arguments.count("--min-available", 0)));
-    header.set_round_timeout_ms(arguments.required_count("--round-timeout-ms"));
-    header.set_deadline_unix_ms(arguments.count("--deadline-unix-ms", 0));
+    header.set_strategy(flags.strategy);
+    header.set_strategy_parameters_json(flags.params);
+    header.set_rounds(flags.rounds);
+    header.mutable_selection()->set_devices_per_round(flags.devices_per_round);
+    header.mutable_selection()->set_min_memory_bytes(flags.min_memory_bytes);
+    header.mutable_selection()->mutable_required_labels()->insert(flags.labels.begin(), flags.labels.end());
+    header.set_min_updates(flags.min_updates);
+    header.set_min_available_devices(flags.min_available);
+    header.set_round_timeout_ms(flags.round_timeout_ms);
+    header.set_deadline_unix_ms(flags.deadline_unix_ms);
 
     std::optional<tn::proto::ModelChunker> chunker;
-    if (auto path = arguments.optional("--model")) {
-      auto bytes = read_file(*path);
+    if (const auto& path = flags.model) {
+      auto bytes = read_file(*path, "model");
       auto file = std::make_shared<std::vector<std::byte>>(
           reinterpret_cast<const std::byte*>(bytes.data()),
           reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
       chunker.emplace(tn::server::decode_safetensors(file, *path).model,
                       std::filesystem::path(*path).filename().string());
       *header.mutable_streamed_model() = chunker->header();
-    } else if (auto version = arguments.optional("--stored-model")) {
+    } else if (const auto& version = flags.stored_model) {
       header.mutable_stored_model()->set_model_version(*version);
-      header.mutable_stored_model()->set_blake2b_256(digest_argument(arguments));
+      header.mutable_stored_model()->set_blake2b_256(flags.digest);
     } else {
       throw UsageError("create-task needs --model FILE or --stored-model VERSION");
     }
@@ -177,13 +190,12 @@ class Admin {
     return {{"task_id", response.task_id()}, {"initial_model_version", response.initial_model_version()}};
   }
 
-  json stop_task(const Arguments& arguments) {
-    if (arguments.positional.size() != 1) throw UsageError("stop-task takes one task id");
+  json stop_task(const std::string& task_id, const std::string& reason) {
     v1::StopTaskPayload payload;
-    payload.set_task_id(arguments.positional[0]);
-    payload.set_reason(arguments.optional("--reason").value_or(""));
+    payload.set_task_id(task_id);
+    payload.set_reason(reason);
     call("StopTask", payload, &v1::AdminService::Stub::StopTask);
-    return {{"stopping", arguments.positional[0]}};
+    return {{"stopping", task_id}};
   }
 
   json devices() {
@@ -201,10 +213,9 @@ class Admin {
     return out;
   }
 
-  json rounds(const Arguments& arguments) {
-    if (arguments.positional.size() != 1) throw UsageError("rounds takes one task id");
+  json rounds(const std::string& task_id) {
     v1::ListRoundsPayload payload;
-    payload.set_task_id(arguments.positional[0]);
+    payload.set_task_id(task_id);
     const v1::ListRoundsResponse response = call("ListRounds", payload, &v1::AdminService::Stub::ListRounds);
     json out = json::array();
     auto list = [](const auto& ids) { return std::vector<std::string>(ids.begin(), ids.end()); };
@@ -221,12 +232,10 @@ class Admin {
     return out;
   }
 
-  json fetch_model(const Arguments& arguments) {
-    if (arguments.positional.size() != 1) throw UsageError("fetch-model takes one model version");
-    const std::string out_path = arguments.required("--out");
+  json fetch_model(const std::string& version, const std::string& out_path, const std::string& digest) {
     v1::FetchModelVersionPayload payload;
-    payload.set_model_version(arguments.positional[0]);
-    payload.set_blake2b_256(digest_argument(arguments));
+    payload.set_model_version(version);
+    payload.set_blake2b_256(digest);
     v1::FetchModelVersionRequest request;
     sign(request, "FetchModelVersion", payload);
     grpc::ClientContext context;
@@ -257,10 +266,9 @@ class Admin {
             {"path", out_path}};
   }
 
-  void events(const Arguments& arguments) {
+  void events(const std::string& task_id, uint64_t limit) {
     v1::StreamEventsPayload payload;
-    payload.set_task_id(arguments.optional("--task").value_or(""));
-    const uint64_t limit = arguments.count("--count", 0);
+    payload.set_task_id(task_id);
     v1::StreamEventsRequest request;
     sign(request, "StreamEvents", payload);
     grpc::ClientContext context;
@@ -322,45 +330,29 @@ class Admin {
   std::unique_ptr<v1::AdminService::Stub> stub_;
 };
 
-int run(const std::vector<std::string>& words) {
-  if (std::ranges::find_if(words, [](const std::string& word) { return word == "--help" || word == "-h"; }) !=
-      words.end()) {
-    std::cout << kUsage;
-    return 0;
-  }
-  Arguments global;
-  size_t i = 0;
-  for (; i < words.size() && words[i].starts_with("--"); i += 2) {
-    if (i + 1 >= words.size()) throw UsageError(words[i] + " needs a value");
-    if (words[i] != "--server" && words[i] != "--key" && words[i] != "--tls-ca")
-      throw UsageError("unknown option " + words[i]);
-    global.flags.emplace(words[i], words[i + 1]);
-  }
-  if (i >= words.size()) throw UsageError("no command");
-  const std::string command = words[i];
-  const Arguments arguments = split_arguments({words.begin() + long(i) + 1, words.end()});
-  const std::string key_file = global.required("--key");
+int run(const tn::cli::Command& program, const std::string& command, const Words& words) {
   if (command == "public-key") {
-    std::cout << tn::server::to_hex(tn::proto::SigningKey::load_or_create(key_file).public_key()) << "\n";
+    std::cout << tn::server::to_hex(tn::proto::SigningKey::load_or_create(words.key_file).public_key())
+              << "\n";
     return 0;
   }
-  Admin admin(global.required("--server"), key_file, global.optional("--tls-ca"));
+  if (words.server.empty()) program.fail("--server is required by " + command);
+  Admin admin(words.server, words.key_file, words.tls_ca);
   json result;
   if (command == "create-task")
-    result = admin.create_task(arguments);
+    result = admin.create_task(words.create);
   else if (command == "stop-task")
-    result = admin.stop_task(arguments);
+    result = admin.stop_task(words.task_id, words.reason);
   else if (command == "devices")
     result = admin.devices();
   else if (command == "rounds")
-    result = admin.rounds(arguments);
+    result = admin.rounds(words.task_id);
   else if (command == "fetch-model")
-    result = admin.fetch_model(arguments);
-  else if (command == "events") {
-    admin.events(arguments);
+    result = admin.fetch_model(words.model_version, words.out_path, words.digest);
+  else {
+    admin.events(words.events_task, words.events_count);
     return 0;
-  } else
-    throw UsageError("unknown command " + command);
+  }
   std::cout << result.dump(2) << "\n";
   return 0;
 }
@@ -368,11 +360,19 @@ int run(const std::vector<std::string>& words) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tn::cli::Command program(
+      "torchnative-admin",
+      "The operators' client of the coordinator's AdminService. Every call is signed with the "
+      "administrator's Ed25519 key (created on first use; give its public key to the "
+      "coordinator's admin_public_keys). Results are JSON on stdout; errors go to stderr, "
+      "status 1.");
+  Words words;
+  declare(program, words);
+  const std::string command = program.parse_or_exit(argc, argv);
   try {
-    return run({argv + 1, argv + argc});
+    return run(program, command, words);
   } catch (const UsageError& error) {
-    std::cerr << "torchnative-admin: " << error.what() << "\n" << kUsage;
-    return 2;
+    program.fail(error.what());
   } catch (const std::exception& error) {
     std::cerr << "torchnative-admin: " << error.what() << "\n";
     return 1;

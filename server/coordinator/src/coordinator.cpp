@@ -12,7 +12,7 @@
 #include "json_log.h"
 #include "malformed_requests.h"
 #include "request_verifier.h"
-#include "server/read_file.h"
+#include "cli/read_file.h"
 #include "tasks.h"
 
 namespace tn::server {
@@ -28,8 +28,8 @@ constexpr std::chrono::seconds kNoncePruneInterval{60};
 std::shared_ptr<grpc::ServerCredentials> credentials(const CoordinatorConfig& config) {
   if (!config.tls) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options;
-  options.pem_key_cert_pairs.push_back({read_file(config.tls->private_key, "TLS private key"),
-                                        read_file(config.tls->certificate_chain, "TLS certificate chain")});
+  options.pem_key_cert_pairs.push_back({tn::cli::read_file(config.tls->private_key, "TLS private key"),
+                                        tn::cli::read_file(config.tls->certificate_chain, "TLS certificate chain")});
   return grpc::SslServerCredentials(options);
 }
 

@@ -1,4 +1,5 @@
-// What the strategy implementations share, and their constructors for make_strategy. Private.
+// What the strategy implementations share, and the table make_strategy builds them from. Private
+// to the library; one strategy per file in this folder, each registered once in registry.cpp.
 #pragma once
 
 #include <functional>
@@ -43,8 +44,19 @@ struct ClientConfigs {
 ClientConfigs read_client_configs(const std::string& strategy, ParamReader& reader,
                                   nlohmann::json strategy_fit);
 
-std::unique_ptr<Strategy> make_mean_strategy(const std::string& name, const nlohmann::json& params);
-std::unique_ptr<Strategy> make_coordinate_strategy(const std::string& name, const nlohmann::json& params);
-std::unique_ptr<Strategy> make_krum_strategy(const std::string& name, const nlohmann::json& params);
+// A strategy's constructor: reads its parameters (refusing by name what does not fit) and
+// builds it.
+using StrategyMaker = std::unique_ptr<Strategy> (*)(const nlohmann::json& params);
+
+std::unique_ptr<Strategy> make_fedavg(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_fedprox(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_fedavgm(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_fedadagrad(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_fedadam(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_fedyogi(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_fedmedian(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_trimmed_mean(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_krum(const nlohmann::json& params);
+std::unique_ptr<Strategy> make_multi_krum(const nlohmann::json& params);
 
 }  // namespace tn::federated::detail

@@ -5,7 +5,7 @@
 
 #include "federated/errors.h"
 #include "numeric.h"
-#include "strategies.h"
+#include "strategy_support.h"
 
 namespace tn::federated::detail {
 namespace {
@@ -113,17 +113,27 @@ class KrumStrategy final : public Strategy {
   size_t m_;
 };
 
-}  // namespace
+// Far above any real round, small enough that 2f + 3 and m + f cannot overflow.
+constexpr int64_t kMaxUpdates = int64_t{1} << 32;
 
-std::unique_ptr<Strategy> make_krum_strategy(const std::string& name, const nlohmann::json& params) {
+// Krum keeps one update; Multi-Krum reads how many (m) from its parameters.
+std::unique_ptr<Strategy> make_keeping(const std::string& name, const nlohmann::json& params, bool multi) {
   ParamReader reader(name, params);
-  // Far above any real round, small enough that 2f + 3 and m + f cannot overflow.
-  constexpr int64_t kMaxUpdates = int64_t{1} << 32;
   size_t byzantine = size_t(reader.integer("f", 0, 0, kMaxUpdates));
-  size_t keep = name == "multi_krum" ? size_t(reader.integer("m", std::nullopt, 1, kMaxUpdates)) : 1;
+  size_t keep = multi ? size_t(reader.integer("m", std::nullopt, 1, kMaxUpdates)) : 1;
   ClientConfigs configs = read_client_configs(name, reader, nlohmann::json::object());
   nlohmann::json resolved = reader.finish();
   return std::make_unique<KrumStrategy>(name, std::move(resolved), std::move(configs), byzantine, keep);
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_krum(const nlohmann::json& params) {
+  return make_keeping("krum", params, false);
+}
+
+std::unique_ptr<Strategy> make_multi_krum(const nlohmann::json& params) {
+  return make_keeping("multi_krum", params, true);
 }
 
 }  // namespace tn::federated::detail
