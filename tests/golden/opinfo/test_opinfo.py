@@ -22,6 +22,8 @@ SHIM = os.environ.get("GOLDEN_SHIM", os.path.join(REPO, ".venv", "bin", "python"
 UPSTREAM = os.environ.get("GOLDEN_UPSTREAM", "/usr/bin/python3")
 MODE = os.environ.get("GOLDEN_OPINFO", "")
 TIMEOUT = 1800  # seconds; a full run takes 3 to 4 minutes on 2 cores
+# pytest's bound for a test that runs suite.py: past the subprocess's own, which ends it first.
+LONG = pytest.mark.timeout(TIMEOUT + 60)
 
 sys.path.insert(0, HERE)
 
@@ -46,11 +48,13 @@ def test_opinfo_refusal_rule():
     assert suite.refusal_name({"exc": "AttributeError", "msg": "module 'torch._C' has no attribute '_x'"}) is None
 
 
+@LONG
 def test_opinfo_selftest():
     returncode, output = _run("--selftest")
     assert returncode == 0, output[-20000:]
 
 
+@LONG
 @pytest.mark.skipif(MODE not in ("1", "report"), reason="shim vs upstream OpInfo samples: set GOLDEN_OPINFO=1 "
                     "(fails on any difference) or GOLDEN_OPINFO=report")
 def test_opinfo_samples():
