@@ -11,7 +11,7 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
                 dataset-fashion-mnist systemd openssl
 
-.PHONY: setup build demo test asan-venv asan-test asan-python bench system-packages clean
+.PHONY: setup build demo test check asan-venv asan-test asan-python bench system-packages clean
 
 setup: system-packages build $(VENV)/.assembled
 
@@ -63,6 +63,14 @@ CTEST       := ctest --output-on-failure --timeout 60
 test: setup asan-test asan-python
 	$(CTEST) --test-dir $(BUILD) -j2
 	$(VENV)/bin/python -m pytest -q tests/harness tests/python tests/distributed tests/golden tests/federated tests/deploy
+
+# The fast loop for a change (README): the release build's C++ tests, tests/python, a stratified
+# sample of the golden cases (every operator and aliasing family), the federated suites' quick cases.
+check: setup
+	$(CTEST) --test-dir $(BUILD) -j2
+	$(PYTHON) tests/golden/run.py --sample --shim $(abspath $(VENV))/bin/python
+	$(VENV)/bin/python -m pytest -q tests/harness tests/python
+	$(VENV)/bin/python -m pytest -q -m "not slow" tests/federated
 
 # The sanitizer build: every target under AddressSanitizer and UndefinedBehaviorSanitizer.
 ASAN_BUILD  := build-asan

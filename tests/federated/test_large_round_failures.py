@@ -166,6 +166,7 @@ def broadcast_hub(tmp_path, spool_directory):
     yield from start_coordinator(tmp_path, spool_bytes=1 << 30, spool_directory=spool_directory)
 
 
+@pytest.mark.slow
 def test_a_device_killed_mid_broadcast_is_left_out_and_the_rounds_complete_with_the_survivors(
         broadcast_hub, tmp_path):
     coordinator = broadcast_hub

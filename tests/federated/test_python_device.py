@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import numpy as np
+import pytest
 
 from federation import PYTHON, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
 
@@ -79,6 +80,7 @@ print(json.dumps({"device_id": device.device_id, "round_id": report.round_id,
 '''
 
 
+@pytest.mark.slow
 def test_a_python_device_refuses_a_model_above_its_max_model_bytes_and_accepts_it_by_default(
         coordinator, tmp_path):
     # 12 + 3 float32 values and one int64: 68 bytes of tensors, above a limit of 64.

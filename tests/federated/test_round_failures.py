@@ -188,6 +188,7 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
     assert outcome["code"] == 16 and "was used before (a replay)" in outcome["message"], outcome
 
 
+@pytest.mark.slow
 def test_sigterm_mid_round_drains_it_and_a_restart_goes_on_from_it(coordinator, tmp_path):
     # SIGTERM while both devices train round 2: no further round starts, round 2 completes and is
     # committed, the daemon exits 0; restarted, the task runs its last round from round 2's model.
@@ -223,6 +224,7 @@ def test_sigterm_mid_round_drains_it_and_a_restart_goes_on_from_it(coordinator, 
     assert_weight_bits(model, devices.fedavg(["a", "b"], 3), [7])
 
 
+@pytest.mark.slow
 def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_the_daemon_stays_up(
         coordinator, tmp_path):
     server = f"127.0.0.1:{coordinator['grpc_port']}"
@@ -335,6 +337,7 @@ def listed_devices(coordinator):
     return {device["device_id"]: device for device in admin_json(coordinator, "devices")}
 
 
+@pytest.mark.slow
 def test_a_device_training_past_the_liveness_window_stays_alive_and_a_killed_one_is_gone_after_it(
         fast_heartbeats, tmp_path):
     coordinator = fast_heartbeats
@@ -416,6 +419,7 @@ def test_a_device_frozen_mid_round_is_dropped_once_its_heartbeats_lapse(fast_hea
     assert_weight_bits(fetch_model(coordinator, tmp_path, f"{task}/1")[1], devices.fedavg(["a", "b"], 1), [7])
 
 
+@pytest.mark.slow
 def test_grpc_updates_that_break_the_rules_are_refused_by_name_and_never_counted(coordinator, tmp_path):
     # A device that takes part over gRPC alone submits, in its first round, updates the coordinator
     # must refuse, then an honest one (the global model itself, from one example), then another;

@@ -1,12 +1,15 @@
-"""pytest entry points: the golden comparison and its self-test, each run as a subprocess.
+"""pytest entry points: the golden comparison and its self-test, each run as a subprocess, and
+the checks of run.py's stratified sample (--sample, make check).
 
 run.py is always started with the upstream interpreter (it needs numpy for the
 self-test, and pytest itself may be running inside the shim's venv).
 GOLDEN_SHIM / GOLDEN_UPSTREAM override the interpreters.
 """
 
+import io
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -18,6 +21,8 @@ UPSTREAM = os.environ.get("GOLDEN_UPSTREAM", "/usr/bin/python3")
 TIMEOUT = 900  # seconds; a normal run takes 2 to 5 minutes
 # pytest's bound for a test that runs run.py: past the subprocess's own, which ends it first.
 LONG = pytest.mark.timeout(TIMEOUT + 60)
+sys.path.insert(0, HERE)
+import run  # noqa: E402  (needs HERE on sys.path)
 
 
 def _run(*arguments):
@@ -38,3 +43,33 @@ def test_golden_cases():
 def test_golden_selftest():
     returncode, output = _run("--selftest")
     assert returncode == 0, output[-20000:]
+
+
+def test_sample_covers_every_stratum():
+    names, _ = run.list_cases(UPSTREAM, None)
+    drawn = run.sample(names)
+    assert len(drawn) < len(names) / 4
+    # Every operation, aliasing overload and family, in catalog order.
+    assert {key for name in names for key in run.strata(name)} == {key for name in drawn for key in run.strata(name)}
+    assert drawn == [name for name in names if name in set(drawn)]
+    # What judging a drawn case reads: its @temporary twin both ways, its float32 sibling.
+    listed, chosen = set(names), set(drawn)
+    for name in drawn:
+        base = name.removesuffix(run.TEMPORARY)
+        assert base in chosen and (base + run.TEMPORARY not in listed or base + run.TEMPORARY in chosen), name
+        parts = base.split("/")
+        sibling = "/".join([parts[0], "float32"] + parts[2:])
+        assert sibling not in listed or sibling in chosen, name
+
+
+def test_sample_check_names_a_missed_overload():
+    # The float64 case shares its float32 sibling's stratum, so the sample leaves it out.
+    names = ["op/float32/x", "op/float64/x"]
+    upstream = {"op/float32/x": {"value": 1, "ops": ["aten::op"]},
+                "op/float64/x": {"value": 1, "ops": ["aten::op", "aten::only_in_float64"]}}
+    out = io.StringIO()
+    assert run.sample(names) == ["op/float32/x"]
+    assert run.check_sample(names, names, upstream, out) == 1
+    assert "FAIL --sample: no case of the sample dispatches aten::only_in_float64" in out.getvalue()
+    upstream["op/float32/x"]["ops"].append("aten::only_in_float64")
+    assert run.check_sample(names, names, upstream, io.StringIO()) == 0
