@@ -6,7 +6,7 @@ tests/conftest.py loads these hooks into every suite; tests/harness/test_timeout
 pytest.ini gives every test a timeout, longer where a test is marked, with pytest-timeout's
 signal method: at the timeout SIGALRM prints the stacks of the other threads and fails the
 test with the main thread's traceback, and the run goes on to the next test (the thread
-method ends the whole run with os._exit). Two gaps remain, closed here:
+method ends the whole run with os._exit). Three gaps remain, closed here:
 
 - The SIGALRM handler runs only when the main thread returns to the interpreter; one stuck
   in C code (a blocking call into our _C) never does. faulthandler's own thread, armed for
@@ -17,7 +17,9 @@ method ends the whole run with os._exit). Two gaps remain, closed here:
   children (a golden worker under run.py, ranks under torch.multiprocessing.spawn), which
   would be orphaned and live on. pytest is made their subreaper, so orphans are reparented
   to it, and after each test's teardown every process that appeared below pytest while the
-  test ran is killed and reaped.
+  test's body ran is killed and reaped.
+- A failure stops pytest-timeout's timer, so a teardown hanging after it would be unbounded:
+  the timer starts again for the teardown.
 """
 import ctypes
 import faulthandler
@@ -110,7 +112,8 @@ def pytest_runtest_teardown(item, nextitem):
     # A failure cancels pytest-timeout's timer and faulthandler's (their pytest_exception_interact
     # hooks), which would leave the teardown unbounded: both start again for it.
     settings = _arm(item)
-    if settings.timeout:
+    # (With func_only, pytest-timeout times the test's body alone, and would not stop this timer.)
+    if settings.timeout and not settings.func_only:
         item.config.pluginmanager.hook.pytest_timeout_set_timer(item=item, settings=settings)
     yield
     before = item.stash.get(_BEFORE, None)
