@@ -69,8 +69,7 @@ test: setup asan-test asan-python
 check: setup
 	$(CTEST) --test-dir $(BUILD) -j2
 	$(PYTHON) tests/golden/run.py --sample --shim $(abspath $(VENV))/bin/python
-	$(VENV)/bin/python -m pytest -q tests/harness tests/python
-	$(VENV)/bin/python -m pytest -q -m "not slow" tests/federated
+	$(VENV)/bin/python -m pytest -q -m "not slow" tests/harness tests/python tests/federated
 
 # The sanitizer build: every target under AddressSanitizer and UndefinedBehaviorSanitizer.
 ASAN_BUILD  := build-asan
@@ -106,12 +105,13 @@ asan-test: system-packages $(ASAN_BUILD)/build.ninja
 asan-python: system-packages asan-venv
 	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
 	GOLDEN_SHIM=$(abspath $(ASAN_VENV))/bin/python $(ASAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	    tests/python tests/golden; status=$$?; \
+	    -m "not slow" tests/python tests/golden; status=$$?; \
 	if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then cat $(ASAN_REPORTS)/*; echo "sanitizer reports: $(ASAN_REPORTS)"; exit 1; fi; \
 	exit $$status
 
 bench: setup
 	$(PYTHON) bench/shim_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+	$(PYTHON) bench/autograd_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/distributed_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/federated_bench.py --bin $(VENV)/bin
 

@@ -33,6 +33,14 @@ def copy_tree(src, dst):
                 shutil.copy2(source, dest)
 
 
+def install(source, dest):
+    """Copies source to dest through a new file renamed into place: a process that has
+    dest's old library mapped keeps it intact (copying over it in place crashed running tests)."""
+    partial = dest + ".partial"
+    shutil.copy2(source, partial)
+    os.replace(partial, dest)
+
+
 def main(site, build):
     tree = os.path.join(build, "pytree")
     for package in ("torch", "torchgen"):
@@ -40,17 +48,17 @@ def main(site, build):
     ext = [f for f in os.listdir(os.path.join(build, "shim")) if f.startswith("_C.") and f.endswith(".so")]
     if len(ext) != 1:
         sys.exit("assemble_torch: expected exactly one built _C extension in %s/shim, found %s" % (build, ext))
-    shutil.copy2(os.path.join(build, "shim", ext[0]), os.path.join(tree, "torch", ext[0]))
+    install(os.path.join(build, "shim", ext[0]), os.path.join(tree, "torch", ext[0]))
     lib = os.path.join(tree, "torch", "lib")
     os.makedirs(lib, exist_ok=True)
-    shutil.copy2(os.path.join(build, "shim", "libtorch_global_deps.so"), os.path.join(lib, "libtorch_global_deps.so"))
+    install(os.path.join(build, "shim", "libtorch_global_deps.so"), os.path.join(lib, "libtorch_global_deps.so"))
     # Byte-compile once, as Debian does when it installs python3-torch, so imports never
     # recompile (PYTHONDONTWRITEBYTECODE may be set where the tree is used).
     if not compileall.compile_dir(tree, quiet=1, workers=2):
         sys.exit("assemble_torch: byte-compiling the assembled tree failed")
     bin_dir = os.path.join(tree, "torch", "bin")
     os.makedirs(bin_dir, exist_ok=True)
-    shutil.copy2(os.path.join(build, "shim", "torch_shm_manager"), os.path.join(bin_dir, "torch_shm_manager"))
+    install(os.path.join(build, "shim", "torch_shm_manager"), os.path.join(bin_dir, "torch_shm_manager"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ namespace tn {
 namespace {
 thread_local bool grad_enabled = true;
 thread_local bool inference_enabled = false;
+thread_local bool below_autograd = false;
 }  // namespace
 
 bool GradMode::is_enabled() { return grad_enabled; }
@@ -17,6 +18,10 @@ InferenceMode::InferenceMode(bool enabled)
   inference_enabled = enabled;
   grad_enabled = !enabled;
 }
+
+bool BelowAutograd::is_active() { return below_autograd; }
+BelowAutograd::BelowAutograd() : previous_(below_autograd) { below_autograd = true; }
+BelowAutograd::~BelowAutograd() { below_autograd = previous_; }
 
 InferenceMode::~InferenceMode() {
   inference_enabled = previous_inference_;

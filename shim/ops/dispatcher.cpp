@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "autograd.h"
 #include "boxing.h"
 #include "core/overlap.h"
 #include "kernel_dtypes.h"
@@ -243,6 +244,14 @@ void Dispatcher::impl(const std::string& full_name, Kernel kernel) {
 }
 
 void Dispatcher::call(const Operator& op, Stack& stack) const {
+  if (autograd::should_record(stack)) {
+    autograd::call_recorded(op, stack, [&](Stack& s) { call_below_autograd(op, s); });
+    return;
+  }
+  call_below_autograd(op, stack);
+}
+
+void Dispatcher::call_below_autograd(const Operator& op, Stack& stack) const {
   if (op.dtype_rules) check_kernel_dtype(op, *op.dtype_rules, stack);
   check_writes(op, stack);
   std::vector<Tensor> written = written_tensors(op, stack);

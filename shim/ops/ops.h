@@ -157,12 +157,14 @@ class Dispatcher {
 
   // The door: checks the call's writes, runs the operator (or refuses by name when we lack
   // it) and moves the version counters of the tensors it wrote.
+  // With grad mode on and an input that requires grad, the call is recorded (autograd.h).
   void call(const Operator& op, Stack& stack) const;
 
   // Loads upstream's schema table (generated from native_functions.yaml) and our kernels.
   void load_builtin();
 
  private:
+  void call_below_autograd(const Operator& op, Stack& stack) const;
   void run(const Operator& op, Stack& stack) const;
   void run_out_variant(const Operator& op, const Operator& functional, Stack& stack) const;
   void link_derived_variants();

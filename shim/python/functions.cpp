@@ -290,11 +290,8 @@ PyObject* m_numpy(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_CATCH(nullptr)
 }
 
-// A new object of the Tensor subclass `type` over an alias of `src` (same storage, sizes and
-// strides, its own version of requires_grad).
-PyObject* new_subclass_object(PyTypeObject* type, const Tensor& src, bool requires_grad) {
-  Tensor alias = src.view_as_strided(src.sizes(), src.strides(), src.offset());
-  alias.impl()->requires_grad = requires_grad;
+// A new object of the Tensor subclass `type` over `alias`, a new impl over src's memory.
+PyObject* new_subclass_object(PyTypeObject* type, const Tensor& alias) {
   PyObject* obj = type->tp_alloc(type, 0);
   if (!obj) return nullptr;
   new (&reinterpret_cast<TensorObject*>(obj)->tensor) Tensor(alias);
@@ -328,7 +325,11 @@ PyObject* m_make_subclass(PyObject*, PyObject* args, PyObject* kwargs) {
                  reinterpret_cast<PyTypeObject*>(cls)->tp_name);
     return nullptr;
   }
-  return new_subclass_object(reinterpret_cast<PyTypeObject*>(cls), unpack(data), rg == Py_True);
+  // Parameter(data): data's memory without its history, as upstream's detach().
+  const Tensor& src = unpack(data);
+  Tensor alias = src.view_as_strided(src.sizes(), src.strides(), src.offset());
+  alias.impl()->requires_grad = rg == Py_True;
+  return new_subclass_object(reinterpret_cast<PyTypeObject*>(cls), alias);
   TN_PY_CATCH(nullptr)
 }
 
@@ -348,7 +349,8 @@ PyObject* m_as_subclass(PyObject* self, PyObject* args, PyObject* kwargs) {
         "Make sure your class inherits from Tensor.");
     return nullptr;
   }
-  return new_subclass_object(reinterpret_cast<PyTypeObject*>(cls), SELF, SELF.impl()->requires_grad);
+  // upstream's self.alias(): the history continues through AliasBackward0.
+  return new_subclass_object(reinterpret_cast<PyTypeObject*>(cls), ops::alias(SELF));
   TN_PY_CATCH(nullptr)
 }
 
@@ -358,13 +360,18 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"requires_grad", nullptr};
   int flag = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(keywords), &flag)) return nullptr;
+  if (flag && !is_floating(SELF.dtype())) {  // the method's words; the property's name complex dtypes too
+    PyErr_SetString(PyExc_RuntimeError, "only Tensors of floating point dtype can require gradients");
+    return nullptr;
+  }
   if (!set_requires_grad(SELF, flag)) return nullptr;
   Py_INCREF(self);
   return self;
 }
 
+// Through the door (to.dtype), so the conversion is differentiated.
 PyObject* convert_method(PyObject* self, ScalarType type) {
-  TN_PY_TRY return wrap(SELF.to(type));
+  TN_PY_TRY return wrap(ops::to_dtype(SELF, type));
   TN_PY_CATCH(nullptr)
 }
 #define CONVERT(NAME, TYPE) \
@@ -561,7 +568,7 @@ PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op", const_cast<char**>(keywords), &dtype, &non_blocking))
     return nullptr;
   if (!dtype || dtype == Py_None) return PyUnicode_FromString(legacy_tensor_type(SELF.dtype()).c_str());
-  if (is_dtype(dtype)) return wrap(SELF.to(dtype_of(dtype)));
+  if (is_dtype(dtype)) return wrap(ops::to_dtype(SELF, dtype_of(dtype)));
   std::string name;
   if (PyUnicode_Check(dtype))
     name = PyUnicode_AsUTF8(dtype);
@@ -569,7 +576,7 @@ PyObject* m_type(PyObject* self, PyObject* args, PyObject* kwargs) {
     name = std::string("torch.") + reinterpret_cast<PyTypeObject*>(dtype)->tp_name;
   for (ScalarType type : kLegacyDtypes) {
     const std::string spelled = legacy_tensor_type(type);
-    if (name == spelled || name == spelled.substr(6)) return wrap(SELF.to(type));
+    if (name == spelled || name == spelled.substr(6)) return wrap(ops::to_dtype(SELF, type));
   }
   PyErr_Format(PyExc_ValueError, "invalid type: '%s'", name.c_str());
   return nullptr;

@@ -172,7 +172,7 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   else
     source = tensor_from_python_data(value, base.dtype());
   if (!advanced.empty()) {
-    ops::index_put_(target, advanced, source.to(base.dtype()), false);
+    ops::index_put_(target, advanced, ops::to_dtype(source, base.dtype()), false);
   } else {
     ops::copy_(target, source, false);
   }

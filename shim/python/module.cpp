@@ -164,7 +164,7 @@ PyObject* f_as_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   require_cpu(device);
   std::optional<ScalarType> type;
   if (dtype != Py_None) type = dtype_of(dtype);
-  if (is_tensor(data)) return wrap(type ? unpack(data).to(*type) : unpack(data));
+  if (is_tensor(data)) return wrap(type ? ops::to_dtype(unpack(data), *type) : unpack(data));
   if (std::string(Py_TYPE(data)->tp_name) == "numpy.ndarray") {
     Ref torch(PyImport_ImportModule("torch"));
     Ref shared(PyObject_CallMethod(torch.get(), "from_numpy", "O", data));
@@ -684,6 +684,7 @@ PyMODINIT_FUNC PyInit__C() {
     init_dispatch(module);
     init_runtime_settings(module);
     init_autograd_mode(module);
+    init_autograd_graph(module);
     init_dataloader_workers(module);
     init_torch_function(module);
     for (const char* flag : {"has_cuda", "has_cudnn", "has_mps", "has_mkl", "has_mkldnn", "has_openmp",

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd.h"
 #include "ops.h"
 #include "typed_ops.h"
 
@@ -50,7 +51,6 @@ struct PythonErrorSet {};
 // ---- Tensor objects ----
 struct TensorObject {
   PyObject_HEAD Tensor tensor;  // placement-constructed
-  PyObject* grad;               // .grad, owned
   PyObject* backward_hooks;
 };
 extern PyTypeObject* tensor_base_type;  // torch._C._TensorBase
@@ -61,6 +61,13 @@ PyObject* wrap(const Tensor& tensor);  // new reference; reuses the live object 
 // requires_grad_() and .requires_grad = ...: false with the Python error set when refused.
 bool set_requires_grad(const Tensor& t, bool flag);
 void init_tensor_type(PyObject* module);
+
+// ---- the autograd graph (autograd_graph.cpp) ----
+// A grad_fn object of upstream's class name (AddBackward0 ...) for `node`, None for none; the
+// same object while it lives.
+PyObject* wrap_node(const std::shared_ptr<autograd::Node>& node);
+// torch._C._ImperativeEngine and the graph's Python types.
+void init_autograd_graph(PyObject* module);
 void add_tensor_methods(PyObject* methods_dict_target);
 PyObject* f_parse_to(PyObject*, PyObject* args, PyObject* kwargs);               // torch._C._nn._parse_to
 PyObject* nonzero_function(PyObject* module, PyObject* args, PyObject* kwargs);  // torch.nonzero

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "autograd.h"
 #include "core/autograd_mode.h"
 #include "python_shim.h"
 // After Python.h, which it needs.
@@ -44,6 +45,14 @@ bool set_requires_grad(const Tensor& t, bool flag) {
                     "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
     return false;
   }
+  if (autograd::grad_fn(t)) {
+    if (flag) return true;  // a computed tensor requires grad already
+    PyErr_SetString(
+        PyExc_RuntimeError,
+        "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+        "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+    return false;
+  }
   t.impl()->requires_grad = flag;
   return true;
 }
@@ -65,7 +74,6 @@ PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 
 int tensor_traverse(PyObject* self, visitproc visit, void* arg) {
   auto* t = reinterpret_cast<TensorObject*>(self);
-  Py_VISIT(t->grad);
   Py_VISIT(t->backward_hooks);
   Py_VISIT(Py_TYPE(self));
   return 0;
@@ -73,7 +81,6 @@ int tensor_traverse(PyObject* self, visitproc visit, void* arg) {
 
 int tensor_clear(PyObject* self) {
   auto* t = reinterpret_cast<TensorObject*>(self);
-  Py_CLEAR(t->grad);
   Py_CLEAR(t->backward_hooks);
   return 0;
 }
@@ -113,7 +120,6 @@ PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(unpack(se
 PyObject* get_false(PyObject*, void*) { Py_RETURN_FALSE; }
 PyObject* get_true(PyObject*, void*) { Py_RETURN_TRUE; }
 PyObject* get_none(PyObject*, void*) { Py_RETURN_NONE; }
-PyObject* get_zero(PyObject*, void*) { return PyLong_FromLong(0); }
 PyObject* get_requires_grad(PyObject* self, void*) {
   return PyBool_FromLong(unpack(self).impl()->requires_grad);
 }
@@ -124,22 +130,31 @@ int set_requires_grad_attribute(PyObject* self, PyObject* value, void*) {
   }
   return set_requires_grad(unpack(self), value == Py_True) ? 0 : -1;
 }
+// .grad lives in core (AutogradMeta), so it survives this wrapper.
 PyObject* get_grad(PyObject* self, void*) {
-  auto* t = reinterpret_cast<TensorObject*>(self);
-  PyObject* g = t->grad ? t->grad : Py_None;
-  Py_INCREF(g);
-  return g;
+  TN_PY_TRY return wrap(autograd::grad(unpack(self)));
+  TN_PY_CATCH(nullptr)
 }
 int set_grad(PyObject* self, PyObject* value, void*) {
-  auto* t = reinterpret_cast<TensorObject*>(self);
   if (value && value != Py_None && !is_tensor(value)) {
     PyErr_SetString(PyExc_TypeError, "assigned grad expected to be a Tensor or None");
     return -1;
   }
-  PyObject* old = t->grad;
-  t->grad = value == Py_None ? nullptr : value;
-  Py_XINCREF(t->grad);
-  Py_XDECREF(old);
+  const Tensor& t = unpack(self);
+  if (!value || value == Py_None) {
+    autograd::set_grad(t, Tensor());
+    return 0;
+  }
+  const Tensor& grad = unpack(value);
+  const char* refusal = self == value               ? "can't assign Variable as its own grad"
+                        : grad.dtype() != t.dtype() ? "assigned grad has data of a different type"
+                        : grad.sizes() != t.sizes() ? "assigned grad has data of a different size"
+                                                    : nullptr;
+  if (refusal) {
+    PyErr_SetString(PyExc_RuntimeError, refusal);
+    return -1;
+  }
+  autograd::set_grad(t, grad);
   return 0;
 }
 PyObject* get_backward_hooks(PyObject* self, void*) {
@@ -156,10 +171,14 @@ int set_backward_hooks(PyObject* self, PyObject* value, void*) {
   Py_XDECREF(old);
   return 0;
 }
+// .data: the same memory without history, and with a version counter of its own (as
+// upstream's), so writes through it are not seen by the autograd checks.
 PyObject* get_data(PyObject* self, void*) {
   TN_PY_TRY
   const Tensor& t = unpack(self);
-  return wrap(t.view_as_strided(t.sizes(), t.strides(), t.offset()));
+  Tensor data = t.view_as_strided(t.sizes(), t.strides(), t.offset());
+  data.impl()->version = std::make_shared<std::atomic<uint32_t>>(0);
+  return wrap(data);
   TN_PY_CATCH(nullptr)
 }
 int set_data(PyObject* self, PyObject* value, void*) {
@@ -227,11 +246,21 @@ PyObject* get_base(PyObject* self, void*) {
   return wrap(Tensor(base));
 }
 
-// Every stored dtype is real: .real is the tensor itself (as a view), .imag an error.
-PyObject* get_real(PyObject* self, void* closure) { return get_data(self, closure); }
+// Every stored dtype is real: .real is the tensor itself, history included (as upstream's
+// at::real of a real tensor), .imag an error.
+PyObject* get_real(PyObject* self, void*) { return Ref::borrow(self).release(); }
 PyObject* get_imag(PyObject*, void*) {
   PyErr_SetString(PyExc_RuntimeError, "imag is not implemented for tensors with non-complex dtypes.");
   return nullptr;
+}
+
+PyObject* get_is_leaf(PyObject* self, void*) { return PyBool_FromLong(!autograd::grad_fn(unpack(self))); }
+PyObject* get_grad_fn(PyObject* self, void*) {
+  TN_PY_TRY return wrap_node(autograd::grad_fn(unpack(self)));
+  TN_PY_CATCH(nullptr)
+}
+PyObject* get_output_nr(PyObject* self, void*) {
+  return PyLong_FromUnsignedLong(autograd::output_nr(unpack(self)));
 }
 
 // Upstream's properties offer themselves to a __torch_function__ override first (all but
@@ -260,11 +289,11 @@ PyGetSetDef tensor_getset[] = {
     GETTER("mT", get_mT),
     GETTER("H", get_T),  // real dtypes only: conj is the identity
     GETTER("mH", get_mH),
-    GETTER("is_leaf", get_true),  // no autograd graph yet: every tensor is a leaf
-    GETTER("grad_fn", get_none),
-    GETTER("_grad_fn", get_none),
+    GETTER("is_leaf", get_is_leaf),
+    GETTER("grad_fn", get_grad_fn),
+    GETTER("_grad_fn", get_grad_fn),
     GETTER("_base", get_base),
-    GETTER("output_nr", get_zero),
+    GETTER("output_nr", get_output_nr),
     GETTER("names", get_none),
     GETTER("is_cuda", get_false),
     GETTER("is_ipu", get_false),

@@ -890,7 +890,6 @@ NOT_YET = {
     "record_function_in_profiler": "the shim has no profiler (torch.autograd.profiler.profile is refused)",
     "complex_dtype_predicates": "the shim has no complex dtypes",
     "reduction_with_threads": "reductions run in upstream's one-thread order whatever set_num_threads says",
-    "inference_mode_autograd": "the shim has no autograd yet (issue 17)",
     "queue_fork_file_system": "the file_system sharing strategy (torch_shm_manager) is not implemented",
     "queue_spawn_file_system": "the file_system sharing strategy (torch_shm_manager) is not implemented",
 }

@@ -18,6 +18,10 @@ namespace tn {
 using Shape = std::vector<int64_t>;
 
 class Tensor;
+struct AutogradMeta;
+namespace autograd {
+struct Node;  // shim/autograd: core keeps the pointer, never the graph's types
+}
 
 // State shared by every handle to one tensor. Views hold their own TensorImpl
 // pointing at the same Storage.
@@ -27,7 +31,10 @@ struct TensorImpl {
   Shape strides;
   int64_t offset = 0;  // in elements
   ScalarType dtype = ScalarType::Float;
+  // A leaf that requires grad, or a result of a recorded call (then autograd->grad_fn is set).
   bool requires_grad = false;
+  // grad, grad_fn and output number; made when first needed. Not copied with the impl.
+  std::unique_ptr<AutogradMeta> autograd;
   // A Python number turned into a 0-dim tensor: it ranks below tensors in type promotion.
   bool wrapped_number = false;
   // Slot for the Python object wrapping this impl, so identity survives round trips.
@@ -92,6 +99,16 @@ class Tensor {
 
  private:
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// A tensor's place in the autograd graph (upstream's AutogradMeta), kept here rather than on
+// the Python object so a leaf's .grad outlives its wrapper.
+struct AutogradMeta {
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  uint32_t output_nr = 0;
+  // A leaf's AccumulateGrad, shared by every graph that reaches the leaf while one lives.
+  std::weak_ptr<autograd::Node> grad_accumulator;
 };
 
 Shape contiguous_strides(const Shape& sizes);

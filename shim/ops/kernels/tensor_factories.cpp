@@ -85,8 +85,11 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::opti
     using scalar_t = TN_TYPE(tag_);
     // As upstream: the ends converted to the output type first (integers wrap), the
     // step in the output type (double for integers), the first half counted from the
-    // start and the second half back from the end.
-    using step_t = std::conditional_t<std::is_integral_v<scalar_t>, double, compute_t<scalar_t>>;
+    // start and the second half back from the end, in float arithmetic for float32
+    // (linspace(-1, 1, 4)[1] is -1 + 0.6666667f = -0.33333331f there, not -1/3 rounded).
+    using step_t =
+        std::conditional_t<std::is_integral_v<scalar_t>, double,
+                           std::conditional_t<std::is_same_v<scalar_t, float>, float, compute_t<scalar_t>>>;
     scalar_t* p = out.template data_as<scalar_t>();
     step_t first = step_t(compute_t<scalar_t>(start.to<scalar_t>()));
     step_t last = step_t(compute_t<scalar_t>(end.to<scalar_t>()));

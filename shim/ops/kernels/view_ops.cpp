@@ -377,10 +377,9 @@ TN_KERNEL("aten::view.dtype", {
   ScalarType to = ScalarType(a.integer(1));
   if (element_size(to) != t.itemsize())
     throw Error("torchnative: Tensor.view(dtype) between different element sizes is not implemented");
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->dtype = to;
-  impl->python_object = nullptr;
-  return Tensor(impl);
+  Tensor out = t.view_as_strided(t.sizes(), t.strides(), t.offset());
+  out.impl()->dtype = to;
+  return out;
 });
 TN_KERNEL("aten::reshape", { return reshape(a.tensor(0), a.int_list(1)); });
 TN_KERNEL("aten::_reshape_alias",
@@ -496,6 +495,10 @@ TN_KERNEL("aten::detach_", {
         "training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and hence "
         "detach_() cannot be called on these gradients. To fix this error, please refer to the "
         "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.");
+  // The tensor becomes a leaf that does not require grad (its .grad stays).
+  TensorImpl* impl = a.tensor(0).impl();
+  impl->requires_grad = false;
+  if (impl->autograd) impl->autograd->grad_fn.reset();
   return a.tensor(0);
 });
 TN_KERNEL("aten::atleast_1d", { return at_least(a.tensor(0), 1); });

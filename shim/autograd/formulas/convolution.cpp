@@ -1,0 +1,99 @@
+// Derivatives of convolution (kernels/convolution.cpp), 1-D as 2-D over height 1 as the
+// forward computes it: the input's gradient is the transposed convolution of the output's,
+// the weight's the correlation of the input's patches (im2col) with the output's gradient.
+#include "formulas.h"
+
+namespace tn::autograd {
+
+namespace {
+
+struct Conv {
+  Shape stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+// Gradients for a batched 2-D convolution: x (N, C, H, W) (read only for the weight's),
+// w (OC, C/G, kh, kw), g (N, OC, oh, ow).
+Stack conv2d_grads(const Saved& s, const Shape& x_sizes, const Tensor& x, const Tensor& w, const Tensor& g,
+                   const Conv& c) {
+  Stack out(3);
+  int64_t n = x_sizes[0], oc = w.size(0), kh = w.size(2), kw = w.size(3);
+  if (s.needs_grad(0)) {
+    // The rows and columns the forward's stride skipped at the end come back as output padding.
+    Shape extra;
+    for (size_t i = 0; i < 2; ++i) {
+      int64_t produced = (g.size(int64_t(2 + i)) - 1) * c.stride[i] - 2 * c.padding[i] +
+                         c.dilation[i] * (w.size(int64_t(2 + i)) - 1) + 1;
+      extra.push_back(x_sizes[2 + i] - produced);
+    }
+    out[0] = ops::conv_transpose2d(g, w, std::nullopt, c.stride, c.padding, extra, c.groups, c.dilation);
+  }
+  if (s.needs_grad(1)) {
+    Tensor patches = ops::im2col(x, {kh, kw}, c.dilation, c.padding, c.stride);  // (N, C kh kw, L)
+    int64_t cells = patches.size(2);
+    Tensor grouped_patches = ops::reshape(patches, {n, c.groups, -1, cells});
+    Tensor grouped_grad = ops::reshape(g, {n, c.groups, oc / c.groups, cells});
+    Tensor per_sample = ops::matmul(grouped_grad, ops::transpose(grouped_patches, -2, -1));
+    out[1] = ops::reshape(ops::sum(per_sample, std::vector<int64_t>{0}, false, std::nullopt), w.sizes());
+  }
+  if (s.needs_grad(2)) out[2] = ops::sum(g, std::vector<int64_t>{0, 2, 3}, false, std::nullopt);
+  return out;
+}
+
+// An unbatched input (one dim fewer) is a batch of one, as in the forward.
+Stack conv_grads(const Saved& s, const Tensor& grad, const Conv& c, bool one_dimensional) {
+  Shape x_sizes = s.input_sizes(0);
+  Tensor x = s.needs_grad(1) ? s.input(0) : Tensor();
+  Tensor w = s.input(1), g = grad;
+  bool batched = int64_t(x_sizes.size()) == (one_dimensional ? 3 : 4);
+  auto add_dim = [&](int64_t dim) {
+    x_sizes.insert(dim < 0 ? x_sizes.end() + dim + 1 : x_sizes.begin() + dim, 1);
+    if (x.defined()) x = ops::unsqueeze(x, dim);
+    g = ops::unsqueeze(g, dim);
+  };
+  if (one_dimensional) {
+    add_dim(-2);
+    w = ops::unsqueeze(w, -2);
+  }
+  if (!batched) add_dim(0);
+  Stack out = conv2d_grads(s, x_sizes, x, w, g, c);
+  if (out[0].is<Tensor>()) out[0] = ops::reshape(out[0].get<Tensor>(), s.input_sizes(0));
+  if (out[1].is<Tensor>()) out[1] = ops::reshape(out[1].get<Tensor>(), s.input_sizes(1));
+  return out;
+}
+
+Conv conv_arguments(const Args& a, size_t first, const Shape& padding) {
+  return Conv{a.int_list(first), padding, a.int_list(first + 2), a.integer(first + 3)};
+}
+
+// 1-D parameters as the 2-D ones over height 1.
+Conv over_height_one(const Conv& c) {
+  return Conv{{1, c.stride[0]}, {0, c.padding[0]}, {1, c.dilation[0]}, c.groups};
+}
+
+}  // namespace
+
+TN_DERIVATIVE("aten::conv2d", "ConvolutionBackward0", SAVES(0, 1),
+              { return conv_grads(s, g[0], conv_arguments(s.args(), 3, s.args().int_list(4)), false); });
+// padding='same' (symmetric only: the forward refuses the rest) or 'valid'.
+TN_DERIVATIVE("aten::conv2d.padding", "ConvolutionBackward0", SAVES(0, 1), {
+  auto a = s.args();
+  Shape dilation = a.int_list(5), padding{0, 0};
+  const Shape& w = s.input_sizes(1);
+  if (*a.optional_string(4) == "same")
+    for (size_t i = 0; i < 2; ++i) padding[i] = dilation[i] * (w[2 + i] - 1) / 2;
+  return conv_grads(s, g[0], conv_arguments(a, 3, padding), false);
+});
+TN_DERIVATIVE("aten::conv1d", "ConvolutionBackward0", SAVES(0, 1), {
+  return conv_grads(s, g[0], over_height_one(conv_arguments(s.args(), 3, s.args().int_list(4))), true);
+});
+// convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+TN_DERIVATIVE("aten::convolution", "ConvolutionBackward0", SAVES(0, 1), {
+  auto a = s.args();
+  if (a.boolean(6)) throw NotImplemented("torchnative does not differentiate transposed convolution yet");
+  Conv c{a.int_list(3), a.int_list(4), a.int_list(5), a.integer(8)};
+  bool one_dimensional = s.input_sizes(1).size() == 3;
+  return conv_grads(s, g[0], one_dimensional ? over_height_one(c) : c, one_dimensional);
+});
+
+}  // namespace tn::autograd

@@ -1,0 +1,67 @@
+// Derivatives of the matrix products (kernels/linear_algebra.cpp).
+#include "formulas.h"
+
+namespace tn::autograd {
+
+namespace {
+Tensor mT(const Tensor& t) { return ops::transpose(t, -2, -1); }
+
+// matmul's gradients for any ranks: 1-D operands become matrices (a row on the left, a
+// column on the right) as in the forward, batch dimensions are summed back by sum_to.
+Stack matmul_grads(const Saved& s, const Tensor& grad) {
+  const Tensor &x = s.input(0), &y = s.input(1);
+  Tensor xm = x.dim() == 1 ? ops::unsqueeze(x, 0) : x, ym = y.dim() == 1 ? ops::unsqueeze(y, 1) : y;
+  Tensor g = grad;
+  if (x.dim() == 1) g = ops::unsqueeze(g, g.dim() == 0 ? 0 : -1 - int64_t(y.dim() != 1));
+  if (y.dim() == 1) g = ops::unsqueeze(g, -1);
+  Stack out(2);
+  if (s.needs_grad(0)) out[0] = ops::reshape(sum_to(ops::matmul(g, mT(ym)), xm.sizes()), x.sizes());
+  if (s.needs_grad(1)) out[1] = ops::reshape(sum_to(ops::matmul(mT(xm), g), ym.sizes()), y.sizes());
+  return out;
+}
+}  // namespace
+
+TN_DERIVATIVE("aten::mm", "MmBackward0", SAVES(0, 1), {
+  return {s.needs_grad(0) ? IValue(ops::mm(g[0], mT(s.input(1)))) : none(),
+          s.needs_grad(1) ? IValue(ops::mm(mT(s.input(0)), g[0])) : none()};
+});
+TN_DERIVATIVE("aten::bmm", "BmmBackward0", SAVES(0, 1), {
+  return {s.needs_grad(0) ? IValue(ops::bmm(g[0], mT(s.input(1)))) : none(),
+          s.needs_grad(1) ? IValue(ops::bmm(mT(s.input(0)), g[0])) : none()};
+});
+TN_DERIVATIVE("aten::addmm", "AddmmBackward0", SAVES(1, 2), {
+  Scalar beta = s.args().scalar(3), alpha = s.args().scalar(4);
+  return {s.needs_grad(0) ? IValue(ops::mul(g[0], beta)) : none(),
+          s.needs_grad(1) ? IValue(ops::mul(ops::mm(g[0], mT(s.input(2))), alpha)) : none(),
+          s.needs_grad(2) ? IValue(ops::mul(ops::mm(mT(s.input(1)), g[0]), alpha)) : none()};
+});
+TN_DERIVATIVE("aten::baddbmm", "BaddbmmBackward0", SAVES(1, 2), {
+  Scalar beta = s.args().scalar(3), alpha = s.args().scalar(4);
+  return {s.needs_grad(0) ? IValue(ops::mul(g[0], beta)) : none(),
+          s.needs_grad(1) ? IValue(ops::mul(ops::bmm(g[0], mT(s.input(2))), alpha)) : none(),
+          s.needs_grad(2) ? IValue(ops::mul(ops::bmm(mT(s.input(1)), g[0]), alpha)) : none()};
+});
+TN_DERIVATIVE("aten::dot", "DotBackward0", SAVES(0, 1), {
+  return {ops::mul(g[0], s.input(1)), ops::mul(g[0], s.input(0))};
+});
+TN_DERIVATIVE("aten::mv", "MvBackward0", SAVES(0, 1), {
+  return {s.needs_grad(0) ? IValue(ops::outer(g[0], s.input(1))) : none(),
+          s.needs_grad(1) ? IValue(ops::mv(ops::t(s.input(0)), g[0])) : none()};
+});
+TN_DERIVATIVE("aten::matmul", "MmBackward0", SAVES(0, 1), { return matmul_grads(s, g[0]); });
+// linear(x, w, b) = x w^T + b over any leading dimensions of x.
+TN_DERIVATIVE("aten::linear", "AddmmBackward0", SAVES(0, 1), {
+  const Tensor &x = s.input(0), &w = s.input(1);
+  int64_t out_features = w.dim() == 1 ? 1 : w.size(0);
+  Tensor rows = ops::reshape(g[0], {-1, out_features});
+  Stack out(3);
+  if (s.needs_grad(0))
+    out[0] = ops::reshape(ops::matmul(g[0], w.dim() == 1 ? ops::unsqueeze(w, 0) : w), x.sizes());
+  if (s.needs_grad(1))
+    out[1] = ops::reshape(ops::mm(mT(rows), ops::reshape(x, {-1, x.dim() ? x.size(-1) : 1})), w.sizes());
+  if (s.needs_grad(2))
+    out[2] = ops::reshape(ops::sum(rows, std::vector<int64_t>{0}, false, std::nullopt), s.input_sizes(2));
+  return out;
+});
+
+}  // namespace tn::autograd

@@ -1,0 +1,127 @@
+// Derivatives of the losses (kernels/loss.cpp). cross_entropy_loss is differentiated
+// through its decomposition (log_softmax, nll_loss), as upstream's composite is.
+#include "formulas.h"
+
+namespace tn::autograd {
+
+namespace {
+enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
+
+// -w[c] at each row's target class (0 for ignored rows), divided by the total weight for
+// a mean; rows are the input with its class dimension last.
+Tensor nll_loss_grad(const Saved& s, const Tensor& grad) {
+  const Tensor &x = s.input(0), &target = s.input(1);
+  auto weight = s.input_defined(2) ? std::optional<Tensor>(s.input(2)) : std::nullopt;
+  int64_t reduction = s.args().integer(3), ignore = s.args().integer(4);
+  Tensor input = x.dim() == 1 ? ops::unsqueeze(x, 0) : x;
+  int64_t classes = input.size(1);
+  Tensor t = ops::reshape(target, {-1}).contiguous();
+  Tensor w = weight ? ops::_to_copy(*weight, ScalarType::Double).contiguous() : Tensor();
+  Tensor g =
+      ops::_to_copy(ops::reshape(grad, {reduction == kNone ? -1 : 1}), ScalarType::Double).contiguous();
+  int64_t rows = t.numel();
+  Tensor out = ops::zeros({rows, classes}, ScalarType::Double);
+  double total_weight = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t c = t.data_as<int64_t>()[i];
+    if (c == ignore) continue;
+    double wc = weight ? w.data_as<double>()[c] : 1.0;
+    total_weight += wc;
+    out.data_as<double>()[i * classes + c] = -wc * g.data_as<double>()[reduction == kNone ? i : 0];
+  }
+  if (reduction == kMean && total_weight != 0) out = ops::div(out, Scalar(total_weight));
+  // Back to the input's layout: rows were its class dimension moved last, the rest flattened.
+  Tensor moved = ops::movedim(input, int64_t{1}, int64_t{-1});
+  Tensor shaped = ops::movedim(ops::reshape(out, moved.sizes()), int64_t{-1}, int64_t{1});
+  return ops::_to_copy(ops::reshape(shaped, x.sizes()), x.dtype());
+}
+// d loss / d x elementwise, times the incoming gradient (one per element, or one for a
+// reduced loss), over the element count for a mean.
+Tensor reduced_grad(const Tensor& elementwise, const Tensor& g, int64_t reduction) {
+  Tensor grad = ops::mul(elementwise, g);
+  return reduction == kMean ? ops::div(grad, Scalar(elementwise.numel())) : grad;
+}
+
+// x - t at the broadcast shape of the pair.
+Tensor difference(const Saved& s) { return ops::sub(s.input(0), s.input(1)); }
+
+// Optional weights multiply the elementwise gradient.
+Tensor weighted(const Saved& s, size_t weight_argument, const Tensor& t) {
+  return s.input_defined(weight_argument) ? ops::mul(t, s.input(weight_argument)) : t;
+}
+}  // namespace
+
+TN_DERIVATIVE("aten::nll_loss_nd", "NllLossBackward0", SAVES(0, 1, 2).without_derivative({1, 2}),
+              { return {nll_loss_grad(s, g[0])}; });
+// 2 (x - t) g, over the count for a mean.
+TN_DERIVATIVE("aten::mse_loss", "MseLossBackward0", SAVES(0, 1), {
+  const Tensor &x = s.input(0), &t = s.input(1);
+  int64_t reduction = s.args().integer(2);
+  Tensor d = ops::mul(ops::sub(x, t), Scalar(int64_t{2}));
+  Tensor grad = ops::mul(d, g[0]);
+  if (reduction == kMean) grad = ops::div(grad, Scalar(ops::expand(x, t.sizes(), false).numel()));
+  return {grad, ops::neg(grad)};
+});
+
+TN_DERIVATIVE("aten::l1_loss", "L1LossBackward0", SAVES(0, 1), {
+  Tensor grad = reduced_grad(ops::sgn(difference(s)), g[0], s.args().integer(2));
+  return {grad, ops::neg(grad)};
+});
+// |d| < beta: d / beta, else sign(d) (beta = 0 is l1).
+TN_DERIVATIVE("aten::smooth_l1_loss", "SmoothL1LossBackward0", SAVES(0, 1), {
+  Tensor d = difference(s);
+  double beta = s.args().real(3);
+  Tensor inside = ops::lt(ops::abs(d), Scalar(beta));
+  Tensor elementwise = beta == 0 ? ops::sgn(d) : ops::where(inside, ops::div(d, Scalar(beta)), ops::sgn(d));
+  Tensor grad = reduced_grad(elementwise, g[0], s.args().integer(2));
+  return {grad, ops::neg(grad)};
+});
+// |d| < delta: d, else delta sign(d).
+TN_DERIVATIVE("aten::huber_loss", "HuberLossBackward0", SAVES(0, 1), {
+  Tensor d = difference(s);
+  double delta = s.args().real(3);
+  Tensor elementwise =
+      ops::where(ops::lt(ops::abs(d), Scalar(delta)), d, ops::mul(ops::sgn(d), Scalar(delta)));
+  Tensor grad = reduced_grad(elementwise, g[0], s.args().integer(2));
+  return {grad, ops::neg(grad)};
+});
+// x: (x - t) / max(x (1 - x), 1e-12); t: log(1 - x) - log(x), each log clamped at -100 as the
+// forward's (upstream's EPSILON and clamp).
+TN_DERIVATIVE("aten::binary_cross_entropy", "BinaryCrossEntropyBackward0",
+              SAVES(0, 1, 2).without_derivative({2}), {
+                const Tensor &x = s.input(0), &t = s.input(1);
+                int64_t reduction = s.args().integer(3);
+                Tensor spread = ops::clamp_min(ops::mul(x, ops::rsub(x, Scalar(int64_t{1}))), Scalar(1e-12));
+                Tensor self_grad =
+                    reduced_grad(weighted(s, 2, ops::div(ops::sub(x, t), spread)), g[0], reduction);
+                if (!s.needs_grad(1)) return {self_grad};
+                Tensor log_x = ops::clamp_min(ops::log(x), Scalar(-100.0));
+                Tensor log_rest = ops::clamp_min(ops::log1p(ops::neg(x)), Scalar(-100.0));
+                return {self_grad, reduced_grad(weighted(s, 2, ops::sub(log_rest, log_x)), g[0], reduction)};
+              });
+// loss = (1 - t) x + c softplus(-x), c = 1 + (pos_weight - 1) t: x gets (1 - t) + c (sigmoid(x) - 1),
+// t gets -x + (pos_weight - 1) softplus(-x).
+TN_DERIVATIVE("aten::binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
+              SAVES(0, 1, 2, 3).without_derivative({2, 3}), {
+                const Tensor &x = s.input(0), &t = s.input(1);
+                int64_t reduction = s.args().integer(4);
+                bool has_pos_weight = s.input_defined(3);
+                Tensor one = ops::ones_like(x);
+                Tensor c = has_pos_weight ? ops::add(ops::mul(ops::sub(s.input(3), Scalar(int64_t{1})), t),
+                                                     Scalar(int64_t{1}))
+                                          : one;
+                Tensor self_elementwise =
+                    ops::add(ops::rsub(t, Scalar(int64_t{1})),
+                             ops::mul(c, ops::sub(ops::sigmoid(x), Scalar(int64_t{1}))));
+                Tensor self_grad = reduced_grad(weighted(s, 2, self_elementwise), g[0], reduction);
+                if (!s.needs_grad(1)) return {self_grad};
+                Tensor target_elementwise = ops::neg(x);
+                if (has_pos_weight)
+                  target_elementwise =
+                      ops::add(target_elementwise,
+                               ops::mul(ops::sub(s.input(3), Scalar(int64_t{1})),
+                                        ops::softplus(ops::neg(x), Scalar(int64_t{1}), Scalar(int64_t{20}))));
+                return {self_grad, reduced_grad(weighted(s, 2, target_elementwise), g[0], reduction)};
+              });
+
+}  // namespace tn::autograd

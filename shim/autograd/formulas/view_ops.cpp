@@ -1,0 +1,75 @@
+// Derivatives of the shape operators (kernels/view_ops.cpp): each puts the gradient back
+// into the input's shape.
+#include "formulas.h"
+
+namespace tn::autograd {
+
+namespace {
+Tensor to_input_shape(const Saved& s, const Tensor& g) { return ops::reshape(g, s.input_sizes(0)); }
+
+// The gradient of a part of the input: zeros elsewhere.
+template <typename Part>
+Tensor scattered(const Saved& s, const Tensor& g, Part&& part) {
+  Tensor whole = ops::zeros(s.input_sizes(0), g.dtype());
+  ops::copy_(part(whole), g, false);
+  return whole;
+}
+}  // namespace
+
+#define TN_RESHAPING_DERIVATIVE(OP, NODE) \
+  TN_DERIVATIVE(OP, NODE, SAVES(), { return {to_input_shape(s, g[0])}; })
+TN_RESHAPING_DERIVATIVE("aten::view", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::view_as", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::reshape", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::reshape_as", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::_reshape_alias", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::flatten.using_ints", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::unflatten.int", "ViewBackward0");
+TN_RESHAPING_DERIVATIVE("aten::unsqueeze", "UnsqueezeBackward0");
+TN_RESHAPING_DERIVATIVE("aten::squeeze", "SqueezeBackward0");
+TN_RESHAPING_DERIVATIVE("aten::squeeze.dim", "SqueezeBackward1");
+TN_RESHAPING_DERIVATIVE("aten::alias", "AliasBackward0");
+#undef TN_RESHAPING_DERIVATIVE
+
+TN_DERIVATIVE("aten::expand", "ExpandBackward0", SAVES(), { return {sum_to(g[0], s.input_sizes(0))}; });
+TN_DERIVATIVE("aten::expand_as", "ExpandBackward0", SAVES(), { return {sum_to(g[0], s.input_sizes(0))}; });
+TN_DERIVATIVE("aten::t", "TBackward0", SAVES(), { return {ops::t(g[0])}; });
+TN_DERIVATIVE("aten::transpose.int", "TransposeBackward0", SAVES(),
+              { return {ops::transpose(g[0], s.args().integer(1), s.args().integer(2))}; });
+TN_DERIVATIVE("aten::permute", "PermuteBackward0", SAVES(), {
+  std::vector<int64_t> dims = s.args().int_list(1), inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[size_t(wrap_dim(dims[i], int64_t(dims.size())))] = int64_t(i);
+  return {ops::permute(g[0], inverse)};
+});
+TN_DERIVATIVE("aten::select.int", "SelectBackward0", SAVES(), {
+  return {scattered(
+      s, g[0], [&](const Tensor& w) { return ops::select(w, s.args().integer(1), s.args().integer(2)); })};
+});
+TN_DERIVATIVE("aten::slice.Tensor", "SliceBackward0", SAVES(), {
+  auto a = s.args();
+  return {scattered(s, g[0], [&](const Tensor& w) {
+    return ops::slice(w, a.integer(1), a.optional_integer(2), a.optional_integer(3), a.integer(4));
+  })};
+});
+TN_DERIVATIVE("aten::narrow", "SliceBackward0", SAVES(), {
+  auto a = s.args();
+  return {scattered(
+      s, g[0], [&](const Tensor& w) { return ops::narrow(w, a.integer(1), a.integer(2), a.integer(3)); })};
+});
+
+// Operators returning a list of parts of the input: the parts' gradients joined back (the
+// node gives a part no gradient reached a zero one).
+#define TN_SPLITTING_DERIVATIVE(OP, NODE, DIM) \
+  TN_DERIVATIVE(OP, NODE, SAVES(), { return {ops::cat(g, s.args().integer(DIM))}; })
+TN_SPLITTING_DERIVATIVE("aten::split.Tensor", "SplitBackward0", 2);
+TN_SPLITTING_DERIVATIVE("aten::split.sizes", "SplitWithSizesBackward0", 2);
+TN_SPLITTING_DERIVATIVE("aten::split_with_sizes", "SplitWithSizesBackward0", 2);
+TN_SPLITTING_DERIVATIVE("aten::chunk", "SplitBackward0", 2);
+#undef TN_SPLITTING_DERIVATIVE
+TN_DERIVATIVE("aten::unbind.int", "UnbindBackward0", SAVES(),
+              { return {ops::stack(g, s.args().integer(1))}; });
+// Each input's gradient is summed back to its shape by the engine.
+TN_DERIVATIVE("aten::broadcast_tensors", "ExpandBackward0", SAVES(), { return {std::vector<Tensor>(g)}; });
+
+}  // namespace tn::autograd
