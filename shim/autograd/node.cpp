@@ -76,9 +76,9 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : variable(std:
 // The first gradient becomes .grad as a copy of its own (what reached us may be a view of
 // another tensor's memory); later ones are added in place, so .grad keeps its identity.
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
+  if (grads.empty() || !grads[0].defined()) return {};  // nothing reached this leaf
   Tensor leaf(variable);
-  const Tensor& incoming = grads.at(0);
-  if (!incoming.defined()) return {};
+  const Tensor& incoming = grads[0];
   if (LeafHooksPresent check = leaf_hooks_present; check && check(*variable))
     throw NotImplemented("torchnative does not run tensor hooks (Tensor.register_hook) yet");
   Tensor current = grad(leaf);

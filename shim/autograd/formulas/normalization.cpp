@@ -1,17 +1,9 @@
 // Derivative of batch_norm (kernels/normalization.cpp). layer_norm, group_norm and
 // instance_norm are differentiated through their decompositions (record.cpp, kDecomposed).
+#include "common.h"  // per_channel, as the forward shapes its parameters
 #include "formulas.h"
 
 namespace tn::autograd {
-
-namespace {
-// (1, C, 1, ...) for a per-channel vector of an (N, C, ...) input.
-Tensor per_channel(const Tensor& v, int64_t ndim) {
-  Shape shape(size_t(ndim), 1);
-  shape[1] = v.numel();
-  return ops::reshape(v, shape);
-}
-}  // namespace
 
 // batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn):
 // with x^ = (x - mean) invstd, training statistics give
