@@ -95,7 +95,7 @@ asan-venv: $(ASAN_BUILD)/build.ninja
 
 # The C++ unit tests on the sanitizer build (part of make test).
 ASAN_TESTS  := shim_core_test process_group_test distributed_store_test archive_test federated_test proto_test \
-               server_state_test coordinator_test client_test
+               server_state_test coordinator_test client_test cli_test
 asan-test: system-packages $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD) -j2 $(ASAN_TESTS)
 	$(CTEST) --test-dir $(ASAN_BUILD)
