@@ -99,8 +99,12 @@ def main():
     only_inputs = [x.grad, u.grad]
     w = (x * 5).sum()
     unused = torch.autograd.grad(w, [x, u], allow_unused=True)
+    a, b = torch.tensor([1.0, 2.0, -1.0], requires_grad=True), torch.tensor([1.0, 5.0, -1.0], requires_grad=True)
+    weights = torch.tensor([1.0, 2.0, 3.0])
+    ties = torch.autograd.grad((torch.maximum(a, b) * weights).sum() + (torch.minimum(a, b) * weights * 10).sum(),
+                               [a, b])
     return {"twice": twice, "second backward": second, "grad_tensors": with_grad_tensors,
-            "inputs=": only_inputs, "allow_unused": list(unused),
+            "inputs=": only_inputs, "allow_unused": list(unused), "maximum/minimum ties": list(ties),
             "unused": outcome(lambda: torch.autograd.grad((x * 5).sum(), [x, u])),
             "non-scalar root": outcome(lambda: (x * 2).backward()),
             "no grad_fn": outcome(lambda: torch.tensor([1.0]).sum().backward())}

@@ -7,6 +7,15 @@ namespace tn::autograd {
 namespace {
 Scalar alpha(const Saved& s) { return s.args().scalar(2); }
 Tensor times(const Tensor& g, const Scalar& factor) { return ops::mul(g, factor); }
+
+// maximum/minimum: the gradient goes to the operand chosen; ties share it equally, as upstream's.
+Stack to_chosen(const Tensor& g, const Tensor& x, const Tensor& y, bool maximum) {
+  Tensor half = scaled(g, 0.5), zero = ops::zeros_like(g), tie = ops::eq(x, y);
+  Tensor x_chosen = maximum ? ops::gt(x, y) : ops::lt(x, y),
+         y_chosen = maximum ? ops::lt(x, y) : ops::gt(x, y);
+  return {ops::where(tie, half, ops::where(x_chosen, g, zero)),
+          ops::where(tie, half, ops::where(y_chosen, g, zero))};
+}
 }  // namespace
 
 TN_DERIVATIVE("aten::add.Tensor", "AddBackward0", SAVES(), { return {g[0], times(g[0], alpha(s))}; });
@@ -49,20 +58,9 @@ TN_DERIVATIVE("aten::pow.Tensor_Tensor", "PowBackward1", SAVES_RESULT(0, 1), {
   Tensor term = ops::where(at_zero, ops::zeros_like(x), ops::mul(s.result(), ops::log(x)));
   return {self_grad, ops::mul(g[0], term)};
 });
-// Ties share the gradient equally, as upstream's.
-TN_DERIVATIVE("aten::maximum", "MaximumBackward0", SAVES(0, 1), {
-  const Tensor &x = s.input(0), &y = s.input(1);
-  Tensor half = scaled(g[0], 0.5), zero = ops::zeros_like(g[0]);
-  Tensor tie = ops::eq(x, y);
-  return {ops::where(tie, half, ops::where(ops::gt(x, y), g[0], zero)),
-          ops::where(tie, half, ops::where(ops::lt(x, y), g[0], zero))};
-});
-TN_DERIVATIVE("aten::minimum", "MinimumBackward0", SAVES(0, 1), {
-  const Tensor &x = s.input(0), &y = s.input(1);
-  Tensor half = scaled(g[0], 0.5), zero = ops::zeros_like(g[0]);
-  Tensor tie = ops::eq(x, y);
-  return {ops::where(tie, half, ops::where(ops::lt(x, y), g[0], zero)),
-          ops::where(tie, half, ops::where(ops::gt(x, y), g[0], zero))};
-});
+TN_DERIVATIVE("aten::maximum", "MaximumBackward0", SAVES(0, 1),
+              { return to_chosen(g[0], s.input(0), s.input(1), true); });
+TN_DERIVATIVE("aten::minimum", "MinimumBackward0", SAVES(0, 1),
+              { return to_chosen(g[0], s.input(0), s.input(1), false); });
 
 }  // namespace tn::autograd
