@@ -12,12 +12,15 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "federated"))
+from federation import wait_for  # noqa: E402  (the federated suites' one poll-until-true)
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -44,16 +47,6 @@ def real_flags(name):
 
 def flags_in(arguments):
     return [a for a in arguments if a.startswith("--")]
-
-
-def wait_for(what, condition, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def http_get(port, path):
