@@ -40,6 +40,7 @@ def test_golden_cases():
 
 
 @LONG
+@pytest.mark.upstream_only
 def test_golden_selftest():
     returncode, output = _run("--selftest")
     assert returncode == 0, output[-20000:]

@@ -49,6 +49,7 @@ def test_opinfo_refusal_rule():
 
 
 @LONG
+@pytest.mark.upstream_only
 def test_opinfo_selftest():
     returncode, output = _run("--selftest")
     assert returncode == 0, output[-20000:]
