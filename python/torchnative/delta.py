@@ -1,0 +1,118 @@
+"""A weight delta: the base a model's adapted tensors started from, and the way back to it.
+
+`Delta(model, names)` copies exactly the named parameters and buffers (the ones a method adapts),
+so its cost is those tensors' bytes and nothing else (`base_nbytes`). `revert()` writes the copy
+back in place, bit for bit. `save(path)` persists the adapted values with the sha256 of the base
+they were adapted from; `Delta.load(path, model)` applies them only to a model whose tensors hash
+to that same base, and refuses any other with `BaseMismatch`.
+
+The base is the whole model as it was when the Delta was made: the adapted tensors (copied) and
+the rest (hashed then, not copied). Both count, because adapted tensors fit the rest: Tent's
+BatchNorm scales start at 1 in every freshly built network, and a delta fitted to one network's
+features means nothing on another's.
+"""
+import hashlib
+
+import torch
+
+FORMAT = "torchnative.delta/1"
+
+
+class BaseMismatch(ValueError):
+    """The model a saved delta is applied to is not the base the delta was adapted from."""
+
+
+def named_tensors(model):
+    """Every parameter and buffer of model by qualified name (a tied tensor under its first name)."""
+    tensors = dict(model.named_parameters())
+    tensors.update(model.named_buffers())
+    return tensors
+
+
+def tensors_sha256(names, tensors):
+    """sha256 over each named tensor's name, dtype, shape and bytes, in the order of names: a base
+    with the same bytes under other names or shapes is another base."""
+    digest = hashlib.sha256()
+    for name in names:
+        tensor = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{tensor.dtype}\0{list(tensor.shape)}\0".encode())
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def rest_sha256(model, adapted_names):
+    """sha256 of every parameter and buffer of model but the adapted ones, in name order."""
+    tensors = named_tensors(model)
+    return tensors_sha256(sorted(set(tensors) - set(adapted_names)), tensors)
+
+
+def _select(model, names, purpose):
+    tensors = named_tensors(model)
+    missing = [name for name in names if name not in tensors]
+    if missing:
+        raise BaseMismatch(f"{purpose}: the model has no parameter or buffer named {', '.join(missing)}")
+    return {name: tensors[name] for name in names}
+
+
+class Delta:
+    """The base of the named tensors of model (copied now) and their offset from it."""
+
+    def __init__(self, model, names):
+        if not names:
+            raise ValueError("a Delta needs at least one tensor to adapt")
+        self.model = model
+        self.names = tuple(names)
+        current = _select(model, self.names, "Delta")
+        self._base = {name: tensor.detach().clone() for name, tensor in current.items()}
+        self._rest_sha256 = rest_sha256(model, self.names)
+
+    @property
+    def base_nbytes(self):
+        """Bytes held by the base copy: only the adapted tensors'."""
+        return sum(tensor.numel() * tensor.element_size() for tensor in self._base.values())
+
+    def base_sha256(self):
+        """(sha256 of the adapted tensors' base, sha256 of the rest of the model when the Delta was made)."""
+        return tensors_sha256(self.names, self._base), self._rest_sha256
+
+    def current(self):
+        """The model's adapted tensors as they are now, by name (looked up again each time, so that
+        a module whose tensors were replaced, by `.to()` say, is still followed)."""
+        return _select(self.model, self.names, "Delta")
+
+    def offset(self):
+        """{name: current - base} for every adapted tensor (floating tensors; others are exact
+        counters, given as the difference too)."""
+        return {name: tensor.detach() - self._base[name] for name, tensor in self.current().items()}
+
+    def revert(self):
+        """Writes the base back into the model's tensors, in place, bit for bit."""
+        with torch.no_grad():
+            for name, tensor in self.current().items():
+                tensor.copy_(self._base[name])
+
+    def save(self, path):
+        """Persists the adapted values (not base + offset, which would round) with the base's hash."""
+        adapted = {name: tensor.detach().clone() for name, tensor in self.current().items()}
+        torch.save({"format": FORMAT, "names": list(self.names), "base_sha256": list(self.base_sha256()),
+                    "adapted": adapted}, path)
+
+    @classmethod
+    def load(cls, path, model):
+        """A Delta over model, whose current tensors must be the saved delta's base (else BaseMismatch),
+        with the saved adapted values written into model."""
+        record = torch.load(path)
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise BaseMismatch(f"{path} is not a saved torchnative Delta ({FORMAT})")
+        names = record["names"]
+        found = (tensors_sha256(names, _select(model, names, f"loading the delta {path}")),
+                 rest_sha256(model, names))
+        for part, saved, actual in zip(("adapted tensors", "rest of the model"), record["base_sha256"], found):
+            if saved != actual:
+                raise BaseMismatch(f"the delta {path} was adapted from a base whose {part} hash to sha256 {saved}, "
+                                   f"but this model's hash to {actual}: refusing to apply it to another base")
+        delta = cls(model, names)
+        with torch.no_grad():
+            for name, tensor in delta.current().items():
+                tensor.copy_(record["adapted"][name])
+        return delta

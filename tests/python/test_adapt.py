@@ -1,0 +1,257 @@
+"""torchnative.adapt and torchnative.delta on the shim (issue 19, points 1, 2 and their tests).
+
+Tent's steps are checked against the same file (python/torchnative/adapt.py is plain torch code)
+run by upstream torch in a separate process, as test_autograd's training scripts are: upstream in
+float32 and float64 and the shim in float32, each float of the shim's record within twice
+upstream's own float32-vs-float64 error of the float64 reference, or equal to upstream's.
+The controls catch a method that silently does nothing: a sign-flipped objective raises the
+entropy that Tent lowers, lr=0 changes no byte, a detached objective and a model without
+normalisation layers are refused by name.
+"""
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from test_autograd import run_training
+from test_training_apis import SHIM_PYTHON, UPSTREAM_PYTHON
+from compare import compare_values  # tests/golden, on sys.path through test_autograd
+from torchnative import adapt
+from torchnative.delta import BaseMismatch, Delta, named_tensors, tensors_sha256
+
+PYTHON_DIR = str(Path(__file__).resolve().parents[2] / "python")
+
+# The models, as source: the upstream and shim scripts build them too, from the same seed.
+MODELS_SOURCE = r'''
+import torch
+from torch import nn
+
+
+def bn_cnn(seed=0):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, stride=2), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+    with torch.no_grad():
+        model[-1].weight.mul_(4)  # predictions away from uniform, where the entropy has a gradient
+        model[1].running_mean.uniform_(-1, 1)  # source statistics unlike a test batch's
+        model[1].running_var.uniform_(0.5, 2)
+    return model, [torch.randn(8, 3, 8, 8) for _ in range(4)]
+
+
+def norm_mlp(seed=0):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(12, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 32),
+                          nn.GroupNorm(4, 32), nn.Tanh(), nn.Linear(32, 6))
+    return model, [torch.randn(16, 12) * 2 for _ in range(4)]
+
+
+MODELS = {"bn_cnn": bn_cnn, "norm_mlp": norm_mlp}
+'''
+exec(MODELS_SOURCE)  # bn_cnn, norm_mlp and MODELS, here as in the scripts
+
+TENT_SCRIPT = MODELS_SOURCE + r'''
+import functools
+
+sys.path.append(PYTHON_DIR)  # the shim's venv has torchnative; upstream finds the same files here
+from torchnative import adapt
+
+OPTIMIZERS = {"bn_cnn": None, "norm_mlp": functools.partial(torch.optim.SGD, momentum=0.9)}
+
+
+def main():
+    model, batches = MODELS[NAME]()
+    model = adapt.wrap(model.to(DTYPE), adapt.Tent(), lr=0.2, optimizer=OPTIMIZERS[NAME]).online()
+    entropies, outputs = [], []
+    for batch in batches:
+        out = model(batch.to(DTYPE))
+        entropies.append(adapt.softmax_entropy(out).detach())
+        outputs.append(out.detach())
+    # The adapted parameters as one tensor, so that upstream's error is measured over all of them:
+    # on any single small BatchNorm bias it is luck (test_autograd's network_difference says why).
+    adapted = torch.cat([t.detach().reshape(-1) for t in model.delta.current().values()])
+    return [torch.stack(entropies), torch.stack(outputs), adapted]
+'''
+
+
+def all_bytes(model):
+    """{name: bytes} of every parameter and buffer."""
+    return {name: tensor.detach().numpy().tobytes() for name, tensor in named_tensors(model).items()}
+
+
+def changed(before, model):
+    return sorted(name for name, data in all_bytes(model).items() if data != before[name])
+
+
+def served_entropy(model, batch):
+    model.offline()
+    with torch.no_grad():
+        return adapt.softmax_entropy(model(batch)).item()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(["bn_cnn", "norm_mlp"]))
+def test_tent_agrees_with_upstream(name, tmp_path):
+    body = f"NAME = {name!r}\nPYTHON_DIR = {PYTHON_DIR!r}\n" + TENT_SCRIPT
+    upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
+    reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
+    ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
+    difference = compare_values(upstream, ours, reference, "[entropies, outputs, adapted parameters]")
+    assert difference is None, difference
+
+
+@pytest.mark.parametrize("method", [adapt.Tent, adapt.BNAdapt])
+def test_revert_restores_every_byte(method):
+    model, batches = bn_cnn()
+    model.train()  # a BatchNorm in training mode would update its statistics if the wrapper let it
+    before = all_bytes(model)
+    wrapped = adapt.wrap(model, method(), lr=0.5)
+    assert wrapped is model and sorted(model.state_dict()) == sorted(before)
+    model.online()
+    for batch in batches:
+        model(batch)
+    adapted = ["1.bias", "1.weight", "4.bias", "4.weight"] if method is adapt.Tent else \
+        ["1.num_batches_tracked", "1.running_mean", "1.running_var",
+         "4.num_batches_tracked", "4.running_mean", "4.running_var"]
+    assert changed(before, model) == adapted  # the method's tensors moved, and nothing else
+    assert model.delta.base_nbytes == sum(len(before[name]) for name in adapted)
+    model.revert()
+    assert changed(before, model) == []
+
+
+def test_episodic_adapts_each_batch_from_the_base():
+    model, batches = bn_cnn()
+    adapt.wrap(model, adapt.Tent(), lr=0.5, episodic=True).online()
+    model(batches[0])
+    after_one = all_bytes(model)
+    model(batches[1])
+    model(batches[0])
+    assert changed(after_one, model) == []
+
+
+def test_bnadapt_serves_with_the_test_batches_statistics():
+    model, batches = bn_cnn()
+    model.eval()
+    with torch.no_grad():
+        source = model(batches[0])
+    adapt.wrap(model, adapt.BNAdapt(), lr=1.0).online()
+    with torch.no_grad():
+        online = model(batches[0])
+        model.train()  # batch statistics, as BNAdapt's online serving uses, for comparison
+        for bn in (model[1], model[4]):
+            bn.track_running_stats = False
+        batch_normalised = model[:-1].forward(batches[0])
+    assert torch.allclose(model[-1](batch_normalised), online) and not torch.allclose(source, online)
+    # with lr=1 the running mean is the last batch's, which offline serving normalises with
+    with torch.no_grad():
+        features = model[0](batches[0])
+    assert torch.allclose(model[1].running_mean, features.mean((0, 2, 3)), atol=1e-6)
+    model.offline()
+    with torch.no_grad():
+        assert not torch.equal(model(batches[0]), source)
+
+
+def test_tent_lowers_entropy_and_a_sign_flipped_objective_raises_it():
+    class Ascent(adapt.Tent):
+        def objective(self, outputs):
+            return -super().objective(outputs)
+
+    entropies = {}
+    for method in (adapt.Tent, Ascent):
+        model, batches = bn_cnn()
+        adapt.wrap(model, method(), lr=0.5)
+        start = served_entropy(model, batches[0])
+        model.online()
+        for _ in range(3):
+            model(batches[0])
+        entropies[method.__name__] = (start, served_entropy(model, batches[0]))
+    tent, ascent = entropies["Tent"], entropies["Ascent"]
+    assert tent[0] == ascent[0] and tent[1] < tent[0] < ascent[1], entropies
+
+
+@pytest.mark.parametrize("build", [bn_cnn, norm_mlp])
+def test_zero_lr_changes_nothing(build):
+    model, batches = build()
+    model.train()
+    before = all_bytes(model)
+    adapt.wrap(model, adapt.Tent(), lr=0)
+    offline = served_entropy(model, batches[0])
+    model.online()
+    served = [model(batch) for batch in batches]
+    assert changed(before, model) == []
+    assert adapt.softmax_entropy(served[0]).item() == offline
+
+
+def test_a_detached_objective_is_refused():
+    class Detached(adapt.Tent):
+        def objective(self, outputs):
+            return super().objective(outputs.detach())
+
+    model, batches = bn_cnn()
+    before = all_bytes(model)
+    adapt.wrap(model, Detached(), lr=0.5).online()
+    with pytest.raises(adapt.DetachedObjective, match="Detached's objective does not require grad"):
+        model(batches[0])
+    assert changed(before, model) == []
+
+
+def test_a_model_without_norm_layers_is_refused():
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    with pytest.raises(adapt.NothingToAdapt, match="Tent adapts the affine parameters"):
+        adapt.wrap(plain, adapt.Tent(), lr=0.1)
+    with pytest.raises(adapt.NothingToAdapt, match="BNAdapt adapts the running statistics"):
+        adapt.wrap(norm_mlp()[0], adapt.BNAdapt(), lr=0.1)
+    assert not hasattr(plain, "online")
+
+
+def test_wrap_keeps_the_modules_hooks_and_refuses_a_second_wrap():
+    model, batches = norm_mlp()
+    seen = []
+    model.register_forward_hook(lambda module, inputs, output: seen.append(output.shape))
+    adapt.wrap(model, adapt.Tent(), lr=0.1).online()
+    assert model.to(torch.float32) is model
+    model(batches[0])
+    assert seen == [torch.Size([16, 6])] and len(model._forward_hooks) == 1
+    with pytest.raises(ValueError, match="wrapped twice"):
+        adapt.wrap(model, adapt.Tent(), lr=0.1)
+
+
+RESTART_SCRIPT = MODELS_SOURCE + r'''
+import sys
+
+sys.path.append(PYTHON_DIR)
+from torchnative.delta import Delta, tensors_sha256
+
+model, _ = bn_cnn()
+delta = Delta.load(sys.argv[1], model)
+print(tensors_sha256(delta.names, delta.current()))
+'''
+
+
+def test_a_saved_delta_applies_after_a_restart_and_only_to_its_base(tmp_path):
+    model, batches = bn_cnn()
+    adapt.wrap(model, adapt.Tent(), lr=0.5).online()
+    for batch in batches:
+        model(batch)
+    model.delta.save(tmp_path / "tent.delta")
+    adapted = tensors_sha256(model.delta.names, model.delta.current())
+    script = tmp_path / "restart.py"
+    script.write_text(f"PYTHON_DIR = {PYTHON_DIR!r}\n" + RESTART_SCRIPT)
+    result = subprocess.run([SHIM_PYTHON, str(script), str(tmp_path / "tent.delta")], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == adapted  # a new process, the same adapted bytes
+
+    # Another network, whose BatchNorm affine parameters are the same fresh ones as the base's
+    other, _ = bn_cnn(seed=1)
+    before = all_bytes(other)
+    with pytest.raises(BaseMismatch, match="rest of the model hash to sha256 .* refusing to apply it"):
+        Delta.load(tmp_path / "tent.delta", other)
+    assert changed(before, other) == []
+    # The same network, its adapted tensors already moved from the base
+    with pytest.raises(BaseMismatch, match="adapted tensors hash to sha256 .* refusing to apply it"):
+        Delta.load(tmp_path / "tent.delta", model)
+    with pytest.raises(BaseMismatch, match="no parameter or buffer named 1.weight"):
+        Delta.load(tmp_path / "tent.delta", torch.nn.Sequential(torch.nn.Linear(4, 8)))
