@@ -90,7 +90,6 @@ def served_entropy(model, batch):
         return adapt.softmax_entropy(model(batch)).item()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(["bn_cnn", "norm_mlp"]))
 def test_tent_agrees_with_upstream(name, tmp_path):
     body = f"NAME = {name!r}\nPYTHON_DIR = {PYTHON_DIR!r}\n" + TENT_SCRIPT
@@ -115,6 +114,10 @@ def test_revert_restores_every_byte(method):
         ["1.num_batches_tracked", "1.running_mean", "1.running_var",
          "4.num_batches_tracked", "4.running_mean", "4.running_var"]
     assert changed(before, model) == adapted  # the method's tensors moved, and nothing else
+    adapted_bytes = all_bytes(model)
+    model.offline()
+    model(batches[0])
+    assert changed(adapted_bytes, model) == []  # offline serves without adapting
     assert model.delta.base_nbytes == sum(len(before[name]) for name in adapted)
     model.revert()
     assert changed(before, model) == []
@@ -170,12 +173,12 @@ def test_tent_lowers_entropy_and_a_sign_flipped_objective_raises_it():
     assert tent[0] == ascent[0] and tent[1] < tent[0] < ascent[1], entropies
 
 
-@pytest.mark.parametrize("build", [bn_cnn, norm_mlp])
-def test_zero_lr_changes_nothing(build):
+@pytest.mark.parametrize("build, method", [(bn_cnn, adapt.Tent), (norm_mlp, adapt.Tent), (bn_cnn, adapt.BNAdapt)])
+def test_zero_lr_changes_nothing(build, method):
     model, batches = build()
     model.train()
     before = all_bytes(model)
-    adapt.wrap(model, adapt.Tent(), lr=0)
+    adapt.wrap(model, method(), lr=0)
     offline = served_entropy(model, batches[0])
     model.online()
     served = [model(batch) for batch in batches]
