@@ -186,15 +186,25 @@ def test_zero_lr_changes_nothing(build, method):
     assert adapt.softmax_entropy(served[0]).item() == offline
 
 
-def test_a_detached_objective_is_refused():
-    class Detached(adapt.Tent):
-        def objective(self, outputs):
-            return super().objective(outputs.detach())
+class Detached(adapt.Tent):
+    def objective(self, outputs):
+        return super().objective(outputs.detach())
 
+
+class Unrelated(adapt.Tent):
+    """An objective that requires grad, through a tensor that is not an adapted parameter."""
+
+    def objective(self, outputs):
+        return torch.ones(1, requires_grad=True).sum()
+
+
+@pytest.mark.parametrize("method, message", [(Detached, "Detached's objective does not require grad"),
+                                             (Unrelated, "Unrelated's objective does not depend on any adapted")])
+def test_a_detached_objective_is_refused(method, message):
     model, batches = bn_cnn()
     before = all_bytes(model)
-    adapt.wrap(model, Detached(), lr=0.5).online()
-    with pytest.raises(adapt.DetachedObjective, match="Detached's objective does not require grad"):
+    adapt.wrap(model, method(), lr=0.5).online()
+    with pytest.raises(adapt.DetachedObjective, match=message):
         model(batches[0])
     assert changed(before, model) == []
 
