@@ -29,8 +29,8 @@ Tensor pointwise_grad(const Tensor& grad, const Tensor& x, double (*derivative)(
   return ops::_to_copy(out, grad.dtype());
 }
 
-Tensor expand_reduced(const Tensor& grad, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
-                      bool keepdim) {
+Tensor unsqueeze_reduced(const Tensor& grad, const Shape& sizes,
+                         const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
   Tensor g = grad;
   if (!keepdim && !sizes.empty()) {
     std::vector<int64_t> reduced;
@@ -41,7 +41,12 @@ Tensor expand_reduced(const Tensor& grad, const Shape& sizes, const std::optiona
     std::sort(reduced.begin(), reduced.end());
     for (int64_t d : reduced) g = ops::unsqueeze(g, d);
   }
-  return ops::expand(g, sizes, false);
+  return g;
+}
+
+Tensor expand_reduced(const Tensor& grad, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
+                      bool keepdim) {
+  return ops::expand(unsqueeze_reduced(grad, sizes, dims, keepdim), sizes, false);
 }
 
 }  // namespace tn::autograd

@@ -72,9 +72,19 @@ struct Saves {
   std::vector<size_t> inputs;  // the tensor arguments the backward reads
   bool result = false;         // whether it reads the results
   std::vector<size_t> not_differentiable;
+  // Where upstream refuses a call whose non-differentiable argument requires grad (its
+  // check_no_requires_grad), the function its error names, from the call's arguments.
+  std::function<std::string(const Stack&)> refusing_function;
   Saves without_derivative(std::vector<size_t> arguments) && {
     not_differentiable = std::move(arguments);
     return std::move(*this);
+  }
+  Saves refused_as(std::function<std::string(const Stack&)> function) && {
+    refusing_function = std::move(function);
+    return std::move(*this);
+  }
+  Saves refused_as(const char* function) && {
+    return std::move(*this).refused_as([name = std::string(function)](const Stack&) { return name; });
   }
 };
 
@@ -93,13 +103,13 @@ struct FormulaRegistration {
 // TN_DERIVATIVE("aten::mul.Tensor", "MulBackward0", SAVES(0, 1), { return {...}; })
 // The body sees `s` (Saved) and `g` (Grads). SAVES(...) names saved arguments, SAVES_RESULT(...)
 // also the results; .without_derivative({1}) marks arguments that get no edge.
-#define SAVES(...)                              \
-  ::tn::autograd::Saves {                       \
-    std::vector<size_t>{__VA_ARGS__}, false, {} \
+#define SAVES(...)                                  \
+  ::tn::autograd::Saves {                           \
+    std::vector<size_t>{__VA_ARGS__}, false, {}, {} \
   }
-#define SAVES_RESULT(...)                      \
-  ::tn::autograd::Saves {                      \
-    std::vector<size_t>{__VA_ARGS__}, true, {} \
+#define SAVES_RESULT(...)                          \
+  ::tn::autograd::Saves {                          \
+    std::vector<size_t>{__VA_ARGS__}, true, {}, {} \
   }
 #define TN_DERIVATIVE(OP, NODE, SAVED, ...)                                                 \
   static ::tn::autograd::FormulaRegistration TN_CONCAT(formula_registration_, __COUNTER__)( \
@@ -107,6 +117,11 @@ struct FormulaRegistration {
               NODE, SAVED,                                                                  \
               []([[maybe_unused]] const ::tn::autograd::Saved& s,                           \
                  [[maybe_unused]] const ::tn::autograd::Grads& g) -> ::tn::Stack __VA_ARGS__})
+
+// An operator upstream has no derivative for either: its node raises upstream's error when the
+// backward pass reaches it (NAME as upstream's message spells it: "aten::floor_divide").
+#define TN_NO_DERIVATIVE_UPSTREAM(OP, NAME) \
+  TN_DERIVATIVE(OP, "NotImplemented", SAVES(), { throw Error("derivative for " NAME " is not implemented"); })
 
 // ---- helpers the formulas share ----
 // Sums a broadcast gradient back to `sizes`.
@@ -117,6 +132,10 @@ IValue none();
 // grad * f'(x) elementwise, computed in double and rounded once to grad's dtype: for the
 // derivatives of activations, which upstream writes as one fused loop too.
 Tensor pointwise_grad(const Tensor& grad, const Tensor& x, double (*derivative)(double x));
+// A reduction's result (or gradient) over `dims` (all when none or empty) with the reduced
+// dims put back as size 1, to broadcast against the input of `sizes`.
+Tensor unsqueeze_reduced(const Tensor& grad, const Shape& sizes,
+                         const std::optional<std::vector<int64_t>>& dims, bool keepdim);
 // The gradient of a reduction over `dims` (all when none or empty) spread back over `sizes`.
 Tensor expand_reduced(const Tensor& grad, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
                       bool keepdim);

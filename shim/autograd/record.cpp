@@ -23,12 +23,13 @@ std::set<std::string> words(const char* text) {
 const std::set<std::string> kNotDifferentiable = words(
     "detach detach_ zeros_like ones_like empty_like full_like rand_like randn_like randint_like new_zeros "
     "new_ones new_empty new_full new_empty_strided bernoulli argmax argmin view.dtype _local_scalar_dense "
-    "isnan "
-    "isinf isfinite sign signbit floor_divide searchsorted bucketize nonzero eq ne lt le gt ge logical_not "
-    "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor bitwise_not equal is_nonzero "
-    "allclose "
-    "isclose is_same_size result_type _has_same_storage_numel argsort randperm multinomial histc bincount "
-    "count_nonzero unique_consecutive _unique2 _unique one_hot");
+    "isnan isinf isfinite isposinf isneginf signbit any all searchsorted bucketize nonzero eq ne lt le gt ge "
+    "logical_not logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor bitwise_not equal "
+    "is_nonzero allclose isclose is_same_size result_type _has_same_storage_numel argsort randperm "
+    "multinomial "
+    "histc count_nonzero unique_consecutive _unique one_hot");
+// (An overload with a formula of its own is differentiated even so: eq_ writes zeros' history
+// into a floating self, as upstream's EqBackward0.)
 
 // Composite operators whose kernels reach their parts only through the door: the parts
 // record their own nodes. The graph is upstream's for cross_entropy (LogSoftmaxBackward0 then
@@ -36,6 +37,9 @@ const std::set<std::string> kNotDifferentiable = words(
 // their parts' (mean, var, sub, div ...) where upstream has one Native*NormBackward0 node.
 const std::set<std::string> kDecomposed =
     words("cross_entropy_loss relu6 dropout layer_norm group_norm instance_norm");
+
+// In-place forms upstream refuses when self requires grad (NotImplementedError at the call).
+const std::set<std::string> kInPlaceWithoutDerivative = words("acosh_ asinh_ atanh_");
 
 bool is_not_differentiable(const Operator& op) {
   return kNotDifferentiable.count(op.schema.name) || kNotDifferentiable.count(op.family()) ||
@@ -119,6 +123,16 @@ void collect_edges(const Operator& op, const Stack& stack, const std::vector<siz
   first_edge_of->push_back(node.next_edges.size());
 }
 
+void refuse_grad_where_upstream_does(const Operator& op, const Stack& stack, const Saves& saves) {
+  if (!saves.refusing_function) return;
+  for (size_t i : saves.not_differentiable)
+    if (i < stack.size() && stack[i].is<Tensor>() && stack[i].get<Tensor>().defined() &&
+        requires_grad(stack[i].get<Tensor>()))
+      throw Error("The function '" + saves.refusing_function(stack) +
+                  "' is not differentiable with respect to argument '" + op.schema.arguments.at(i).name +
+                  "'. This input cannot have requires_grad True.");
+}
+
 const Formula* formula_for(const Operator& op) {
   if (const Formula* f = find_formula(op.schema.full_name())) return f;
   if (op.is_inplace() && op.functional) return find_formula(op.functional->schema.full_name());
@@ -132,6 +146,7 @@ std::shared_ptr<Node> make_node(const Operator& op, const Stack& stack, bool inp
   std::vector<bool> needs;
   std::shared_ptr<Node> node;
   if (const Formula* formula = formula_for(op)) {
+    refuse_grad_where_upstream_does(op, stack, formula->saves);
     auto made = std::make_shared<FormulaNode>(*formula);
     collect_edges(op, stack, formula->saves.not_differentiable, *made, &made->first_edge_of, &needs);
     made->saved = Saved(stack, formula->saves.inputs, inplace);
@@ -283,15 +298,20 @@ void call_recorded(const Operator& op, Stack& stack, const std::function<void(St
     run(stack);
     return;
   }
-  if (is_not_differentiable(op)) {
+  if (is_not_differentiable(op) && !find_formula(op.schema.full_name())) {
     run_below(run, stack);
     return;
   }
-  if (op.schema.out_count() > 0)
-    throw Error(
-        op.schema.name +
-        "(): functions with out=... arguments don't support automatic differentiation, but one of the "
-        "arguments requires grad.");
+  if (op.schema.out_count() > 0) {
+    // Upstream refuses out= where the function has a derivative; where we have none we
+    // cannot tell, and refuse by name.
+    if (op.functional && formula_for(*op.functional))
+      throw Error(
+          op.schema.name +
+          "(): functions with out=... arguments don't support automatic differentiation, but one of the "
+          "arguments requires grad.");
+    throw NotImplemented("torchnative has no derivative for " + op.schema.full_name() + " yet");
+  }
   bool inplace = op.is_inplace();
   // dropout_ and kin: the decomposed functional result, then copied in, each recorded.
   if (inplace && op.functional && kDecomposed.count(op.functional->schema.name)) {
@@ -301,6 +321,9 @@ void call_recorded(const Operator& op, Stack& stack, const std::function<void(St
     stack.assign(1, IValue(self));
     return;
   }
+  if (inplace && kInPlaceWithoutDerivative.count(op.schema.name))
+    throw NotImplemented("the derivative for 'inplace version of " + op.functional->schema.name +
+                         "' is not implemented.");
   if (inplace) {
     const Tensor& self = stack.at(0).get<Tensor>();
     if (is_view(self)) return record_write_through_view(op, stack, run);

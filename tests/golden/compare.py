@@ -36,6 +36,7 @@ K = 2.0
 # is up to twice as large, relatively, at the bottom of a binade as at the top.
 
 PASS, FAIL, REFUSED, DEVIATION, THROUGH_TEMPORARY = "pass", "fail", "refused", "deviation", "through temporary"
+NO_DERIVATIVE = "no derivative"  # a gradient twin refused by name as no_derivative.txt lists (run.py)
 # Largest finite value of each float dtype.
 FLOAT_MAX = {"torch.float32": 3.4028234663852886e38, "torch.float64": 1.7976931348623157e308,
              "torch.float16": 65504.0, "torch.bfloat16": 3.3895313892515355e38}
@@ -91,16 +92,22 @@ def error_floors(names, upstream, reference):
         if len(parts) > 1 and parts[1] == "float32":
             error = ulps(name)
             if error is not None:
-                by_op[parts[0]] = max(by_op.get(parts[0], 0.0), error)
+                by_op[operation(name)] = max(by_op.get(operation(name), 0.0), error)
     floors = {}
     for name in names:
         parts = name.split("/")
         if len(parts) < 2:
             continue
         sibling = ulps("/".join([parts[0], "float32"] + parts[2:]))
-        error = sibling if sibling is not None and parts[1] != "float32" else by_op.get(parts[0], 0.0)
+        error = sibling if sibling is not None and parts[1] != "float32" else by_op.get(operation(name), 0.0)
         floors[name] = max(error, 0.5) if error > 0 else 0.0
     return floors
+
+
+def operation(name):
+    """Whose float32 errors a float64 case without a sibling inherits: its operation's, and
+    a gradient twin (spec.GRADIENT) its operation's gradients'."""
+    return name.split("/")[0] + ("@grad" if name.endswith("@grad") else "")
 
 
 def case_ulps(up, ref):

@@ -24,11 +24,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 WORKER = os.path.join(HERE, "worker.py")
 UNSUPPORTED = os.path.join(HERE, "unsupported.txt")
+NO_DERIVATIVE = os.path.join(HERE, "no_derivative.txt")
 KNOWN_DEVIATIONS = os.path.join(HERE, "known_deviations.txt")
 sys.path.insert(0, HERE)
 
 import compare  # noqa: E402  (needs HERE on sys.path)
-from spec import TEMPORARY  # noqa: E402
+from spec import GRADIENT, TEMPORARY  # noqa: E402
 
 DEFAULT_SHIM = os.path.join(REPO, ".venv", "bin", "python")
 DEFAULT_UPSTREAM = "/usr/bin/python3"
@@ -87,6 +88,8 @@ def strata(name):
     An aliasing case stands for its overload and its family: in the generated sweep the
     written-to tensor's layout or how an input aliases it, whatever the argument's name; in
     the index sweep the view, the operator and the right-hand side."""
+    if name.endswith(GRADIENT):  # a gradient twin stands for its case's strata, differentiated
+        return [(GRADIENT,) + key for key in strata(name.removesuffix(GRADIENT))]
     parts = name.removesuffix(TEMPORARY).split("/")
     group, variant = parts[0], parts[-1]
     keys = [(group,)]
@@ -267,11 +270,33 @@ def collect(shim, upstream, names, stall_timeout=STALL_TIMEOUT, log=None):
     return tuple(passes)
 
 
-def read_unsupported(path=UNSUPPORTED):
+def read_list(path):
+    """The entries of a list file: one per line, '#' starts a comment line."""
     if not os.path.exists(path):
         return set()
     with open(path) as stream:
         return {line.strip() for line in stream if line.strip() and not line.startswith("#")}
+
+
+# How the shim refuses a gradient it has no formula for (shim/autograd/record.cpp).
+NO_DERIVATIVE_REFUSAL = re.compile(r"^torchnative has no derivative for (aten::[\w.]+) yet")
+
+
+def refused_derivative(record, no_derivative):
+    """The operator of no_derivative.txt a gradient twin's shim record refuses by name, or None."""
+    found = record.get("exc") == "NotImplementedError" and NO_DERIVATIVE_REFUSAL.match(record.get("msg", ""))
+    if not found:
+        return None
+    op = found.group(1)
+    return next((entry for entry in (op, op.split(".")[0]) if entry in no_derivative), None)
+
+
+def stale_no_derivative(no_derivative, used, out=sys.stdout):
+    """FAIL lines for entries of no_derivative.txt no case was refused for (the shim has the
+    formula now, or no case reaches the operator); their number."""
+    for entry in sorted(no_derivative - used):
+        print("FAIL no_derivative.txt: no gradient case was refused for %s: remove the entry" % entry, file=out)
+    return len(no_derivative - used)
 
 
 def read_known_deviations(path=KNOWN_DEVIATIONS):
@@ -303,18 +328,25 @@ def through_temporary(name, upstream, reference, shim, unsupported, floors):
     return judge(upstream[name]) == compare.FAIL and judge(shim.get(name, {"crash": "none"})) == compare.PASS
 
 
-def judge_all(names, upstream, reference, shim, unsupported, known=None):
+def judge_all(names, upstream, reference, shim, unsupported, known=None, no_derivative=frozenset(), used=None):
     """[(name, verdict, reason)] in case order.
 
     A failing case listed in known_deviations.txt is reported as a deviation, not a
     failure; a listed case that passes is a failure (the entry must go), so the list
-    can only describe disagreements that still exist.
+    can only describe disagreements that still exist. A gradient twin the shim refuses
+    by naming an operator of ``no_derivative`` is NO_DERIVATIVE (its entry added to ``used``).
     """
     known = known or {}
     verdicts = []
     floors = compare.error_floors(names, upstream, reference)
     for name in names:
         missing = {"name": name, "crash": "produced no result"}
+        entry = refused_derivative(shim.get(name, {}), no_derivative) if name.endswith(GRADIENT) else None
+        if entry:
+            verdicts.append((name, compare.NO_DERIVATIVE, None))
+            if used is not None:
+                used.add(entry)
+            continue
         verdict, reason = compare.judge(upstream.get(name, missing), shim.get(name, missing),
                                         reference.get(name), unsupported, floors.get(name, 0.0))
         if verdict == compare.FAIL and through_temporary(name, upstream, reference, shim, unsupported, floors):
@@ -341,7 +373,7 @@ def covered_ops(names, upstream):
 def report(verdicts, ops, left_out=(0, 0), out=sys.stdout):
     """Prints the failures and the summary; ``left_out`` is (cases, overloads) the probe left out."""
     counts = {compare.PASS: 0, compare.FAIL: 0, compare.REFUSED: 0, compare.DEVIATION: 0,
-              compare.THROUGH_TEMPORARY: 0}
+              compare.THROUGH_TEMPORARY: 0, compare.NO_DERIVATIVE: 0}
     for name, verdict, reason in verdicts:
         counts[verdict] += 1
         if verdict == compare.FAIL:
@@ -354,6 +386,9 @@ def report(verdicts, ops, left_out=(0, 0), out=sys.stdout):
     summary = "%d passed, %d failed" % (counts[compare.PASS], counts[compare.FAIL])
     if counts[compare.REFUSED]:
         print("%d refused as listed in unsupported.txt" % counts[compare.REFUSED], file=out)
+    if counts[compare.NO_DERIVATIVE]:
+        print("%d gradient cases refused by name as listed in no_derivative.txt" % counts[compare.NO_DERIVATIVE],
+              file=out)
     if counts[compare.DEVIATION]:
         print("%d known deviations as listed in known_deviations.txt" % counts[compare.DEVIATION], file=out)
     if counts[compare.THROUGH_TEMPORARY]:
@@ -361,7 +396,7 @@ def report(verdicts, ops, left_out=(0, 0), out=sys.stdout):
               "upstream's through a temporary (%s)" % (counts[compare.THROUGH_TEMPORARY], TEMPORARY), file=out)
     if left_out[0]:
         print("%d cases of %d overloads the shim refuses by name not run (probe)" % left_out, file=out)
-    skipped = counts[compare.REFUSED] + counts[compare.DEVIATION] + left_out[0]
+    skipped = counts[compare.REFUSED] + counts[compare.NO_DERIVATIVE] + counts[compare.DEVIATION] + left_out[0]
     if skipped:
         summary += ", %d skipped" % skipped
     print(summary, file=out)
@@ -396,10 +431,15 @@ def main(argv=None):
     except HarnessError as error:
         print("golden harness error: %s" % error, file=sys.stderr)
         return 2
-    # Where the whole catalog ran, whether --sample still covers every overload it dispatches.
-    failed = check_sample(listed, names, upstream) if not options.sample and not options.pattern else 0
-    failed += report(judge_all(names, upstream, reference, shim, read_unsupported(), read_known_deviations()),
-                     covered_ops(names, upstream), (len(listed) - len(names), refused))
+    # Where the whole catalog ran, whether --sample still covers every overload it dispatches,
+    # and whether every entry of no_derivative.txt is still refused.
+    whole = not options.sample and not options.pattern
+    failed = check_sample(listed, names, upstream) if whole else 0
+    no_derivative, used = read_list(NO_DERIVATIVE), set()
+    verdicts = judge_all(names, upstream, reference, shim, read_list(UNSUPPORTED), read_known_deviations(),
+                         no_derivative, used)
+    failed += stale_no_derivative(no_derivative, used) if whole else 0
+    failed += report(verdicts, covered_ops(names, upstream), (len(listed) - len(names), refused))
     return 1 if failed else 0
 
 

@@ -55,7 +55,7 @@ class Arg:
     def build(self, torch, seed, dtype, reference):
         """The tensor for this input: deterministic values from ``seed``."""
         base_shape = _base_shape(self.shape, self.layout)
-        rng = _Lcg(seed)
+        rng = Lcg(seed)
         count = 1
         for size in base_shape:
             count *= size
@@ -80,6 +80,9 @@ DT = WorkingDtype()
 # temporary. Where an output overlaps an input, upstream's result is what its loops read
 # while they write; run.py accepts the shim's result when it equals the twin's instead.
 TEMPORARY = "@temporary"
+# Suffix of a case's gradient twin (cases/gradients.py): the same call on the same values,
+# differentiated.
+GRADIENT = "@grad"
 
 
 class Case:
@@ -107,8 +110,8 @@ class Case:
         for index, arg in enumerate(self.args):
             if isinstance(arg, Arg):
                 dtype = arg.dtype or self.dtype
-                # A TEMPORARY twin draws its case's values.
-                seed = "%s#%d" % (self.name.removesuffix(TEMPORARY), index)
+                # A TEMPORARY or GRADIENT twin draws its case's values.
+                seed = "%s#%d" % (self.name.removesuffix(TEMPORARY).removesuffix(GRADIENT), index)
                 values.append(arg.build(torch, seed, dtype, reference))
             elif isinstance(arg, WorkingDtype):
                 promote = reference and self.dtype in LOW_PRECISION
@@ -118,7 +121,7 @@ class Case:
         return values
 
 
-class _Lcg:
+class Lcg:
     """64-bit linear congruential generator (Knuth's MMIX constants) seeded by a string."""
 
     def __init__(self, seed):

@@ -74,3 +74,23 @@ def test_sample_check_names_a_missed_overload():
     assert "FAIL --sample: no case of the sample dispatches aten::only_in_float64" in out.getvalue()
     upstream["op/float32/x"]["ops"].append("aten::only_in_float64")
     assert run.check_sample(names, names, upstream, io.StringIO()) == 0
+
+
+def test_no_derivative_refusals_are_listed_and_live():
+    up = {"name": "op/float32/x@grad", "value": {"kind": "float", "value": 1.0}}
+    refusal = {"name": "op/float32/x@grad", "exc": "NotImplementedError", "phase": "call",
+               "msg": "torchnative has no derivative for aten::op.Tensor yet"}
+    names = ["op/float32/x@grad"]
+    judge = lambda listed, used=None: run.judge_all(names, {names[0]: up}, {}, {names[0]: refusal}, set(),  # noqa: E731
+                                                    None, listed, used)[0][1]
+    used = set()
+    assert judge({"aten::op"}, used) == run.compare.NO_DERIVATIVE and used == {"aten::op"}
+    assert judge({"aten::op.Tensor"}) == run.compare.NO_DERIVATIVE
+    assert judge({"aten::other"}) == run.compare.FAIL
+    # A forward case refused with the same words is not a gradient twin: it fails.
+    forward = "op/float32/x"
+    assert run.judge_all([forward], {forward: up}, {}, {forward: dict(refusal, name=forward)}, set(), None,
+                         {"aten::op"})[0][1] == run.compare.FAIL
+    out = io.StringIO()
+    assert run.stale_no_derivative({"aten::op", "aten::gone"}, {"aten::op"}, out) == 1
+    assert "no gradient case was refused for aten::gone" in out.getvalue()

@@ -62,7 +62,9 @@ TN_DERIVATIVE("aten::hardswish", "HardswishBackward0", SAVES(0), {
   })};
 });
 TN_DERIVATIVE("aten::hardsigmoid", "HardsigmoidBackward0", SAVES(0), {
-  return {pointwise_grad(g[0], s.input(0), [](double x) { return x > -3 && x < 3 ? 1.0 / 6 : 0.0; })};
+  // Upstream multiplies by 1/6 rounded to float, in float64 too.
+  return {
+      pointwise_grad(g[0], s.input(0), [](double x) { return x > -3 && x < 3 ? double(1.0f / 6) : 0.0; })};
 });
 
 }  // namespace tn::autograd

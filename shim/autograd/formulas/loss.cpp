@@ -49,9 +49,15 @@ Tensor difference(const Saved& s) { return ops::sub(s.input(0), s.input(1)); }
 Tensor weighted(const Saved& s, size_t weight_argument, const Tensor& t) {
   return s.input_defined(weight_argument) ? ops::mul(t, s.input(weight_argument)) : t;
 }
+
+// Upstream computes 1- and 2-d inputs with nll_loss, others with nll_loss2d.
+std::string nll_loss_function(const Stack& args) {
+  return args.at(0).get<Tensor>().dim() <= 2 ? "nll_loss_forward" : "nll_loss2d_forward";
+}
 }  // namespace
 
-TN_DERIVATIVE("aten::nll_loss_nd", "NllLossBackward0", SAVES(0, 1, 2).without_derivative({1, 2}),
+TN_DERIVATIVE("aten::nll_loss_nd", "NllLossBackward0",
+              SAVES(0, 1, 2).without_derivative({1, 2}).refused_as(nll_loss_function),
               { return {nll_loss_grad(s, g[0])}; });
 // 2 (x - t) g, over the count for a mean.
 TN_DERIVATIVE("aten::mse_loss", "MseLossBackward0", SAVES(0, 1), {
@@ -78,17 +84,19 @@ TN_DERIVATIVE("aten::smooth_l1_loss", "SmoothL1LossBackward0", SAVES(0, 1), {
 });
 // |d| < delta: d, else delta sign(d).
 TN_DERIVATIVE("aten::huber_loss", "HuberLossBackward0", SAVES(0, 1), {
+  // Upstream scales by 1/N (not divides by N): norm x g, or +-norm g delta outside delta.
   Tensor d = difference(s);
   double delta = s.args().real(3);
-  Tensor elementwise =
-      ops::where(ops::lt(ops::abs(d), Scalar(delta)), d, ops::mul(ops::sgn(d), Scalar(delta)));
-  Tensor grad = reduced_grad(elementwise, g[0], s.args().integer(2));
+  double norm = s.args().integer(2) == kMean ? 1.0 / double(d.numel()) : 1.0;
+  Tensor inside = ops::mul(ops::mul(d, Scalar(norm)), g[0]);
+  Tensor outside = ops::mul(ops::mul(g[0], Scalar(norm)), ops::mul(ops::sgn(d), Scalar(delta)));
+  Tensor grad = ops::where(ops::lt(ops::abs(d), Scalar(delta)), inside, outside);
   return {grad, ops::neg(grad)};
 });
 // x: (x - t) / max(x (1 - x), 1e-12); t: log(1 - x) - log(x), each log clamped at -100 as the
 // forward's (upstream's EPSILON and clamp).
 TN_DERIVATIVE("aten::binary_cross_entropy", "BinaryCrossEntropyBackward0",
-              SAVES(0, 1, 2).without_derivative({2}), {
+              SAVES(0, 1, 2).without_derivative({2}).refused_as("binary_cross_entropy"), {
                 const Tensor &x = s.input(0), &t = s.input(1);
                 int64_t reduction = s.args().integer(3);
                 Tensor spread = ops::clamp_min(ops::mul(x, ops::rsub(x, Scalar(int64_t{1}))), Scalar(1e-12));
@@ -102,7 +110,7 @@ TN_DERIVATIVE("aten::binary_cross_entropy", "BinaryCrossEntropyBackward0",
 // loss = (1 - t) x + c softplus(-x), c = 1 + (pos_weight - 1) t: x gets (1 - t) + c (sigmoid(x) - 1),
 // t gets -x + (pos_weight - 1) softplus(-x).
 TN_DERIVATIVE("aten::binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
-              SAVES(0, 1, 2, 3).without_derivative({2, 3}), {
+              SAVES(0, 1, 2, 3).without_derivative({2, 3}).refused_as("binary_cross_entropy_with_logits"), {
                 const Tensor &x = s.input(0), &t = s.input(1);
                 int64_t reduction = s.args().integer(4);
                 bool has_pos_weight = s.input_defined(3);

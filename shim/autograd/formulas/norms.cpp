@@ -7,27 +7,35 @@
 namespace tn::autograd {
 
 namespace {
-// d||x||_p / dx = sgn(x) |x|^(p-1) / ||x||^(p-1); p = 2 is x / ||x||, p = 1 sgn(x), p = inf the
-// extremes of |x| sharing the gradient, p = 0 zero; 0 where the norm is 0, as upstream's.
-Tensor norm_grad(const Saved& s, const Tensor& grad, double p,
+// d||x||_p / dx, in upstream's order of operations (so float32 rounds alike): p = 1 sgn(x),
+// p = 2 x / ||x||, p = inf the extremes of |x| (and NaNs) sharing the gradient, other p
+// sgn(x) |x|^(p-1) / ||x||^(p-1); 0 where the norm is 0. p = 0 (a count) has no gradient:
+// None, as upstream's.
+IValue norm_grad(const Saved& s, const Tensor& grad, double p,
                  const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
+  if (p == 0) return none();
   const Tensor& x = s.input(0);
-  Tensor norm = expand_reduced(s.result(), x.sizes(), dims, keepdim);
-  Tensor g = expand_reduced(grad, x.sizes(), dims, keepdim);
-  Tensor zero = ops::zeros_like(g);
-  if (p == 0) return zero;
-  if (p == 1) return ops::mul(g, ops::sgn(x));
+  Tensor norm = unsqueeze_reduced(s.result(), x.sizes(), dims, keepdim);
+  Tensor g = unsqueeze_reduced(grad, x.sizes(), dims, keepdim);
+  Tensor at_zero = ops::eq(norm, Scalar(int64_t{0}));
+  if (p == 1) return ops::mul(ops::sgn(x), g);
+  if (p == 2) return ops::mul(g, ops::masked_fill(ops::div(x, norm), at_zero, Scalar(int64_t{0})));
   if (std::isinf(p)) {
-    Tensor at_extreme = ops::eq(ops::abs(x), norm);
-    auto over = dims && !dims->empty() ? dims : std::nullopt;
-    Tensor count = ops::sum(at_extreme, over, true, g.dtype());
-    Tensor share = ops::mul(ops::div(g, count), ops::sgn(x));
-    return ops::where(at_extreme, share, zero);
+    Tensor magnitude = ops::abs(x);
+    Tensor mask = ops::logical_or(ops::eq(magnitude, norm), ops::isnan(magnitude));
+    Tensor count = ops::sum(mask, dims && !dims->empty() ? dims : std::nullopt, true, std::nullopt);
+    return ops::mul(ops::sgn(x), ops::mul(ops::div(g, count), mask));
   }
-  Tensor scaled_x = p == 2 ? x : ops::mul(ops::sgn(x), ops::pow(ops::abs(x), Scalar(p - 1)));
-  Tensor denominator = p == 2 ? norm : ops::pow(norm, Scalar(p - 1));
-  Tensor out = ops::div(ops::mul(g, scaled_x), denominator);
-  return ops::where(ops::eq(norm, Scalar(int64_t{0})), zero, out);
+  Tensor magnitude = ops::abs(x);
+  if (p < 1) {
+    Tensor powered = ops::masked_fill(ops::pow(magnitude, Scalar(p - 1)), ops::eq(x, Scalar(int64_t{0})),
+                                      Scalar(int64_t{0}));
+    return ops::mul(ops::mul(ops::mul(ops::sgn(x), powered), g), ops::pow(norm, Scalar(1 - p)));
+  }
+  Tensor scaled_x = p < 2 ? ops::mul(ops::sgn(x), ops::pow(magnitude, Scalar(p - 1)))
+                          : ops::mul(x, ops::pow(magnitude, Scalar(p - 2)));
+  Tensor scale = ops::masked_fill(ops::div(g, ops::pow(norm, Scalar(p - 1))), at_zero, Scalar(int64_t{0}));
+  return ops::mul(scaled_x, scale);
 }
 
 double p_or_two(const Saved& s, size_t i) {

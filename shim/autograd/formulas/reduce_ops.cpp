@@ -1,4 +1,7 @@
 // Derivatives of the reductions (kernels/reduce_ops.cpp).
+#include <cmath>
+#include <limits>
+
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -6,7 +9,7 @@ namespace tn::autograd {
 namespace {
 int64_t reduced_count(const Shape& sizes, const std::optional<std::vector<int64_t>>& dims) {
   int64_t n = 1;
-  if (!dims || dims->empty()) {
+  if (!dims || dims->empty() || sizes.empty()) {  // a 0-d tensor's dim 0 or -1 is its one element
     for (int64_t s : sizes) n *= s;
     return n;
   }
@@ -18,23 +21,33 @@ std::optional<std::vector<int64_t>> dims_of(const Saved& s, size_t i) {
   return s.args().optional_int_list(i);
 }
 
-// The gradient shared equally by the elements equal to the extreme (upstream's
-// scale_grad_by_count): ties split it.
+// amax/amin: the gradient shared equally by the elements equal to the extreme (upstream's
+// scale_grad_by_count: grad / count * mask, so the others get a signed zero).
 Tensor evenly_to_extremes(const Tensor& g, const Tensor& x, const Tensor& extreme,
                           const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
-  Tensor at_extreme = ops::eq(x, expand_reduced(extreme, x.sizes(), dims, keepdim));
-  Tensor count = ops::sum(at_extreme, dims && !dims->empty() ? dims : std::nullopt, true, g.dtype());
-  Tensor share = ops::div(expand_reduced(g, x.sizes(), dims, keepdim), count);
-  return ops::where(at_extreme, share, ops::zeros_like(share));
+  Tensor mask = ops::eq(x, unsqueeze_reduced(extreme, x.sizes(), dims, keepdim));
+  Tensor count = ops::sum(mask, dims && !dims->empty() ? dims : std::nullopt, true, std::nullopt);
+  return ops::mul(ops::div(unsqueeze_reduced(g, x.sizes(), dims, keepdim), count), mask);
 }
 
-// var: 2 (x - mean) / (N - correction), spread over the reduced elements.
+// max/min of all elements: the gradient shared by the elements equal to it, or by the NaNs
+// when it is NaN (upstream's evenly_distribute_backward); the others get +0.
+Tensor evenly_to_all_extremes(const Tensor& g, const Tensor& x, const Tensor& extreme) {
+  bool nan = std::isnan(extreme.item().to_double());
+  Tensor mask = nan ? ops::isnan(x) : ops::eq(x, extreme);
+  Tensor share = ops::div(g, ops::sum(mask, std::nullopt, false, std::nullopt));
+  return ops::masked_fill(ops::zeros_like(x, g.dtype()), mask, share);
+}
+
+// var: 2 / (N - correction) g (x - mean), in upstream's order; a variance of as many elements
+// as the correction has an infinite derivative: inf g (upstream's var_backward).
 Tensor var_grad(const Tensor& g, const Tensor& x, const std::optional<std::vector<int64_t>>& dims,
                 bool keepdim, double correction) {
-  auto over = dims && !dims->empty() ? dims : std::nullopt;
-  Tensor centred = ops::sub(x, ops::mean(x, over, true, std::nullopt));
+  auto over = dims && !dims->empty() && x.dim() != 0 ? dims : std::nullopt;
   double n = double(reduced_count(x.sizes(), dims)) - correction;
-  return ops::mul(expand_reduced(g, x.sizes(), dims, keepdim), ops::mul(centred, Scalar(2 / n)));
+  if (!over && n == 0) return ops::mul(g, Scalar(std::numeric_limits<double>::infinity()));
+  Tensor centred = ops::sub(x, ops::mean(x, over, true, std::nullopt));
+  return ops::mul(ops::mul(unsqueeze_reduced(g, x.sizes(), over, keepdim), Scalar(2 / n)), centred);
 }
 
 // The correction of var/std's three overloads: `unbiased` (bool) or `correction` (int, default 1).
@@ -44,14 +57,13 @@ double correction_of(const Saved& s, size_t i) {
   return v.is_none() ? 1 : double(s.args().integer(i));
 }
 
-// std = sqrt(var): var's gradient over 2 std (0 where std is 0, as upstream's).
+// std = sqrt(var): var's derivative of g / (2 std), 0 where std is 0, as upstream's.
 Tensor std_grad(const Saved& s, const Tensor& g, const std::optional<std::vector<int64_t>>& dims,
                 bool keepdim, double correction) {
-  const Tensor& x = s.input(0);
-  Tensor sd = expand_reduced(s.result(), x.sizes(), dims, keepdim);
-  Tensor v = var_grad(g, x, dims, keepdim, correction);
-  Tensor out = ops::div(v, ops::mul(sd, Scalar(int64_t{2})));
-  return ops::masked_fill(out, ops::eq(sd, Scalar(int64_t{0})), Scalar(int64_t{0}));
+  const Tensor& sd = s.result();
+  Tensor over_var = ops::masked_fill(ops::div(g, ops::mul(sd, Scalar(int64_t{2}))),
+                                     ops::eq(sd, Scalar(int64_t{0})), Scalar(int64_t{0}));
+  return var_grad(over_var, s.input(0), dims, keepdim, correction);
 }
 }  // namespace
 
@@ -77,9 +89,9 @@ TN_DERIVATIVE("aten::amin", "AminBackward0", SAVES_RESULT(0), {
   return {evenly_to_extremes(g[0], s.input(0), s.result(), dims_of(s, 1), s.args().boolean(2))};
 });
 TN_DERIVATIVE("aten::max", "MaxBackward1", SAVES_RESULT(0),
-              { return {evenly_to_extremes(g[0], s.input(0), s.result(), std::nullopt, false)}; });
+              { return {evenly_to_all_extremes(g[0], s.input(0), s.result())}; });
 TN_DERIVATIVE("aten::min", "MinBackward1", SAVES_RESULT(0),
-              { return {evenly_to_extremes(g[0], s.input(0), s.result(), std::nullopt, false)}; });
+              { return {evenly_to_all_extremes(g[0], s.input(0), s.result())}; });
 // max/min along a dim: the gradient goes to the index the forward chose.
 #define TN_SELECTING_DERIVATIVE(OP, NODE)                                                \
   TN_DERIVATIVE(OP, NODE, SAVES_RESULT(), {                                              \
@@ -114,6 +126,13 @@ TN_DERIVATIVE("aten::logsumexp", "LogsumexpBackward0", SAVES_RESULT(0), {
   bool keepdim = s.args().boolean(2);
   Tensor result = expand_reduced(s.result(), x.sizes(), dims, keepdim);
   return {ops::mul(expand_reduced(g[0], x.sizes(), dims, keepdim), ops::exp(ops::sub(x, result)))};
+});
+
+// nansum: the gradient of the sum where the element is a number, none where it is NaN.
+TN_DERIVATIVE("aten::nansum", "NansumBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  Tensor spread = expand_reduced(g[0], x.sizes(), s.args().optional_int_list(1), s.args().boolean(2));
+  return {ops::mul(spread, ops::logical_not(ops::isnan(x)))};
 });
 
 }  // namespace tn::autograd

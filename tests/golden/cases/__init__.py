@@ -4,11 +4,14 @@ Case names read "<op>/<dtype>/<variant>"; they are stable identifiers (input
 values are derived from them) and what -k PATTERN matches.
 """
 
-from cases import (aliasing, aliasing_index, conversions, creation, elementwise, errors, indexing, linalg, nn,
-                   reductions, rng, shapes, storage)
+from cases import (aliasing, aliasing_index, conversions, creation, elementwise, errors, gradients, indexing, linalg,
+                   nn, reductions, rng, shapes, storage)
 
 FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors, storage,
             aliasing, aliasing_index)
+# The families whose floating cases get a gradient twin (cases/gradients.py): the operators;
+# not the factories, the random draws (compared bit-exactly), the error cases or the sweeps.
+DIFFERENTIATED = (elementwise, reductions, linalg, shapes, indexing, nn, conversions)
 
 
 def catalog():
@@ -16,7 +19,14 @@ def catalog():
     by_name = {}
     for family in FAMILIES:
         for case in family.cases():
-            if case.name in by_name or case.name.split() != [case.name]:
-                raise ValueError("duplicate golden case name or one with blanks: %r" % case.name)
-            by_name[case.name] = case
+            _add(by_name, case)
+            gradient = gradients.twin(case) if family in DIFFERENTIATED else None
+            if gradient:
+                _add(by_name, gradient)
     return by_name
+
+
+def _add(by_name, case):
+    if case.name in by_name or case.name.split() != [case.name]:
+        raise ValueError("duplicate golden case name or one with blanks: %r" % case.name)
+    by_name[case.name] = case

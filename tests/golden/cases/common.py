@@ -25,6 +25,7 @@ def inplace(name):
     def call(self, *args, **kwargs):
         result = getattr(self, name)(*args, **kwargs)
         return self, result is self
+    call.writes_first_input = True  # what a gradient twin needs to know (cases/gradients.py)
     return call
 
 
