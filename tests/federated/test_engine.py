@@ -1,0 +1,237 @@
+"""torchnative.nn.federated.Engine on the shim's torch: device processes train a small BatchNorm
+MLP (supervised, or with Tent) on synthetic batches and take part in one FedAvg round of a real
+coordinator; peers average the same way over torch.distributed (backend "local").
+
+Each device also trains a deep copy of its model alone (Engine.local_steps, the same code on the
+same data from the same weights), and the test averages those copies itself: float64 products
+and sums in device-id order (the coordinator's hub), or rank order (the all-reduce), divided
+and rounded once to float32 (federation.fedavg). Both aggregators sum in that fixed order, so
+the aggregate must have exactly those bits, not merely be close to them.
+"""
+import copy
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from torchnative import adapt
+from torchnative.nn import federated
+
+from federation import PYTHON, admin_json, closed_rounds, create_fedavg_task, fedavg, fetch_model, write_safetensors
+
+HERE = Path(__file__).resolve().parent
+FEATURES, CLASSES = 6, 3
+
+
+def tiny_model():
+    """The same BatchNorm MLP in every process (seeded)."""
+    torch.manual_seed(19)
+    return nn.Sequential(nn.Linear(FEATURES, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, CLASSES))
+
+
+def synthetic_batches(seed, count, size):
+    """count batches of size examples: class-dependent means, so that the loss can fall; shifted
+    per seed, so that the devices' data differ."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(count):
+        targets = torch.randint(0, CLASSES, (size,), generator=generator)
+        inputs = torch.randn(size, FEATURES, generator=generator) + targets[:, None] * 0.8 + seed * 0.1
+        batches.append((inputs, targets))
+    return batches
+
+
+def floating_state(model):
+    return {name: tensor.detach().numpy().copy() for name, tensor in model.state_dict().items()
+            if tensor.is_floating_point()}
+
+
+def engine_options(method):
+    if method == "tent":
+        return {"method": adapt.Tent(), "lr": 0.05}
+    return {"lr": 0.1}
+
+
+def alone(model, method, batches):
+    """What the Engine's local steps make of a copy of model: the test's reference."""
+    twin = copy.deepcopy(model)
+    federated.Engine(twin, **engine_options(method)).local_steps(batches)
+    return floating_state(twin)
+
+
+DEVICE_SCRIPT = r'''
+import json, sys, dataclasses
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_engine import tiny_model, synthetic_batches, engine_options, alone
+from torchnative.nn import federated
+server, key, out, seed, batch_size, method = sys.argv[2:8]
+model, batches = tiny_model(), synthetic_batches(int(seed), 3, int(batch_size))
+np.savez(out + ".npz", **alone(model, method, batches))
+engine = federated.Engine(model, aggregator=federated.FedAvg(), coordinator=server, key=key,
+                          check_in_wait=2.0, **engine_options(method))
+report = engine.participate(batches)
+print(json.dumps({"device_id": engine.device.device_id, "report": dataclasses.asdict(report)}))
+'''
+
+
+def run_devices(coordinator, tmp_path, plans, method):
+    """Starts one device process per (seed, batch size) plan and returns their outputs, with the
+    trained copies (by device id)."""
+    server = f"127.0.0.1:{coordinator['grpc_port']}"
+    processes = [subprocess.Popen([PYTHON, "-c", DEVICE_SCRIPT, str(HERE), server, str(tmp_path / f"d{seed}.key"),
+                                   str(tmp_path / f"d{seed}"), str(seed), str(size), method],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for seed, size in plans]
+    outputs = {}
+    for process, (seed, _) in zip(processes, plans):
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        output = json.loads(out)
+        output["trained"] = dict(np.load(tmp_path / f"d{seed}.npz"))
+        outputs[output["device_id"]] = output
+    return outputs
+
+
+def one_round(coordinator, tmp_path, plans, method):
+    """One FedAvg round of len(plans) Engine devices from tiny_model(); returns the initial state,
+    the devices' outputs by id, the round's entry and the aggregate the coordinator stored."""
+    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=len(plans),
+                              min_updates=len(plans), min_available=len(plans), timeout_ms=20000)
+    outputs = run_devices(coordinator, tmp_path, plans, method)
+    (entry,) = closed_rounds(coordinator, task, 1, 30)
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+    assert entry["contributors"] == sorted(outputs), entry
+    for output in outputs.values():
+        report = output["report"]
+        assert report["contributed"] and report["error"] == "", report
+        assert (report["task_id"], report["round_id"]) == (task, entry["round_id"])
+        assert report["model_version"] == entry["input_model_version"]
+        assert report["bytes_received"] == report["bytes_sent"] == sum(a.nbytes for a in initial.values())
+    _, aggregate = fetch_model(coordinator, tmp_path, entry["output_model_version"])
+    return initial, outputs, aggregate
+
+
+def assert_fedavg_bits(aggregate, outputs, weights):
+    """Every floating tensor of aggregate has the bits of the weighted average of the devices'
+    trained copies, in the order of `outputs` (device id or rank)."""
+    for name, values in aggregate.items():
+        if values.dtype != np.float32:
+            continue
+        expected = fedavg((weights[key], outputs[key]["trained"][name].ravel()) for key in sorted(outputs))
+        assert np.array_equal(values.ravel().view(np.uint32), expected.view(np.uint32)), name
+
+
+def test_supervised_engines_round_is_the_weighted_average_of_their_training(coordinator, tmp_path):
+    plans = [(1, 8), (2, 16), (3, 24)]  # seed, batch size: weights 24, 48, 72 (3 batches each)
+    initial, outputs, aggregate = one_round(coordinator, tmp_path, plans, "supervised")
+    weights = {device: output["report"]["weight"] for device, output in outputs.items()}
+    assert sorted(weights.values()) == [24, 48, 72]
+    assert_fedavg_bits(aggregate, outputs, weights)
+    # The batch counter is not averaged: the global model's stays.
+    assert aggregate["1.num_batches_tracked"].tolist() == initial["1.num_batches_tracked"].tolist()
+    for output in outputs.values():
+        metrics = output["report"]["metrics"]
+        assert metrics["loss_after"] < metrics["loss_before"], metrics
+        assert output["report"]["delta_norm"] > 0
+
+
+def test_tent_engines_round_averages_only_the_batchnorm_affine_parameters(coordinator, tmp_path):
+    plans = [(4, 16), (5, 32)]
+    initial, outputs, aggregate = one_round(coordinator, tmp_path, plans, "tent")
+    weights = {device: output["report"]["weight"] for device, output in outputs.items()}
+    assert_fedavg_bits(aggregate, outputs, weights)
+    adapted = {"1.weight", "1.bias"}
+    for name, values in aggregate.items():
+        changed = not np.array_equal(values, initial[name])
+        assert changed == (name in adapted), name
+    for output in outputs.values():
+        metrics = output["report"]["metrics"]
+        assert metrics["entropy_after"] < metrics["entropy_before"], metrics
+
+
+def test_a_round_whose_task_names_another_strategy_is_refused_by_name():
+    fedavg_engine = federated.FedAvg()
+    federated.check_aggregator(fedavg_engine, {"round_id": 1, "task_id": "t"})  # not told: the task decides
+    federated.check_aggregator(fedavg_engine, {"strategy": "fedavg"})
+    for config, named in [({"strategy": "krum", "round_id": 3, "task_id": "t"}, 'aggregates with krum'),
+                          ({"proximal_mu": 0.1}, 'fedprox (from the client-side parameter "proximal_mu")')]:
+        with pytest.raises(federated.AggregatorMismatch, match=re.escape(named)):
+            federated.check_aggregator(fedavg_engine, config)
+
+
+def test_an_engine_refuses_a_fedprox_round_before_training(coordinator, tmp_path):
+    # FedProx tells its devices proximal_mu: the task's strategy is visible, and not FedAvg.
+    write_safetensors(tmp_path / "initial.safetensors",
+                      {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()})
+    task = admin_json(coordinator, "create-task", "--strategy", "fedprox", "--params", '{"proximal_mu": 0.01}',
+                      "--rounds", "1", "--devices-per-round", "1", "--min-updates", "1", "--min-available", "1",
+                      "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"))["task_id"]
+    result = subprocess.run([PYTHON, "-c", DEVICE_SCRIPT, str(HERE), f"127.0.0.1:{coordinator['grpc_port']}",
+                             str(tmp_path / "d.key"), str(tmp_path / "d"), "1", "8", "supervised"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert (f"AggregatorMismatch: round 1 of task '{task}' aggregates with fedprox (from the client-side "
+            'parameter "proximal_mu"), but this Engine\'s aggregator is FedAvg()') in result.stderr, result.stderr
+
+
+PEER_SCRIPT = r'''
+import json, sys, dataclasses
+from datetime import timedelta
+import numpy as np
+import torch.distributed as dist
+sys.path.insert(0, sys.argv[1])
+from test_engine import tiny_model, synthetic_batches, engine_options, alone, floating_state
+from torchnative.nn import federated
+rendezvous, out, rank, world, batch_size = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+dist.init_process_group(backend="local", init_method=rendezvous, rank=rank, world_size=world,
+                        timeout=timedelta(seconds=30))
+model, batches = tiny_model(), synthetic_batches(10 + rank, 2, batch_size)
+np.savez(f"{out}/trained{rank}.npz", **alone(model, "supervised", batches))
+try:
+    report = federated.Engine(model, **engine_options("supervised")).participate(batches)
+except federated.CohortOfOne as refused:
+    print(json.dumps({"refused": str(refused)}))
+    sys.exit(0)
+np.savez(f"{out}/averaged{rank}.npz", **floating_state(model))
+print(json.dumps(dataclasses.asdict(report)))
+'''
+
+
+def run_peers(tmp_path, sizes):
+    """One peer process per batch size, world len(sizes); their printed JSON by rank."""
+    rendezvous = f"file://{tmp_path / 'rendezvous'}"
+    processes = [subprocess.Popen([PYTHON, "-c", PEER_SCRIPT, str(HERE), rendezvous, str(tmp_path), str(rank),
+                                   str(len(sizes)), str(size)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+                 for rank, size in enumerate(sizes)]
+    outputs = []
+    for process in processes:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        outputs.append(json.loads(out))
+    return outputs
+
+
+def test_peers_average_over_torch_distributed_is_the_central_weighted_average(tmp_path):
+    sizes = [4, 12, 20]  # two batches each: weights 8, 24, 40
+    reports = run_peers(tmp_path, sizes)
+    trained = {rank: {"trained": dict(np.load(tmp_path / f"trained{rank}.npz"))} for rank in range(len(sizes))}
+    weights = {rank: 2 * size for rank, size in enumerate(sizes)}
+    for rank, report in enumerate(reports):
+        assert report["contributors"] == [0, 1, 2] and report["aggregate_applied"], report
+        assert (report["weight"], report["total_weight"]) == (weights[rank], sum(weights.values()))
+        assert report["metrics"]["loss_after"] < report["metrics"]["loss_before"], report
+        assert_fedavg_bits(dict(np.load(tmp_path / f"averaged{rank}.npz")), trained, weights)
+
+
+def test_a_peer_cohort_of_one_is_refused_by_name(tmp_path):
+    (output,) = run_peers(tmp_path, [8])
+    assert "a peer average over a world of 1 process" in output["refused"], output
+    assert "FedAvg needs at least two peers" in output["refused"], output
