@@ -369,6 +369,20 @@ PyObject* m_requires_grad_(PyObject* self, PyObject* args, PyObject* kwargs) {
   return self;
 }
 
+// A leaf keeps its gradient anyway (upstream's retain_grad returns at once); keeping a
+// non-leaf's is a hook on its node, which the engine does not run yet: refused by name.
+PyObject* m_retain_grad(PyObject* self, PyObject*) {
+  TN_PY_TRY
+  if (!autograd::requires_grad(SELF)) {
+    PyErr_SetString(PyExc_RuntimeError, "can't retain_grad on Tensor that has requires_grad=False");
+    return nullptr;
+  }
+  if (autograd::grad_fn(SELF))
+    throw NotImplemented("torchnative does not keep the gradient of a non-leaf tensor (Tensor.retain_grad) yet");
+  Py_RETURN_NONE;
+  TN_PY_CATCH(nullptr)
+}
+
 // Through the door (to.dtype), so the conversion is differentiated.
 PyObject* convert_method(PyObject* self, ScalarType type) {
   TN_PY_TRY return wrap(ops::to_dtype(SELF, type));
@@ -694,6 +708,7 @@ PyMethodDef handwritten_methods[] = {
      METH_VARARGS | METH_KEYWORDS | METH_STATIC, nullptr},
     KW("as_subclass", m_as_subclass),
     KW("requires_grad_", m_requires_grad_),
+    NOARGS("retain_grad", m_retain_grad),
     KW("double", m_double),
     KW("float", m_float),
     KW("half", m_half),

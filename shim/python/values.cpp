@@ -489,6 +489,14 @@ void init_value_types(PyObject* module) {
   const char* layouts[] = {"sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"};
   for (int i = 0; i < 6; ++i)
     PyModule_AddObject(module, layouts[i], make_enum(layout_type, i + 1, layouts[i]));
+  // torch's `from torch._C import *` skips underscored names; upstream's C++ sets this one on
+  // the torch module itself (gradcheck reads torch._mkldnn).
+  PyObject* torch_name = PyUnicode_FromString("torch");
+  if (PyObject* torch = PyImport_GetModule(torch_name)) {  // imported torch._C alone, there is none
+    PyModule_AddObject(torch, "_mkldnn", PyObject_GetAttrString(module, "_mkldnn"));
+    Py_DECREF(torch);
+  }
+  Py_DECREF(torch_name);
   PyTypeObject* qscheme_type = make_enum_type("torch.qscheme", nullptr);
   PyModule_AddObject(module, "qscheme", reinterpret_cast<PyObject*>(qscheme_type));
   const char* qschemes[] = {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric",

@@ -29,7 +29,7 @@ KNOWN_DEVIATIONS = os.path.join(HERE, "known_deviations.txt")
 sys.path.insert(0, HERE)
 
 import compare  # noqa: E402  (needs HERE on sys.path)
-from spec import GRADIENT, TEMPORARY  # noqa: E402
+from spec import GRADCHECK, GRADIENT, TEMPORARY  # noqa: E402
 
 DEFAULT_SHIM = os.path.join(REPO, ".venv", "bin", "python")
 DEFAULT_UPSTREAM = "/usr/bin/python3"
@@ -333,7 +333,7 @@ def judge_all(names, upstream, reference, shim, unsupported, known=None, no_deri
 
     A failing case listed in known_deviations.txt is reported as a deviation, not a
     failure; a listed case that passes is a failure (the entry must go), so the list
-    can only describe disagreements that still exist. A gradient twin the shim refuses
+    can only describe disagreements that still exist. A gradient or gradcheck twin the shim refuses
     by naming an operator of ``no_derivative`` is NO_DERIVATIVE (its entry added to ``used``).
     """
     known = known or {}
@@ -341,7 +341,8 @@ def judge_all(names, upstream, reference, shim, unsupported, known=None, no_deri
     floors = compare.error_floors(names, upstream, reference)
     for name in names:
         missing = {"name": name, "crash": "produced no result"}
-        entry = refused_derivative(shim.get(name, {}), no_derivative) if name.endswith(GRADIENT) else None
+        differentiated = name.endswith((GRADIENT, GRADCHECK))
+        entry = refused_derivative(shim.get(name, {}), no_derivative) if differentiated else None
         if entry:
             verdicts.append((name, compare.NO_DERIVATIVE, None))
             if used is not None:

@@ -83,6 +83,8 @@ TEMPORARY = "@temporary"
 # Suffix of a case's gradient twin (cases/gradients.py): the same call on the same values,
 # differentiated.
 GRADIENT = "@grad"
+# Suffix of a float64 case's gradcheck twin (cases/gradients.py).
+GRADCHECK = "@gradcheck"
 
 
 class Case:
@@ -110,8 +112,9 @@ class Case:
         for index, arg in enumerate(self.args):
             if isinstance(arg, Arg):
                 dtype = arg.dtype or self.dtype
-                # A TEMPORARY or GRADIENT twin draws its case's values.
-                seed = "%s#%d" % (self.name.removesuffix(TEMPORARY).removesuffix(GRADIENT), index)
+                # A twin draws its case's values.
+                base = self.name.removesuffix(TEMPORARY).removesuffix(GRADIENT).removesuffix(GRADCHECK)
+                seed = "%s#%d" % (base, index)
                 values.append(arg.build(torch, seed, dtype, reference))
             elif isinstance(arg, WorkingDtype):
                 promote = reference and self.dtype in LOW_PRECISION

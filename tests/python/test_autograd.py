@@ -179,7 +179,9 @@ def main():
             "node hooks": outcome(lambda: (x * 2).grad_fn.register_hook(lambda *a: None)),
             "no formula": outcome(lambda: torch.cumprod(x, 0).sum().backward()),
             "leaf hook": outcome(lambda: (x.register_hook(lambda g: g * 2), (x * 3).sum().backward())),
-            "custom Function": outcome(lambda: Square.apply(x))}
+            "custom Function": outcome(lambda: Square.apply(x)),
+            "retain_grad of a leaf": outcome(x.retain_grad),
+            "retain_grad of a non-leaf": outcome(lambda: (x * 2).retain_grad())}
 
 
 class Square(torch.autograd.Function):
@@ -208,6 +210,10 @@ def test_what_comes_later_is_refused_by_name(tmp_path):
                                    "message": "torchnative does not run tensor hooks (Tensor.register_hook) yet"}
     assert record["custom Function"]["error"] == "NotImplementedError"
     assert "torch.autograd.Function" in record["custom Function"]["message"]
+    assert record["retain_grad of a leaf"] == {"value": None}  # upstream's no-op: a leaf keeps its grad
+    assert record["retain_grad of a non-leaf"] == {
+        "error": "NotImplementedError",
+        "message": "torchnative does not keep the gradient of a non-leaf tensor (Tensor.retain_grad) yet"}
 
 
 # Training: the same initial weights and data on every run (made in float32 from a seed, as

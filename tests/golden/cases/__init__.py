@@ -9,7 +9,7 @@ from cases import (aliasing, aliasing_index, conversions, creation, elementwise,
 
 FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors, storage,
             aliasing, aliasing_index)
-# The families whose floating cases get a gradient twin (cases/gradients.py): the operators;
+# The families whose floating cases get gradient and gradcheck twins (cases/gradients.py): the operators;
 # not the factories, the random draws (compared bit-exactly), the error cases or the sweeps.
 DIFFERENTIATED = (elementwise, reductions, linalg, shapes, indexing, nn, conversions)
 
@@ -20,9 +20,10 @@ def catalog():
     for family in FAMILIES:
         for case in family.cases():
             _add(by_name, case)
-            gradient = gradients.twin(case) if family in DIFFERENTIATED else None
-            if gradient:
-                _add(by_name, gradient)
+            if family in DIFFERENTIATED:
+                for twin in (gradients.twin(case), gradients.gradcheck_twin(case)):
+                    if twin:
+                        _add(by_name, twin)
     return by_name
 
 

@@ -1,4 +1,5 @@
-"""Gradient twins: every floating case of the operator families, differentiated.
+"""Gradient twins: every floating case of the operator families, differentiated, and every
+float64 one checked by upstream's torch.autograd.gradcheck.
 
 A case's twin (its name with spec.GRADIENT appended) calls the same function on the same
 values, with each floating tensor input made a leaf that requires grad, and returns which
@@ -16,11 +17,17 @@ float32-vs-float64 error: the reference pass differentiates the same function in
   itself would only test the error upstream raises for it.)
 - The weights are dyadic (odd multiples of 1/4 up to 2.25), exact in every floating dtype,
   and differ per element, so a formula that drops or transposes a term shows.
+
+A float64 case's gradcheck twin (spec.GRADCHECK) runs ``torch.autograd.gradcheck`` (finite
+differences against the formulas, the whole Jacobian) over the same call: True on both sides,
+or the same exception where upstream's own formulas fail it (a kink at the sample point, an
+input with overlapping memory). Cases with NaN/inf inputs (the "special" domain) have none:
+finite differences there say nothing.
 """
 
 import torch
 
-from spec import GRADIENT, Case, Lcg
+from spec import GRADCHECK, GRADIENT, Arg, Case, Lcg
 
 # Case dtypes whose twins are made: the dtypes gradients are compared in (point 5 of issue 31).
 DTYPES = ("float32", "float64")
@@ -32,6 +39,36 @@ def twin(case):
         return None
     call = _differentiated(case.fn, case.name, getattr(case.fn, "writes_first_input", False))
     return Case(case.name + GRADIENT, call, case.args, case.dtype, requires=case.requires)
+
+
+def gradcheck_twin(case):
+    """The gradcheck twin of a float64 ``case`` without NaN/inf inputs, or None."""
+    special = any(isinstance(arg, Arg) and arg.domain == "special" for arg in case.args)
+    if case.dtype != "float64" or case.exact or special:
+        return None
+    call = _gradchecked(case.fn, getattr(case.fn, "writes_first_input", False))
+    return Case(case.name + GRADCHECK, call, case.args, case.dtype, requires=case.requires)
+
+
+def _gradchecked(fn, writes_first_input):
+    def call(*inputs):
+        positions = [index for index, value in enumerate(inputs) if _floating(value)]
+
+        def function(*leaves):
+            arguments = list(inputs)
+            for index, leaf in zip(positions, leaves):
+                arguments[index] = leaf
+            if writes_first_input and positions and positions[0] == 0:
+                arguments[0] = arguments[0].clone()
+            return tuple(output for output in _tensors(fn(*arguments)) if output.is_floating_point())
+
+        leaves = tuple(inputs[index].detach().requires_grad_() for index in positions)
+        if not leaves or not any(output.requires_grad for output in function(*leaves)):
+            return "no output requires grad"
+        # Undefined output gradients are an engine feature the shim does not have yet
+        # (torch._C._functions.UndefinedGrad); both sides leave that check out.
+        return torch.autograd.gradcheck(function, leaves, check_undefined_grad=False)
+    return call
 
 
 def _differentiated(fn, name, writes_first_input):

@@ -294,6 +294,11 @@ VARIANTS = (
     ("pad/reflect", lambda a: F.pad(a, (2, 1), mode="reflect"), (Arg((1, 2, 5)),), "float32"),
     ("pad/replicate", lambda a: F.pad(a, (1, 2), mode="replicate"), (Arg((1, 2, 5)),), "float32"),
     ("embedding/3x4", lambda i, w: F.embedding(i, w), (index((2, 3), 5), Arg((5, 4))), "float32"),
+    ("embedding/3x4", lambda i, w: F.embedding(i, w), (index((2, 3), 5), Arg((5, 4))), "float64"),
+    ("embedding/padding_idx", lambda i, w: F.embedding(i, w, padding_idx=1), (index((3, 4), 5), Arg((5, 4))),
+     "float32"),
+    ("embedding/padding_idx", lambda i, w: F.embedding(i, w, padding_idx=1), (index((3, 4), 5), Arg((5, 4))),
+     "float64"),
 )
 
 
