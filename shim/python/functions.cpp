@@ -378,7 +378,8 @@ PyObject* m_retain_grad(PyObject* self, PyObject*) {
     return nullptr;
   }
   if (autograd::grad_fn(SELF))
-    throw NotImplemented("torchnative does not keep the gradient of a non-leaf tensor (Tensor.retain_grad) yet");
+    throw NotImplemented(
+        "torchnative does not keep the gradient of a non-leaf tensor (Tensor.retain_grad) yet");
   Py_RETURN_NONE;
   TN_PY_CATCH(nullptr)
 }
