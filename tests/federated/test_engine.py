@@ -22,7 +22,8 @@ from torch import nn
 from torchnative import adapt
 from torchnative.nn import federated
 
-from federation import PYTHON, admin_json, closed_rounds, create_fedavg_task, fedavg, fetch_model, write_safetensors
+from federation import (PYTHON, admin_json, closed_rounds, create_fedavg_task, fedavg, fetch_model,
+                        read_safetensors)
 
 HERE = Path(__file__).resolve().parent
 FEATURES, CLASSES = 6, 3
@@ -70,22 +71,28 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 from test_engine import tiny_model, synthetic_batches, engine_options, alone
 from torchnative.nn import federated
-server, key, out, seed, batch_size, method = sys.argv[2:8]
+server, key, out, seed, batch_size, method, rounds = sys.argv[2:9]
 model, batches = tiny_model(), synthetic_batches(int(seed), 3, int(batch_size))
 np.savez(out + ".npz", **alone(model, method, batches))
 engine = federated.Engine(model, aggregator=federated.FedAvg(), coordinator=server, key=key,
                           check_in_wait=2.0, **engine_options(method))
-report = engine.participate(batches)
-print(json.dumps({"device_id": engine.device.device_id, "report": dataclasses.asdict(report)}))
+reports = [dataclasses.asdict(engine.participate(batches)) for _ in range(int(rounds))]
+print(json.dumps({"device_id": engine.device.device_id, "seed": int(seed), "reports": reports, "report": reports[0]}))
 '''
 
 
-def run_devices(coordinator, tmp_path, plans, method):
+def device_command(coordinator, tmp_path, seed, size, method, rounds):
+    """A device process taking part in `rounds` rounds with an Engine; it prints its reports
+    ("report": the first round's) and saves what its first round's local steps make of
+    tiny_model() alone to d<seed>.npz."""
+    return [PYTHON, "-c", DEVICE_SCRIPT, str(HERE), f"127.0.0.1:{coordinator['grpc_port']}",
+            str(tmp_path / f"d{seed}.key"), str(tmp_path / f"d{seed}"), str(seed), str(size), method, str(rounds)]
+
+
+def run_devices(coordinator, tmp_path, plans, method, rounds=1):
     """Starts one device process per (seed, batch size) plan and returns their outputs, with the
     trained copies (by device id)."""
-    server = f"127.0.0.1:{coordinator['grpc_port']}"
-    processes = [subprocess.Popen([PYTHON, "-c", DEVICE_SCRIPT, str(HERE), server, str(tmp_path / f"d{seed}.key"),
-                                   str(tmp_path / f"d{seed}"), str(seed), str(size), method],
+    processes = [subprocess.Popen(device_command(coordinator, tmp_path, seed, size, method, rounds),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for seed, size in plans]
     outputs = {}
@@ -134,6 +141,9 @@ def test_supervised_engines_round_is_the_weighted_average_of_their_training(coor
     weights = {device: output["report"]["weight"] for device, output in outputs.items()}
     assert sorted(weights.values()) == [24, 48, 72]
     assert_fedavg_bits(aggregate, outputs, weights)
+    # A control: the weights matter (the unweighted mean of the same training is another model).
+    unweighted = fedavg((1, output["trained"]["0.weight"].ravel()) for output in outputs.values())
+    assert not np.array_equal(aggregate["0.weight"].ravel(), unweighted)
     # The batch counter is not averaged: the global model's stays.
     assert aggregate["1.num_batches_tracked"].tolist() == initial["1.num_batches_tracked"].tolist()
     for output in outputs.values():
@@ -156,6 +166,27 @@ def test_tent_engines_round_averages_only_the_batchnorm_affine_parameters(coordi
         assert metrics["entropy_after"] < metrics["entropy_before"], metrics
 
 
+def test_the_next_round_starts_from_the_aggregate(coordinator, tmp_path):
+    plans = [(6, 8), (7, 24)]
+    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=2, per_round=2, min_updates=2,
+                              min_available=2, timeout_ms=20000)
+    outputs = run_devices(coordinator, tmp_path, plans, "supervised", rounds=2)
+    first, second = closed_rounds(coordinator, task, 2, 30)
+    assert second["state"] == "ROUND_STATE_COMPLETED" and second["input_model_version"] == first["output_model_version"]
+    _, aggregate = fetch_model(coordinator, tmp_path, first["output_model_version"])
+    model = tiny_model()
+    model.load_state_dict({name: torch.from_numpy(values.copy()) for name, values in aggregate.items()})
+    sizes = dict(plans)
+    for output in outputs.values():
+        report = output["reports"][1]
+        assert report["contributed"] and report["model_version"] == first["output_model_version"], report
+        # The loss the device measured before its second round's steps is the first aggregate's
+        # on its batches, to the bit: the model it trained from was the aggregate.
+        batches = synthetic_batches(output["seed"], 3, sizes[output["seed"]])
+        assert report["metrics"]["loss_before"] == federated.Engine(model).mean_loss(batches), report
+
+
 def test_a_round_whose_task_names_another_strategy_is_refused_by_name():
     fedavg_engine = federated.FedAvg()
     federated.check_aggregator(fedavg_engine, {"round_id": 1, "task_id": "t"})  # not told: the task decides
@@ -166,15 +197,23 @@ def test_a_round_whose_task_names_another_strategy_is_refused_by_name():
             federated.check_aggregator(fedavg_engine, config)
 
 
+def test_save_initial_model_writes_the_state_dict_as_safetensors(tmp_path):
+    model = tiny_model()
+    federated.save_initial_model(model, tmp_path / "model.safetensors")
+    saved = read_safetensors(tmp_path / "model.safetensors")
+    state = model.state_dict()
+    assert list(saved) == list(state)
+    for name, values in saved.items():
+        assert values.dtype == state[name].numpy().dtype and values.tobytes() == state[name].numpy().tobytes(), name
+
+
 def test_an_engine_refuses_a_fedprox_round_before_training(coordinator, tmp_path):
     # FedProx tells its devices proximal_mu: the task's strategy is visible, and not FedAvg.
-    write_safetensors(tmp_path / "initial.safetensors",
-                      {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()})
+    federated.save_initial_model(tiny_model(), tmp_path / "initial.safetensors")
     task = admin_json(coordinator, "create-task", "--strategy", "fedprox", "--params", '{"proximal_mu": 0.01}',
                       "--rounds", "1", "--devices-per-round", "1", "--min-updates", "1", "--min-available", "1",
                       "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"))["task_id"]
-    result = subprocess.run([PYTHON, "-c", DEVICE_SCRIPT, str(HERE), f"127.0.0.1:{coordinator['grpc_port']}",
-                             str(tmp_path / "d.key"), str(tmp_path / "d"), "1", "8", "supervised"],
+    result = subprocess.run(device_command(coordinator, tmp_path, 1, 8, "supervised", 1),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert (f"AggregatorMismatch: round 1 of task '{task}' aggregates with fedprox (from the client-side "
