@@ -236,7 +236,8 @@ np.savez(f"{out}/trained{rank}.npz", **alone(model, "supervised", batches))
 try:
     report = federated.Engine(model, **engine_options("supervised")).participate(batches)
 except federated.CohortOfOne as refused:
-    print(json.dumps({"refused": str(refused)}))
+    untrained = all((floating_state(model)[name] == values).all() for name, values in floating_state(tiny_model()).items())
+    print(json.dumps({"refused": str(refused), "untrained": bool(untrained)}))
     sys.exit(0)
 np.savez(f"{out}/averaged{rank}.npz", **floating_state(model))
 print(json.dumps(dataclasses.asdict(report)))
@@ -274,3 +275,4 @@ def test_a_peer_cohort_of_one_is_refused_by_name(tmp_path):
     (output,) = run_peers(tmp_path, [8])
     assert "a peer average over a world of 1 process" in output["refused"], output
     assert "FedAvg needs at least two peers" in output["refused"], output
+    assert output["untrained"], "the model was trained before the cohort was refused"

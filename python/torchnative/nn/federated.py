@@ -121,19 +121,26 @@ def inputs_of(batch):
     return batch[0] if isinstance(batch, (tuple, list)) else batch
 
 
+def cohort_size(group=None):
+    """The world size of group (torch.distributed's default group when None); refuses a world of
+    one (CohortOfOne) and an uninitialised torch.distributed."""
+    if not dist.is_initialized():
+        raise RuntimeError("a peer average needs torch.distributed initialised: "
+                           'call torch.distributed.init_process_group(backend="local", ...) first')
+    world = dist.get_world_size(group)
+    if world < 2:
+        raise CohortOfOne(f"a peer average over a world of {world} process is that process's own model: "
+                          "FedAvg needs at least two peers")
+    return world
+
+
 def peer_average(tensors, weight, group=None):
     """The weighted average of {name: tensor} over the peers of group (torch.distributed's
     default group when None), each peer giving its own tensors and weight: one float64 all-reduce
     of [weight * x ..., weight], summed in ascending rank order, divided and rounded once.
     Returns ({name: average} for the floating tensors, total weight, world size, bytes reduced).
     A world of one is refused (CohortOfOne)."""
-    if not dist.is_initialized():
-        raise RuntimeError("peer_average needs torch.distributed initialised: "
-                           'call torch.distributed.init_process_group(backend="local", ...) first')
-    world = dist.get_world_size(group)
-    if world < 2:
-        raise CohortOfOne(f"a peer average over a world of {world} process is that process's own model: "
-                          "FedAvg needs at least two peers")
+    world = cohort_size(group)
     if not weight > 0 or not math.isfinite(weight):
         raise ValueError(f"a peer's weight must be positive and finite, not {weight}")
     floating = {name: tensor for name, tensor in tensors.items() if tensor.is_floating_point()}
@@ -269,6 +276,7 @@ class Engine:
         return self.participate_in_round(batches, weight)
 
     def participate_with_peers(self, batches, weight):
+        cohort_size(self.group)  # a cohort of one is refused before the model is trained
         metrics, norm = self.local_steps(batches)
         state = self.model.state_dict()
         averages, total, world, nbytes = peer_average({name: state[name] for name in self.trained_names()},
@@ -306,5 +314,6 @@ class Engine:
         if failure:
             raise failure[0]
         report.contributed, report.error = outcome.contributed, outcome.error
-        report.round_id = report.round_id or outcome.round_id
+        # A round left before training (a model above max_model_bytes, say) is known by the outcome alone.
+        report.round_id, report.task_id = report.round_id or outcome.round_id, report.task_id or outcome.task_id
         return report
