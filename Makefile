@@ -40,6 +40,7 @@ define assemble
 	ln -sfn $(abspath $(2))/pytree/torchgen $(1)/lib/python3.11/site-packages/torchgen
 	for tool in $(abspath $(addprefix $(2)/,$(TOOLS))); do ln -sfn $$tool $(1)/bin/$$(basename $$tool); done
 	for file in $(abspath $(wildcard python/torchnative/*.py)); do ln -sfn $$file $(2)/python/torchnative/; done
+	ln -sfn $(abspath python/torchnative/nn) $(2)/python/torchnative/nn
 	ln -sfn $(abspath $(2))/python/torchnative $(1)/lib/python3.11/site-packages/torchnative
 endef
 
@@ -49,7 +50,8 @@ TOOLS       := server/coordinator/torchnative-coordinator server/admin/torchnati
 VENV_INPUTS  = shim/libtorch_global_deps.so shim/torch_shm_manager $(TOOLS)
 
 $(VENV)/.assembled: $(addprefix $(BUILD)/,$(VENV_INPUTS)) $(wildcard $(BUILD)/shim/_C*.so) scripts/assemble_torch.py \
-                    $(wildcard $(BUILD)/python/torchnative/_device*.so) $(wildcard python/torchnative/*.py)
+                    $(wildcard $(BUILD)/python/torchnative/_device*.so) $(wildcard python/torchnative/*.py) \
+                    $(wildcard python/torchnative/nn/*.py)
 	$(call assemble,$(VENV),$(BUILD))
 	touch $@
 

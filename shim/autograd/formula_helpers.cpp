@@ -1,5 +1,6 @@
 // What several formula files share.
 #include <algorithm>
+#include <cmath>
 
 #include "formulas.h"
 
@@ -19,7 +20,7 @@ Tensor scaled(const Tensor& t, double factor) { return ops::mul(t, Scalar(factor
 
 IValue none() { return IValue(); }
 
-Tensor pointwise_grad(const Tensor& grad, const Tensor& x, double (*derivative)(double x)) {
+Tensor pointwise_grad(const Tensor& grad, const Tensor& x, const std::function<double(double)>& derivative) {
   Tensor xs = ops::_to_copy(ops::expand(x, grad.sizes(), false), ScalarType::Double).contiguous();
   Tensor gs = ops::_to_copy(grad, ScalarType::Double).contiguous();
   Tensor out = Tensor::empty(grad.sizes(), ScalarType::Double);
@@ -47,6 +48,20 @@ Tensor unsqueeze_reduced(const Tensor& grad, const Shape& sizes,
 Tensor expand_reduced(const Tensor& grad, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
                       bool keepdim) {
   return ops::expand(unsqueeze_reduced(grad, sizes, dims, keepdim), sizes, false);
+}
+
+Tensor to_selected(const Tensor& grad, const Tensor& indices, int64_t dim, bool keepdim, const Shape& sizes) {
+  bool unsqueeze = !keepdim && !sizes.empty();
+  Tensor g = unsqueeze ? ops::unsqueeze(grad, dim) : grad;
+  Tensor index = unsqueeze ? ops::unsqueeze(indices, dim) : indices;
+  return ops::scatter(ops::zeros(sizes, grad.dtype()), dim, index, g);
+}
+
+Tensor evenly_distributed(const Tensor& grad, const Tensor& x, const Tensor& value) {
+  bool nan = std::isnan(value.item().to_double());
+  Tensor mask = nan ? ops::isnan(x) : ops::eq(x, value);
+  Tensor share = ops::div(grad, ops::sum(mask, std::nullopt, false, std::nullopt));
+  return ops::masked_fill(ops::zeros_like(x, grad.dtype()), mask, share);
 }
 
 }  // namespace tn::autograd

@@ -131,11 +131,18 @@ Tensor scaled(const Tensor& t, double factor);
 IValue none();
 // grad * f'(x) elementwise, computed in double and rounded once to grad's dtype: for the
 // derivatives of activations, which upstream writes as one fused loop too.
-Tensor pointwise_grad(const Tensor& grad, const Tensor& x, double (*derivative)(double x));
+Tensor pointwise_grad(const Tensor& grad, const Tensor& x, const std::function<double(double)>& derivative);
 // A reduction's result (or gradient) over `dims` (all when none or empty) with the reduced
 // dims put back as size 1, to broadcast against the input of `sizes`.
 Tensor unsqueeze_reduced(const Tensor& grad, const Shape& sizes,
                          const std::optional<std::vector<int64_t>>& dims, bool keepdim);
+// The gradient of values the forward selected along `dim` (max.dim, sort, topk, median.dim ...):
+// each to the position its index names, zeros elsewhere (upstream's
+// value_selecting_reduction_backward).
+Tensor to_selected(const Tensor& grad, const Tensor& indices, int64_t dim, bool keepdim, const Shape& sizes);
+// The gradient of a whole-tensor max, min or median: shared by the elements equal to it, or by
+// the NaNs when it is NaN (upstream's evenly_distribute_backward).
+Tensor evenly_distributed(const Tensor& grad, const Tensor& x, const Tensor& value);
 // The gradient of a reduction over `dims` (all when none or empty) spread back over `sizes`.
 Tensor expand_reduced(const Tensor& grad, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
                       bool keepdim);

@@ -23,11 +23,58 @@ TN_DERIVATIVE("aten::hardtanh", "HardtanhBackward0", SAVES(0), {
 });
 TN_DERIVATIVE("aten::leaky_relu", "LeakyReluBackward0", SAVES(0),
               { return {where_positive(s.input(0), g[0], ops::mul(g[0], s.args().scalar(1)))}; });
-TN_DERIVATIVE("aten::elu", "EluBackward0", SAVES(0), {
+namespace {
+// In upstream's order: g input_scale (alpha scale) exp(x input_scale) for x <= 0.
+Tensor elu_grad(const Tensor& g, const Tensor& x, double alpha, double scale, double input_scale) {
+  Tensor negative = ops::mul(ops::mul(ops::mul(g, Scalar(input_scale)), Scalar(alpha * scale)),
+                             ops::exp(ops::mul(x, Scalar(input_scale))));
+  return where_positive(x, ops::mul(g, Scalar(scale)), negative);
+}
+// Upstream's vectorized test: outside when x < -lambda or x > lambda (a NaN is not).
+Tensor shrunk_grad(const Tensor& g, const Tensor& x, double lambd) {
+  Tensor outside = ops::logical_or(ops::lt(x, Scalar(-lambd)), ops::gt(x, Scalar(lambd)));
+  return ops::where(outside, g, ops::zeros_like(g));
+}
+// selu's constants (upstream's SELU_ALPHA and SELU_SCALE).
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717,
+                 kSeluScale = 1.0507009873554804934193349852946;
+}  // namespace
+TN_DERIVATIVE("aten::elu", "EluBackward0", SAVES(0),
+              { return {elu_grad(g[0], s.input(0), s.args().real(1), s.args().real(2), s.args().real(3))}; });
+// selu and celu are elu with fixed constants upstream too (their node is EluBackward0).
+TN_DERIVATIVE("aten::selu", "EluBackward0", SAVES(0),
+              { return {elu_grad(g[0], s.input(0), kSeluAlpha, kSeluScale, 1.0)}; });
+TN_DERIVATIVE("aten::celu", "EluBackward0", SAVES(0), {
+  double alpha = s.args().real(1);
+  return {elu_grad(g[0], s.input(0), alpha, 1.0, 1.0 / alpha)};
+});
+// threshold: the gradient passes where x > threshold (where x was replaced, none).
+TN_DERIVATIVE("aten::threshold", "ThresholdBackward0", SAVES(0),
+              { return {ops::where(ops::le(s.input(0), s.args().scalar(1)), ops::zeros_like(g[0]), g[0])}; });
+// hardshrink and softshrink: the gradient passes outside [-lambda, lambda] (a +0 inside).
+TN_DERIVATIVE("aten::hardshrink", "HardshrinkBackward0", SAVES(0),
+              { return {shrunk_grad(g[0], s.input(0), s.args().real(1))}; });
+TN_DERIVATIVE("aten::softshrink", "SoftshrinkBackward0", SAVES(0),
+              { return {shrunk_grad(g[0], s.input(0), s.args().real(1))}; });
+// d/dx log sigmoid(x) = sigmoid(-x).
+TN_DERIVATIVE("aten::log_sigmoid", "LogSigmoidBackward0", SAVES(0),
+              { return {pointwise_grad(g[0], s.input(0), [](double x) { return sigmoid(-x); })}; });
+// mish = x tanh(softplus(x)): tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2).
+TN_DERIVATIVE("aten::mish", "MishBackward0", SAVES(0), {
+  return {pointwise_grad(g[0], s.input(0), [](double x) {
+    double t = std::tanh(std::log1p(std::exp(x)));
+    return t + x * sigmoid(x) * (1 - t * t);
+  })};
+});
+// glu = a sigmoid(b) over the halves a, b of `dim`: a's gradient g sigmoid(b), b's
+// g a sigmoid(b) (1 - sigmoid(b)), joined again along `dim`.
+TN_DERIVATIVE("aten::glu", "GluBackward0", SAVES(0), {
   const Tensor& x = s.input(0);
-  double alpha = s.args().real(1), scale = s.args().real(2), input_scale = s.args().real(3);
-  Tensor negative = ops::mul(ops::exp(ops::mul(x, Scalar(input_scale))), Scalar(input_scale * alpha * scale));
-  return {where_positive(x, ops::mul(g[0], Scalar(scale)), ops::mul(g[0], negative))};
+  int64_t dim = s.args().integer(1), half = x.size(dim) / 2;
+  Tensor a = ops::narrow(x, dim, 0, half), gate = ops::sigmoid(ops::narrow(x, dim, half, half));
+  Tensor a_grad = ops::mul(gate, g[0]);
+  Tensor b_grad = ops::mul(ops::mul(ops::mul(ops::rsub(gate, Scalar(int64_t{1})), gate), a), g[0]);
+  return {ops::cat({a_grad, b_grad}, dim)};
 });
 TN_DERIVATIVE("aten::silu", "SiluBackward0", SAVES(0), {
   return {pointwise_grad(g[0], s.input(0), [](double x) {

@@ -39,6 +39,13 @@ TN_DERIVATIVE("aten::div.Tensor", "DivBackward0", SAVES(0, 1), {
   if (!s.needs_grad(1)) return {self_grad};
   return {self_grad, ops::mul(ops::neg(g[0]), ops::div(ops::div(s.input(0), other), other))};
 });
+// Rounded division is piecewise constant: no gradient for either operand.
+TN_DERIVATIVE("aten::div.Tensor_mode", "DivBackward2", SAVES(0, 1), {
+  if (!s.args().optional_string(2))
+    return {ops::div(g[0], s.input(1)),
+            ops::mul(ops::neg(g[0]), ops::div(ops::div(s.input(0), s.input(1)), s.input(1)))};
+  return {ops::zeros_like(g[0]), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
 TN_DERIVATIVE("aten::div.Scalar", "DivBackward1", SAVES(), { return {ops::div(g[0], s.args().scalar(1))}; });
 // d/dx x^e = e x^(e-1); an exponent of zero gives zero (not 0 * x^-1, which is nan at 0).
 TN_DERIVATIVE("aten::pow.Tensor_Scalar", "PowBackward0", SAVES(0), {

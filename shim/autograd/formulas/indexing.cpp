@@ -1,5 +1,6 @@
 // Derivatives of the indexing operators (kernels/indexing.cpp): the gradient goes back to the
 // positions the forward read; indices and masks have none.
+#include "common.h"  // broadcast_shapes, as the forward broadcasts the mask
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -20,5 +21,49 @@ TN_DERIVATIVE("aten::gather", "GatherBackward0", SAVES(2).without_derivative({2}
   int64_t dim = s.args().integer(1);
   return {ops::scatter_add(ops::zeros(s.input_sizes(0), g[0].dtype()), dim, s.input(2), g[0])};
 });
+
+// x[indices]: the gradient summed back into the positions read (repeated ones accumulate).
+TN_DERIVATIVE("aten::index.Tensor", "IndexBackward0", SAVES(), {
+  return {ops::index_put(ops::zeros(s.input_sizes(0), g[0].dtype()), s.args().optional_tensor_list(1), g[0],
+                         true)};
+});
+// x[indices] = values: the overwritten positions of x get no gradient (accumulate: all of it);
+// values get what the positions they went to received.
+TN_DERIVATIVE("aten::index_put", "IndexPutBackward0", SAVES(), {
+  auto indices = s.args().optional_tensor_list(1);
+  bool accumulate = s.args().boolean(3);
+  Tensor self_grad = accumulate ? g[0] : ops::index_put(g[0], indices, ops::zeros({}, g[0].dtype()), false);
+  return {self_grad, none(), ops::index(g[0], indices)};
+});
+TN_DERIVATIVE("aten::masked_select", "MaskedSelectBackward0", SAVES(1).without_derivative({1}), {
+  const Tensor& mask = s.input(1);
+  Shape shape = broadcast_shapes(s.input_sizes(0), mask.sizes());
+  Tensor spread = ops::zeros(shape, g[0].dtype());
+  return {ops::masked_scatter(spread, ops::expand(mask, shape, false), g[0])};
+});
+// scatter: the overwritten positions of self get no gradient; src gets what its positions did.
+TN_DERIVATIVE("aten::scatter.src", "ScatterBackward0", SAVES(2).without_derivative({2}), {
+  int64_t dim = s.args().integer(1);
+  const Tensor& index = s.input(2);
+  return {ops::scatter(g[0], dim, index, Scalar(int64_t{0})), none(), none(),
+          ops::gather(g[0], dim, index, false)};
+});
+TN_DERIVATIVE("aten::scatter.value", "ScatterBackward1", SAVES(2).without_derivative({2}),
+              { return {ops::scatter(g[0], s.args().integer(1), s.input(2), Scalar(int64_t{0}))}; });
+TN_DERIVATIVE("aten::scatter_add", "ScatterAddBackward0", SAVES(2).without_derivative({2}), {
+  return {g[0], none(), none(), ops::gather(g[0], s.args().integer(1), s.input(2), false)};
+});
+TN_DERIVATIVE("aten::index_add", "IndexAddBackward0", SAVES(2).without_derivative({2}), {
+  Tensor source_grad = ops::index_select(g[0], s.args().integer(1), s.input(2));
+  return {g[0], none(), none(), ops::mul(source_grad, s.args().scalar(4))};
+});
+TN_DERIVATIVE("aten::index_copy", "IndexCopyBackward0", SAVES(2).without_derivative({2}), {
+  int64_t dim = s.args().integer(1);
+  const Tensor& index = s.input(2);
+  return {ops::index_fill(g[0], dim, index, Scalar(int64_t{0})), none(), none(),
+          ops::index_select(g[0], dim, index)};
+});
+TN_DERIVATIVE("aten::index_fill.int_Scalar", "IndexFillBackward0", SAVES(2).without_derivative({2}),
+              { return {ops::index_fill(g[0], s.args().integer(1), s.input(2), Scalar(int64_t{0}))}; });
 
 }  // namespace tn::autograd

@@ -64,4 +64,30 @@ TN_DERIVATIVE("aten::linear", "AddmmBackward0", SAVES(0, 1), {
   return out;
 });
 
+// vdot of real vectors is dot.
+TN_DERIVATIVE("aten::vdot", "DotBackward0", SAVES(0, 1), {
+  return {ops::mul(g[0], s.input(1)), ops::mul(g[0], s.input(0))};
+});
+// outer(u, v) = u v^T: u gets g v, v gets g^T u.
+TN_DERIVATIVE("aten::outer", "MulBackward0", SAVES(0, 1), {
+  return {ops::mv(g[0], s.input(1)), ops::mv(ops::t(g[0]), s.input(0))};
+});
+TN_DERIVATIVE("aten::addmv", "AddmvBackward0", SAVES(1, 2), {
+  Scalar beta = s.args().scalar(3), alpha = s.args().scalar(4);
+  return {ops::mul(g[0], beta), ops::mul(ops::outer(g[0], s.input(2)), alpha),
+          ops::mul(ops::mv(ops::t(s.input(1)), g[0]), alpha)};
+});
+TN_DERIVATIVE("aten::addr", "AddrBackward0", SAVES(1, 2), {
+  Scalar beta = s.args().scalar(3), alpha = s.args().scalar(4);
+  return {ops::mul(g[0], beta), ops::mul(ops::mv(g[0], s.input(2)), alpha),
+          ops::mul(ops::mv(ops::t(g[0]), s.input(1)), alpha)};
+});
+// trace: the gradient on the diagonal.
+TN_DERIVATIVE("aten::trace", "TraceBackward0", SAVES(), {
+  Tensor whole = ops::zeros(s.input_sizes(0), g[0].dtype());
+  Tensor diagonal = ops::diagonal(whole, 0, 0, 1);
+  ops::copy_(diagonal, ops::expand(g[0], diagonal.sizes(), false), false);
+  return {whole};
+});
+
 }  // namespace tn::autograd

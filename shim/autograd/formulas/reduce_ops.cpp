@@ -30,15 +30,6 @@ Tensor evenly_to_extremes(const Tensor& g, const Tensor& x, const Tensor& extrem
   return ops::mul(ops::div(unsqueeze_reduced(g, x.sizes(), dims, keepdim), count), mask);
 }
 
-// max/min of all elements: the gradient shared by the elements equal to it, or by the NaNs
-// when it is NaN (upstream's evenly_distribute_backward); the others get +0.
-Tensor evenly_to_all_extremes(const Tensor& g, const Tensor& x, const Tensor& extreme) {
-  bool nan = std::isnan(extreme.item().to_double());
-  Tensor mask = nan ? ops::isnan(x) : ops::eq(x, extreme);
-  Tensor share = ops::div(g, ops::sum(mask, std::nullopt, false, std::nullopt));
-  return ops::masked_fill(ops::zeros_like(x, g.dtype()), mask, share);
-}
-
 // var: 2 / (N - correction) g (x - mean), in upstream's order; a variance of as many elements
 // as the correction has an infinite derivative: inf g (upstream's var_backward).
 Tensor var_grad(const Tensor& g, const Tensor& x, const std::optional<std::vector<int64_t>>& dims,
@@ -89,21 +80,16 @@ TN_DERIVATIVE("aten::amin", "AminBackward0", SAVES_RESULT(0), {
   return {evenly_to_extremes(g[0], s.input(0), s.result(), dims_of(s, 1), s.args().boolean(2))};
 });
 TN_DERIVATIVE("aten::max", "MaxBackward1", SAVES_RESULT(0),
-              { return {evenly_to_all_extremes(g[0], s.input(0), s.result())}; });
+              { return {evenly_distributed(g[0], s.input(0), s.result())}; });
 TN_DERIVATIVE("aten::min", "MinBackward1", SAVES_RESULT(0),
-              { return {evenly_to_all_extremes(g[0], s.input(0), s.result())}; });
+              { return {evenly_distributed(g[0], s.input(0), s.result())}; });
 // max/min along a dim: the gradient goes to the index the forward chose.
-#define TN_SELECTING_DERIVATIVE(OP, NODE)                                                \
-  TN_DERIVATIVE(OP, NODE, SAVES_RESULT(), {                                              \
-    int64_t dim = s.args().integer(1);                                                   \
-    bool keepdim = s.args().boolean(2);                                                  \
-    Tensor index = keepdim ? s.result(1) : ops::unsqueeze(s.result(1), dim);             \
-    Tensor grad = keepdim ? g[0] : ops::unsqueeze(g[0], dim);                            \
-    return {ops::scatter(ops::zeros(s.input_sizes(0), g[0].dtype()), dim, index, grad)}; \
-  })
-TN_SELECTING_DERIVATIVE("aten::max.dim", "MaxBackward0");
-TN_SELECTING_DERIVATIVE("aten::min.dim", "MinBackward0");
-#undef TN_SELECTING_DERIVATIVE
+TN_DERIVATIVE("aten::max.dim", "MaxBackward0", SAVES_RESULT(), {
+  return {to_selected(g[0], s.result(1), s.args().integer(1), s.args().boolean(2), s.input_sizes(0))};
+});
+TN_DERIVATIVE("aten::min.dim", "MinBackward0", SAVES_RESULT(), {
+  return {to_selected(g[0], s.result(1), s.args().integer(1), s.args().boolean(2), s.input_sizes(0))};
+});
 
 TN_DERIVATIVE("aten::var", "VarBackward0", SAVES(0),
               { return {var_grad(g[0], s.input(0), std::nullopt, false, correction_of(s, 1))}; });
@@ -133,6 +119,92 @@ TN_DERIVATIVE("aten::nansum", "NansumBackward0", SAVES(0), {
   const Tensor& x = s.input(0);
   Tensor spread = expand_reduced(g[0], x.sizes(), s.args().optional_int_list(1), s.args().boolean(2));
   return {ops::mul(spread, ops::logical_not(ops::isnan(x)))};
+});
+
+// nanmean = nansum / the count of numbers: each number's share of the gradient.
+TN_DERIVATIVE("aten::nanmean", "DivBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  auto dims = s.args().optional_int_list(1);
+  bool keepdim = s.args().boolean(2);
+  Tensor numbers = ops::logical_not(ops::isnan(x));
+  Tensor count = ops::sum(numbers, dims && !dims->empty() ? dims : std::nullopt, keepdim, std::nullopt);
+  return {ops::mul(expand_reduced(ops::div(g[0], count), x.sizes(), dims, keepdim), numbers)};
+});
+
+namespace {
+Tensor mean_grad(const Tensor& g, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
+                 bool keepdim) {
+  return ops::div(expand_reduced(g, sizes, dims, keepdim), Scalar(reduced_count(sizes, dims)));
+}
+}  // namespace
+// var_mean and std_mean: the sum of var's (or std's) and mean's derivatives.
+TN_DERIVATIVE("aten::var_mean", "VarMeanBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  return {ops::add(var_grad(g[0], x, std::nullopt, false, correction_of(s, 1)),
+                   mean_grad(g[1], x.sizes(), std::nullopt, false))};
+});
+TN_DERIVATIVE("aten::var_mean.dim", "VarMeanBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  bool keepdim = s.args().boolean(3);
+  return {ops::add(var_grad(g[0], x, dims_of(s, 1), keepdim, correction_of(s, 2)),
+                   mean_grad(g[1], x.sizes(), dims_of(s, 1), keepdim))};
+});
+TN_DERIVATIVE("aten::var_mean.correction", "VarMeanBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  bool keepdim = s.args().boolean(3);
+  return {ops::add(var_grad(g[0], x, dims_of(s, 1), keepdim, correction_of(s, 2)),
+                   mean_grad(g[1], x.sizes(), dims_of(s, 1), keepdim))};
+});
+TN_DERIVATIVE("aten::std_mean", "StdMeanBackward0", SAVES_RESULT(0), {
+  return {ops::add(std_grad(s, g[0], std::nullopt, false, correction_of(s, 1)),
+                   mean_grad(g[1], s.input_sizes(0), std::nullopt, false))};
+});
+TN_DERIVATIVE("aten::std_mean.dim", "StdMeanBackward0", SAVES_RESULT(0), {
+  bool keepdim = s.args().boolean(3);
+  return {ops::add(std_grad(s, g[0], dims_of(s, 1), keepdim, correction_of(s, 2)),
+                   mean_grad(g[1], s.input_sizes(0), dims_of(s, 1), keepdim))};
+});
+TN_DERIVATIVE("aten::std_mean.correction", "StdMeanBackward0", SAVES_RESULT(0), {
+  bool keepdim = s.args().boolean(3);
+  return {ops::add(std_grad(s, g[0], dims_of(s, 1), keepdim, correction_of(s, 2)),
+                   mean_grad(g[1], s.input_sizes(0), dims_of(s, 1), keepdim))};
+});
+
+namespace {
+// The product of the other elements along `dim`, when some are zero: exclusive cumulative
+// products from both ends (upstream's prod_safe_zeros_backward).
+Tensor product_of_others(const Tensor& g, const Tensor& x, int64_t dim) {
+  if (x.size(dim) == 1) return g;
+  Shape ones_shape = x.sizes();
+  ones_shape[size_t(wrap_dim(dim, x.dim()))] = 1;
+  Tensor ones = ops::ones(ones_shape, x.dtype());
+  int64_t n = x.size(dim);
+  Tensor before = ops::cumprod(ops::cat({ones, ops::narrow(x, dim, 0, n - 1)}, dim), dim);
+  Tensor after_reversed = ops::cat({ones, ops::flip(ops::narrow(x, dim, 1, n - 1), {dim})}, dim);
+  Tensor after = ops::flip(ops::cumprod(after_reversed, dim), {dim});
+  return ops::mul(g, ops::mul(before, after));
+}
+}  // namespace
+// prod: g prod / x without zeros; with one zero only it gets a gradient; with more, none.
+TN_DERIVATIVE("aten::prod", "ProdBackward0", SAVES_RESULT(0), {
+  const Tensor& x = s.input(0);
+  if (x.dim() == 0) return {g[0]};
+  int64_t zeros = ops::sum(ops::eq(x, Scalar(int64_t{0})), std::nullopt, false, std::nullopt).item().to_int();
+  if (zeros == 0) return {ops::mul(g[0], ops::div(s.result(), x))};
+  if (zeros > 1) return {ops::zeros_like(x, g[0].dtype())};
+  Tensor flat = ops::reshape(x, {x.numel()});
+  return {ops::reshape(product_of_others(ops::expand(g[0], flat.sizes(), false), flat, 0), x.sizes())};
+});
+TN_DERIVATIVE("aten::prod.dim_int", "ProdBackward1", SAVES_RESULT(0), {
+  const Tensor& x = s.input(0);
+  if (x.dim() == 0) return {g[0]};
+  int64_t dim = s.args().integer(1);
+  bool keepdim = s.args().boolean(2);
+  Tensor grad = keepdim ? g[0] : ops::unsqueeze(g[0], dim);
+  Tensor result = keepdim ? s.result() : ops::unsqueeze(s.result(), dim);
+  int64_t zeros = ops::sum(ops::eq(x, Scalar(int64_t{0})), std::nullopt, false, std::nullopt).item().to_int();
+  if (zeros == 0) return {ops::mul(grad, ops::div(result, x))};
+  return {product_of_others(grad, x, dim)};
 });
 
 }  // namespace tn::autograd

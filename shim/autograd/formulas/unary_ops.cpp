@@ -1,5 +1,6 @@
 // Derivatives of the unary functions (kernels/unary_ops.cpp and the vml table).
 #include <cmath>
+#include <limits>
 
 #include "formulas.h"
 
@@ -106,5 +107,15 @@ TN_DERIVATIVE("aten::lgamma", "LgammaBackward0", SAVES(0),
 // Where nan_to_num replaced a value, the result does not depend on it.
 TN_DERIVATIVE("aten::nan_to_num", "NanToNumBackward0", SAVES(0),
               { return {ops::mul(g[0], ops::isfinite(s.input(0)))}; });
+
+// logit: 1 / (x (1 - x)); outside [eps, 1 - eps] (clamped) none; without eps, NaN outside [0, 1].
+TN_DERIVATIVE("aten::logit", "LogitBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  auto eps = s.args().optional_real(1);
+  Tensor inner = ops::div(g[0], ops::mul(x, ops::rsub(x, Scalar(int64_t{1}))));
+  double low = eps ? *eps : 0, high = eps ? 1 - *eps : 1;
+  Tensor outside = ops::logical_or(ops::lt(x, Scalar(low)), ops::gt(x, Scalar(high)));
+  return {ops::masked_fill(inner, outside, Scalar(eps ? 0.0 : std::numeric_limits<double>::quiet_NaN()))};
+});
 
 }  // namespace tn::autograd

@@ -72,4 +72,27 @@ TN_DERIVATIVE("aten::unbind.int", "UnbindBackward0", SAVES(),
 // Each input's gradient is summed back to its shape by the engine.
 TN_DERIVATIVE("aten::broadcast_tensors", "ExpandBackward0", SAVES(), { return {std::vector<Tensor>(g)}; });
 
+// Other names of the views above (composites upstream, whose nodes are their parts').
+TN_DERIVATIVE("aten::atleast_1d", "ViewBackward0", SAVES(), { return {to_input_shape(s, g[0])}; });
+TN_DERIVATIVE("aten::atleast_2d", "ViewBackward0", SAVES(), { return {to_input_shape(s, g[0])}; });
+TN_DERIVATIVE("aten::atleast_3d", "ViewBackward0", SAVES(), { return {to_input_shape(s, g[0])}; });
+TN_DERIVATIVE("aten::broadcast_to", "ExpandBackward0", SAVES(), { return {sum_to(g[0], s.input_sizes(0))}; });
+TN_DERIVATIVE("aten::swapaxes", "TransposeBackward0", SAVES(),
+              { return {ops::transpose(g[0], s.args().integer(1), s.args().integer(2))}; });
+TN_DERIVATIVE("aten::swapdims", "TransposeBackward0", SAVES(),
+              { return {ops::transpose(g[0], s.args().integer(1), s.args().integer(2))}; });
+TN_DERIVATIVE("aten::movedim.int", "PermuteBackward0", SAVES(),
+              { return {ops::movedim(g[0], s.args().integer(2), s.args().integer(1))}; });
+TN_DERIVATIVE("aten::moveaxis.int", "PermuteBackward0", SAVES(),
+              { return {ops::movedim(g[0], s.args().integer(2), s.args().integer(1))}; });
+TN_DERIVATIVE("aten::movedim.intlist", "PermuteBackward0", SAVES(),
+              { return {ops::movedim(g[0], s.args().int_list(2), s.args().int_list(1))}; });
+TN_DERIVATIVE("aten::moveaxis.intlist", "PermuteBackward0", SAVES(),
+              { return {ops::movedim(g[0], s.args().int_list(2), s.args().int_list(1))}; });
+TN_DERIVATIVE("aten::diagonal", "DiagonalBackward0", SAVES(), {
+  auto a = s.args();
+  return {scattered(
+      s, g[0], [&](const Tensor& w) { return ops::diagonal(w, a.integer(1), a.integer(2), a.integer(3)); })};
+});
+
 }  // namespace tn::autograd

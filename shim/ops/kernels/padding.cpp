@@ -1,4 +1,7 @@
 // pad (constant, reflect, replicate, circular).
+#include "padding.h"
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -6,6 +9,23 @@
 #include "typed_ops.h"
 
 namespace tn {
+
+Tensor pad_index(int64_t size, int64_t lo, int64_t hi, const std::string& mode) {
+  Tensor index = Tensor::empty({size + lo + hi}, ScalarType::Long);
+  for (int64_t j = -lo; j < size + hi; ++j) {
+    int64_t k;
+    if (mode == "reflect")
+      k = j < 0 ? -j : j >= size ? 2 * (size - 1) - j : j;
+    else if (mode == "replicate")
+      k = std::clamp<int64_t>(j, 0, size - 1);
+    else if (mode == "circular")
+      k = ((j % size) + size) % size;
+    else
+      throw Error("Unrecognised padding mode " + mode);
+    index.data_as<int64_t>()[j + lo] = k;
+  }
+  return index;
+}
 
 namespace {
 
@@ -47,19 +67,7 @@ Tensor pad(const Tensor& self, const std::vector<int64_t>& p, const std::string&
           "(" +
           std::to_string(lo) + ", " + std::to_string(hi) + ") at dimension " + std::to_string(d) +
           " of input " + shape_str(self.sizes()));
-    Tensor index = Tensor::empty({size + lo + hi}, ScalarType::Long);
-    for (int64_t j = -lo; j < size + hi; ++j) {
-      int64_t k;
-      if (mode == "reflect")
-        k = j < 0 ? -j : j >= size ? 2 * (size - 1) - j : j;
-      else if (mode == "replicate")
-        k = std::clamp<int64_t>(j, 0, size - 1);
-      else if (mode == "circular")
-        k = ((j % size) + size) % size;
-      else
-        throw Error("Unrecognised padding mode " + mode);
-      index.data_as<int64_t>()[j + lo] = k;
-    }
+    Tensor index = pad_index(size, lo, hi, mode);
     out = ops::index_select(out, d, index);
   }
   return out;
