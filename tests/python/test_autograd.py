@@ -16,6 +16,7 @@ import numpy
 import pytest
 
 from test_training_apis import PRELUDE, SHIM_PYTHON, UPSTREAM_PYTHON, assert_agree, run_both
+from test_training_apis import fashion_mnist_root  # noqa: F401 (a fixture: pytest finds it by name)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 from compare import K, compare_values  # noqa: E402
@@ -289,6 +290,42 @@ def main():
 
 TRAINING_SCRIPTS = {"mlp_sgd_momentum_weight_decay": MLP_SGD, "mlp_adam": MLP_ADAM, "mlp_relu_sgd": MLP_RELU_SUM}
 
+# A BatchNorm CNN on real images: the first 200 batches of 32 of Fashion-MNIST's training set
+# in file order, so every run sees the same batches. Needs ROOT (test_training_apis's
+# fashion_mnist_root, built from Debian's dataset-fashion-mnist) defined before it.
+BATCHNORM_CNN_FASHION_MNIST = r'''
+import itertools
+
+import torchvision
+from torch.utils.data import DataLoader
+from torchvision import transforms
+
+STEPS, BATCH = 200, 32
+
+
+def batchnorm_cnn():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    return model.to(DTYPE)
+
+
+def main():
+    dataset = torchvision.datasets.FashionMNIST(ROOT, train=True, transform=transforms.ToTensor())
+    loader = DataLoader(dataset, batch_size=BATCH, shuffle=False)
+    batches = iter([(images.to(DTYPE), labels) for images, labels in itertools.islice(loader, STEPS)])
+
+    def loss_on_next_batch(model):
+        images, labels = next(batches)
+        return torch.nn.functional.cross_entropy(model(images), labels)
+
+    model = batchnorm_cnn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    return train(model, optimizer, loss_on_next_batch, steps=STEPS)
+'''
+
 
 def run_training(body, python, dtype, directory):
     folder = directory / f"{Path(python).parent.parent.name}-{dtype}"
@@ -303,6 +340,24 @@ def run_training(body, python, dtype, directory):
 @pytest.mark.parametrize("name", sorted(TRAINING_SCRIPTS))
 def test_training_agrees_with_upstream(name, tmp_path):
     body = TRAINING_SCRIPTS[name]
+    upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
+    reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
+    ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
+    difference = compare_values(upstream, ours, reference, "[losses, first gradients, final parameters]")
+    assert difference is None, difference
+
+
+# Measured 2026-12-06: every tensor of the record is within twice upstream's own error but one,
+# the first step's gradient of the second BatchNorm's weight (16 floats, each a sum over 6,272):
+# ours 6.83e-9 from the float64 reference, upstream 2.93e-9, so 2.33 times; likely because the
+# formula (autograd/formulas/normalization.cpp) sums g * x^ with x^ rounded to float32 per
+# element. Elsewhere ours is at most 1.54 times upstream's error and mostly closer to float64
+# (losses 0.039 vs 0.048 once the trajectories diverge, first conv's bias gradient 3.3e-8 vs
+# 4.1e-6). Strict: an XPASS fails the run once the formula is fixed, so the marker goes then.
+@pytest.mark.xfail(strict=True, reason="the second BatchNorm's weight gradient is 2.33x upstream's own error")
+@pytest.mark.slow
+def test_batchnorm_cnn_on_fashion_mnist_agrees_with_upstream(fashion_mnist_root, tmp_path):
+    body = f"ROOT = {str(fashion_mnist_root)!r}\n" + BATCHNORM_CNN_FASHION_MNIST
     upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
     reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
     ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
