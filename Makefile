@@ -62,15 +62,21 @@ demo: setup
 # sanitizer build's run slower. pytest's bounds are in pytest.ini and tests/bounded.py.
 CTEST       := ctest --output-on-failure --timeout 60
 
+# Upstream's records of the golden cases, computed once for all the golden runs of make test
+# and make check (tests/golden/run.py, upstream_pass: keyed by the catalog, the harness and
+# upstream's torch).
+GOLDEN_CACHE := $(abspath $(BUILD))/golden-cache
+
 test: setup asan-test asan-python
 	$(CTEST) --test-dir $(BUILD) -j2
-	$(VENV)/bin/python -m pytest -q tests/harness tests/python tests/distributed tests/golden tests/federated tests/deploy
+	GOLDEN_CACHE=$(GOLDEN_CACHE) $(VENV)/bin/python -m pytest -q tests/harness tests/python tests/distributed \
+	    tests/golden tests/federated tests/deploy
 
 # The fast loop for a change (README): the release build's C++ tests, tests/python, a stratified
 # sample of the golden cases (every operator and aliasing family), the federated suites' quick cases.
 check: setup
 	$(CTEST) --test-dir $(BUILD) -j2
-	$(PYTHON) tests/golden/run.py --sample --shim $(abspath $(VENV))/bin/python
+	GOLDEN_CACHE=$(GOLDEN_CACHE) $(PYTHON) tests/golden/run.py --sample --shim $(abspath $(VENV))/bin/python
 	$(VENV)/bin/python -m pytest -q -m "not slow" tests/harness tests/python tests/federated
 
 # The sanitizer build: every target under AddressSanitizer and UndefinedBehaviorSanitizer.
@@ -107,7 +113,8 @@ asan-test: system-packages $(ASAN_BUILD)/build.ninja
 # that run upstream alone (marked upstream_only) gain nothing from it: the release run has them.
 asan-python: system-packages asan-venv
 	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
-	GOLDEN_SHIM=$(abspath $(ASAN_VENV))/bin/python $(ASAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	GOLDEN_CACHE=$(GOLDEN_CACHE) GOLDEN_SHIM=$(abspath $(ASAN_VENV))/bin/python \
+	    $(ASAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 	    -m "not slow and not upstream_only" tests/python tests/golden; status=$$?; \
 	if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then cat $(ASAN_REPORTS)/*; echo "sanitizer reports: $(ASAN_REPORTS)"; exit 1; fi; \
 	exit $$status

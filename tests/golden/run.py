@@ -11,6 +11,7 @@ compare.py), and the shim.  See README.md.  Exit status: 0 if no case failed,
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -258,16 +259,62 @@ def _tail(path, lines=3):
 
 
 def collect(shim, upstream, names, stall_timeout=STALL_TIMEOUT, log=None):
-    """Runs the three passes; returns (upstream, reference, shim) result dicts."""
+    """Runs the three passes; returns (upstream, reference, shim) result dicts. Upstream's two
+    come from GOLDEN_CACHE when an earlier run left them there (see upstream_pass)."""
     passes = []
     for label, python, flags in (("upstream", upstream, ["--record-ops"]),
                                  ("upstream float64 reference", upstream, ["--reference"]),
                                  ("shim", shim, [])):
         started = time.monotonic()
-        passes.append(run_worker(python, names, flags, stall_timeout))
+        if label == "shim":
+            passes.append(run_worker(python, names, flags, stall_timeout))
+        else:
+            passes.append(upstream_pass(python, names, flags, stall_timeout))
         if log:
             log("# %s pass (%s): %.1fs" % (label, python, time.monotonic() - started))
     return tuple(passes)
+
+
+def upstream_pass(python, names, flags, stall_timeout):
+    """An upstream pass whose records are kept, case by case, in the folder GOLDEN_CACHE names
+    when it is set (make test sets it, so its several golden runs compute each of upstream's
+    records once). A record depends only on its case, the harness and upstream's torch: those
+    make the key; a run computes only the cases missing there. Crashed cases are not kept. The
+    self-test's second upstream process is a "shim" pass, never taken from here, so it still
+    shows whether upstream's results are deterministic."""
+    folder = os.environ.get("GOLDEN_CACHE")
+    if not folder:
+        return run_worker(python, names, flags, stall_timeout)
+    path = os.path.join(folder, _pass_key(python, flags) + ".json")
+    kept = {}
+    if os.path.exists(path):
+        with open(path) as stream:
+            kept = json.load(stream)
+    missing = [name for name in names if name not in kept]
+    fresh = run_worker(python, missing, flags, stall_timeout) if missing else {}
+    if missing:
+        # A case the pass leaves out (the reference pass skips exact cases) is kept as None.
+        kept.update({name: fresh.get(name) for name in missing if "crash" not in fresh.get(name, {})})
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False) as stream:
+            json.dump(kept, stream)
+        os.replace(stream.name, path)
+    records = {name: fresh.get(name, kept.get(name)) for name in names}
+    return {name: record for name, record in records.items() if record is not None}
+
+
+def _pass_key(python, flags):
+    version = subprocess.run([python, "-c", "import torch; print(torch.__version__, torch.__file__)"],
+                             capture_output=True, text=True, timeout=STALL_TIMEOUT, env=dict(os.environ, **WORKER_ENV))
+    digest = hashlib.sha256()
+    for part in [os.path.realpath(python), version.stdout] + list(flags):
+        digest.update(part.encode() + b"\0")
+    for root, _, files in sorted(os.walk(HERE)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), "rb") as stream:
+                    digest.update(name.encode() + b"\0" + stream.read())
+    return digest.hexdigest()
 
 
 def read_list(path):

@@ -94,3 +94,31 @@ def test_no_derivative_refusals_are_listed_and_live():
     out = io.StringIO()
     assert run.stale_no_derivative({"aten::op", "aten::gone"}, {"aten::op"}, out) == 1
     assert "no gradient case was refused for aten::gone" in out.getvalue()
+
+
+def test_upstream_passes_are_kept_for_the_next_run(tmp_path, monkeypatch):
+    calls, asked = [], []
+
+    def worker(python, names, flags=(), stall_timeout=None):
+        calls.append(list(flags))
+        asked.append(list(names))
+        return {name: {"name": name, "value": {"kind": "int", "value": 1}} for name in names}
+
+    monkeypatch.setattr(run, "run_worker", worker)
+    monkeypatch.setenv("GOLDEN_CACHE", str(tmp_path))
+    names = ["add/float32/3x4/fn"]
+    first = run.upstream_pass(UPSTREAM, names, ["--reference"], 10)
+    assert run.upstream_pass(UPSTREAM, names, ["--reference"], 10) == first and len(calls) == 1
+    run.upstream_pass(UPSTREAM, names, ["--record-ops"], 10)  # other flags: another pass
+    assert len(calls) == 2
+    # A pass with a crash is not kept.
+    monkeypatch.setattr(run, "run_worker", lambda python, names, flags=(), stall_timeout=None:
+                        calls.append(flags) or {names[0]: {"name": names[0], "crash": "killed"}})
+    run.upstream_pass(UPSTREAM, ["sub/float32/3x4/fn"], [], 10)
+    run.upstream_pass(UPSTREAM, ["sub/float32/3x4/fn"], [], 10)
+    assert len(calls) == 4
+    # Case by case: a pass over kept and new cases runs only the new ones.
+    monkeypatch.setattr(run, "run_worker", worker)
+    both = run.upstream_pass(UPSTREAM, names + ["mul/float32/3x4/fn"], ["--reference"], 10)
+    assert calls[-1] == ["--reference"] and asked[-1] == ["mul/float32/3x4/fn"]
+    assert list(both) == names + ["mul/float32/3x4/fn"]

@@ -5,10 +5,11 @@
 
 namespace tn::autograd {
 
-// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn):
-// with x^ = (x - mean) invstd, training statistics give
-//   dx = w invstd (g - mean(g) - x^ mean(g x^)), the means over all but the channel;
-// running statistics (eval) are constants: dx = w invstd g. dw = sum(g x^), db = sum(g).
+// batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn),
+// in upstream's kernel's terms: per channel, sum_dy = sum(g) and dotp = sum((x - mean) g) over
+// all but the channel, N elements each; training statistics give
+//   dx = (g - sum_dy / N - (x - mean) dotp invstd^2 / N) invstd w,
+// running statistics (eval) are constants: dx = g invstd w. dw = dotp invstd, db = sum_dy.
 TN_DERIVATIVE("aten::batch_norm", "NativeBatchNormBackward0",
               SAVES(0, 1, 3, 4).without_derivative({3, 4}).refused_as("native_batch_norm"), {
                 auto a = s.args();
@@ -27,21 +28,22 @@ TN_DERIVATIVE("aten::batch_norm", "NativeBatchNormBackward0",
                   var = per_channel(s.input(4), nd);
                 }
                 Tensor invstd = ops::rsqrt(ops::add(var, Scalar(eps)));
-                Tensor normalized = ops::mul(ops::sub(x, mean), invstd);
-                Tensor scale = s.input_defined(1) ? ops::mul(invstd, per_channel(s.input(1), nd)) : invstd;
+                Tensor centred = ops::sub(x, mean);
+                Tensor sum_dy = ops::sum(g[0], dims, true, std::nullopt);
+                Tensor dotp = ops::sum(ops::mul(centred, g[0]), dims, true, std::nullopt);
+                double n = double(x.numel()) / double(x.size(1));
                 Stack out(3);
                 if (s.needs_grad(0)) {
                   Tensor dx = g[0];
                   if (training) {
-                    Tensor centred = ops::sub(dx, ops::mean(dx, dims, true, std::nullopt));
-                    Tensor projection = ops::mean(ops::mul(dx, normalized), dims, true, std::nullopt);
-                    dx = ops::sub(centred, ops::mul(normalized, projection));
+                    Tensor k = ops::div(ops::mul(ops::mul(dotp, invstd), invstd), Scalar(n));
+                    dx = ops::sub(ops::sub(g[0], ops::div(sum_dy, Scalar(n))), ops::mul(centred, k));
                   }
-                  out[0] = ops::mul(dx, scale);
+                  dx = ops::mul(dx, invstd);
+                  out[0] = s.input_defined(1) ? ops::mul(dx, per_channel(s.input(1), nd)) : dx;
                 }
-                if (s.needs_grad(1)) out[1] = ops::sum(ops::mul(g[0], normalized), dims, false, std::nullopt);
-                if (s.needs_grad(2)) out[2] = ops::sum(g[0], dims, false, std::nullopt);
+                if (s.needs_grad(1)) out[1] = ops::reshape(ops::mul(dotp, invstd), {x.size(1)});
+                if (s.needs_grad(2)) out[2] = ops::reshape(sum_dy, {x.size(1)});
                 return out;
               });
-
 }  // namespace tn::autograd
