@@ -11,6 +11,7 @@ compare.py), and the shim.  See README.md.  Exit status: 0 if no case failed,
 """
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -304,11 +305,19 @@ def upstream_pass(python, names, flags, stall_timeout):
 
 
 def _pass_key(python, flags):
+    digest = hashlib.sha256(_upstream_identity(python).encode())
+    for flag in flags:
+        digest.update(b"\0" + flag.encode())
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _upstream_identity(python):
+    """What upstream's records depend on besides the pass's flags: the interpreter, its torch and
+    the harness's sources (once per process: both upstream passes of a run share it)."""
     version = subprocess.run([python, "-c", "import torch; print(torch.__version__, torch.__file__)"],
                              capture_output=True, text=True, timeout=STALL_TIMEOUT, env=dict(os.environ, **WORKER_ENV))
-    digest = hashlib.sha256()
-    for part in [os.path.realpath(python), version.stdout] + list(flags):
-        digest.update(part.encode() + b"\0")
+    digest = hashlib.sha256((os.path.realpath(python) + "\0" + version.stdout).encode())
     for root, _, files in sorted(os.walk(HERE)):
         for name in sorted(files):
             if name.endswith(".py"):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from test_autograd import run_training
-from test_training_apis import SHIM_PYTHON, UPSTREAM_PYTHON
+from test_autograd import three_runs
+from test_training_apis import SHIM_PYTHON
 from compare import compare_values  # tests/golden, on sys.path through test_autograd
 from torchnative import adapt
 from torchnative.delta import BaseMismatch, Delta, named_tensors, tensors_sha256
@@ -93,9 +93,7 @@ def served_entropy(model, batch):
 @pytest.mark.parametrize("name", sorted(["bn_cnn", "norm_mlp"]))
 def test_tent_agrees_with_upstream(name, tmp_path):
     body = f"NAME = {name!r}\nPYTHON_DIR = {PYTHON_DIR!r}\n" + TENT_SCRIPT
-    upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
-    reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
-    ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
+    upstream, reference, ours = three_runs(body, tmp_path)
     difference = compare_values(upstream, ours, reference, "[entropies, outputs, adapted parameters]")
     assert difference is None, difference
 

@@ -337,12 +337,17 @@ def run_training(body, python, dtype, directory):
     return json.loads((folder / "record.json").read_text())
 
 
+def three_runs(body, directory):
+    """The records of upstream in float32, upstream in float64 (the reference) and ours."""
+    return (run_training(body, UPSTREAM_PYTHON, "float32", directory),
+            run_training(body, UPSTREAM_PYTHON, "float64", directory),
+            run_training(body, SHIM_PYTHON, "float32", directory))
+
+
 @pytest.mark.parametrize("name", sorted(TRAINING_SCRIPTS))
 def test_training_agrees_with_upstream(name, tmp_path):
     body = TRAINING_SCRIPTS[name]
-    upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
-    reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
-    ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
+    upstream, reference, ours = three_runs(body, tmp_path)
     difference = compare_values(upstream, ours, reference, "[losses, first gradients, final parameters]")
     assert difference is None, difference
 
@@ -353,9 +358,7 @@ def test_training_agrees_with_upstream(name, tmp_path):
 @pytest.mark.slow
 def test_batchnorm_cnn_on_fashion_mnist_agrees_with_upstream(fashion_mnist_root, tmp_path):
     body = f"ROOT = {str(fashion_mnist_root)!r}\n" + BATCHNORM_CNN_FASHION_MNIST
-    upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
-    reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
-    ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
+    upstream, reference, ours = three_runs(body, tmp_path)
     difference = compare_values(upstream, ours, reference, "[losses, first gradients, final parameters]")
     assert difference is None, difference
 
@@ -470,9 +473,7 @@ def gradient_script(names):
 def test_gradients_agree_with_upstream(tmp_path):
     names = sorted(GRADIENT_CASES)
     body = GRADIENT_PRELUDE.replace(TRAINING_PRELUDE, "") + gradient_script(names)
-    upstream = run_training(body, UPSTREAM_PYTHON, "float32", tmp_path)
-    reference = run_training(body, UPSTREAM_PYTHON, "float64", tmp_path)
-    ours = run_training(body, SHIM_PYTHON, "float32", tmp_path)
+    upstream, reference, ours = three_runs(body, tmp_path)
     found = [compare_values(u, o, r, name) for name, u, o, r in
              zip(names, upstream["items"], ours["items"], reference["items"])]
     assert [line for line in found if line] == []

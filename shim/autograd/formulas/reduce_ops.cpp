@@ -56,21 +56,22 @@ Tensor std_grad(const Saved& s, const Tensor& g, const std::optional<std::vector
                                      ops::eq(sd, Scalar(int64_t{0})), Scalar(int64_t{0}));
   return var_grad(over_var, s.input(0), dims, keepdim, correction);
 }
+
+// mean: each element's equal share of the gradient.
+Tensor mean_grad(const Tensor& g, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
+                 bool keepdim) {
+  return ops::div(expand_reduced(g, sizes, dims, keepdim), Scalar(reduced_count(sizes, dims)));
+}
 }  // namespace
 
 TN_DERIVATIVE("aten::sum", "SumBackward0", SAVES(), { return {ops::expand(g[0], s.input_sizes(0), false)}; });
 TN_DERIVATIVE("aten::sum.dim_IntList", "SumBackward1", SAVES(), {
   return {expand_reduced(g[0], s.input_sizes(0), s.args().optional_int_list(1), s.args().boolean(2))};
 });
-TN_DERIVATIVE("aten::mean", "MeanBackward0", SAVES(), {
-  const Shape& sizes = s.input_sizes(0);
-  return {ops::div(ops::expand(g[0], sizes, false), Scalar(reduced_count(sizes, std::nullopt)))};
-});
+TN_DERIVATIVE("aten::mean", "MeanBackward0", SAVES(),
+              { return {mean_grad(g[0], s.input_sizes(0), std::nullopt, false)}; });
 TN_DERIVATIVE("aten::mean.dim", "MeanBackward1", SAVES(), {
-  const Shape& sizes = s.input_sizes(0);
-  auto dims = s.args().optional_int_list(1);
-  return {
-      ops::div(expand_reduced(g[0], sizes, dims, s.args().boolean(2)), Scalar(reduced_count(sizes, dims)))};
+  return {mean_grad(g[0], s.input_sizes(0), s.args().optional_int_list(1), s.args().boolean(2))};
 });
 
 TN_DERIVATIVE("aten::amax", "AmaxBackward0", SAVES_RESULT(0), {
@@ -131,12 +132,6 @@ TN_DERIVATIVE("aten::nanmean", "DivBackward0", SAVES(0), {
   return {ops::mul(expand_reduced(ops::div(g[0], count), x.sizes(), dims, keepdim), numbers)};
 });
 
-namespace {
-Tensor mean_grad(const Tensor& g, const Shape& sizes, const std::optional<std::vector<int64_t>>& dims,
-                 bool keepdim) {
-  return ops::div(expand_reduced(g, sizes, dims, keepdim), Scalar(reduced_count(sizes, dims)));
-}
-}  // namespace
 // var_mean and std_mean: the sum of var's (or std's) and mean's derivatives.
 TN_DERIVATIVE("aten::var_mean", "VarMeanBackward0", SAVES(0), {
   const Tensor& x = s.input(0);
