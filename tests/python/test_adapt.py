@@ -1,12 +1,15 @@
 """torchnative.adapt and torchnative.delta on the shim (issue 19, points 1, 2 and their tests).
 
-Tent's steps are checked against the same file (python/torchnative/adapt.py is plain torch code)
-run by upstream torch in a separate process, as test_autograd's training scripts are: upstream in
-float32 and float64 and the shim in float32, each float of the shim's record within twice
-upstream's own float32-vs-float64 error of the float64 reference, or equal to upstream's.
+Tent's steps, plain and with EATA's filter, are checked against the same file
+(python/torchnative/adapt.py is plain torch code) run by upstream torch in a separate process, as
+test_autograd's training scripts are: upstream in float32 and float64 and the shim in float32,
+each float of the shim's record within twice upstream's own float32-vs-float64 error of the
+float64 reference, or equal to upstream's; the filter's counts exactly.
 The controls catch a method that silently does nothing: a sign-flipped objective raises the
 entropy that Tent lowers, lr=0 changes no byte, a detached objective and a model without
-normalisation layers are refused by name.
+normalisation layers are refused by name; a batch the filter finds unreliable moves no byte where
+plain Tent steps, a repeated prediction is dropped where distinct ones are kept, and recovery
+fires on a collapsing stream (back to the base bytes) and not on a calm one.
 """
 import subprocess
 from pathlib import Path
@@ -58,11 +61,20 @@ sys.path.append(PYTHON_DIR)  # the shim's venv has torchnative; upstream finds t
 from torchnative import adapt
 
 OPTIMIZERS = {"bn_cnn": None, "norm_mlp": functools.partial(torch.optim.SGD, momentum=0.9)}
+# With EATA's filter the last layer is scaled up, so that some samples are reliable; margin and
+# redundancy are such that each filter drops some samples and every entropy and similarity is at
+# least 0.004 from its threshold (in float32 and float64 alike): all three runs keep the same ones.
+FILTERS = {"bn_cnn": dict(margin=0.42, redundancy=0.85), "norm_mlp": dict(margin=0.72, redundancy=0.8)}
 
 
 def main():
     model, batches = MODELS[NAME]()
-    model = adapt.wrap(model.to(DTYPE), adapt.Tent(), lr=0.2, optimizer=OPTIMIZERS[NAME]).online()
+    method = adapt.Tent()
+    if FILTERED:
+        with torch.no_grad():
+            model[-1].weight.mul_(4)
+        method = adapt.Tent(adapt.EataFilter(**FILTERS[NAME]))
+    model = adapt.wrap(model.to(DTYPE), method, lr=0.2, optimizer=OPTIMIZERS[NAME]).online()
     entropies, outputs = [], []
     for batch in batches:
         out = model(batch.to(DTYPE))
@@ -71,7 +83,9 @@ def main():
     # The adapted parameters as one tensor, so that upstream's error is measured over all of them:
     # on any single small BatchNorm bias it is luck (test_autograd's network_difference says why).
     adapted = torch.cat([t.detach().reshape(-1) for t in model.delta.current().values()])
-    return [torch.stack(entropies), torch.stack(outputs), adapted]
+    counts = model.counts
+    selected = torch.tensor([counts.steps, counts.skipped, counts.reliable, counts.kept])
+    return [torch.stack(entropies), torch.stack(outputs), adapted, selected]
 '''
 
 
@@ -90,12 +104,74 @@ def served_entropy(model, batch):
         return adapt.softmax_entropy(model(batch)).item()
 
 
-@pytest.mark.parametrize("name", sorted(["bn_cnn", "norm_mlp"]))
-def test_tent_agrees_with_upstream(name, tmp_path):
-    body = f"NAME = {name!r}\nPYTHON_DIR = {PYTHON_DIR!r}\n" + TENT_SCRIPT
+# What each run's filter keeps: [steps, skipped, reliable, kept] (the same in every run)
+SELECTED = {("bn_cnn", False): [4, 0, 0, 0], ("norm_mlp", False): [4, 0, 0, 0],
+            ("bn_cnn", True): [4, 0, 26, 10], ("norm_mlp", True): [4, 0, 27, 24]}
+
+
+@pytest.mark.parametrize("name, filtered", sorted(SELECTED))
+def test_tent_agrees_with_upstream(name, filtered, tmp_path):
+    body = f"NAME = {name!r}\nFILTERED = {filtered}\nPYTHON_DIR = {PYTHON_DIR!r}\n" + TENT_SCRIPT
     upstream, reference, ours = three_runs(body, tmp_path)
-    difference = compare_values(upstream, ours, reference, "[entropies, outputs, adapted parameters]")
+    difference = compare_values(upstream, ours, reference,
+                                "[entropies, outputs, adapted parameters, [steps, skipped, reliable, kept]]")
     assert difference is None, difference
+    assert upstream["items"][3]["data"] == SELECTED[name, filtered]
+
+
+def test_a_batch_of_unreliable_samples_takes_no_step():
+    """bn_cnn is untrained: every sample's entropy is above 0.4 ln 10 (by 0.8 nats at least)."""
+    for method, moved in ((adapt.Tent(), True), (adapt.Tent(adapt.EataFilter()), False)):
+        model, batches = bn_cnn()
+        before = all_bytes(model)
+        adapt.wrap(model, method, lr=0.5).online()
+        model(batches[0])
+        assert bool(changed(before, model)) == moved  # plain Tent steps on this very batch
+    assert model.counts == adapt.Counts(steps=0, skipped=1, reliable=0, kept=0)
+
+
+def test_the_redundancy_filter_drops_predictions_like_the_past_ones():
+    """norm_mlp normalises each sample alone, so a repeated sample gives the same softmax each time;
+    its last layer scaled up, the softmax of distinct samples are 0.43 to 0.89 similar to another's.
+    margin=1 keeps every sample but a uniform one: only the redundancy filter drops here."""
+    kept = {}
+    for second in ("repeated", "distinct"):
+        model, batches = norm_mlp()
+        with torch.no_grad():
+            model[-1].weight.mul_(4)
+        adapt.wrap(model, adapt.Tent(adapt.EataFilter(margin=1.0, redundancy=0.7)), lr=0.1).online()
+        repeated = batches[0][:1].expand(16, -1)
+        model(repeated)  # the moving average is now this one sample's softmax
+        kept_first = model.counts.kept
+        model(repeated if second == "repeated" else batches[1])
+        kept[second] = model.counts.kept - kept_first
+    assert kept_first == 16 and kept["repeated"] == 0 < kept["distinct"] < 16, kept
+
+
+def test_eatas_fisher_regulariser_is_refused_by_name():
+    with pytest.raises(NotImplementedError, match=r"Fisher regulariser \(fishers, fisher_alpha\) is not"):
+        adapt.EataFilter(fisher_alpha=2000.0)
+
+
+def test_recovery_reverts_a_collapsed_model_to_its_base():
+    """lr=2 drives Tent's served entropy from 2.03 to 0.04 nats in 22 calls; the moving average
+    falls below 0.2 times its start at the 23rd call."""
+    model, batches = bn_cnn()
+    before = all_bytes(model)
+    adapt.wrap(model, adapt.Tent(), lr=2, recovery=adapt.Recovery()).online()
+    calls = 0
+    while model.counts.recoveries == 0 and calls < 40:
+        model(batches[calls % 4])
+        calls += 1
+    assert calls == 23 and changed(before, model) == []
+    model(batches[0])
+    assert changed(before, model) != [] and model.counts.recoveries == 1  # adapting again, from the base
+
+    calm, _ = bn_cnn()  # the same stream at lr=0.1 does not collapse
+    adapt.wrap(calm, adapt.Tent(), lr=0.1, recovery=adapt.Recovery()).online()
+    for call in range(40):
+        calm(batches[call % 4])
+    assert calm.counts.recoveries == 0 and calm.counts.steps == 40
 
 
 @pytest.mark.parametrize("method", [adapt.Tent, adapt.BNAdapt])
