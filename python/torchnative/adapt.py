@@ -80,7 +80,7 @@ class Selection:
 
 
 class EataFilter:
-    """EATA's sample selection (Niu et al., ICML 2022, Eqs. 3-6 and the authors' eata.py).
+    """EATA's sample selection (Niu et al., ICML 2022, Eqs. 3-5 and the authors' eata.py).
 
     margin: E0 as a fraction of ln C, the entropy of the uniform prediction over the C classes
     (0.4, the paper's 0.4 ln 1000 on ImageNet). A sample is reliable when its entropy is below E0.
