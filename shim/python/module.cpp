@@ -389,6 +389,28 @@ PyObject* f_multiprocessing_init(PyObject*, PyObject*) {
 
 PyObject* f_default_device(PyObject*, PyObject*) { return PyUnicode_FromString("cpu"); }
 
+// torch.nn.functional.binary_cross_entropy broadcasts its weight with it: two torch.Size, the
+// broadcast torch.Size, upstream's messages.
+PyObject* f_infer_size(PyObject*, PyObject* args) {
+  TN_PY_TRY
+  if (PyTuple_GET_SIZE(args) != 2) {
+    PyErr_SetString(PyExc_RuntimeError, "expected exactly 2 arguments");
+    return nullptr;
+  }
+  Shape shapes[2];
+  for (Py_ssize_t i = 0; i < 2; ++i) {
+    PyObject* size = PyTuple_GET_ITEM(args, i);
+    if (!is_size(size)) {
+      PyErr_Format(PyExc_RuntimeError, "expected a torch.Size as argument %zd", i + 1);
+      return nullptr;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(size); ++k)
+      shapes[i].push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(size, k)));
+  }
+  return make_size(broadcast_shapes(shapes[0], shapes[1]));
+  TN_PY_CATCH(nullptr)
+}
+
 #define NOARGS(NAME, FN) \
   { NAME, reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(FN)), METH_NOARGS, nullptr }
 #define ONE(NAME, FN) \
@@ -409,6 +431,7 @@ PyMethodDef module_functions[] = {
     NOARGS("_is_torch_function_mode_enabled", f_false),
     NOARGS("_is_mps_available", f_false),             // torch.backends.mps.is_available(): no Metal here
     NOARGS("_get_default_device", f_default_device),  // the only device there is
+    VAR("_infer_size", f_infer_size),
     ONE("_init_names", f_ignore),
     // Upstream reports API usage to its telemetry hook; the shim reports nothing.
     ONE("_log_api_usage_once", f_ignore),

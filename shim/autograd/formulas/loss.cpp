@@ -107,29 +107,33 @@ TN_DERIVATIVE("aten::binary_cross_entropy", "BinaryCrossEntropyBackward0",
                 Tensor log_rest = ops::clamp_min(ops::log1p(ops::neg(x)), Scalar(-100.0));
                 return {self_grad, reduced_grad(weighted(s, 2, ops::sub(log_rest, log_x)), g[0], reduction)};
               });
-// loss = (1 - t) x + c softplus(-x), c = 1 + (pos_weight - 1) t: x gets (1 - t) + c (sigmoid(x) - 1),
-// t gets -x + (pos_weight - 1) softplus(-x).
+// loss = (1 - t) x + c softplus(-x), c = 1 + (pos_weight - 1) t. In upstream's order: x gets
+// ((pw t + 1) - t) sigmoid(x) - pw t (sigmoid(x) - t without pos_weight), t gets
+// log_sigmoid(-x) - pw log_sigmoid(x) (-x without), each times g, then the weight, then 1/N.
 TN_DERIVATIVE("aten::binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0",
               SAVES(0, 1, 2, 3).without_derivative({2, 3}).refused_as("binary_cross_entropy_with_logits"), {
                 const Tensor &x = s.input(0), &t = s.input(1);
                 int64_t reduction = s.args().integer(4);
                 bool has_pos_weight = s.input_defined(3);
-                Tensor one = ops::ones_like(x);
-                Tensor c = has_pos_weight ? ops::add(ops::mul(ops::sub(s.input(3), Scalar(int64_t{1})), t),
-                                                     Scalar(int64_t{1}))
-                                          : one;
-                Tensor self_elementwise =
-                    ops::add(ops::rsub(t, Scalar(int64_t{1})),
-                             ops::mul(c, ops::sub(ops::sigmoid(x), Scalar(int64_t{1}))));
-                Tensor self_grad = reduced_grad(weighted(s, 2, self_elementwise), g[0], reduction);
+                auto finish = [&](const Tensor& elementwise) {
+                  Tensor grad = weighted(s, 2, ops::mul(elementwise, g[0]));
+                  return reduction == kMean ? ops::div(grad, Scalar(grad.numel())) : grad;
+                };
+                Tensor self_elementwise;
+                if (has_pos_weight) {
+                  Tensor pt = ops::mul(s.input(3), t);
+                  self_elementwise =
+                      ops::sub(ops::mul(ops::sub(ops::add(pt, Scalar(int64_t{1})), t), ops::sigmoid(x)), pt);
+                } else {
+                  self_elementwise = ops::sub(ops::sigmoid(x), t);
+                }
+                Tensor self_grad = finish(self_elementwise);
                 if (!s.needs_grad(1)) return {self_grad};
-                Tensor target_elementwise = ops::neg(x);
-                if (has_pos_weight)
-                  target_elementwise =
-                      ops::add(target_elementwise,
-                               ops::mul(ops::sub(s.input(3), Scalar(int64_t{1})),
-                                        ops::softplus(ops::neg(x), Scalar(int64_t{1}), Scalar(int64_t{20}))));
-                return {self_grad, reduced_grad(weighted(s, 2, target_elementwise), g[0], reduction)};
+                Tensor target_elementwise =
+                    has_pos_weight
+                        ? ops::sub(ops::log_sigmoid(ops::neg(x)), ops::mul(ops::log_sigmoid(x), s.input(3)))
+                        : ops::neg(x);
+                return {self_grad, finish(target_elementwise)};
               });
 
 }  // namespace tn::autograd

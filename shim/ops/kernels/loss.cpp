@@ -94,17 +94,19 @@ TN_KERNEL("aten::binary_cross_entropy", {
   if (auto w = a.optional_tensor(2)) loss = ops::mul(loss, *w);
   return reduce(loss, a.integer(3));
 });
+// In upstream's steps, each rounded to the dtype: m = max(-x, 0),
+// loss = (1 - t) x + c (log(exp(-m) + exp(-x - m)) + m), c = 1 + (pos_weight - 1) t.
 TN_KERNEL("aten::binary_cross_entropy_with_logits", {
   const Tensor &x = a.tensor(0), &t = a.tensor(1);
   auto pos_weight = a.optional_tensor(3);
-  Tensor log_sig = pointwise_loss(
-      x, x, 0, [](double v, double) { return std::log1p(std::exp(-std::abs(v))) + std::max(-v, 0.0); });
-  Tensor loss;
+  Tensor m = ops::clamp_min(ops::neg(x), Scalar(0.0));
+  Tensor log_sum = ops::log(ops::add(ops::exp(ops::neg(m)), ops::exp(ops::sub(ops::neg(x), m))));
+  Tensor loss = ops::mul(ops::rsub(t, float_number(1.0)), x);
   if (pos_weight) {
     Tensor coefficient = ops::add(ops::mul(ops::sub(*pos_weight, float_number(1.0)), t), float_number(1.0));
-    loss = ops::add(ops::mul(ops::sub(float_number(1.0), t), x), ops::mul(coefficient, log_sig));
+    loss = ops::add(loss, ops::mul(coefficient, ops::add(log_sum, m)));
   } else {
-    loss = ops::add(ops::mul(ops::sub(float_number(1.0), t), x), log_sig);
+    loss = ops::add(ops::add(loss, m), log_sum);
   }
   if (auto w = a.optional_tensor(2)) loss = ops::mul(loss, *w);
   return reduce(loss, a.integer(4));

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cases.common import method
+from cases.rng import seeded
 from spec import STEPPED, TRANSPOSED, Arg, Case
 
 ACTIVATION_DTYPES = ("float32", "float64", "bfloat16")
@@ -71,6 +72,10 @@ def _normalization_cases():
             yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
 
 
+def _class_weights(like):
+    return torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=like.dtype)
+
+
 def _loss_cases():
     pair = (Arg((3, 4)), Arg((3, 4)))
     probabilities = (Arg((3, 4), "prob"), Arg((3, 4), "prob"))
@@ -82,13 +87,26 @@ def _loss_cases():
         ("cdist/p1", partial(torch.cdist, p=1.0), (Arg((3, 4)), Arg((2, 4)))),
         ("nll_loss/mean", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t), logits_target),
         ("nll_loss/weight_sum", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t,
-                                                        torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=x.dtype),
+                                                        _class_weights(x),
                                                         reduction="sum"), logits_target),
         ("cross_entropy/mean", F.cross_entropy, logits_target),
         ("cross_entropy/label_smoothing", partial(F.cross_entropy, label_smoothing=0.1), logits_target),
         ("cross_entropy/probabilities", lambda x, p: F.cross_entropy(x, F.softmax(p, 1)), pair),
+        ("nll_loss/ignore_index", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t, ignore_index=1), logits_target),
+        ("cross_entropy/weight", lambda x, t: F.cross_entropy(x, t, _class_weights(x)), logits_target),
+        ("cross_entropy/ignore_index", partial(F.cross_entropy, ignore_index=2), logits_target),
+        ("cross_entropy/everything", lambda x, t: F.cross_entropy(x, t, _class_weights(x), ignore_index=2,
+                                                                  label_smoothing=0.2), logits_target),
+        ("cross_entropy/sum", partial(F.cross_entropy, reduction="sum"), logits_target),
+        ("cross_entropy/none_smoothing", partial(F.cross_entropy, reduction="none", label_smoothing=0.3),
+         logits_target),
         ("binary_cross_entropy/mean", F.binary_cross_entropy, probabilities),
+        ("binary_cross_entropy/weight_sum", lambda p, q: F.binary_cross_entropy(p, q, _class_weights(p),
+                                                                                reduction="sum"), probabilities),
         ("binary_cross_entropy_with_logits/mean", F.binary_cross_entropy_with_logits,
+         (Arg((3, 4)), Arg((3, 4), "prob"))),
+        ("binary_cross_entropy_with_logits/pos_weight",
+         lambda x, p: F.binary_cross_entropy_with_logits(x, p, pos_weight=_class_weights(x)),
          (Arg((3, 4)), Arg((3, 4), "prob"))),
         ("kl_div/batchmean", lambda x, p: F.kl_div(F.log_softmax(x, 1), F.softmax(p, 1), reduction="batchmean"),
          pair),
@@ -112,6 +130,12 @@ def _conv_pool_cases():
         ("conv2d/stride_padding_bias", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
          (image, Arg((3, 2, 3, 3)), Arg((3,)))),
         ("conv2d/groups_dilation", lambda x, w: F.conv2d(x, w, groups=2, dilation=2), (image, Arg((2, 1, 2, 2)))),
+        ("conv2d/depthwise_same", lambda x, w, b: F.conv2d(x, w, b, padding="same", groups=2),
+         (image, Arg((4, 1, 3, 3)), Arg((4,)))),
+        ("conv2d/asymmetric", lambda x, w: F.conv2d(x, w, stride=(2, 1), padding=(0, 2), dilation=(1, 2)),
+         (image, Arg((3, 2, 2, 3)))),
+        ("conv1d/groups_dilation", lambda x, w: F.conv1d(x, w, groups=2, dilation=2, padding=1),
+         (Arg((2, 4, 7)), Arg((4, 2, 3)))),
         ("conv_transpose2d/stride2", lambda x, w: F.conv_transpose2d(x, w, stride=2), (Arg((1, 2, 3, 3)),
                                                                                     Arg((2, 3, 2, 2)))),
         ("max_pool1d/k2", lambda x: F.max_pool1d(x, 2), (Arg((1, 2, 6)),)),
@@ -141,6 +165,56 @@ def _encoder_layer(x, *parameters, mask=None, norm_first=False, use_gelu=False):
     w, b, ow, ob, n1w, n1b, n2w, n2b, f1w, f1b, f2w, f2b = parameters
     return torch._transformer_encoder_layer_fwd(x, 8, 2, w, b, ow, ob, use_gelu, norm_first, 1e-5, n1w, n1b, n2w,
                                                 n2b, f1w, f1b, f2w, f2b, mask, None if mask is None else 1)
+
+
+def _dropout_cases():
+    """Dropout in training: seeded inside the call, so that gradcheck's repeated calls draw the
+    same mask (upstream's draws are compared bit-exactly in cases/rng.py)."""
+    entries = (
+        ("dropout/train", seeded(7, partial(F.dropout, p=0.4, training=True))),
+        ("dropout/train_inplace", seeded(7, lambda a: (F.dropout(a, 0.4, training=True, inplace=True), a))),
+    )
+    for name, call in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, (Arg((4, 5)),), dtype)
+
+
+_KEY_PADDING = ((False, False, True), (False, True, True))
+
+
+def _training_attention(q, k, w, b, ow, ob, *, heads=2, bias_kv=None, **options):
+    """nn.MultiheadAttention's training path (F.multi_head_attention_forward, no fast path):
+    sequence-first, 3 queries of batch 2 over keys k, embedding 8."""
+    bias_k, bias_v = bias_kv if bias_kv else (None, None)
+    return F.multi_head_attention_forward(q, k, k, 8, heads, w, b, bias_k, bias_v, options.pop("zero_attn", False),
+                                          options.pop("dropout_p", 0.0), ow, ob, training=True, **options)
+
+
+def _training_attention_cases():
+    self_attention = (Arg((3, 2, 8)), Arg((24, 8), "unit"), Arg((24,)), Arg((8, 8), "unit"), Arg((8,)))
+    cross = (Arg((3, 2, 8)), Arg((4, 2, 8))) + self_attention[1:]
+    causal = torch.triu(torch.full((3, 3), float("-inf")), diagonal=1)
+    entries = (
+        ("mha_train/self", lambda x, *p: _training_attention(x, x, *p), self_attention),
+        ("mha_train/cross", _training_attention, cross),
+        ("mha_train/no_weights", lambda x, *p: _training_attention(x, x, *p, need_weights=False), self_attention),
+        ("mha_train/per_head_weights", lambda x, *p: _training_attention(x, x, *p, average_attn_weights=False),
+         self_attention),
+        ("mha_train/key_padding_mask", lambda x, *p: _training_attention(
+            x, x, *p, key_padding_mask=torch.tensor(_KEY_PADDING)), self_attention),
+        ("mha_train/causal_float_mask", lambda x, *p: _training_attention(
+            x, x, *p, attn_mask=causal.to(x.dtype)), self_attention),
+        ("mha_train/bias_kv_zero_attn", lambda x, bk, bv, *p: _training_attention(
+            x, x, *p, bias_kv=(bk, bv), zero_attn=True), (self_attention[0], Arg((1, 1, 8)), Arg((1, 1, 8))) +
+         self_attention[1:]),
+        ("mha_train/dropout", seeded(5, lambda x, *p: _training_attention(x, x, *p, dropout_p=0.3)),
+         self_attention),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
 
 
 def _transformer_cases():
@@ -194,4 +268,6 @@ def cases():
     yield from _normalization_cases()
     yield from _loss_cases()
     yield from _conv_pool_cases()
+    yield from _dropout_cases()
+    yield from _training_attention_cases()
     yield from _transformer_cases()
