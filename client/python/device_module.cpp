@@ -115,6 +115,8 @@ py::dict round_config(const tn::client::v1::RoundConfig& round) {
   }
   config["task_id"] = round.task_id();
   config["round_id"] = round.round_id();
+  // The round closes by then, so its aggregate, if it has one, is stored soon after.
+  config["deadline_unix_ms"] = round.deadline_unix_ms();
   return config;
 }
 
@@ -164,6 +166,20 @@ PYBIND11_MODULE(_device, m) {
                                py::gil_scoped_release released;
                                return device.device_id();
                              })
+      .def(
+          "fetch_model",
+          [](tn::client::Device& device, const std::string& version) -> py::object {
+            std::optional<Model> model;
+            {
+              py::gil_scoped_release released;
+              model = device.fetch_model(version);
+            }
+            if (!model) return py::none();
+            return to_numpy(*model);
+          },
+          py::arg("version"),
+          "The coordinator's stored model version ('<task id>/<number>') as a dict of arrays, or None "
+          "while it has none by that name.")
       // train(state: dict[str, ndarray], config: dict) -> (dict[str, ndarray|Tensor], num_examples)
       .def(
           "run",

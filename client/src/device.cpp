@@ -359,6 +359,36 @@ struct Device::Impl {
     }
   }
 
+  // The stored model `version` by FetchModel, checked against `digest` (when not empty) as soon
+  // as its header arrives; nullopt when the coordinator has no such version (NOT_FOUND).
+  std::optional<federated::Model> fetch_model(const std::string& version, const std::string& digest,
+                                              SystemClock::time_point deadline) {
+    v1::FetchModelPayload payload;
+    payload.set_model_version(version);
+    v1::FetchModelRequest request;
+    sign(request, kFetchModel, payload);
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    std::unique_ptr<grpc::ClientReader<v1::ModelStream>> reader = stub->FetchModel(&context, request);
+    // The assembler checks the header against this device's limits before it allocates anything.
+    proto::ModelAssembler assembler(options.limits);
+    v1::ModelStream message;
+    bool header_checked = false;
+    while (reader->Read(&message)) {
+      assembler.accept(message);
+      if (!header_checked && !digest.empty() && assembler.header().blake2b_256() != digest) {
+        context.TryCancel();
+        throw std::runtime_error("FetchModel streams a model version '" + version +
+                                 "' whose digest is not the one expected");
+      }
+      header_checked = true;
+    }
+    grpc::Status status = reader->Finish();
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
+    if (!status.ok()) throw RpcError("FetchModel", status);
+    return assembler.finish();  // every byte arrived (and hashes to the digest its header gives)
+  }
+
   Milliseconds backoff(int failures) {
     auto ceiling = options.backoff.initial.count() << std::min(failures, 20);
     ceiling = std::min<int64_t>(ceiling, options.backoff.maximum.count());
@@ -402,6 +432,11 @@ v1::RoundConfig Device::fetch_task(const v1::Assignment& assignment) {
   grpc::Status status = impl_->stub->FetchTask(impl_->context(kCallTimeout).get(), request, &response);
   if (!status.ok()) throw RpcError("FetchTask", status);
   return response.round();
+}
+
+std::optional<federated::Model> Device::fetch_model(const std::string& version) {
+  device_id();
+  return impl_->fetch_model(version, "", SystemClock::now() + kCallTimeout);
 }
 
 RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& trainer) {
@@ -473,33 +508,12 @@ void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& 
                                    RoundReport& report) {
   const auto deadline = SystemClock::time_point(Milliseconds(round.deadline_unix_ms()));
   impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
-  federated::Model global;
-  {
-    v1::FetchModelPayload payload;
-    payload.set_model_version(round.model_version());
-    v1::FetchModelRequest request;
-    impl_->sign(request, kFetchModel, payload);
-    grpc::ClientContext context;
-    context.set_deadline(deadline);
-    std::unique_ptr<grpc::ClientReader<v1::ModelStream>> reader = impl_->stub->FetchModel(&context, request);
-    // The assembler checks the header against this device's limits before it allocates anything.
-    proto::ModelAssembler assembler(impl_->options.limits);
-    v1::ModelStream message;
-    bool header_checked = false;
-    while (reader->Read(&message)) {
-      assembler.accept(message);
-      if (!header_checked) {
-        if (assembler.header().blake2b_256() != round.model_blake2b_256()) {
-          context.TryCancel();
-          throw std::runtime_error(round_name(round) +
-                                   ": FetchModel streams a model whose digest is not the round's");
-        }
-        header_checked = true;
-      }
-    }
-    if (grpc::Status status = reader->Finish(); !status.ok()) throw RpcError("FetchModel", status);
-    global = assembler.finish();  // every byte arrived and hashes to the round's digest
-  }
+  std::optional<federated::Model> fetched =
+      impl_->fetch_model(round.model_version(), round.model_blake2b_256(), deadline);
+  if (!fetched)
+    throw std::runtime_error(round_name(round) + ": the coordinator has no model version '" +
+                             round.model_version() + "'");
+  federated::Model global = std::move(*fetched);
 
   const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
   impl_->check_not_abandoned(round, "training");

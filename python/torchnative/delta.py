@@ -4,7 +4,8 @@
 so its cost is those tensors' bytes and nothing else (`base_nbytes`). `revert()` writes the copy
 back in place, bit for bit. `save(path)` persists the adapted values with the sha256 of the base
 they were adapted from; `Delta.load(path, model)` applies them only to a model whose tensors hash
-to that same base, and refuses any other with `BaseMismatch`.
+to that same base, and refuses any other with `BaseMismatch`. `publish(engine or device, weight)`
+sends the adapted model as a coordinator round's contribution, in a round whose model is the base.
 
 The base is the whole model as it was when the Delta was made: the adapted tensors (copied) and
 the rest (hashed then, not copied). Both count, because adapted tensors fit the rest: Tent's
@@ -116,3 +117,33 @@ class Delta:
             for name, tensor in delta.current().items():
                 tensor.copy_(record["adapted"][name])
         return delta
+
+    def is_base(self, state):
+        """Whether {name: tensor}, every parameter and buffer of a model, hashes to this delta's base."""
+        rest = sorted(set(state) - set(self.names))
+        return set(self.names) <= set(state) and (
+            tensors_sha256(self.names, state), tensors_sha256(rest, state)) == self.base_sha256()
+
+    def publish(self, to, weight):
+        """Takes part in one coordinator round with the adapted model as this device's
+        contribution, weighted by `weight` examples: `to` is a torchnative.device.Device or a
+        torchnative.nn.federated.Engine with a coordinator. The round's model must be this delta's
+        base (its adapted tensors and the rest hash alike, else BaseMismatch, and nothing is sent):
+        the contribution is that model with the adapted tensors' current values. Returns the
+        round's RoundReport (contributed, error)."""
+        from torchnative.device import examples_of
+
+        device = getattr(to, "device", to)  # an Engine's Device, or the Device itself
+        if device is None or not hasattr(device, "participate_once"):
+            raise ValueError(f"publish takes a torchnative.device.Device or an Engine with a coordinator, not {to!r}")
+        examples = examples_of(weight)
+
+        def contribution(state, config):
+            if not self.is_base(state):
+                raise BaseMismatch(f"round {config['round_id']} of task '{config['task_id']}' trains from a model "
+                                   "that is not this delta's base: refusing to contribute an adaptation of "
+                                   "another model")
+            adapted = {name: tensor.detach() for name, tensor in self.current().items()}
+            return {name: adapted.get(name, tensor) for name, tensor in state.items()}, examples
+
+        return device.participate_once(contribution)

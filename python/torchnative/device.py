@@ -12,12 +12,26 @@ round's model over the data plane, and sends the example-weighted contribution i
 deadline reduce (or, with round_transport="grpc", fetches the model and submits the trained one
 over gRPC alone); `train` runs with the GIL held, everything else without it.
 """
-import numpy as np
+import time
+
 import torch
 
 from torchnative import _device
 
 RoundReport = _device.RoundReport
+
+
+def tensors_of(arrays):
+    """{name: torch.Tensor} over the client's fresh C-contiguous arrays (np.ascontiguousarray
+    would give a 0-dim array, a BatchNorm's batch count, a dimension)."""
+    return {name: torch.from_numpy(array) for name, array in arrays.items()}
+
+
+def examples_of(weight):
+    """weight as the example count a coordinator weighs a contribution by: a whole number, at least 1."""
+    if int(weight) != weight or weight < 1:
+        raise ValueError(f"a coordinator weighs contributions by a whole number of examples (>= 1), not {weight}")
+    return int(weight)
 
 
 class Device:
@@ -45,10 +59,44 @@ class Device:
     def device_id(self):
         return self._device.device_id
 
+    def fetch_model(self, version, *, wait=0.0):
+        """The coordinator's stored model `version` ("<task id>/<number>", as `torchnative-admin
+        rounds` names them: number 0 is the task's initial model, and a completed round that started
+        from number N stored its aggregate as N + 1) as {name: torch.Tensor}, asked again until it
+        is stored or `wait` seconds have passed; None if it is not stored by then."""
+        give_up = time.monotonic() + wait
+        pause = 0.05
+        while True:
+            arrays = self._device.fetch_model(version)
+            if arrays is not None:
+                return tensors_of(arrays)
+            if time.monotonic() >= give_up:
+                return None
+            time.sleep(min(pause, max(give_up - time.monotonic(), 0.0)))
+            pause = min(pause * 2, 0.5)
+
+    def participate_once(self, train):
+        """Takes part in one round (see run) and returns its RoundReport; an exception raised by
+        train is raised here again, with its own type (the round then has no contribution from
+        this device)."""
+        failure = []
+
+        def recorded(state, config):
+            try:
+                return train(state, config)
+            except BaseException as error:
+                failure.append(error)
+                raise
+
+        (report,) = self.run(recorded, rounds=1)
+        if failure:
+            raise failure[0]
+        return report
+
     def run(self, train, *, rounds):
         """Takes part in `rounds` rounds; returns their RoundReports (contributed, error, ...)."""
         def train_arrays(arrays, config):
-            state = {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in arrays.items()}
+            state = tensors_of(arrays)
             trained, examples = train(state, config)
             return {name: tensor.detach().cpu().contiguous().numpy() for name, tensor in trained.items()}, int(examples)
         return self._device.run(train_arrays, rounds=rounds)

@@ -11,6 +11,7 @@ the aggregate must have exactly those bits, not merely be close to them.
 import copy
 import json
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -20,10 +21,11 @@ import torch
 from torch import nn
 
 from torchnative import adapt
+from torchnative.delta import BaseMismatch
 from torchnative.nn import federated
 
 from federation import (PYTHON, admin_json, closed_rounds, create_fedavg_task, fedavg, fetch_model,
-                        read_safetensors)
+                        read_safetensors, wait_for)
 
 HERE = Path(__file__).resolve().parent
 FEATURES, CLASSES = 6, 3
@@ -66,52 +68,81 @@ def alone(model, method, batches):
 
 
 DEVICE_SCRIPT = r'''
-import json, sys, dataclasses
+import json, pathlib, sys, dataclasses, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from test_engine import tiny_model, synthetic_batches, engine_options, alone
+from test_engine import tiny_model, synthetic_batches, engine_options, alone, floating_state
+from torchnative import adapt
 from torchnative.nn import federated
 server, key, out, seed, batch_size, method, rounds = sys.argv[2:9]
+options = json.loads(sys.argv[9])
 model, batches = tiny_model(), synthetic_batches(int(seed), 3, int(batch_size))
 np.savez(out + ".npz", **alone(model, method, batches))
+if options.get("wrap"):  # served with Tent between rounds, as a deployed model would be
+    model = adapt.wrap(model, method=adapt.Tent(), lr=0.05)
+settings = engine_options(method)
+if options.get("stall"):  # stops in the round's first loss, after the model arrived: a test kills it there
+    def stalling_loss(outputs, targets):
+        pathlib.Path(out + ".training").touch()
+        time.sleep(600)
+    settings["loss"] = stalling_loss
 engine = federated.Engine(model, aggregator=federated.FedAvg(), coordinator=server, key=key,
-                          check_in_wait=2.0, **engine_options(method))
-reports = [dataclasses.asdict(engine.participate(batches)) for _ in range(int(rounds))]
+                          check_in_wait=2.0, **settings)
+reports = [dataclasses.asdict(engine.participate(batches, apply_aggregate=options.get("apply", False)))
+           for _ in range(int(rounds))]
+np.savez(out + "-final.npz", **floating_state(model))
+if options.get("wrap"):
+    model.revert()
+    np.savez(out + "-reverted.npz", **{name: t.detach().numpy() for name, t in model.state_dict().items()})
 print(json.dumps({"device_id": engine.device.device_id, "seed": int(seed), "reports": reports, "report": reports[0]}))
 '''
 
 
-def device_command(coordinator, tmp_path, seed, size, method, rounds):
+def device_command(coordinator, tmp_path, seed, size, method, rounds, options=None):
     """A device process taking part in `rounds` rounds with an Engine; it prints its reports
     ("report": the first round's) and saves what its first round's local steps make of
-    tiny_model() alone to d<seed>.npz."""
+    tiny_model() alone to d<seed>.npz, and its model's floating tensors after its rounds to
+    d<seed>-final.npz. options: "apply" (participate's apply_aggregate), "wrap" (the model is
+    adapt.wrap'ped with Tent; after its rounds it reverts, and saves d<seed>-reverted.npz),
+    "stall" (it sleeps in its first round, once it has touched d<seed>.training)."""
     return [PYTHON, "-c", DEVICE_SCRIPT, str(HERE), f"127.0.0.1:{coordinator['grpc_port']}",
-            str(tmp_path / f"d{seed}.key"), str(tmp_path / f"d{seed}"), str(seed), str(size), method, str(rounds)]
+            str(tmp_path / f"d{seed}.key"), str(tmp_path / f"d{seed}"), str(seed), str(size), method, str(rounds),
+            json.dumps(options or {})]
 
 
-def run_devices(coordinator, tmp_path, plans, method, rounds=1):
-    """Starts one device process per (seed, batch size) plan and returns their outputs, with the
-    trained copies (by device id)."""
-    processes = [subprocess.Popen(device_command(coordinator, tmp_path, seed, size, method, rounds),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for seed, size in plans]
+def start_devices(coordinator, tmp_path, plans, method, rounds=1, options=None):
+    """One device process per (seed, batch size) plan, by seed."""
+    return {seed: subprocess.Popen(device_command(coordinator, tmp_path, seed, size, method, rounds, options),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for seed, size in plans}
+
+
+def device_outputs(tmp_path, processes):
+    """The outputs of the device processes (by seed) once they end, by device id, with the trained
+    copies and the final models."""
     outputs = {}
-    for process, (seed, _) in zip(processes, plans):
+    for seed, process in processes.items():
         out, err = process.communicate(timeout=60)
         assert process.returncode == 0, err
         output = json.loads(out)
         output["trained"] = dict(np.load(tmp_path / f"d{seed}.npz"))
+        output["final"] = dict(np.load(tmp_path / f"d{seed}-final.npz"))
         outputs[output["device_id"]] = output
     return outputs
 
 
-def one_round(coordinator, tmp_path, plans, method):
+def run_devices(coordinator, tmp_path, plans, method, rounds=1, options=None):
+    """Runs one device process per (seed, batch size) plan; their outputs by device id."""
+    return device_outputs(tmp_path, start_devices(coordinator, tmp_path, plans, method, rounds, options))
+
+
+def one_round(coordinator, tmp_path, plans, method, options=None):
     """One FedAvg round of len(plans) Engine devices from tiny_model(); returns the initial state,
     the devices' outputs by id, the round's entry and the aggregate the coordinator stored."""
     initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
     task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=len(plans),
                               min_updates=len(plans), min_available=len(plans), timeout_ms=20000)
-    outputs = run_devices(coordinator, tmp_path, plans, method)
+    outputs = run_devices(coordinator, tmp_path, plans, method, options=options)
     (entry,) = closed_rounds(coordinator, task, 1, 30)
     assert entry["state"] == "ROUND_STATE_COMPLETED", entry
     assert entry["contributors"] == sorted(outputs), entry
@@ -133,6 +164,16 @@ def assert_fedavg_bits(aggregate, outputs, weights):
             continue
         expected = fedavg((weights[key], outputs[key]["trained"][name].ravel()) for key in sorted(outputs))
         assert np.array_equal(values.ravel().view(np.uint32), expected.view(np.uint32)), name
+
+
+def assert_holds_the_aggregate(outputs, aggregate, version):
+    """Every device's model ended holding the stored aggregate `version`, bit for bit."""
+    for output in outputs.values():
+        report = output["reports"][-1]
+        assert report["aggregate_applied"] and report["aggregate_version"] == version, report
+        assert sorted(output["final"]) == sorted(name for name, values in aggregate.items() if values.dtype == np.float32)
+        for name, values in output["final"].items():
+            assert values.tobytes() == aggregate[name].tobytes(), name
 
 
 def test_supervised_engines_round_is_the_weighted_average_of_their_training(coordinator, tmp_path):
@@ -164,6 +205,134 @@ def test_tent_engines_round_averages_only_the_batchnorm_affine_parameters(coordi
     for output in outputs.values():
         metrics = output["report"]["metrics"]
         assert metrics["entropy_after"] < metrics["entropy_before"], metrics
+
+
+def test_applying_the_aggregate_leaves_every_device_holding_the_weighted_average(coordinator, tmp_path):
+    plans = [(11, 8), (12, 16), (13, 24)]
+    _, outputs, aggregate = one_round(coordinator, tmp_path, plans, "supervised", {"apply": True})
+    weights = {device: output["report"]["weight"] for device, output in outputs.items()}
+    assert_fedavg_bits(aggregate, outputs, weights)
+    task = next(iter(outputs.values()))["report"]["task_id"]
+    assert_holds_the_aggregate(outputs, aggregate, f"{task}/1")
+
+
+def test_a_wrapped_tent_model_takes_part_and_its_revert_restores_the_base_bytes(coordinator, tmp_path):
+    plans = [(14, 16), (15, 32)]
+    initial, outputs, aggregate = one_round(coordinator, tmp_path, plans, "tent", {"wrap": True, "apply": True})
+    weights = {device: output["report"]["weight"] for device, output in outputs.items()}
+    assert_fedavg_bits(aggregate, outputs, weights)
+    task = next(iter(outputs.values()))["report"]["task_id"]
+    assert_holds_the_aggregate(outputs, aggregate, f"{task}/1")
+    assert not np.array_equal(aggregate["1.weight"], initial["1.weight"])
+    for seed, _ in plans:
+        reverted = np.load(tmp_path / f"d{seed}-reverted.npz")
+        assert sorted(reverted) == sorted(initial)
+        for name, values in initial.items():
+            assert reverted[name].tobytes() == values.tobytes(), name
+
+
+def test_a_device_killed_mid_round_leaves_the_survivors_holding_their_weighted_average(coordinator, tmp_path):
+    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2,
+                              min_available=3, timeout_ms=8000)
+    survivors = start_devices(coordinator, tmp_path, [(21, 8), (22, 24)], "supervised", options={"apply": True})
+    (victim,) = start_devices(coordinator, tmp_path, [(23, 16)], "supervised",
+                              options={"apply": True, "stall": True}).values()
+    try:
+        wait_for("the victim to be training", (tmp_path / "d23.training").exists, 30)
+        victim.kill()
+        assert victim.wait() == -signal.SIGKILL
+        outputs = device_outputs(tmp_path, survivors)
+    finally:
+        for process in [victim, *survivors.values()]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    (entry,) = closed_rounds(coordinator, task, 1, 30)
+    assert entry["state"] == "ROUND_STATE_COMPLETED" and entry["contributors"] == sorted(outputs), entry
+    assert len(entry["selected"]) == 3 and len(entry["missing"]) == 1, entry
+    _, aggregate = fetch_model(coordinator, tmp_path, entry["output_model_version"])
+    weights = {device: output["report"]["weight"] for device, output in outputs.items()}
+    assert sorted(weights.values()) == [24, 72]
+    assert_fedavg_bits(aggregate, outputs, weights)
+    assert_holds_the_aggregate(outputs, aggregate, entry["output_model_version"])
+
+
+PUBLISH_SCRIPT = r'''
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_engine import tiny_model, synthetic_batches, floating_state
+from torchnative import adapt
+from torchnative.device import Device
+from torchnative.nn import federated
+server, key, out, seed, weight, via = sys.argv[2:8]
+model = adapt.wrap(tiny_model(), method=adapt.Tent(), lr=0.05)
+model.online()
+for inputs, _ in synthetic_batches(int(seed), 3, 16):
+    model(inputs)
+model.offline()
+np.savez(out + ".npz", **floating_state(model))
+if via == "engine":
+    engine = federated.Engine(model, method=adapt.Tent(), coordinator=server, key=key, check_in_wait=2.0)
+    report, device = model.delta.publish(engine, int(weight)), engine.device
+else:
+    device = Device(server, key, check_in_wait=2.0)
+    report = model.delta.publish(device, int(weight))
+print(json.dumps({"device_id": device.device_id, "contributed": report.contributed, "error": report.error}))
+'''
+
+
+def test_published_tent_deltas_are_averaged_by_their_weights(coordinator, tmp_path):
+    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=2, min_updates=2,
+                              min_available=2, timeout_ms=20000)
+    plans = {31: (10, "device"), 32: (30, "engine")}  # seed: weight, what publish is given
+    processes = {seed: subprocess.Popen([PYTHON, "-c", PUBLISH_SCRIPT, str(HERE), f"127.0.0.1:{coordinator['grpc_port']}",
+                                         str(tmp_path / f"p{seed}.key"), str(tmp_path / f"p{seed}"), str(seed),
+                                         str(weight), via], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for seed, (weight, via) in plans.items()}
+    outputs, weights = {}, {}
+    for seed, process in processes.items():
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        output = json.loads(out)
+        assert output["contributed"] and output["error"] == "", output
+        outputs[output["device_id"]] = {"trained": dict(np.load(tmp_path / f"p{seed}.npz"))}
+        weights[output["device_id"]] = plans[seed][0]
+    (entry,) = closed_rounds(coordinator, task, 1, 30)
+    assert entry["state"] == "ROUND_STATE_COMPLETED" and entry["contributors"] == sorted(outputs), entry
+    _, aggregate = fetch_model(coordinator, tmp_path, entry["output_model_version"])
+    assert_fedavg_bits(aggregate, outputs, weights)
+    assert not np.array_equal(aggregate["1.weight"], initial["1.weight"])
+
+
+class OneRound:
+    """A stand-in for torchnative.device.Device whose one round trains from `state`."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def participate_once(self, train):
+        return train(self.state, {"round_id": 4, "task_id": "t"})
+
+
+def test_publish_contributes_the_adapted_tensors_of_its_base_and_refuses_another_base():
+    model = adapt.wrap(tiny_model(), method=adapt.Tent(), lr=0.05)
+    base = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    model.online()
+    model(synthetic_batches(1, 1, 16)[0][0])
+    state, examples = model.delta.publish(OneRound(base), 16)
+    assert examples == 16 and list(state) == list(base)
+    for name, tensor in state.items():
+        expected = model.state_dict()[name] if name in model.delta.names else base[name]
+        assert torch.equal(tensor, expected), name
+    assert not torch.equal(state["1.weight"], base["1.weight"])
+    other = dict(base, **{"0.weight": base["0.weight"] + 1})
+    with pytest.raises(BaseMismatch, match="round 4 of task 't' trains from a model that is not this delta's base"):
+        model.delta.publish(OneRound(other), 16)
+    with pytest.raises(ValueError, match="whole number of examples"):
+        model.delta.publish(OneRound(base), 2.5)
 
 
 def test_the_next_round_starts_from_the_aggregate(coordinator, tmp_path):

@@ -99,6 +99,10 @@ class Device {
   // One long poll: an assignment, or nothing when the server had no work before its bound.
   std::optional<v1::Assignment> check_in();
   v1::RoundConfig fetch_task(const v1::Assignment& assignment);
+  // The coordinator's stored model `version` ("<task id>/<number>": a task's initial model is
+  // number 0, and a completed round that started from number N stores its aggregate as N + 1),
+  // or nullopt while it has none by that name.
+  std::optional<federated::Model> fetch_model(const std::string& version);
   // Receives and checks the model, trains, contributes: over the round's data plane when its
   // configuration has one, else by FetchModel and SubmitUpdate. A round the coordinator says is
   // over (HeartbeatResponse.abandon_round) is left before training or before the upload.

@@ -9,9 +9,10 @@ before, or the task's initial model) is loaded into `model`; the local steps run
 (supervised training with `loss` and `optimizer` when `method` is None, or a test-time method of
 `torchnative.adapt`, such as Tent, which adapts on the inputs alone); the trained tensors, the
 round's model plus this device's delta, go to the coordinator, which averages the contributions
-of the round's devices weighted by `weight`. The coordinator does not send that average back to
-the devices of the round: it is the model of the task's next round, which the next `participate`
-call loads. Until then `model` holds this device's own training.
+of the round's devices weighted by `weight`. That average is the model of the task's next round,
+which the next `participate` call loads; until then `model` holds this device's own training,
+unless `participate(..., apply_aggregate=True)` waits for the round to close and loads its
+aggregate before returning (for a task's last round, or a model to be served at once).
 
 Without a coordinator (`coordinator=None`) the same weighted average is taken among peers over
 torch.distributed's default process group (`init_process_group(backend="local")` on the shim),
@@ -29,10 +30,12 @@ summed in a fixed order (the coordinator's hub in ascending device id, peers in 
 divided once and rounded once to the tensor's dtype. Integer tensors (BatchNorm's batch counts)
 are not averaged: the coordinator keeps the global model's, peers keep their own.
 """
+import contextlib
 import dataclasses
 import json
 import math
 import struct
+import time
 
 import torch
 import torch.distributed as dist
@@ -96,6 +99,8 @@ class Report:
         trained model handed to the client (which packs it as float64 on the data plane);
         among peers, both are the bytes of the float64 buffer all-reduced.
     aggregate_applied: whether `model` holds the cohort's average on return.
+    aggregate_version: the coordinator's model version loaded into `model` when it was applied
+        ("task/N+1" for a round that started from "task/N").
     """
     round_id: int = None
     task_id: str = None
@@ -110,6 +115,7 @@ class Report:
     bytes_received: int = 0
     bytes_sent: int = 0
     aggregate_applied: bool = False
+    aggregate_version: str = None
 
 
 def tensor_bytes(tensors):
@@ -119,6 +125,18 @@ def tensor_bytes(tensors):
 def inputs_of(batch):
     """A batch's inputs: the batch itself, or the first item of an (inputs, targets) pair."""
     return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+@contextlib.contextmanager
+def own_forward(model):
+    """model with its class's forward while the Engine's local steps run: the adapter an
+    adapt.wrap attached (its base, its optimizer) takes no part in them, and is back afterwards."""
+    attached = vars(model).pop("forward", None)
+    try:
+        yield model
+    finally:
+        if attached is not None:
+            model.forward = attached
 
 
 def cohort_size(group=None):
@@ -182,8 +200,9 @@ class Engine:
 
     method: None for supervised training (`loss` over (inputs, targets) batches, `optimizer`
         over all parameters, `epochs` passes), or a `torchnative.adapt` method (Tent) adapting
-        on the inputs with `lr`. The model is given unwrapped: the Engine adapts from each
-        round's model, so a base fixed by adapt.wrap would be the wrong one.
+        on the inputs with `lr`, from each round's model. A model wrapped by adapt.wrap is taken
+        as well: the Engine's steps run with the model's own forward, leaving the wrapper's base
+        as it was, so its `revert()` still writes back the bytes the model was wrapped with.
     optimizer: a callable taking (parameters, lr=lr), as adapt.wrap's; plain SGD by default.
     coordinator, key: the coordinator's "host:port" and this device's Ed25519 key file (made on
         first use); coordinator=None averages among torch.distributed peers instead.
@@ -192,9 +211,6 @@ class Engine:
 
     def __init__(self, model, method=None, aggregator=None, coordinator=None, key=None, *,
                  loss=None, optimizer=None, lr=0.01, epochs=1, group=None, **device_options):
-        if method is not None and "forward" in vars(model):
-            raise ValueError("Engine takes the model unwrapped (its forward is already replaced, by "
-                             "adapt.wrap?): it adapts from each round's model itself")
         self.model, self.method = model, method
         self.aggregator = aggregator or FedAvg()
         if not isinstance(self.aggregator, FedAvg):
@@ -219,10 +235,8 @@ class Engine:
     def local_steps(self, batches):
         """Runs the local steps over batches (a list) on the model; returns (metrics, delta norm)."""
         delta = Delta(self.model, self.trained_names())
-        if self.method is None:
-            metrics = self.supervised(batches)
-        else:
-            metrics = self.adapted(batches)
+        with own_forward(self.model):
+            metrics = self.supervised(batches) if self.method is None else self.adapted(batches)
         norm = math.sqrt(sum(offset.double().pow(2).sum().item() for offset in delta.offset().values()))
         return metrics, norm
 
@@ -263,9 +277,15 @@ class Engine:
         adapter.offline()
         return {"entropy_before": before, "entropy_after": mean_entropy()}
 
-    def participate(self, batches, weight=None):
+    def participate(self, batches, weight=None, *, apply_aggregate=False, aggregate_grace=10.0):
         """One round (see the module's docstring); weight defaults to the number of examples in
-        batches. Returns a Report."""
+        batches. Returns a Report.
+
+        apply_aggregate (coordinator only; peers always end with the average): after contributing,
+        wait for the round's aggregate and load it into `model`, for at most the round's deadline
+        plus aggregate_grace seconds (the coordinator's time to average and store it). A round
+        closed without an aggregate (too few contributions) leaves the device's own training in
+        `model`, aggregate_applied False and the reason in `error`."""
         batches = list(batches)
         if not batches:
             raise ValueError("participate needs at least one batch")
@@ -273,7 +293,10 @@ class Engine:
             weight = sum(len(inputs_of(batch)) for batch in batches)
         if self.device is None:
             return self.participate_with_peers(batches, weight)
-        return self.participate_in_round(batches, weight)
+        report, config = self.participate_in_round(batches, weight)
+        if apply_aggregate and report.contributed:
+            self.load_aggregate(report, config, aggregate_grace)
+        return report
 
     def participate_with_peers(self, batches, weight):
         cohort_size(self.group)  # a cohort of one is refused before the model is trained
@@ -289,31 +312,39 @@ class Engine:
                       aggregate_applied=True)
 
     def participate_in_round(self, batches, weight):
-        if int(weight) != weight or weight < 1:
-            raise ValueError(f"a coordinator weighs contributions by a whole number of examples (>= 1), not {weight}")
-        report = Report(weight=int(weight))
-        failure = []  # an exception inside train, raised again here with its own type
+        """One round of the coordinator's; returns the Report and the round's configuration."""
+        from torchnative.device import examples_of
+        report, round_config = Report(weight=examples_of(weight)), {}
 
         def train(state, config):
-            try:
-                check_aggregator(self.aggregator, config)
-                report.round_id, report.task_id = config["round_id"], config["task_id"]
-                # The configuration numbers the task's model versions; the admin CLI names them task/number.
-                report.model_version = f"{config['task_id']}/{config['model_version']}"
-                report.bytes_received = tensor_bytes(state.values())
-                self.model.load_state_dict(state)
-                report.metrics, report.delta_norm = self.local_steps(batches)
-                trained = {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
-                report.bytes_sent = tensor_bytes(trained.values())
-                return trained, int(weight)
-            except BaseException as error:
-                failure.append(error)
-                raise
+            check_aggregator(self.aggregator, config)
+            round_config.update(config)
+            report.round_id, report.task_id = config["round_id"], config["task_id"]
+            # The configuration numbers the task's model versions; the admin CLI names them task/number.
+            report.model_version = f"{config['task_id']}/{config['model_version']}"
+            report.bytes_received = tensor_bytes(state.values())
+            self.model.load_state_dict(state)
+            report.metrics, report.delta_norm = self.local_steps(batches)
+            trained = {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
+            report.bytes_sent = tensor_bytes(trained.values())
+            return trained, report.weight
 
-        (outcome,) = self.device.run(train, rounds=1)
-        if failure:
-            raise failure[0]
+        outcome = self.device.participate_once(train)
         report.contributed, report.error = outcome.contributed, outcome.error
         # A round left before training (a model above max_model_bytes, say) is known by the outcome alone.
         report.round_id, report.task_id = report.round_id or outcome.round_id, report.task_id or outcome.task_id
-        return report
+        return report, round_config
+
+    def load_aggregate(self, report, config, grace):
+        """Waits for the aggregate of the round config describes (stored as the next model version)
+        until the round's deadline plus grace seconds, and loads it into the model."""
+        version = f"{config['task_id']}/{config['model_version'] + 1}"
+        wait = config["deadline_unix_ms"] / 1000 - time.time() + grace
+        aggregate = self.device.fetch_model(version, wait=max(wait, 0.0))
+        if aggregate is None:
+            report.error = (f"round {report.round_id} of task '{report.task_id}' stored no aggregate ({version}) "
+                            f"by its deadline and {grace} s after: it closed without one (too few contributions), "
+                            "so the model holds this device's own training")
+            return
+        self.model.load_state_dict(aggregate)
+        report.aggregate_applied, report.aggregate_version = True, version
