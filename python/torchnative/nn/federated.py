@@ -262,7 +262,9 @@ class Engine:
 
     def adapted(self, batches):
         # A fresh adapter per round: its base and optimizer moments belong to this round's model.
-        adapter = adapt.Adapter(self.model, self.method, self.lr, self.make_optimizer, episodic=False)
+        # No recovery: a revert mid-round would contribute the round's model as this device's steps.
+        adapter = adapt.Adapter(self.model, self.method, self.lr, self.make_optimizer, episodic=False,
+                                recovery=None)
 
         def mean_entropy():
             with torch.no_grad():
