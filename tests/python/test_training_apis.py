@@ -14,12 +14,10 @@ The scripts needing what the shim does not have yet are listed in NOT_YET with t
 strict expected failures: each shows the gap, and one that starts agreeing fails until it is
 unlisted.
 """
-import gzip
 import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "examples" / "demo"))
+import fashion_mnist  # noqa: E402 (the demo's data, shared with it)
 
 UPSTREAM_PYTHON = "/usr/bin/python3"
 UPSTREAM_TORCH = "/usr/lib/python3/dist-packages/torch/"
@@ -998,28 +999,13 @@ def test_second_set_num_interop_threads_is_refused(tmp_path):
     assert found == [], "\n".join(found)
 
 
-FASHION_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                       "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-
-
 @pytest.fixture(scope="module")
 def fashion_mnist_root(tmp_path_factory):
     """torchvision's layout, root/FashionMNIST/raw/*-ubyte, built from Debian's dataset-fashion-mnist."""
-    listing = subprocess.run(["dpkg", "-L", "dataset-fashion-mnist"], capture_output=True, text=True)
-    if listing.returncode != 0:
-        pytest.skip("Debian's dataset-fashion-mnist is not installed (dpkg -L dataset-fashion-mnist fails)")
-    installed = {Path(line).name: Path(line) for line in listing.stdout.splitlines() if Path(line).is_file()}
-    root = tmp_path_factory.mktemp("fashion-mnist")
-    raw = root / "FashionMNIST" / "raw"
-    raw.mkdir(parents=True)
-    for name in FASHION_MNIST_FILES:
-        if name in installed:
-            (raw / name).symlink_to(installed[name])
-        else:
-            assert name + ".gz" in installed, f"dataset-fashion-mnist lists neither {name} nor {name}.gz"
-            with gzip.open(installed[name + ".gz"]) as packed, open(raw / name, "wb") as unpacked:
-                shutil.copyfileobj(packed, unpacked)
-    return root
+    try:
+        return fashion_mnist.torchvision_root(tmp_path_factory.mktemp("fashion-mnist"))
+    except fashion_mnist.NotInstalled as missing:
+        pytest.skip(str(missing))
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
