@@ -88,7 +88,8 @@ if options.get("stall"):  # stops in the round's first loss, after the model arr
     settings["loss"] = stalling_loss
 engine = federated.Engine(model, aggregator=federated.FedAvg(), coordinator=server, key=key,
                           check_in_wait=2.0, **settings)
-reports = [dataclasses.asdict(engine.participate(batches, apply_aggregate=options.get("apply", False)))
+reports = [dataclasses.asdict(engine.participate(batches, apply_aggregate=options.get("apply", False),
+                                                 aggregate_grace=options.get("grace", 10.0)))
            for _ in range(int(rounds))]
 np.savez(out + "-final.npz", **floating_state(model))
 if options.get("wrap"):
@@ -102,7 +103,8 @@ def device_command(coordinator, tmp_path, seed, size, method, rounds, options=No
     """A device process taking part in `rounds` rounds with an Engine; it prints its reports
     ("report": the first round's) and saves what its first round's local steps make of
     tiny_model() alone to d<seed>.npz, and its model's floating tensors after its rounds to
-    d<seed>-final.npz. options: "apply" (participate's apply_aggregate), "wrap" (the model is
+    d<seed>-final.npz. options: "apply" and "grace" (participate's apply_aggregate and
+    aggregate_grace), "wrap" (the model is
     adapt.wrap'ped with Tent; after its rounds it reverts, and saves d<seed>-reverted.npz),
     "stall" (it sleeps in its first round, once it has touched d<seed>.training)."""
     return [PYTHON, "-c", DEVICE_SCRIPT, str(HERE), f"127.0.0.1:{coordinator['grpc_port']}",
@@ -231,15 +233,14 @@ def test_a_wrapped_tent_model_takes_part_and_its_revert_restores_the_base_bytes(
             assert reverted[name].tobytes() == values.tobytes(), name
 
 
-def test_a_device_killed_mid_round_leaves_the_survivors_holding_their_weighted_average(coordinator, tmp_path):
-    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
-    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2,
-                              min_available=3, timeout_ms=8000)
-    survivors = start_devices(coordinator, tmp_path, [(21, 8), (22, 24)], "supervised", options={"apply": True})
-    (victim,) = start_devices(coordinator, tmp_path, [(23, 16)], "supervised",
-                              options={"apply": True, "stall": True}).values()
+def kill_one_mid_round(coordinator, tmp_path, task, survivor_plans, victim_plan, options):
+    """Runs Engine devices with `options` in the task's round and kills the victim (SIGKILL) once
+    its local steps have begun; the survivors' outputs by device id, and the round's entry."""
+    survivors = start_devices(coordinator, tmp_path, survivor_plans, "supervised", options=options)
+    (victim,) = start_devices(coordinator, tmp_path, [victim_plan], "supervised",
+                              options=dict(options, stall=True)).values()
     try:
-        wait_for("the victim to be training", (tmp_path / "d23.training").exists, 30)
+        wait_for("the victim to be training", (tmp_path / f"d{victim_plan[0]}.training").exists, 30)
         victim.kill()
         assert victim.wait() == -signal.SIGKILL
         outputs = device_outputs(tmp_path, survivors)
@@ -249,13 +250,37 @@ def test_a_device_killed_mid_round_leaves_the_survivors_holding_their_weighted_a
                 process.kill()
                 process.wait()
     (entry,) = closed_rounds(coordinator, task, 1, 30)
-    assert entry["state"] == "ROUND_STATE_COMPLETED" and entry["contributors"] == sorted(outputs), entry
-    assert len(entry["selected"]) == 3 and len(entry["missing"]) == 1, entry
+    assert entry["contributors"] == sorted(outputs) and len(entry["missing"]) == 1, entry
+    return outputs, entry
+
+
+def test_a_device_killed_mid_round_leaves_the_survivors_holding_their_weighted_average(coordinator, tmp_path):
+    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=2,
+                              min_available=3, timeout_ms=8000)
+    outputs, entry = kill_one_mid_round(coordinator, tmp_path, task, [(21, 8), (22, 24)], (23, 16), {"apply": True})
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
     _, aggregate = fetch_model(coordinator, tmp_path, entry["output_model_version"])
     weights = {device: output["report"]["weight"] for device, output in outputs.items()}
     assert sorted(weights.values()) == [24, 72]
     assert_fedavg_bits(aggregate, outputs, weights)
     assert_holds_the_aggregate(outputs, aggregate, entry["output_model_version"])
+
+
+@pytest.mark.slow  # waits out the abandoned round's deadline (6 s) and grace (1 s)
+def test_a_round_abandoned_for_a_killed_device_leaves_the_survivors_their_own_training(coordinator, tmp_path):
+    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=3, min_updates=3,
+                              min_available=3, timeout_ms=6000)
+    outputs, entry = kill_one_mid_round(coordinator, tmp_path, task, [(24, 8), (25, 24)], (26, 16),
+                                        {"apply": True, "grace": 1.0})
+    assert entry["state"] == "ROUND_STATE_FAILED" and entry["output_model_version"] == "", entry
+    for output in outputs.values():
+        report = output["report"]
+        assert report["contributed"] and not report["aggregate_applied"] and report["aggregate_version"] is None
+        assert f"stored no aggregate ({task}/1) by its deadline and 1.0 s after" in report["error"], report
+        for name, values in output["final"].items():
+            assert values.tobytes() == output["trained"][name].tobytes(), name
 
 
 PUBLISH_SCRIPT = r'''
