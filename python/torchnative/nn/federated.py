@@ -88,7 +88,8 @@ class Report:
 
     round_id, task_id, model_version: the coordinator's round and the model it started from
         (None among peers).
-    contributed, error: whether the contribution reached the aggregation, and why not.
+    contributed, error: whether the contribution reached the aggregation, and why not (or why
+        the aggregate apply_aggregate asked for was not loaded).
     contributors: the ranks averaged among peers; None with a coordinator, which does not tell
         its devices (its round listing does).
     weight: this device's weight; total_weight: the cohort's (peers only).
