@@ -6,6 +6,7 @@
         ...                                  # local training
         return model.state_dict(), examples  # the trained state and how many examples it saw
     reports = device.run(train, rounds=3)
+    final = device.fetch_model("task-1/3", wait=30)  # a stored model version, e.g. a round's aggregate
 
 The C++ client registers the device's Ed25519 key, long-polls the coordinator, receives the
 round's model over the data plane, and sends the example-weighted contribution into the hub's
