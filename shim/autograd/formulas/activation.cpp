@@ -113,5 +113,31 @@ TN_DERIVATIVE("aten::hardsigmoid", "HardsigmoidBackward0", SAVES(0), {
   return {
       pointwise_grad(g[0], s.input(0), [](double x) { return x > -3 && x < 3 ? double(1.0f / 6) : 0.0; })};
 });
+// prelu: g where x > 0, else weight g; the weight gets x g where x <= 0, summed over all but
+// the channel dim (over everything for a single weight), as upstream's prelu_backward.
+TN_DERIVATIVE("aten::prelu", "PreluBackward0", SAVES(0, 1), {
+  const Tensor &x = s.input(0), &w = s.input(1);
+  bool single = w.numel() == 1;
+  Shape channel_shape(size_t(x.dim()), 1);
+  if (!single) channel_shape[1] = w.numel();
+  Tensor weight = single ? w : ops::reshape(w, channel_shape);
+  Tensor positive = ops::gt(x, Scalar(int64_t{0}));
+  Stack out{ops::where(positive, g[0], ops::mul(weight, g[0]))};
+  if (!s.needs_grad(1)) return out;
+  Tensor collector = ops::where(positive, ops::zeros_like(g[0]), ops::mul(x, g[0]));
+  std::vector<int64_t> reduced{0};
+  for (int64_t d = 2; d < x.dim(); ++d) reduced.push_back(d);
+  Tensor summed = single ? ops::sum(collector) : ops::sum(collector, reduced, false, std::nullopt);
+  out.push_back(ops::reshape(summed, w.sizes()));
+  return out;
+});
+// rrelu in evaluation: leaky_relu's gradient with the mean slope, rounded as the forward's.
+TN_DERIVATIVE("aten::rrelu", "RreluWithNoiseBackward0", SAVES(0), {
+  if (s.args().boolean(3))
+    throw NotImplemented("torchnative does not differentiate aten::rrelu with training=True yet");
+  double slope = (s.args().scalar(1).to_double() + s.args().scalar(2).to_double()) / 2;
+  if (s.input_dtype(0) != ScalarType::Double) slope = double(float(slope));
+  return {where_positive(s.input(0), g[0], ops::mul(g[0], Scalar(slope)))};
+});
 
 }  // namespace tn::autograd

@@ -12,13 +12,28 @@ struct Conv {
   int64_t groups = 1;
 };
 
+// The weight's gradient of a batched 2-D convolution: the correlation of `patches_of`'s patches
+// (im2col) with `grad`, per group, summed over the batch. For a convolution these are x and g;
+// for a transposed one, whose weight maps the other way, g and x.
+Tensor conv2d_weight_grad(const Tensor& patches_of, const Tensor& grad, const Tensor& w, const Conv& c) {
+  int64_t n = patches_of.size(0), rows = w.size(0);
+  Tensor patches = ops::im2col(patches_of, {w.size(2), w.size(3)}, c.dilation, c.padding, c.stride);
+  int64_t cells = patches.size(2);
+  Tensor grouped_patches = ops::reshape(patches, {n, c.groups, -1, cells});
+  Tensor grouped_grad = ops::reshape(grad, {n, c.groups, rows / c.groups, cells});
+  Tensor per_sample = ops::matmul(grouped_grad, ops::transpose(grouped_patches, -2, -1));
+  return ops::reshape(ops::sum(per_sample, std::vector<int64_t>{0}, false, std::nullopt), w.sizes());
+}
+
 // Gradients for a batched 2-D convolution: x (N, C, H, W) (read only for the weight's),
-// w (OC, C/G, kh, kw), g (N, OC, oh, ow).
+// w (OC, C/G, kh, kw), g (N, OC, oh, ow). Transposed: w (C, OC/G, kh, kw), and the input's
+// gradient is the plain convolution of g.
 Stack conv2d_grads(const Saved& s, const Shape& x_sizes, const Tensor& x, const Tensor& w, const Tensor& g,
-                   const Conv& c) {
+                   const Conv& c, bool transposed) {
   Stack out(3);
-  int64_t n = x_sizes[0], oc = w.size(0), kh = w.size(2), kw = w.size(3);
-  if (s.needs_grad(0)) {
+  if (s.needs_grad(0) && transposed) {
+    out[0] = ops::conv2d(g, w, std::nullopt, c.stride, c.padding, c.dilation, c.groups);
+  } else if (s.needs_grad(0)) {
     // The rows and columns the forward's stride skipped at the end come back as output padding.
     Shape extra;
     for (size_t i = 0; i < 2; ++i) {
@@ -28,20 +43,14 @@ Stack conv2d_grads(const Saved& s, const Shape& x_sizes, const Tensor& x, const 
     }
     out[0] = ops::conv_transpose2d(g, w, std::nullopt, c.stride, c.padding, extra, c.groups, c.dilation);
   }
-  if (s.needs_grad(1)) {
-    Tensor patches = ops::im2col(x, {kh, kw}, c.dilation, c.padding, c.stride);  // (N, C kh kw, L)
-    int64_t cells = patches.size(2);
-    Tensor grouped_patches = ops::reshape(patches, {n, c.groups, -1, cells});
-    Tensor grouped_grad = ops::reshape(g, {n, c.groups, oc / c.groups, cells});
-    Tensor per_sample = ops::matmul(grouped_grad, ops::transpose(grouped_patches, -2, -1));
-    out[1] = ops::reshape(ops::sum(per_sample, std::vector<int64_t>{0}, false, std::nullopt), w.sizes());
-  }
+  if (s.needs_grad(1)) out[1] = transposed ? conv2d_weight_grad(g, x, w, c) : conv2d_weight_grad(x, g, w, c);
   if (s.needs_grad(2)) out[2] = ops::sum(g, std::vector<int64_t>{0, 2, 3}, false, std::nullopt);
   return out;
 }
 
 // An unbatched input (one dim fewer) is a batch of one, as in the forward.
-Stack conv_grads(const Saved& s, const Tensor& grad, const Conv& c, bool one_dimensional) {
+Stack conv_grads(const Saved& s, const Tensor& grad, const Conv& c, bool one_dimensional,
+                 bool transposed = false) {
   Shape x_sizes = s.input_sizes(0);
   Tensor x = s.needs_grad(1) ? s.input(0) : Tensor();
   Tensor w = s.input(1), g = grad;
@@ -56,7 +65,7 @@ Stack conv_grads(const Saved& s, const Tensor& grad, const Conv& c, bool one_dim
     w = ops::unsqueeze(w, -2);
   }
   if (!batched) add_dim(0);
-  Stack out = conv2d_grads(s, x_sizes, x, w, g, c);
+  Stack out = conv2d_grads(s, x_sizes, x, w, g, c, transposed);
   if (out[0].is<Tensor>()) out[0] = ops::reshape(out[0].get<Tensor>(), s.input_sizes(0));
   if (out[1].is<Tensor>()) out[1] = ops::reshape(out[1].get<Tensor>(), s.input_sizes(1));
   return out;
@@ -90,10 +99,14 @@ TN_DERIVATIVE("aten::conv1d", "ConvolutionBackward0", SAVES(0, 1), {
 // convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
 TN_DERIVATIVE("aten::convolution", "ConvolutionBackward0", SAVES(0, 1), {
   auto a = s.args();
-  if (a.boolean(6)) throw NotImplemented("torchnative does not differentiate transposed convolution yet");
   Conv c{a.int_list(3), a.int_list(4), a.int_list(5), a.integer(8)};
   bool one_dimensional = s.input_sizes(1).size() == 3;
-  return conv_grads(s, g[0], one_dimensional ? over_height_one(c) : c, one_dimensional);
+  return conv_grads(s, g[0], one_dimensional ? over_height_one(c) : c, one_dimensional, a.boolean(6));
+});
+// conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+TN_DERIVATIVE("aten::conv_transpose2d.input", "ConvolutionBackward0", SAVES(0, 1), {
+  auto a = s.args();
+  return conv_grads(s, g[0], Conv{a.int_list(3), a.int_list(4), a.int_list(7), a.integer(6)}, false, true);
 });
 
 }  // namespace tn::autograd

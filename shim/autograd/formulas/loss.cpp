@@ -93,6 +93,15 @@ TN_DERIVATIVE("aten::huber_loss", "HuberLossBackward0", SAVES(0, 1), {
   Tensor grad = ops::where(ops::lt(ops::abs(d), Scalar(delta)), inside, outside);
   return {grad, ops::neg(grad)};
 });
+// -t exp(-t x) / (1 + exp(-t x)) g, over the count for a mean, in upstream's steps.
+TN_DERIVATIVE("aten::soft_margin_loss", "SoftMarginLossBackward0",
+              SAVES(0, 1).without_derivative({1}).refused_as("soft_margin_loss"), {
+                const Tensor &x = s.input(0), &t = s.input(1);
+                double norm = s.args().integer(2) == kMean ? 1.0 / double(x.numel()) : 1.0;
+                Tensor z = ops::exp(ops::mul(ops::neg(t), x));
+                Tensor grad = ops::mul(ops::mul(t, z), Scalar(-norm));
+                return {ops::mul(ops::div(grad, ops::add(z, Scalar(int64_t{1}))), g[0])};
+              });
 // x: (x - t) / max(x (1 - x), 1e-12); t: log(1 - x) - log(x), each log clamped at -100 as the
 // forward's (upstream's EPSILON and clamp).
 TN_DERIVATIVE("aten::binary_cross_entropy", "BinaryCrossEntropyBackward0",
