@@ -14,7 +14,7 @@ FLAGS = {
                                 "--data-plane-host", "--join-window-ms", "--timestamp-window-ms",
                                 "--check-in-wait-ms", "--max-message-bytes", "--http-listen"],
     "torchnative-admin": ["--server", "--key", "--tls-ca", "public-key", "create-task", "stop-task", "devices",
-                          "rounds", "fetch-model", "events"],
+                          "tasks", "status", "rounds", "fetch-model", "events"],
     "torchnative-device": ["--server", "--key-dir", "--devices", "--rounds", "--examples", "--seed", "--step",
                            "--report-dir", "--tls-ca", "--check-in-wait-ms", "--training-slots",
                            "--max-model-bytes", "--round-transport"],
@@ -25,6 +25,7 @@ ADMIN_COMMAND_FLAGS = {
                     "--model", "--stored-model", "--digest"],
     "stop-task": ["TASK", "--reason"],
     "rounds": ["TASK"],
+    "status": ["TASK"],
     "fetch-model": ["VERSION", "--out", "--digest"],
     "events": ["--task", "--count"],
 }

@@ -50,7 +50,7 @@ struct Words {
   std::string server, key_file;
   std::optional<std::string> tls_ca;
   CreateTaskFlags create;
-  std::string task_id, reason;                  // stop-task, rounds
+  std::string task_id, reason;                  // stop-task, rounds, status
   std::string model_version, out_path, digest;  // fetch-model
   std::string events_task;
   uint64_t events_count = 0;
@@ -117,6 +117,13 @@ void declare(tn::cli::Command& program, Words& words) {
   stop.positional("TASK", "the task's id").into(words.task_id);
   stop.flag("--reason", "TEXT", "why, recorded with the task").into(words.reason);
   program.subcommand("devices", "lists the registered devices");
+  program.subcommand("tasks", "lists the tasks, each with its state, rounds completed and current round");
+  program
+      .subcommand("status",
+                  "shows where a task stands: its state, current round (devices selected and "
+                  "contributed), last aggregate's model version and each round's duration")
+      .positional("TASK", "the task's id")
+      .into(words.task_id);
   program.subcommand("rounds", "lists a task's rounds")
       .positional("TASK", "the task's id")
       .into(words.task_id);
@@ -129,6 +136,50 @@ void declare(tn::cli::Command& program, Words& words) {
       program.subcommand("events", "prints the coordinator's events as JSON lines, as they come");
   events.flag("--task", "TASK", "only this task's events; none: every task's").into(words.events_task);
   events.flag("--count", "N", "stops after N events; 0: when interrupted").into(words.events_count);
+}
+
+json round_json(const v1::RoundInfo& round) {
+  auto list = [](const auto& ids) { return std::vector<std::string>(ids.begin(), ids.end()); };
+  return {{"round_id", round.round_id()},
+          {"state", v1::RoundState_Name(round.state())},
+          {"input_model_version", round.input_model_version()},
+          {"output_model_version", round.output_model_version()},
+          {"selected", list(round.selected_devices())},
+          {"contributors", list(round.contributors())},
+          {"missing", list(round.missing())},
+          {"started_unix_ms", round.started_unix_ms()},
+          {"closed_unix_ms", round.closed_unix_ms()}};
+}
+
+// From start to close; null while the round is open.
+json duration_ms(const v1::RoundInfo& round) {
+  if (round.closed_unix_ms() == 0) return nullptr;
+  return round.closed_unix_ms() - round.started_unix_ms();
+}
+
+json task_json(const v1::TaskInfo& task) {
+  json current = nullptr;
+  if (task.has_current_round()) {
+    const v1::RoundInfo& round = task.current_round();
+    current = {{"round_id", round.round_id()},
+               {"state", v1::RoundState_Name(round.state())},
+               {"selected", round.selected_devices_size()},
+               {"contributed", round.contributors_size()},
+               {"missing", round.missing_size()},
+               {"started_unix_ms", round.started_unix_ms()},
+               {"duration_ms", duration_ms(round)}};
+  }
+  return {{"task_id", task.task_id()},
+          {"strategy", task.strategy()},
+          {"state", v1::TaskState_Name(task.state())},
+          {"state_reason", task.state_reason()},
+          {"rounds_planned", task.rounds_planned()},
+          {"rounds_completed", task.rounds_completed()},
+          {"devices_per_round", task.devices_per_round()},
+          {"created_unix_ms", task.created_unix_ms()},
+          {"current_round", current},
+          {"latest_model_version", task.latest_model_version()},
+          {"mean_completed_round_ms", task.mean_completed_round_ms()}};
 }
 
 class Admin {
@@ -218,17 +269,30 @@ class Admin {
     payload.set_task_id(task_id);
     const v1::ListRoundsResponse response = call("ListRounds", payload, &v1::AdminService::Stub::ListRounds);
     json out = json::array();
-    auto list = [](const auto& ids) { return std::vector<std::string>(ids.begin(), ids.end()); };
+    for (const v1::RoundInfo& round : response.rounds()) out.push_back(round_json(round));
+    return out;
+  }
+
+  json tasks() {
+    const v1::ListTasksResponse response =
+        call("ListTasks", v1::ListTasksPayload(), &v1::AdminService::Stub::ListTasks);
+    json out = json::array();
+    for (const v1::TaskInfo& task : response.tasks()) out.push_back(task_json(task));
+    return out;
+  }
+
+  json status(const std::string& task_id) {
+    v1::GetTaskPayload payload;
+    payload.set_task_id(task_id);
+    const v1::GetTaskResponse response = call("GetTask", payload, &v1::AdminService::Stub::GetTask);
+    json out = task_json(response.task());
+    out["rounds"] = json::array();
     for (const v1::RoundInfo& round : response.rounds())
-      out.push_back({{"round_id", round.round_id()},
-                     {"state", v1::RoundState_Name(round.state())},
-                     {"input_model_version", round.input_model_version()},
-                     {"output_model_version", round.output_model_version()},
-                     {"selected", list(round.selected_devices())},
-                     {"contributors", list(round.contributors())},
-                     {"missing", list(round.missing())},
-                     {"started_unix_ms", round.started_unix_ms()},
-                     {"closed_unix_ms", round.closed_unix_ms()}});
+      out["rounds"].push_back({{"round_id", round.round_id()},
+                               {"state", v1::RoundState_Name(round.state())},
+                               {"selected", round.selected_devices_size()},
+                               {"contributed", round.contributors_size()},
+                               {"duration_ms", duration_ms(round)}});
     return out;
   }
 
@@ -347,6 +411,10 @@ int run(const tn::cli::Command& program, const std::string& command, const Words
     result = admin.devices();
   else if (command == "rounds")
     result = admin.rounds(words.task_id);
+  else if (command == "tasks")
+    result = admin.tasks();
+  else if (command == "status")
+    result = admin.status(words.task_id);
   else if (command == "fetch-model")
     result = admin.fetch_model(words.model_version, words.out_path, words.digest);
   else {

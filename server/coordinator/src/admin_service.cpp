@@ -28,6 +28,62 @@ v1::RoundState round_state(const RoundRecord& round) {
   return v1::ROUND_STATE_UNSPECIFIED;
 }
 
+v1::TaskState task_state(TaskState state) {
+  switch (state) {
+    case TaskState::Running:
+      return v1::TASK_STATE_RUNNING;
+    case TaskState::Stopped:
+      return v1::TASK_STATE_STOPPED;
+    case TaskState::Failed:
+      return v1::TASK_STATE_FAILED;
+    case TaskState::Completed:
+      return v1::TASK_STATE_COMPLETED;
+  }
+  return v1::TASK_STATE_UNSPECIFIED;
+}
+
+void fill_round_info(const RoundRecord& round, v1::RoundInfo& info) {
+  info.set_task_id(round.task_id);
+  info.set_round_id(round.round_number);
+  info.set_state(round_state(round));
+  info.set_input_model_version(model_version_name(round.task_id, round.model_version_in));
+  if (round.model_version_out)
+    info.set_output_model_version(model_version_name(round.task_id, *round.model_version_out));
+  for (const auto& id : round.selected) info.add_selected_devices(id);
+  for (const auto& id : round.contributors) info.add_contributors(id);
+  for (const auto& id : round.missing) info.add_missing(id);
+  info.set_started_unix_ms(uint64_t(round.started_at_ms));
+  if (round.closed_at_ms) info.set_closed_unix_ms(uint64_t(*round.closed_at_ms));
+}
+
+// Where the task stands, from its record and its rounds (by number).
+void fill_task_info(const TaskRecord& task, const std::vector<RoundRecord>& rounds, v1::TaskInfo& info) {
+  const std::string& id = task.definition.id;
+  info.set_task_id(id);
+  info.set_strategy(task.definition.strategy);
+  info.set_state(task_state(task.state));
+  info.set_state_reason(task.state_reason);
+  info.set_rounds_planned(task.definition.rounds_planned);
+  // Read alone, so that a task whose other stored parameters no longer read back is still listed.
+  info.set_devices_per_round(task.definition.round_params.value("devices_per_round", 0u));
+  info.set_created_unix_ms(uint64_t(task.created_at_ms));
+  uint64_t completed = 0, completed_ms = 0;
+  for (const RoundRecord& round : rounds)
+    if (round.state == RoundState::Completed) {
+      ++completed;
+      completed_ms += uint64_t(*round.closed_at_ms - round.started_at_ms);
+    }
+  info.set_rounds_completed(completed);
+  info.set_latest_model_version(model_version_name(id, completed));
+  if (completed) info.set_mean_completed_round_ms(completed_ms / completed);
+  if (!rounds.empty()) fill_round_info(rounds.back(), *info.mutable_current_round());
+}
+
+std::vector<RoundRecord> rounds_of(StateStore& store, const std::string& task_id) {
+  if (!store.task(task_id)) throw NotFound("no task '" + task_id.substr(0, 300) + "'");
+  return store.list_rounds(task_id);
+}
+
 }  // namespace
 
 AdminServiceImpl::AdminServiceImpl(Services services, const RequestVerifier& verifier, Tasks& tasks)
@@ -130,25 +186,42 @@ grpc::Status AdminServiceImpl::ListRounds(grpc::ServerContext*, const v1::ListRo
     if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
         !admitted.ok())
       return admitted;
-    const std::string& task_id = payload.task_id();
-    std::vector<RoundRecord> rounds = services_.state.with([&](StateStore& store) {
-      if (!store.task(task_id)) throw NotFound("no task '" + task_id.substr(0, 300) + "'");
-      return store.list_rounds(task_id);
+    for (const RoundRecord& round :
+         services_.state.with([&](StateStore& store) { return rounds_of(store, payload.task_id()); }))
+      fill_round_info(round, *response->add_rounds());
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AdminServiceImpl::ListTasks(grpc::ServerContext*, const v1::ListTasksRequest* request,
+                                         v1::ListTasksResponse* response) {
+  const std::string name = method("ListTasks");
+  return serve(name, [&] {
+    v1::ListTasksPayload payload;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
+    services_.state.with([&](StateStore& store) {
+      for (const TaskRecord& task : store.list_tasks())
+        fill_task_info(task, store.list_rounds(task.definition.id), *response->add_tasks());
     });
-    for (const RoundRecord& round : rounds) {
-      v1::RoundInfo& info = *response->add_rounds();
-      info.set_task_id(round.task_id);
-      info.set_round_id(round.round_number);
-      info.set_state(round_state(round));
-      info.set_input_model_version(model_version_name(task_id, round.model_version_in));
-      if (round.model_version_out)
-        info.set_output_model_version(model_version_name(task_id, *round.model_version_out));
-      for (const auto& id : round.selected) info.add_selected_devices(id);
-      for (const auto& id : round.contributors) info.add_contributors(id);
-      for (const auto& id : round.missing) info.add_missing(id);
-      info.set_started_unix_ms(uint64_t(round.started_at_ms));
-      if (round.closed_at_ms) info.set_closed_unix_ms(uint64_t(*round.closed_at_ms));
-    }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status AdminServiceImpl::GetTask(grpc::ServerContext*, const v1::GetTaskRequest* request,
+                                       v1::GetTaskResponse* response) {
+  const std::string name = method("GetTask");
+  return serve(name, [&] {
+    v1::GetTaskPayload payload;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
+        !admitted.ok())
+      return admitted;
+    services_.state.with([&](StateStore& store) {
+      std::vector<RoundRecord> rounds = rounds_of(store, payload.task_id());
+      fill_task_info(*store.task(payload.task_id()), rounds, *response->mutable_task());
+      for (const RoundRecord& round : rounds) fill_round_info(round, *response->add_rounds());
+    });
     return grpc::Status::OK;
   });
 }

@@ -23,6 +23,10 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                            v1::ListDevicesResponse* response) override;
   grpc::Status ListRounds(grpc::ServerContext* context, const v1::ListRoundsRequest* request,
                           v1::ListRoundsResponse* response) override;
+  grpc::Status ListTasks(grpc::ServerContext* context, const v1::ListTasksRequest* request,
+                         v1::ListTasksResponse* response) override;
+  grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
+                       v1::GetTaskResponse* response) override;
   grpc::Status FetchModelVersion(grpc::ServerContext* context, const v1::FetchModelVersionRequest* request,
                                  grpc::ServerWriter<v1::ModelStream>* writer) override;
   // Events from the moment of the call, until the caller cancels or the coordinator stops.

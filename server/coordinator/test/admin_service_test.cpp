@@ -1,0 +1,131 @@
+// AdminService's task views (ListTasks, GetTask, ListRounds), against a real Coordinator started
+// on a state directory written beforehand with the StateStore: one completed round, then one
+// left open as a crash leaves it.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "proto/signing.h"
+#include "round_params.h"
+#include "server/coordinator.h"
+#include "server/hex.h"
+#include "state_store_fixture.h"
+#include "torchnative/federated/v1/admin.grpc.pb.h"
+
+namespace {
+
+namespace v1 = ::torchnative::federated::v1;
+using namespace tn::server::state_test;
+using tn::proto::SigningKey;
+
+constexpr int64_t kRoundOneMs = 4'000;  // how long the completed round took, by the store's clock
+
+class AdminTaskViews : public StateStoreTest {
+ protected:
+  void SetUp() override {
+    StateStoreTest::SetUp();
+    {
+      StateStore store = open();
+      populate_with_a_resumable_task(store);
+    }
+    tn::server::CoordinatorConfig config;
+    config.listen = "127.0.0.1:0";
+    config.http_listen = "";
+    config.state_directory = directory_;
+    config.admin_public_keys = {admin_.public_key()};
+    coordinator_ = std::make_unique<tn::server::Coordinator>(config);
+    admin_stub_ = v1::AdminService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(coordinator_->grpc_port()), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    coordinator_.reset();
+    StateStoreTest::TearDown();
+  }
+
+  // Devices a, b and c; task "mnist" (2 devices a round, 5 rounds planned): round 1 completed in
+  // kRoundOneMs, round 2 open when the store closes.
+  void populate_with_a_resumable_task(StateStore& store) {
+    for (int i = 0; i < 3; ++i) store.register_device(std::string(1, char('a' + i)), public_key(i), {});
+    tn::server::RoundParams params;
+    params.devices_per_round = 2;
+    params.min_updates = 1;
+    params.round_timeout = std::chrono::minutes(1);
+    TaskDefinition task = definition("mnist");
+    task.round_params = params.to_json();
+    store.create_task(task, small_model());
+    store.begin_round("mnist", {1, 0, {"a", "b"}, now_ms_ + 60'000});
+    now_ms_ += kRoundOneMs;
+    store.close_round("mnist", 1, completed({"a"}, {"b"}, small_model(2), 1));
+    store.begin_round("mnist", {2, 1, {"a", "c"}, now_ms_ + 60'000});
+  }
+
+  template <typename Request, typename Response>
+  grpc::Status call(const char* method, const google::protobuf::Message& payload,
+                    grpc::Status (v1::AdminService::Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                                Response*),
+                    Response& response) {
+    Request request;
+    payload.SerializeToString(request.mutable_payload());
+    const std::string path = "/" + std::string(v1::AdminService::service_full_name()) + "/" + method;
+    *request.mutable_auth() =
+        tn::proto::sign_request(path, tn::server::to_hex(admin_.public_key()), request.payload(), admin_);
+    grpc::ClientContext context;
+    return (admin_stub_.get()->*rpc)(&context, request, &response);
+  }
+
+  v1::GetTaskResponse get_task(const std::string& id) {
+    v1::GetTaskPayload payload;
+    payload.set_task_id(id);
+    v1::GetTaskResponse response;
+    grpc::Status status = call("GetTask", payload, &v1::AdminService::Stub::GetTask, response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  SigningKey admin_ = SigningKey::generate();
+  std::unique_ptr<tn::server::Coordinator> coordinator_;
+  std::unique_ptr<v1::AdminService::Stub> admin_stub_;
+};
+
+TEST_F(AdminTaskViews, GetTaskSaysWhereTheTaskStands) {
+  const v1::GetTaskResponse response = get_task("mnist");
+  const v1::TaskInfo& task = response.task();
+  EXPECT_EQ(task.task_id(), "mnist");
+  EXPECT_EQ(task.strategy(), "fedavg");
+  EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);  // resumed, waiting for devices
+  EXPECT_EQ(task.rounds_planned(), 5u);
+  EXPECT_EQ(task.rounds_completed(), 1u);
+  EXPECT_EQ(task.devices_per_round(), 2u);
+  EXPECT_EQ(task.latest_model_version(), "mnist/1");
+  EXPECT_EQ(task.mean_completed_round_ms(), uint64_t(kRoundOneMs));
+  ASSERT_TRUE(task.has_current_round());
+  EXPECT_EQ(task.current_round().round_id(), 2u);
+  EXPECT_EQ(std::vector<std::string>(task.current_round().selected_devices().begin(),
+                                     task.current_round().selected_devices().end()),
+            (std::vector<std::string>{"a", "c"}));
+
+  ASSERT_EQ(response.rounds_size(), 2);
+  const v1::RoundInfo& first = response.rounds(0);
+  EXPECT_EQ(first.state(), v1::ROUND_STATE_COMPLETED);
+  EXPECT_EQ(first.output_model_version(), "mnist/1");
+  EXPECT_EQ(first.contributors_size(), 1);
+  EXPECT_EQ(first.missing_size(), 1);
+  EXPECT_EQ(first.closed_unix_ms() - first.started_unix_ms(), uint64_t(kRoundOneMs));
+}
+
+TEST_F(AdminTaskViews, ListTasksListsEveryTaskAndGetTaskRefusesAnUnknownOne) {
+  v1::ListTasksResponse listed;
+  ASSERT_TRUE(call("ListTasks", v1::ListTasksPayload(), &v1::AdminService::Stub::ListTasks, listed).ok());
+  ASSERT_EQ(listed.tasks_size(), 1);
+  EXPECT_EQ(listed.tasks(0).task_id(), "mnist");
+  EXPECT_EQ(listed.tasks(0).rounds_completed(), 1u);
+
+  v1::GetTaskPayload payload;
+  payload.set_task_id("nope");
+  v1::GetTaskResponse response;
+  const grpc::Status status = call("GetTask", payload, &v1::AdminService::Stub::GetTask, response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("no task 'nope'"), std::string::npos) << status.error_message();
+}
+
+}  // namespace

@@ -1,0 +1,51 @@
+"""Tasks an operator can follow with torchnative-admin, over real processes on loopback: `tasks`
+lists them and `status TASK` says where one stands (state, current round with the devices
+selected and contributed, the last aggregate's model version, each round's duration)."""
+import subprocess
+
+import numpy as np
+
+from federation import admin_json, create_fedavg_task, run_device_rounds
+
+DEVICES = 3
+ROUNDS = 2
+
+
+def small_model():
+    return {"weight": np.arange(6, dtype=np.float32).reshape(2, 3), "steps": np.array([7], dtype=np.int64)}
+
+
+def test_tasks_and_status_say_where_a_finished_task_stands(coordinator, tmp_path):
+    task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=ROUNDS, per_round=DEVICES,
+                              min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
+    before = admin_json(coordinator, "status", task)
+    assert (before["state"], before["rounds_completed"], before["latest_model_version"]) == \
+        ("TASK_STATE_RUNNING", 0, f"{task}/0")
+    assert before["rounds"] == [] and before["current_round"] is None  # no device yet
+
+    run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS)
+
+    status = admin_json(coordinator, "status", task)
+    assert status["state"] == "TASK_STATE_COMPLETED", status
+    assert status["state_reason"] == f"all {ROUNDS} rounds completed"
+    assert (status["rounds_planned"], status["rounds_completed"], status["devices_per_round"]) == \
+        (ROUNDS, ROUNDS, DEVICES)
+    assert status["latest_model_version"] == f"{task}/{ROUNDS}"
+    current = status["current_round"]
+    assert (current["round_id"], current["state"], current["selected"], current["contributed"]) == \
+        (ROUNDS, "ROUND_STATE_COMPLETED", DEVICES, DEVICES)
+    durations = [r["duration_ms"] for r in status["rounds"]]
+    assert [r["round_id"] for r in status["rounds"]] == list(range(1, ROUNDS + 1))
+    assert all(isinstance(d, int) and d >= 0 for d in durations), durations
+    assert status["mean_completed_round_ms"] == sum(durations) // ROUNDS
+
+    listed = admin_json(coordinator, "tasks")
+    assert [t["task_id"] for t in listed] == [task]
+    assert listed[0] == {key: value for key, value in status.items() if key != "rounds"}
+
+
+def test_status_of_an_unknown_task_names_it(coordinator):
+    result = subprocess.run(coordinator["admin"] + ["status", "no-such-task"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1
+    assert "GetTask failed with status 5: no task 'no-such-task'" in result.stderr, result.stderr
