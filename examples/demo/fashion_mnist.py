@@ -4,6 +4,7 @@ reads it: the demo's data, and the fixture of the tests that train on it
 import gzip
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 PACKAGE = "dataset-fashion-mnist"
@@ -41,7 +42,12 @@ def torchvision_root(directory):
 def load(root, train):
     """The training (train=True, 60,000) or test (10,000) images as float32 N x 1 x 28 x 28 in
     [0, 1], and their labels (int64), through torchvision's FashionMNIST."""
-    import torchvision  # only the demo's processes load images; the tests' fixture needs the files alone
+    # Only the demo's processes load images; the tests' fixture needs the files alone. torchvision
+    # warns that the shim refuses its compiled image decoders (linked against upstream's libc10):
+    # FashionMNIST reads its files with torch alone.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to load image Python extension")
+        import torchvision
 
     dataset = torchvision.datasets.FashionMNIST(str(root), train=train)
     return dataset.data.unsqueeze(1).float() / 255.0, dataset.targets.long()
