@@ -170,7 +170,7 @@ def test_the_coordinator_killed_mid_round_resumes_from_its_last_committed_versio
             restarted["process"].wait()
 
     assert [(r["round_id"], r["state"]) for r in rounds] == [
-        (1, "ROUND_STATE_COMPLETED"), (2, "ROUND_STATE_STOPPED"), (3, "ROUND_STATE_COMPLETED")], rounds
+        (1, "ROUND_STATE_COMPLETED"), (2, "ROUND_STATE_INTERRUPTED"), (3, "ROUND_STATE_COMPLETED")], rounds
     a, b = devices.device_id("a"), devices.device_id("b")
     interrupted, resumed = rounds[1], rounds[2]
     assert interrupted["selected"] == sorted([a, b]) and interrupted["output_model_version"] == "", interrupted

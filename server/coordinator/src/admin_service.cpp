@@ -22,8 +22,7 @@ v1::RoundState round_state(const RoundRecord& round) {
     case RoundState::Completed:
       return v1::ROUND_STATE_COMPLETED;
     case RoundState::Abandoned:
-      // Interrupted: the coordinator stopped while the round ran.
-      return round.interrupted ? v1::ROUND_STATE_STOPPED : v1::ROUND_STATE_FAILED;
+      return round.interrupted ? v1::ROUND_STATE_INTERRUPTED : v1::ROUND_STATE_FAILED;
   }
   return v1::ROUND_STATE_UNSPECIFIED;
 }

@@ -113,6 +113,17 @@ TEST_F(AdminTaskViews, GetTaskSaysWhereTheTaskStands) {
   EXPECT_EQ(first.closed_unix_ms() - first.started_unix_ms(), uint64_t(kRoundOneMs));
 }
 
+// The round the restart cut off says so, and the task goes on under the next round number.
+TEST_F(AdminTaskViews, ARoundCutOffByARestartIsInterrupted) {
+  const v1::GetTaskResponse response = get_task("mnist");
+  ASSERT_EQ(response.rounds_size(), 2);
+  EXPECT_EQ(response.rounds(1).state(), v1::ROUND_STATE_INTERRUPTED);
+  EXPECT_EQ(response.rounds(1).output_model_version(), "");
+  EXPECT_EQ(response.rounds(1).contributors_size(), 0);
+  EXPECT_EQ(response.task().current_round().state(), v1::ROUND_STATE_INTERRUPTED);
+  EXPECT_EQ(response.task().state(), v1::TASK_STATE_RUNNING);
+}
+
 TEST_F(AdminTaskViews, ListTasksListsEveryTaskAndGetTaskRefusesAnUnknownOne) {
   v1::ListTasksResponse listed;
   ASSERT_TRUE(call("ListTasks", v1::ListTasksPayload(), &v1::AdminService::Stub::ListTasks, listed).ok());
