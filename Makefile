@@ -57,7 +57,7 @@ $(VENV)/.assembled: $(addprefix $(BUILD)/,$(VENV_INPUTS)) $(wildcard $(BUILD)/sh
 
 # The main job (docs/demo.md): 10 FedAvg rounds of 8 device processes on Fashion-MNIST through
 # torchnative-coordinator, against centralised training; its table, results.json and PNG plots
-# in $(BUILD)/demo. 5 to 6 minutes after set-up on 2 shared cores.
+# in $(BUILD)/demo. About 5 minutes after set-up on 2 shared cores.
 demo: setup
 	$(VENV)/bin/python examples/demo/run_demo.py --out $(BUILD)/demo
 

@@ -1,6 +1,7 @@
 """The federated job: a coordinator, one device process per shard (device_process.py), FedAvg
 rounds, and the test accuracy of each round's aggregate (the global model), fetched from the
 coordinator as the rounds complete."""
+import shutil
 import subprocess
 import sys
 import time
@@ -31,38 +32,60 @@ def launch_devices(coordinator, shards, directory, settings):
     return processes
 
 
-def next_closed_round(coordinator, task, number, devices, timeout):
-    """The task's round `number` (1-based) once it has closed; a failed round, or a device process
-    that died, ends the job."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rounds = coordinator.rounds(task)
-        if len(rounds) >= number and rounds[number - 1]["state"] != STILL_OPEN:
-            closed = rounds[number - 1]
-            if closed["state"] != COMPLETED:
-                raise RuntimeError(f"round {number} of {task} ended {closed['state']}: {closed}")
-            return closed
-        for index, process in enumerate(devices):
-            if process.poll() not in (None, 0):
-                raise RuntimeError(f"device {index} exited with status {process.returncode}")
-        time.sleep(0.5)
-    raise TimeoutError(f"round {number} of {task} did not close within {timeout} s")
+def closed_rounds(coordinator, task, devices):
+    """The task's rounds closed so far, by round number; a round that did not complete, or a
+    device process that died, ends the job."""
+    closed = sorted((entry for entry in coordinator.rounds(task) if entry["state"] != STILL_OPEN),
+                    key=lambda entry: int(entry["round_id"]))
+    for entry in closed:
+        if entry["state"] != COMPLETED:
+            raise RuntimeError(f"round {entry['round_id']} of {task} ended {entry['state']}: {entry}")
+    for index, process in enumerate(devices):
+        if process.poll() not in (None, 0):
+            raise RuntimeError(f"device {index} exited with status {process.returncode}")
+    return closed
 
 
-def round_record(closed, test_accuracy, start_ms):
-    """What the table shows of a closed round: its number, contributors, the aggregate's test
-    accuracy, how long the round took and when it closed (seconds since the devices started),
-    by the coordinator's clock (the accuracy is computed later, while the next rounds train)."""
+def round_record(closed, start_ms):
+    """What the table shows of a closed round, by the coordinator's clock: its number,
+    contributors, how long it took and when it closed (seconds since the devices started)."""
     started, ended = int(closed["started_unix_ms"]), int(closed["closed_unix_ms"])
-    return {"round": int(closed["round_id"]), "contributors": len(closed["contributors"]), "accuracy": test_accuracy,
+    return {"round": int(closed["round_id"]), "contributors": len(closed["contributors"]),
             "round_seconds": (ended - started) / 1000, "seconds": (ended - start_ms) / 1000}
+
+
+def follow_rounds(coordinator, task, devices, settings, start_ms, test_accuracy):
+    """Announces each round as it closes and, between polls, tests the closed rounds' global
+    models one at a time (test_accuracy(closed round)): a test takes longer than a round's poll,
+    so a round's close is shown at most one test late. Returns the rounds' records."""
+    records, announced = [], 0
+    deadline = time.monotonic() + settings.rounds * settings.round_timeout
+    while len(records) < settings.rounds:
+        closed = closed_rounds(coordinator, task, devices)
+        for entry in closed[announced:]:
+            record = round_record(entry, start_ms)
+            print(f"federated round {record['round']}/{settings.rounds} closed: {record['contributors']} devices, "
+                  f"{record['round_seconds']:.1f} s, at {record['seconds']:.1f} s", flush=True)
+        announced = len(closed)
+        if len(records) < announced:
+            entry = closed[len(records)]
+            records.append(dict(round_record(entry, start_ms), accuracy=test_accuracy(entry)))
+            print(f"federated round {records[-1]['round']}/{settings.rounds}: global model "
+                  f"{entry['output_model_version']} test accuracy {records[-1]['accuracy']:.4f}", flush=True)
+        elif time.monotonic() > deadline:
+            raise TimeoutError(f"{task}: {announced} of {settings.rounds} rounds closed after "
+                               f"{settings.rounds * settings.round_timeout} s")
+        else:
+            time.sleep(0.5)
+    return records
 
 
 def run(shards, test_images, test_labels, settings, directory):
     """FedAvg over the shards ([(images, labels)] per device) for settings.rounds rounds; returns
-    one record per round (round_record)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    records = []
+    one record per round (round_record, with the global model's test accuracy)."""
+    # A coordinator resumes the state it finds: a run's task, keys and models start from nothing.
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
     with Coordinator(directory) as coordinator:
         task = coordinator.create_fedavg_task(batchnorm_cnn(), settings.rounds, len(shards),
                                               settings.round_timeout)
@@ -70,13 +93,12 @@ def run(shards, test_images, test_labels, settings, directory):
         devices = launch_devices(coordinator, shards, directory, settings)
         try:
             global_model = batchnorm_cnn()
-            for number in range(1, settings.rounds + 1):
-                closed = next_closed_round(coordinator, task, number, devices, settings.round_timeout)
+
+            def test_accuracy(closed):
                 global_model.load_state_dict(coordinator.fetch_model(closed["output_model_version"]))
-                records.append(round_record(closed, accuracy(global_model, test_images, test_labels), start_ms))
-                print(f"federated round {number}/{settings.rounds}: {records[-1]['contributors']} devices, "
-                      f"{records[-1]['round_seconds']:.1f} s, closed at {records[-1]['seconds']:.1f} s; global "
-                      f"model {closed['output_model_version']} test accuracy {records[-1]['accuracy']:.4f}", flush=True)
+                return accuracy(global_model, test_images, test_labels)
+
+            records = follow_rounds(coordinator, task, devices, settings, start_ms, test_accuracy)
             for index, process in enumerate(devices):
                 if process.wait(timeout=60) != 0:
                     raise RuntimeError(f"device {index} exited with status {process.returncode}")

@@ -35,7 +35,9 @@ def test_reduced_demo_trains_both_models_and_writes_its_report(tmp_path):
     for device in range(DEVICES):
         for number in range(1, ROUNDS + 1):
             assert f"device {device}: round {number} from task-1/{number - 1}," in out, out
-    assert f"federated round {ROUNDS}/{ROUNDS}: {DEVICES} devices" in out, out
+    for number in range(1, ROUNDS + 1):
+        assert f"federated round {number}/{ROUNDS} closed: {DEVICES} devices," in out, out
+        assert f"federated round {number}/{ROUNDS}: global model task-1/{number} test accuracy" in out, out
     assert "| round | federated accuracy | centralised accuracy |" in out, out
     assert f"output: {tmp_path.resolve()}" in out, out
     for plot in ("accuracy.png", "label_skew.png"):
