@@ -27,7 +27,7 @@ ADMIN_COMMAND_FLAGS = {
     "rounds": ["TASK"],
     "status": ["TASK"],
     "fetch-model": ["VERSION", "--out", "--digest"],
-    "events": ["--task", "--count"],
+    "events": ["--task", "--count", "--since"],
 }
 
 

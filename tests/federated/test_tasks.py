@@ -1,11 +1,14 @@
 """Tasks an operator can follow with torchnative-admin, over real processes on loopback: `tasks`
 lists them and `status TASK` says where one stands (state, current round with the devices
-selected and contributed, the last aggregate's model version, each round's duration)."""
+selected and contributed, the last aggregate's model version, each round's duration); `events
+--since N` replays the stored events after sequence N, whose numbering survives a kill -9 of the
+coordinator."""
+import json
 import subprocess
 
 import numpy as np
 
-from federation import admin_json, create_fedavg_task, run_device_rounds
+from federation import admin_json, create_fedavg_task, launch_coordinator, run_device_rounds
 
 DEVICES = 3
 ROUNDS = 2
@@ -49,3 +52,40 @@ def test_status_of_an_unknown_task_names_it(coordinator):
                             timeout=60)
     assert result.returncode == 1
     assert "GetTask failed with status 5: no task 'no-such-task'" in result.stderr, result.stderr
+
+
+def logged_events(log):
+    """(sequence, kind) of every event the coordinator's log has, in order."""
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    return [(entry["sequence"], "EVENT_KIND_" + entry["event"].upper()) for entry in entries if "sequence" in entry]
+
+
+def replayed(coordinator, since, count):
+    result = subprocess.run(coordinator["admin"] + ["events", "--since", str(since), "--count", str(count)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [(event["sequence"], event["kind"]) for event in map(json.loads, result.stdout.splitlines())]
+
+
+def test_events_replay_from_a_sequence_number_across_a_coordinator_kill(coordinator, tmp_path):
+    task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=1, per_round=DEVICES,
+                              min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
+    run_device_rounds(coordinator, tmp_path, task, DEVICES, 1)
+    published = logged_events(coordinator["log"])
+    assert [sequence for sequence, _ in published] == list(range(1, len(published) + 1))
+    assert published[-1][1] == "EVENT_KIND_TASK_FINISHED"
+    assert replayed(coordinator, 0, len(published)) == published
+
+    coordinator["process"].kill()
+    coordinator["process"].wait()
+    restarted = launch_coordinator(tmp_path, grpc_port=coordinator["grpc_port"], log_name="restarted.log")
+    try:
+        assert replayed(restarted, 0, len(published)) == published
+        assert replayed(restarted, len(published) - 2, 2) == published[-2:]
+        second = create_fedavg_task(restarted, tmp_path, small_model(), rounds=1, per_round=DEVICES,
+                                    min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
+        assert replayed(restarted, len(published), 1) == [(len(published) + 1, "EVENT_KIND_TASK_CREATED")]
+        assert second != task
+    finally:
+        restarted["process"].kill()
+        restarted["process"].wait()

@@ -54,6 +54,7 @@ struct Words {
   std::string model_version, out_path, digest;  // fetch-model
   std::string events_task;
   uint64_t events_count = 0;
+  std::optional<uint64_t> events_since;
 };
 
 void digest_flag(tn::cli::Command& command, std::string& digest, const std::string& meaning) {
@@ -136,6 +137,15 @@ void declare(tn::cli::Command& program, Words& words) {
       program.subcommand("events", "prints the coordinator's events as JSON lines, as they come");
   events.flag("--task", "TASK", "only this task's events; none: every task's").into(words.events_task);
   events.flag("--count", "N", "stops after N events; 0: when interrupted").into(words.events_count);
+  events
+      .flag("--since", "N",
+            "first the stored events after sequence N (0: all; sequences go on across coordinator "
+            "restarts, so the last one printed resumes without gaps), then events as they come")
+      .default_text("only events from now on")
+      .handle([&words](const std::string& text) {
+        words.events_since =
+            tn::cli::detail::parse_integer<uint64_t>(text, 0, std::numeric_limits<uint64_t>::max());
+      });
 }
 
 json round_json(const v1::RoundInfo& round) {
@@ -180,6 +190,16 @@ json task_json(const v1::TaskInfo& task) {
           {"current_round", current},
           {"latest_model_version", task.latest_model_version()},
           {"mean_completed_round_ms", task.mean_completed_round_ms()}};
+}
+
+json event_json(const v1::Event& event) {
+  return {{"sequence", event.sequence()},
+          {"time_unix_ms", event.time_unix_ms()},
+          {"kind", v1::EventKind_Name(event.kind())},
+          {"task_id", event.task_id()},
+          {"round_id", event.round_id()},
+          {"device_id", event.device_id()},
+          {"message", event.message()}};
 }
 
 class Admin {
@@ -330,9 +350,10 @@ class Admin {
             {"path", out_path}};
   }
 
-  void events(const std::string& task_id, uint64_t limit) {
+  void events(const std::string& task_id, uint64_t limit, std::optional<uint64_t> since) {
     v1::StreamEventsPayload payload;
     payload.set_task_id(task_id);
+    if (since) payload.set_after_sequence(*since);
     v1::StreamEventsRequest request;
     sign(request, "StreamEvents", payload);
     grpc::ClientContext context;
@@ -340,15 +361,7 @@ class Admin {
     v1::Event event;
     uint64_t shown = 0;
     while ((limit == 0 || shown < limit) && reader->Read(&event)) {
-      std::cout << json{{"sequence", event.sequence()},
-                        {"time_unix_ms", event.time_unix_ms()},
-                        {"kind", v1::EventKind_Name(event.kind())},
-                        {"task_id", event.task_id()},
-                        {"round_id", event.round_id()},
-                        {"device_id", event.device_id()},
-                        {"message", event.message()}}
-                       .dump()
-                << std::endl;
+      std::cout << event_json(event).dump() << std::endl;
       ++shown;
     }
     if (limit != 0 && shown == limit) {
@@ -418,7 +431,7 @@ int run(const tn::cli::Command& program, const std::string& command, const Words
   else if (command == "fetch-model")
     result = admin.fetch_model(words.model_version, words.out_path, words.digest);
   else {
-    admin.events(words.events_task, words.events_count);
+    admin.events(words.events_task, words.events_count, words.events_since);
     return 0;
   }
   std::cout << result.dump(2) << "\n";

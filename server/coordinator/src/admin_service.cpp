@@ -248,7 +248,7 @@ grpc::Status AdminServiceImpl::StreamEvents(grpc::ServerContext* context,
     if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
         !admitted.ok())
       return admitted;
-    uint64_t cursor = services_.events.latest();
+    uint64_t cursor = payload.has_after_sequence() ? payload.after_sequence() : services_.events.latest();
     while (!context->IsCancelled() && !services_.events.closed())
       for (const v1::Event& event :
            services_.events.follow(cursor, payload.task_id(), std::chrono::milliseconds(500)))

@@ -29,7 +29,8 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                        v1::GetTaskResponse* response) override;
   grpc::Status FetchModelVersion(grpc::ServerContext* context, const v1::FetchModelVersionRequest* request,
                                  grpc::ServerWriter<v1::ModelStream>* writer) override;
-  // Events from the moment of the call, until the caller cancels or the coordinator stops.
+  // Events from the moment of the call, or the stored ones after the sequence number the payload
+  // gives and then those to come, until the caller cancels or the coordinator stops.
   grpc::Status StreamEvents(grpc::ServerContext* context, const v1::StreamEventsRequest* request,
                             grpc::ServerWriter<v1::Event>* writer) override;
 

@@ -6,13 +6,13 @@
 #include <thread>
 
 #include "admin_service.h"
+#include "cli/read_file.h"
 #include "device_service.h"
 #include "grpc_log.h"
 #include "http_endpoint.h"
 #include "json_log.h"
 #include "malformed_requests.h"
 #include "request_verifier.h"
-#include "cli/read_file.h"
 #include "tasks.h"
 
 namespace tn::server {
@@ -28,8 +28,9 @@ constexpr std::chrono::seconds kNoncePruneInterval{60};
 std::shared_ptr<grpc::ServerCredentials> credentials(const CoordinatorConfig& config) {
   if (!config.tls) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options;
-  options.pem_key_cert_pairs.push_back({tn::cli::read_file(config.tls->private_key, "TLS private key"),
-                                        tn::cli::read_file(config.tls->certificate_chain, "TLS certificate chain")});
+  options.pem_key_cert_pairs.push_back(
+      {tn::cli::read_file(config.tls->private_key, "TLS private key"),
+       tn::cli::read_file(config.tls->certificate_chain, "TLS certificate chain")});
   return grpc::SslServerCredentials(options);
 }
 
@@ -41,7 +42,7 @@ struct Coordinator::Impl {
   Metrics metrics;
   GrpcLogRoute grpc_log{metrics};
   DeviceBoard board{config.heartbeat_interval * kHeartbeatsUntilGone};
-  EventLog events;
+  EventLog events{state};
   UpdateInboxes inboxes;
   Services services{config, state, board, events, metrics, inboxes};
   RequestVerifier verifier;

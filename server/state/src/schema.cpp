@@ -109,6 +109,22 @@ CREATE TABLE used_nonces (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX used_nonces_by_time ON used_nonces (timestamp_ms);
 )sql",
+    // 2: the coordinator's events (admin.proto's Event), so that their sequence goes on across
+    // restarts and a follower can replay from a sequence number. The sequence is the coordinator's
+    // own, not SQLite's rowid allocation.
+    R"sql(
+CREATE TABLE events (
+  sequence INTEGER PRIMARY KEY CHECK (sequence >= 1),
+  time_unix_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  round_id INTEGER NOT NULL CHECK (round_id >= 0),
+  device_id TEXT NOT NULL,
+  message TEXT NOT NULL
+) STRICT;
+-- One task's events in order, for a follower of that task.
+CREATE INDEX events_by_task ON events (task_id, sequence);
+)sql",
 };
 
 constexpr int64_t kLatestVersion = int64_t(std::size(kMigrations));

@@ -805,6 +805,43 @@ uint64_t StateStore::prune_nonces(int64_t older_than_ms) {
   return uint64_t(impl_->database.changes());
 }
 
+void StateStore::append_events(const std::vector<StoredEvent>& events) {
+  Transaction transaction(impl_->database);
+  uint64_t latest = latest_event_sequence();
+  for (const StoredEvent& event : events) {
+    if (event.sequence <= latest)
+      throw Conflict("event sequence " + std::to_string(event.sequence) + " is not above the stored " +
+                     std::to_string(latest));
+    Statement(impl_->database,
+              "INSERT INTO events (sequence, time_unix_ms, kind, task_id, round_id, device_id, message) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(event.sequence, event.time_unix_ms, event.kind, event.task_id, event.round_id, event.device_id,
+              event.message)
+        .run();
+    latest = event.sequence;
+  }
+  transaction.commit();
+}
+
+std::vector<StoredEvent> StateStore::events_after(uint64_t after, std::string_view task_id,
+                                                  size_t limit) const {
+  Statement rows(impl_->database,
+                 "SELECT sequence, time_unix_ms, kind, task_id, round_id, device_id, message FROM events "
+                 "WHERE sequence > ? AND (? = '' OR task_id = ?) ORDER BY sequence LIMIT ?");
+  rows.bind(after, task_id, task_id, uint64_t(limit));
+  std::vector<StoredEvent> events;
+  while (rows.step())
+    events.push_back({uint64_t(rows.integer(0)), rows.integer(1), rows.text(2), rows.text(3),
+                      uint64_t(rows.integer(4)), rows.text(5), rows.text(6)});
+  return events;
+}
+
+uint64_t StateStore::latest_event_sequence() const {
+  Statement latest(impl_->database, "SELECT coalesce(max(sequence), 0) FROM events");
+  latest.step();
+  return uint64_t(latest.integer(0));
+}
+
 std::vector<FileProblem> StateStore::verify_files() const {
   return impl_->check_files(OpenOptions::FileCheck::Hashes);
 }

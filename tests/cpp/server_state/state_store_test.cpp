@@ -14,14 +14,14 @@ using namespace tn::server::state_test;
 TEST_F(StateStoreTest, CreatesTheSchemaAtItsLatestMigrationOnce) {
   {
     StateStore store = open();
-    EXPECT_EQ(store.schema_version(), 1);
+    EXPECT_EQ(store.schema_version(), 2);
   }
-  StateStore reopened = open();  // a second open must not apply the migration again
-  EXPECT_EQ(reopened.schema_version(), 1);
+  StateStore reopened = open();  // a second open must not apply the migrations again
+  EXPECT_EQ(reopened.schema_version(), 2);
   RawDatabase raw(directory_);
-  EXPECT_EQ(raw.column("SELECT version FROM schema_migrations"), std::vector<std::string>{"1"});
+  EXPECT_EQ(raw.column("SELECT version FROM schema_migrations"), (std::vector<std::string>{"1", "2"}));
   EXPECT_EQ(raw.column("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name"),
-            (std::vector<std::string>{"devices", "model_versions", "round_devices", "rounds",
+            (std::vector<std::string>{"devices", "events", "model_versions", "round_devices", "rounds",
                                       "schema_migrations", "strategy_states", "tasks", "used_nonces"}));
   EXPECT_EQ(raw.column("PRAGMA journal_mode"), std::vector<std::string>{"wal"});
   EXPECT_EQ(raw.column("PRAGMA integrity_check"), std::vector<std::string>{"ok"});
@@ -29,12 +29,12 @@ TEST_F(StateStoreTest, CreatesTheSchemaAtItsLatestMigrationOnce) {
 
 TEST_F(StateStoreTest, RefusesADatabaseFromANewerBuild) {
   { StateStore store = open(); }
-  RawDatabase(directory_).execute("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (2, 0)");
+  RawDatabase(directory_).execute("INSERT INTO schema_migrations (version, applied_at_ms) VALUES (3, 0)");
   try {
     open();
     FAIL() << "a schema newer than the build was accepted";
   } catch (const StateError& error) {
-    EXPECT_NE(std::string(error.what()).find("schema version 2, newer than the 1"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("schema version 3, newer than the 2"), std::string::npos)
         << error.what();
   }
 }
@@ -348,6 +348,38 @@ TEST_F(StateStoreTest, MarksRoundsLeftOpenAsInterruptedAndResumesAfterThem) {
 }
 
 // ---- nonces -----------------------------------------------------------------------------------
+
+// ---- events -----------------------------------------------------------------------------------
+
+TEST_F(StateStoreTest, KeepsEventsAcrossReopeningAndReadsThemAfterASequenceByTask) {
+  {
+    StateStore store = open();
+    EXPECT_EQ(store.latest_event_sequence(), 0u);
+    store.append_events({{1, now_ms_, "EVENT_KIND_TASK_CREATED", "mnist", 0, "", "fedavg"},
+                         {2, now_ms_, "EVENT_KIND_DEVICE_REGISTERED", "", 0, "a", "linux"}});
+    store.append_events({{5, now_ms_ + 1, "EVENT_KIND_ROUND_STARTED", "mnist", 1, "", "2 devices"}});
+    // Sequences only go up, and a refused batch stores nothing of itself.
+    EXPECT_THROW(store.append_events({{6, now_ms_, "EVENT_KIND_ROUND_FAILED", "mnist", 1, "", ""},
+                                      {5, now_ms_, "EVENT_KIND_ROUND_FAILED", "mnist", 1, "", ""}}),
+                 Conflict);
+  }
+  StateStore store = open();
+  EXPECT_EQ(store.latest_event_sequence(), 5u);
+  auto sequences = [](const std::vector<StoredEvent>& events) {
+    std::vector<uint64_t> numbers;
+    for (const StoredEvent& event : events) numbers.push_back(event.sequence);
+    return numbers;
+  };
+  EXPECT_EQ(sequences(store.events_after(0, "", 10)), (std::vector<uint64_t>{1, 2, 5}));
+  EXPECT_EQ(sequences(store.events_after(1, "", 10)), (std::vector<uint64_t>{2, 5}));
+  EXPECT_EQ(sequences(store.events_after(0, "mnist", 10)), (std::vector<uint64_t>{1, 5}));
+  EXPECT_EQ(sequences(store.events_after(0, "", 2)), (std::vector<uint64_t>{1, 2}));
+  const StoredEvent started = store.events_after(2, "mnist", 1).at(0);
+  EXPECT_EQ(started.kind, "EVENT_KIND_ROUND_STARTED");
+  EXPECT_EQ(started.round_id, 1u);
+  EXPECT_EQ(started.time_unix_ms, now_ms_ + 1);
+  EXPECT_EQ(started.message, "2 devices");
+}
 
 TEST_F(StateStoreTest, RefusesAReusedNonceUntilItIsPruned) {
   const std::string nonce(16, '\x01');

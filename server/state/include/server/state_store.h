@@ -144,6 +144,18 @@ struct ResumePoint {
   federated::TaskCheckpoint checkpoint() const;
 };
 
+// An event of the coordinator's, as AdminService.StreamEvents gives it (admin.proto's Event), kept
+// so that a follower can replay from a sequence number across restarts.
+struct StoredEvent {
+  uint64_t sequence = 0;  // given by the caller, above every stored one
+  int64_t time_unix_ms = 0;
+  std::string kind;  // admin.proto's EventKind name, "EVENT_KIND_ROUND_COMPLETED", ...
+  std::string task_id;
+  uint64_t round_id = 0;
+  std::string device_id;
+  std::string message;
+};
+
 struct FileProblem {
   std::string path;  // the file's full path
   std::string problem;
@@ -238,6 +250,14 @@ class StateStore {
   // Forgets nonces with timestamp_ms < older_than_ms (once outside the freshness window a
   // replay is refused by its timestamp); returns how many.
   uint64_t prune_nonces(int64_t older_than_ms);
+
+  // Stores events in one transaction; Conflict when a sequence is not above every stored one.
+  void append_events(const std::vector<StoredEvent>& events);
+  // Stored events whose sequence is above `after` (of `task_id` only, unless empty), by sequence,
+  // at most `limit` of them.
+  std::vector<StoredEvent> events_after(uint64_t after, std::string_view task_id, size_t limit) const;
+  // The highest stored sequence (0 before any event).
+  uint64_t latest_event_sequence() const;
 
   // Hashes every referenced file now; the problems found (empty when all are intact).
   std::vector<FileProblem> verify_files() const;
