@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -34,6 +35,9 @@ constexpr Milliseconds kCallTimeout{60'000};
 // has the same default.
 constexpr Milliseconds kDefaultHeartbeatInterval{10'000};
 
+// CheckInPayload.followed_task_ids: the coordinator looks at this many.
+constexpr size_t kMostFollowedTasks = 16;
+
 // A call that came back with a gRPC error; transient ones are retried by run().
 struct RpcError : std::runtime_error {
   RpcError(const char* method, const grpc::Status& status)
@@ -41,7 +45,28 @@ struct RpcError : std::runtime_error {
                            " " + status.error_message()),
         code(status.error_code()) {}
   grpc::StatusCode code;
+
+  // gRPC reports a certificate that fails verification as UNAVAILABLE, like a coordinator that
+  // is down; only its message tells them apart, and waiting cannot fix it.
+  bool certificate_rejected() const {
+    return code == grpc::StatusCode::UNAVAILABLE &&
+           std::string_view(what()).find("certificate verify failed") != std::string_view::npos;
+  }
+  // The coordinator could not be reached or answer in time: down, restarting, overloaded.
+  bool unreachable() const {
+    return (code == grpc::StatusCode::UNAVAILABLE && !certificate_rejected()) ||
+           code == grpc::StatusCode::DEADLINE_EXCEEDED;
+  }
 };
+
+// Waits `wait`, or less when `stop` is requested first; false when it was.
+bool pause(std::stop_token stop, Milliseconds wait) {
+  std::mutex mutex;
+  std::condition_variable_any never_notified;
+  std::unique_lock lock(mutex);
+  never_notified.wait_for(lock, stop, wait, [] { return false; });
+  return !stop.stop_requested();
+}
 
 uint64_t unix_ms(SystemClock::time_point t) {
   return uint64_t(std::chrono::duration_cast<Milliseconds>(t.time_since_epoch()).count());
@@ -248,6 +273,18 @@ struct Device::Impl {
   // The last round a heartbeat's answer said was stopped or closed (abandon_round).
   std::pair<std::string, uint64_t> abandoned_round;
 
+  // On the device's thread: the tasks it took part in, oldest first, the last CheckIn's answer
+  // when it had no work, and whether any answer said a task was running.
+  std::vector<std::string> followed_tasks;
+  std::optional<v1::NoWork> last_no_work;
+  bool saw_running_task = false;
+
+  // The CheckIn a stop cancels (run()), and whether the stop came: a CheckIn begun after it is
+  // cancelled as it starts.
+  std::mutex check_in_mutex;
+  grpc::ClientContext* held_check_in = nullptr;
+  bool check_ins_cancelled = false;
+
   explicit Impl(DeviceOptions o)
       : options(std::move(o)),
         key(proto::SigningKey::load_or_create(options.key_file)),
@@ -389,6 +426,31 @@ struct Device::Impl {
     return assembler.finish();  // every byte arrived (and hashes to the digest its header gives)
   }
 
+  void follow(const std::string& task_id) {
+    if (std::ranges::find(followed_tasks, task_id) != followed_tasks.end()) return;
+    followed_tasks.push_back(task_id);
+    if (followed_tasks.size() > kMostFollowedTasks) followed_tasks.erase(followed_tasks.begin());
+  }
+
+  // The work this device came for is over when the coordinator says no task is running, once
+  // this device took part in a task or saw one running (a device started before its task
+  // waits for it). Said once: the device then waits for a task as if it had just started.
+  std::optional<WorkEnded> work_ended() {
+    if (!last_no_work || !last_no_work->has_running_tasks()) return std::nullopt;  // an older coordinator
+    if (last_no_work->running_tasks() > 0) saw_running_task = true;
+    if (last_no_work->running_tasks() > 0 || (followed_tasks.empty() && !saw_running_task))
+      return std::nullopt;
+    followed_tasks.clear();
+    saw_running_task = false;
+    return WorkEnded{{last_no_work->ended_tasks().begin(), last_no_work->ended_tasks().end()}};
+  }
+
+  void set_check_ins_cancelled(bool cancelled) {
+    std::lock_guard lock(check_in_mutex);
+    check_ins_cancelled = cancelled;
+    if (cancelled && held_check_in) held_check_in->TryCancel();
+  }
+
   Milliseconds backoff(int failures) {
     auto ceiling = options.backoff.initial.count() << std::min(failures, 20);
     ceiling = std::min<int64_t>(ceiling, options.backoff.maximum.count());
@@ -410,14 +472,36 @@ std::optional<v1::Assignment> Device::check_in() {
   payload.set_protocol_version(proto::kProtocolVersion);
   payload.set_max_wait_ms(uint32_t(impl_->options.check_in_wait.count()));
   payload.set_round_transport(impl_->options.round_transport);
+  for (const std::string& task_id : impl_->followed_tasks) payload.add_followed_task_ids(task_id);
   v1::CheckInRequest request;
   impl_->sign(request, kCheckIn, payload);
   v1::CheckInResponse response;
   // The server holds the call up to the wait; the deadline leaves it room to answer.
-  grpc::Status status = impl_->stub->CheckIn(
-      impl_->context(impl_->options.check_in_wait + kCallTimeout).get(), request, &response);
+  const std::unique_ptr<grpc::ClientContext> context =
+      impl_->context(impl_->options.check_in_wait + kCallTimeout);
+  struct Cancellable {
+    Impl& impl;
+    Cancellable(Impl& impl, grpc::ClientContext& context) : impl(impl) {
+      std::lock_guard lock(impl.check_in_mutex);
+      impl.held_check_in = &context;
+      if (impl.check_ins_cancelled) context.TryCancel();
+    }
+    ~Cancellable() {
+      std::lock_guard lock(impl.check_in_mutex);
+      impl.held_check_in = nullptr;
+    }
+  };
+  grpc::Status status = [&] {
+    const Cancellable cancellable(*impl_, *context);
+    return impl_->stub->CheckIn(context.get(), request, &response);
+  }();
   if (!status.ok()) throw RpcError("CheckIn", status);
-  if (response.has_assignment()) return response.assignment();
+  impl_->last_no_work.reset();
+  if (response.has_assignment()) {
+    impl_->follow(response.assignment().task_id());
+    return response.assignment();
+  }
+  impl_->last_no_work = response.no_work();
   return std::nullopt;
 }
 
@@ -432,6 +516,22 @@ v1::RoundConfig Device::fetch_task(const v1::Assignment& assignment) {
   grpc::Status status = impl_->stub->FetchTask(impl_->context(kCallTimeout).get(), request, &response);
   if (!status.ok()) throw RpcError("FetchTask", status);
   return response.round();
+}
+
+std::optional<std::string> Device::register_retrying(std::stop_token stop, Milliseconds give_up_after,
+                                                     const RegisterRetry& on_retry) {
+  const auto give_up_at = std::chrono::steady_clock::now() + give_up_after;
+  for (int failures = 0;;) {
+    try {
+      return device_id();
+    } catch (const RpcError& error) {
+      if (!error.unreachable()) throw;
+      const Milliseconds wait = impl_->backoff(failures++);
+      if (give_up_after > Milliseconds(0) && std::chrono::steady_clock::now() + wait >= give_up_at) throw;
+      if (on_retry) on_retry(error, failures, wait);
+      if (!pause(stop, wait)) return std::nullopt;
+    }
+  }
 }
 
 std::optional<federated::Model> Device::fetch_model(const std::string& version) {
@@ -479,6 +579,7 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
       offset += length;
     } while (offset < total);
     federated::Model global = model_from_broadcast(round, std::move(model_bytes));
+    report.bytes_received = total;
 
     const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
     impl_->check_not_abandoned(round, "training");
@@ -497,6 +598,7 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
         ->wait();
     // Delivered whole before the hub closed the round (the hub may still have refused it).
     report.contributed = !outcome->contributors.empty();
+    if (report.contributed) report.bytes_sent = contribution->size() * sizeof(double);
     if (!report.contributed) report.error = "the hub closed the round before this contribution was delivered";
   } catch (const std::exception& error) {
     report.error = error.what();
@@ -514,6 +616,7 @@ void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& 
     throw std::runtime_error(round_name(round) + ": the coordinator has no model version '" +
                              round.model_version() + "'");
   federated::Model global = std::move(*fetched);
+  report.bytes_received = global.total_bytes();
 
   const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
   impl_->check_not_abandoned(round, "training");
@@ -553,34 +656,35 @@ void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& 
   if (writing) writer->WritesDone();
   if (grpc::Status status = writer->Finish(); !status.ok()) throw RpcError("SubmitUpdate", status);
   report.contributed = true;
+  report.bytes_sent = chunker.header().total_bytes();
 }
 
 void Device::run(const Trainer& trainer, std::stop_token stop,
-                 const std::function<void(const RoundReport&)>& on_round) {
+                 const std::function<void(const RoundReport&)>& on_round,
+                 const std::function<void(const WorkEnded&)>& on_work_ended) {
+  impl_->set_check_ins_cancelled(false);  // a previous run's stop
+  const std::stop_callback cancel_check_in(stop, [this] { impl_->set_check_ins_cancelled(true); });
   int failures = 0;
-  auto pause = [&](Milliseconds wait) {
-    auto until = std::chrono::steady_clock::now() + wait;
-    while (!stop.stop_requested() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::min<Milliseconds>(Milliseconds(50), wait));
-  };
   while (!stop.stop_requested()) {
     try {
       std::optional<v1::Assignment> assignment = check_in();
       failures = 0;
-      if (!assignment) continue;
+      if (!assignment) {
+        if (std::optional<WorkEnded> ended = impl_->work_ended()) {
+          if (on_work_ended) on_work_ended(*ended);
+          if (!impl_->options.wait_for_next_task) return;
+        }
+        continue;
+      }
       RoundReport report = participate(fetch_task(*assignment), trainer);
       if (on_round) on_round(report);
     } catch (const RpcError& error) {
-      // gRPC reports a certificate that fails verification as UNAVAILABLE, like a coordinator
-      // that is down; only its message tells them apart, and waiting cannot fix it.
-      if (error.code == grpc::StatusCode::UNAVAILABLE &&
-          std::string_view(error.what()).find("certificate verify failed") != std::string_view::npos)
-        throw;
+      if (error.certificate_rejected()) throw;
       // An unknown or forgotten identity registers again; everything else is waited out.
       if (error.code == grpc::StatusCode::UNAUTHENTICATED) impl_->set_device_id("");
-      pause(impl_->backoff(failures++));
+      pause(stop, impl_->backoff(failures++));
     } catch (const std::exception&) {
-      pause(impl_->backoff(failures++));
+      pause(stop, impl_->backoff(failures++));
     }
   }
 }

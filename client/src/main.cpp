@@ -3,8 +3,7 @@
 // own data-plane connections; the devices share one gRPC channel to the coordinator (one
 // connection, and one channel's resolver and load-balancing state instead of one per device).
 //
-// `torchnative-device --help` lists the flags. Exit status 1 when a device gave up (it could not
-// register), 0 otherwise.
+// `torchnative-device --help` lists the flags and the exit statuses (kExitStatuses).
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -14,7 +13,9 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -28,7 +29,19 @@ using tn::client::RoundReport;
 using tn::client::TrainResult;
 using tn::federated::Model;
 
+// Set by the SIGTERM/SIGINT handler, which may do nothing else safely; a watcher thread polls it.
 std::atomic<bool> interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler's flag must be lock-free");
+
+constexpr int kExitGaveUp = 1;     // a device could not register, or met a failure no retry fixes
+constexpr int kExitWorkEnded = 3;  // no task is running before a device contributed to its --rounds
+constexpr const char* kExitStatuses =
+    "Exit status 0 when every device stopped as asked: it contributed to its --rounds rounds, it was "
+    "stopped by SIGTERM or SIGINT, or (--rounds 0) the work it came for ended; 1 when a device gave up "
+    "(it could not register within --register-timeout-ms, or the coordinator's certificate does not "
+    "verify); 2 for a usage error; 3 when the work ended first: no task was running any more (every task "
+    "the device took part in had ended) before it contributed to its --rounds rounds. With "
+    "--when-no-task wait, a device does not stop when the work ends.";
 
 struct Options {
   std::string server, key_dir, report_dir, tls_ca;
@@ -38,6 +51,8 @@ struct Options {
   uint64_t seed = 1;
   double step = 0.01;
   int check_in_wait_ms = 20'000;
+  int register_timeout_ms = 300'000;  // 0: retry until stopped
+  bool wait_for_next_task = false;
   int training_slots = 0;  // 0: no bound
   uint64_t max_model_bytes = tn::proto::TransferLimits{}.max_total_bytes;
   tn::client::v1::RoundTransport round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
@@ -47,16 +62,19 @@ Options parse(int argc, char** argv) {
   Options o;
   tn::cli::Command command(
       "torchnative-device",
-      "Takes part in federated rounds with a synthetic trainer, as one device or as many "
-      "devices in one process, for tests and load. Exit status 1 when a device gave up (it "
-      "could not register), 0 otherwise.");
+      std::string("Takes part in federated rounds with a synthetic trainer, as one device or as many "
+                  "devices in one process, for tests and load. Each device prints its id once registered "
+                  "and a line per round it was selected for (JSON, on stderr). ") +
+          kExitStatuses);
   command.flag("--server", "HOST:PORT", "the coordinator's gRPC address").required().into(o.server);
   command.flag("--key-dir", "DIR", "each device's key, device-N.key, created there on first use")
       .required()
       .into(o.key_dir);
   command.flag("--devices", "N", "devices this process runs, each with its own identity").into(o.devices, 1);
   command
-      .flag("--rounds", "R", "each device stops once it has contributed to R rounds; 0: at SIGTERM or SIGINT")
+      .flag("--rounds", "R",
+            "each device stops once it has contributed to R rounds; 0: when the work ends (--when-no-task) "
+            "or at SIGTERM or SIGINT")
       .into(o.rounds, 0);
   command
       .flag("--examples", "N", "the example count each device reports; 0: each draws its own from its seed")
@@ -71,6 +89,16 @@ Options parse(int argc, char** argv) {
       .into(o.tls_ca);
   command.flag("--check-in-wait-ms", "MS", "how long each CheckIn asks the coordinator to hold it")
       .into(o.check_in_wait_ms, 0);
+  command
+      .flag("--register-timeout-ms", "MS",
+            "while the coordinator cannot be reached, registration is retried with jittered exponential "
+            "backoff for up to MS, each failure printed; 0: until stopped")
+      .into(o.register_timeout_ms, 0);
+  command
+      .flag("--when-no-task", "exit|wait",
+            "what a device does once no task is running and every task it took part in (or, if none, saw "
+            "running) has ended: exit, or wait for the next task")
+      .choice(o.wait_for_next_task, {{"exit", false}, {"wait", true}});
   command
       .flag("--training-slots", "K",
             "at most K devices train and send their contribution at once (each then holds three times the "
@@ -152,6 +180,72 @@ void write_report(const std::string& directory, const std::string& device_id, co
   std::filesystem::rename(path + ".tmp", path);
 }
 
+std::mutex log_mutex;
+
+// One line of the process's log (stderr): JSON, its keys in the order given.
+void log_line(const nlohmann::ordered_json& line) {
+  std::lock_guard lock(log_mutex);
+  std::cerr << line.dump() << "\n";
+}
+
+// A round the device was selected for: whether it trained, contributed, and what it moved.
+nlohmann::ordered_json round_line(const std::string& id, const RoundReport& report) {
+  return {{"device", id},
+          {"task", report.task_id},
+          {"round", report.round_id},
+          {"selected", true},
+          {"trained", !report.result.model.tensors.empty()},
+          {"examples", report.result.num_examples},
+          {"contributed", report.contributed},
+          {"bytes_received", report.bytes_received},
+          {"bytes_sent", report.bytes_sent},
+          {"error", report.error}};
+}
+
+// One device's life: registration (retried while the coordinator cannot be reached), then rounds
+// until it has contributed to --rounds of them, `stop`, or the end of the work. Returns its exit
+// status: 0, or kExitWorkEnded when the work ended before its --rounds.
+int run_device(const Options& options, const tn::client::DeviceOptions& device_options, int number,
+               std::stop_token stop) {
+  tn::client::Device device(device_options);
+  const std::optional<std::string> id = device.register_retrying(
+      stop, tn::client::Milliseconds(options.register_timeout_ms),
+      [&](const std::exception& failure, int failures, tn::client::Milliseconds wait) {
+        log_line({{"device", number},
+                  {"register_failed", failure.what()},
+                  {"failures", failures},
+                  {"retry_in_ms", wait.count()}});
+      });
+  if (!id) return 0;  // stopped while registering
+  log_line({{"device", *id}, {"number", number}, {"registered_with", options.server}});
+  const uint64_t device_seed = options.seed * 65'537 + uint64_t(number);
+  auto trainer = [&](const Model& global, const tn::client::v1::RoundConfig& round) {
+    return synthetic_training(global, device_seed, round.round_id(), options.examples, options.step);
+  };
+  int contributed = 0;
+  bool work_ended = false;
+  std::stop_source enough;
+  const std::stop_callback forward(stop, [&] { enough.request_stop(); });
+  auto on_round = [&](const RoundReport& report) {
+    log_line(round_line(*id, report));
+    if (!options.report_dir.empty()) write_report(options.report_dir, *id, report);
+    // Only contributions count: an attempt this device could not finish is retried by the
+    // coordinator, and the device should be there for it.
+    if (report.contributed) ++contributed;
+    if (options.rounds > 0 && contributed >= options.rounds) enough.request_stop();
+  };
+  auto on_work_ended = [&](const tn::client::WorkEnded& ended) {
+    for (const auto& task : ended.ended_tasks)
+      log_line(
+          {{"device", *id}, {"task", task.task_id()}, {"ended", task.state()}, {"reason", task.reason()}});
+    const char* next = options.wait_for_next_task ? "waiting" : "exiting";
+    log_line({{"device", *id}, {next, "no task is running"}, {"contributed_rounds", contributed}});
+    work_ended = !options.wait_for_next_task;
+  };
+  device.run(trainer, enough.get_token(), on_round, on_work_ended);
+  return work_ended && options.rounds > 0 ? kExitWorkEnded : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,54 +263,31 @@ int main(int argc, char** argv) {
   common.metadata.set_platform("synthetic");
   common.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
   common.round_transport = options.round_transport;
+  common.wait_for_next_task = options.wait_for_next_task;
   common.limits.max_total_bytes = options.max_model_bytes;
   try {
     common.channel = tn::client::open_channel(common);  // reads --tls-ca
   } catch (const std::exception& error) {
     std::cerr << "torchnative-device: " << error.what() << "\n";
-    return 1;
+    return kExitGaveUp;
   }
   if (options.training_slots > 0)
     common.training_slots = std::make_shared<std::counting_semaphore<>>(options.training_slots);
-  std::mutex log;
-  std::atomic<bool> failed{false};  // a device gave up (it could not register): exit status 1
-  std::stop_source everyone;        // stopped by SIGTERM/SIGINT
+  std::atomic<bool> gave_up{false}, work_ended_first{false};
+  std::stop_source everyone;  // stopped by SIGTERM/SIGINT
   std::vector<std::thread> devices;
   for (int d = 0; d < options.devices; ++d) {
     devices.emplace_back([&, d, stop = everyone.get_token()] {
       tn::client::DeviceOptions device_options = common;
       device_options.key_file = options.key_dir + "/device-" + std::to_string(d) + ".key";
+      int outcome = kExitGaveUp;
       try {
-        tn::client::Device device(device_options);
-        const std::string id = device.device_id();
-        uint64_t device_seed = options.seed * 65'537 + uint64_t(d);
-        int rounds = 0;
-        std::stop_source local;
-        std::stop_callback forward(stop, [&] { local.request_stop(); });
-        auto trainer = [&](const Model& global, const tn::client::v1::RoundConfig& round) {
-          return synthetic_training(global, device_seed, round.round_id(), options.examples, options.step);
-        };
-        device.run(trainer, local.get_token(), [&](const RoundReport& report) {
-          {
-            std::lock_guard<std::mutex> lock(log);
-            std::cerr << nlohmann::json{{"device", id},
-                                        {"task", report.task_id},
-                                        {"round", report.round_id},
-                                        {"contributed", report.contributed},
-                                        {"error", report.error}}
-                             .dump()
-                      << "\n";
-          }
-          if (!options.report_dir.empty()) write_report(options.report_dir, id, report);
-          // Only contributions count: an attempt this device could not finish is retried by the
-          // coordinator, and the device should be there for it.
-          if (options.rounds > 0 && report.contributed && ++rounds >= options.rounds) local.request_stop();
-        });
+        outcome = run_device(options, device_options, d, stop);
       } catch (const std::exception& error) {
-        std::lock_guard<std::mutex> lock(log);
-        std::cerr << nlohmann::json{{"device", d}, {"fatal", error.what()}}.dump() << "\n";
-        failed = true;
+        log_line({{"device", d}, {"fatal", error.what()}});
       }
+      if (outcome == kExitGaveUp) gave_up = true;
+      if (outcome == kExitWorkEnded) work_ended_first = true;
     });
   }
   // A signal stops every device; otherwise each stops after its rounds.
@@ -227,5 +298,5 @@ int main(int argc, char** argv) {
   for (auto& device : devices) device.join();
   interrupted = true;
   watcher.join();
-  return failed ? 1 : 0;
+  return gave_up ? kExitGaveUp : work_ended_first ? kExitWorkEnded : 0;
 }

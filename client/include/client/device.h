@@ -16,6 +16,7 @@
 #include <semaphore>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "federated/model.h"
 #include "proto/model_transfer.h"
@@ -58,6 +59,9 @@ struct DeviceOptions {
   // trained model and the float64 contribution), so that many devices of a large model fit in
   // one machine. When null a device trains whenever it is ready.
   std::shared_ptr<std::counting_semaphore<>> training_slots;
+  // When false, run() returns once the work it came for is over (WorkEnded); when true it keeps
+  // checking in for the next task.
+  bool wait_for_next_task = true;
 };
 
 // The channel to options.server_address: TLS with tls_root_certificates_file when set,
@@ -80,9 +84,20 @@ struct RoundReport {
   // refused it: a device cannot know, the round's record says); over gRPC, SubmitUpdate accepted
   // the update (it was validated and counts in the round).
   bool contributed = false;
-  std::string error;   // why not, when not
-  TrainResult result;  // what this device trained (empty when training did not happen)
+  std::string error;            // why not, when not
+  TrainResult result;           // what this device trained (empty when training did not happen)
+  uint64_t bytes_received = 0;  // the round's model, once received whole
+  uint64_t bytes_sent = 0;      // the contribution (data plane) or the update (gRPC), once sent whole
 };
+
+// A CheckIn answered that no task is running, after this device took part in a task or saw one
+// running: the work it was there for is over.
+struct WorkEnded {
+  std::vector<v1::EndedTask> ended_tasks;  // the tasks it took part in, as they ended
+};
+
+// Called before each wait of Device::register_retrying: the failure, how many so far, the wait.
+using RegisterRetry = std::function<void(const std::exception& failure, int failures, Milliseconds wait)>;
 
 class Device {
  public:
@@ -96,6 +111,11 @@ class Device {
   // coordinator's interval, jittered, reporting what it is doing, so that training for longer
   // than the coordinator's liveness window does not make it presumed gone.
   const std::string& device_id();
+  // device_id(), retrying while the coordinator cannot be reached (UNAVAILABLE, a deadline),
+  // waiting Backoff between attempts, for at most `give_up_after` in all (zero: no bound); any
+  // other failure, or the last one, is thrown. nullopt when `stop` was requested first.
+  std::optional<std::string> register_retrying(std::stop_token stop, Milliseconds give_up_after,
+                                               const RegisterRetry& on_retry = {});
   // One long poll: an assignment, or nothing when the server had no work before its bound.
   std::optional<v1::Assignment> check_in();
   v1::RoundConfig fetch_task(const v1::Assignment& assignment);
@@ -107,11 +127,15 @@ class Device {
   // configuration has one, else by FetchModel and SubmitUpdate. A round the coordinator says is
   // over (HeartbeatResponse.abandon_round) is left before training or before the upload.
   RoundReport participate(const v1::RoundConfig& round, const Trainer& trainer);
-  // check_in -> fetch_task -> participate until `stop`; failures back off (Backoff) and retry,
-  // except one no retry can fix, which is thrown: the coordinator's certificate does not verify
-  // against tls_root_certificates_file. Calls on_round after every round this device was assigned.
+  // check_in -> fetch_task -> participate until `stop`, or until the work is over
+  // (DeviceOptions::wait_for_next_task); failures back off (Backoff) and retry, except one no
+  // retry can fix, which is thrown: the coordinator's certificate does not verify against
+  // tls_root_certificates_file. Calls on_round after every round this device was assigned, and
+  // on_work_ended each time the work ends. A stop cancels the CheckIn being held, so that it
+  // takes effect at once.
   void run(const Trainer& trainer, std::stop_token stop,
-           const std::function<void(const RoundReport&)>& on_round = {});
+           const std::function<void(const RoundReport&)>& on_round = {},
+           const std::function<void(const WorkEnded&)>& on_work_ended = {});
 
  private:
   // participate() for a round without a data plane; throws what stops it.

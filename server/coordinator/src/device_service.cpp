@@ -2,14 +2,15 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <variant>
 
 #include "device_metadata.h"
 #include "federated/errors.h"
-#include "json_log.h"
 #include "malformed_requests.h"
 #include "model_versions.h"
 #include "proto/protocol.h"
@@ -22,6 +23,10 @@ namespace tn::server {
 namespace {
 
 std::string method(const char* name) { return rpc_method(v1::DeviceService::service_full_name(), name); }
+
+// CheckInPayload.followed_task_ids beyond these are not looked at: a device names the tasks it
+// took part in, and a bound keeps a forged list from costing the coordinator a scan per id.
+constexpr size_t kMostFollowedTasks = 16;
 
 // "dev-" and 32 hex digits of the key's BLAKE2b: the same key always gets the same id, and ids
 // are short, fixed-length and safe in paths and logs.
@@ -40,18 +45,23 @@ class HeldCheckIn final : public grpc::ServerUnaryReactor {
   HeldCheckIn(DeviceBoard& board, federated::DeviceId device, v1::CheckInResponse* response)
       : board_(board), device_(std::move(device)), response_(response) {}
 
-  void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait, v1::RoundTransport transport) {
+  // `describe_no_work` fills the answer when no assignment came.
+  void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait, v1::RoundTransport transport,
+            std::function<void(v1::NoWork&)> describe_no_work) {
     if (cancelled()) {  // nobody would receive an assignment
       Finish(grpc::Status::CANCELLED);
       return;
     }
     const uint64_t ticket = board_.hold(
         device_, metadata, wait,
-        [this](std::optional<v1::Assignment> assignment) {
-          if (assignment)
+        [this, describe_no_work = std::move(describe_no_work)](std::optional<v1::Assignment> assignment) {
+          if (assignment) {
             *response_->mutable_assignment() = std::move(*assignment);
-          else
-            response_->mutable_no_work()->set_retry_after_ms(0);  // the long poll has done the waiting
+          } else {
+            v1::NoWork& no_work = *response_->mutable_no_work();
+            no_work.set_retry_after_ms(0);  // the long poll has done the waiting
+            describe_no_work(no_work);
+          }
           Finish(grpc::Status::OK);
         },
         transport);
@@ -185,13 +195,36 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
           // Its last_seen is the board's (heard from by hold()), stored in batches by the coordinator.
           const nlohmann::json metadata =
               services_.state.with([&](StateStore& store) { return store.device(id)->metadata; });
-          held->hold(metadata, wait, payload.round_transport());
+          std::vector<std::string> followed(payload.followed_task_ids().begin(),
+                                            payload.followed_task_ids().end());
+          followed.resize(std::min(followed.size(), kMostFollowedTasks));
+          held->hold(metadata, wait, payload.round_transport(),
+                     [this, followed = std::move(followed)](v1::NoWork& no_work) {
+                       describe_no_work(followed, no_work);
+                     });
           return grpc::Status::OK;
         });
         if (!status.ok()) held->Finish(status);  // refused before it was held
         held->release();
       });
   return held;
+}
+
+void DeviceServiceImpl::describe_no_work(const std::vector<std::string>& followed, v1::NoWork& no_work) {
+  const std::vector<TaskRecord> tasks =
+      services_.state.with([](StateStore& store) { return store.list_tasks(); });
+  uint32_t running = 0;
+  for (const TaskRecord& task : tasks) {
+    if (task.state == TaskState::Running) {
+      ++running;
+    } else if (std::ranges::find(followed, task.definition.id) != followed.end()) {
+      v1::EndedTask& ended = *no_work.add_ended_tasks();
+      ended.set_task_id(task.definition.id);
+      ended.set_state(task_state_name(task.state));
+      ended.set_reason(task.state_reason);
+    }
+  }
+  no_work.set_running_tasks(running);
 }
 
 template <typename Request, typename Response>
@@ -329,21 +362,18 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
       packer.finish();
     } catch (const federated::UpdateRefused& error) {
       services_.metrics.count_refusal("contribution_refused");
-      log_event(LogLevel::Warning, "contribution_refused",
-                {{"task", header.task_id()},
-                 {"round", header.round_id()},
-                 {"device", id},
-                 {"reason", error.what()}});
+      services_.events.publish(v1::EVENT_KIND_UPDATE_REFUSED, header.task_id(), header.round_id(), id,
+                               error.what(), {{"transport", "grpc"}});
       return refuse(grpc::StatusCode::INVALID_ARGUMENT, error.what());
     }
     if (auto why = submission.deliver(contribution))
       return refuse(grpc::StatusCode::FAILED_PRECONDITION, *why);
-    log_event(LogLevel::Info, "update_submitted",
-              {{"task", header.task_id()},
-               {"round", header.round_id()},
-               {"device", id},
-               {"examples", header.example_count()},
-               {"metrics", std::map<std::string, double>(header.metrics().begin(), header.metrics().end())}});
+    services_.events.publish(
+        v1::EVENT_KIND_UPDATE_RECEIVED, header.task_id(), header.round_id(), id,
+        "over gRPC, " + std::to_string(header.example_count()) + " examples",
+        {{"transport", "grpc"},
+         {"examples", header.example_count()},
+         {"metrics", std::map<std::string, double>(header.metrics().begin(), header.metrics().end())}});
     return grpc::Status::OK;
   });
 }

@@ -10,6 +10,9 @@
 // two streams are synchronous: each holds a thread while it streams.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "request_verifier.h"
 #include "services.h"
 #include "torchnative/federated/v1/device.grpc.pb.h"
@@ -58,6 +61,9 @@ class DeviceServiceImpl final
   // What each method does once its request is verified.
   grpc::Status complete_registration(const v1::RegisterPayload& payload, v1::RegisterResponse& response);
   grpc::Status answer_fetch_task(const v1::FetchTaskRequest& request, v1::FetchTaskResponse& response);
+  // A CheckIn answered without work: how many tasks run, and which of `followed` (the tasks the
+  // device took part in) have ended, so that the device can tell its work is over.
+  void describe_no_work(const std::vector<std::string>& followed, v1::NoWork& no_work);
   grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse& response);
 
   Services services_;

@@ -1,0 +1,165 @@
+"""torchnative-device as a daemon: it prints its id once registered and a line per round it was
+selected for; it exits with a stated status once no task is running (or waits for the next task
+with --when-no-task wait); it retries registration while its coordinator cannot be reached, within
+--register-timeout-ms; SIGTERM and SIGINT end it at once, even while a CheckIn is held."""
+import json
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from federation import admin_json, checked_in, create_fedavg_task, launch_coordinator, start_coordinator, tool, wait_for
+
+MODEL = {"weight": np.zeros(4, dtype=np.float32), "steps": np.array([0], dtype=np.int64)}
+MODEL_BYTES = 4 * 4 + 8
+CONTRIBUTION_BYTES = (4 + 1) * 8  # float64: every floating element, then the example count
+EXIT_WORK_ENDED_FIRST = 3
+
+
+class Device:
+    """A torchnative-device process whose stderr lines (JSON) are collected as they come."""
+
+    def __init__(self, server, tmp_path, *flags, keys="keys"):
+        self.process = subprocess.Popen(
+            [tool("torchnative-device"), "--server", server, "--key-dir", str(tmp_path / keys), *flags],
+            stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(map(json.loads, self.process.stderr)),
+                                       daemon=True)
+        self.reader.start()
+
+    def having(self, key):
+        return [line for line in list(self.lines) if key in line]
+
+    def wait_for_line(self, key, timeout=30):
+        return wait_for(f"a device line with {key!r}", lambda: self.having(key), timeout)
+
+    def exit_status(self, timeout=60):
+        self.process.wait(timeout=timeout)
+        self.reader.join(timeout=5)
+        return self.process.returncode
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    yield from start_coordinator(tmp_path)
+
+
+def grpc_address(coordinator):
+    return f"127.0.0.1:{coordinator['grpc_port']}"
+
+
+def test_devices_selected_for_fewer_rounds_than_asked_exit_3_once_the_task_has_ended(coordinator, tmp_path):
+    # Three rounds of two devices out of three: six selections, so at least one device takes part
+    # in fewer than the three rounds it asks for, and is told when the task has completed.
+    devices = Device(grpc_address(coordinator), tmp_path, "--devices", "3", "--rounds", "3",
+                     "--check-in-wait-ms", "2000")
+    try:
+        task = create_fedavg_task(coordinator, tmp_path, MODEL, rounds=3, per_round=2, min_updates=2,
+                                  min_available=3, timeout_ms=20000)
+        assert devices.exit_status() == EXIT_WORK_ENDED_FIRST, devices.lines
+    finally:
+        devices.kill()
+
+    registered = {line["device"] for line in devices.having("registered_with")}
+    assert len(registered) == 3, devices.lines
+    rounds = devices.having("round")
+    assert sorted(line["round"] for line in rounds) == [1, 1, 2, 2, 3, 3], rounds
+    for line in rounds:
+        assert line["device"] in registered and line["task"] == task, line
+        assert (line["selected"], line["trained"], line["contributed"], line["error"]) == (True, True, True, ""), line
+        assert (line["bytes_received"], line["bytes_sent"]) == (MODEL_BYTES, CONTRIBUTION_BYTES), line
+    exiting = devices.having("exiting")
+    assert exiting and all(line["contributed_rounds"] < 3 for line in exiting), devices.lines
+    for line in exiting:
+        ended = [e for e in devices.having("ended") if e["device"] == line["device"]]
+        assert ended == [{"device": line["device"], "task": task, "ended": "completed", "reason": "all 3 rounds completed"}], devices.lines
+
+
+def test_with_when_no_task_wait_a_device_takes_part_in_the_next_task(coordinator, tmp_path):
+    device = Device(grpc_address(coordinator), tmp_path, "--when-no-task", "wait", "--check-in-wait-ms", "1000")
+    try:
+        first = create_fedavg_task(coordinator, tmp_path, MODEL, rounds=1, per_round=1, min_updates=1,
+                                   min_available=1, timeout_ms=20000)
+        device.wait_for_line("round")
+        # Once the first task has ended, a CheckIn answered without work says no task is running;
+        # the device says so and waits on, and the next task's round finds it.
+        (waiting,) = device.wait_for_line("waiting")
+        assert (waiting["waiting"], waiting["contributed_rounds"]) == ("no task is running", 1), waiting
+        assert [line["task"] for line in device.having("ended")] == [first], device.lines
+        second = create_fedavg_task(coordinator, tmp_path, MODEL, rounds=1, per_round=1, min_updates=1,
+                                    min_available=1, timeout_ms=20000)
+        wait_for("a round of the second task", lambda: any(
+            line["task"] == second and line["contributed"] for line in device.having("round")), 30)
+        device.process.send_signal(signal.SIGTERM)
+        assert device.exit_status() == 0, device.lines
+    finally:
+        device.kill()
+    assert not device.having("exiting"), device.lines
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_device_started_before_its_coordinator_registers_once_it_listens(tmp_path):
+    port = free_port()
+    device = Device(f"127.0.0.1:{port}", tmp_path, "--check-in-wait-ms", "1000")
+    coordinator = None
+    try:
+        failure = device.wait_for_line("register_failed")[0]
+        assert "Register failed: 14 " in failure["register_failed"] and failure["retry_in_ms"] >= 0, failure
+        coordinator = launch_coordinator(tmp_path, grpc_port=port)
+        registered = device.wait_for_line("registered_with", timeout=60)[0]
+        assert registered["device"].startswith("dev-") and registered["number"] == 0, registered
+        device.process.send_signal(signal.SIGTERM)
+        assert device.exit_status() == 0, device.lines
+    finally:
+        device.kill()
+        if coordinator is not None:
+            coordinator["process"].kill()
+            coordinator["process"].wait()
+    failures = [line["failures"] for line in device.having("register_failed")]
+    assert failures == list(range(1, len(failures) + 1)), failures
+
+
+def test_a_device_gives_up_registering_after_register_timeout_ms_with_status_1(tmp_path):
+    device = Device(f"127.0.0.1:{free_port()}", tmp_path, "--register-timeout-ms", "1500")
+    try:
+        assert device.exit_status() == 1, device.lines
+    finally:
+        device.kill()
+    assert device.having("register_failed"), device.lines
+    (fatal,) = device.having("fatal")
+    assert "Register failed: 14 " in fatal["fatal"], fatal
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_a_device_held_in_a_check_in_at_once(tmp_path, signal_number):
+    # The coordinator would hold each CheckIn for a minute.
+    for coordinator in start_coordinator(tmp_path, check_in_wait_bound_ms=60000):
+        device = Device(grpc_address(coordinator), tmp_path, "--check-in-wait-ms", "60000")
+        try:
+            device.wait_for_line("registered_with")
+            wait_for("the device's CheckIn to be held", lambda: checked_in(coordinator) == 1, 30)
+            sent = time.monotonic()
+            device.process.send_signal(signal_number)
+            status = device.exit_status(timeout=30)
+            seconds = time.monotonic() - sent
+        finally:
+            device.kill()
+        print(f"{signal.Signals(signal_number).name} to a device held in a CheckIn: exited in {seconds:.3f} s")
+        assert status == 0, device.lines
+        # The issue asks for 1 s; the bound is generous for a loaded machine, the figure is recorded.
+        assert seconds < 5, seconds
