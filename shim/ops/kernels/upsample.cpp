@@ -1,4 +1,4 @@
-// Upsampling: upsample_nearest2d, upsample_bilinear2d.
+// Upsampling: upsample_nearest2d, upsample_bilinear2d and their backward kernels.
 #include <cmath>
 #include <limits>
 
@@ -19,18 +19,80 @@ Shape output_size_of(const Tensor& input, const std::optional<std::vector<int64_
   return out;
 }
 
+// Upstream's nearest_idx: exact for the same size and for doubling, else floor(dst * scale) in
+// float, scale = 1 / scale_factor when one was given, in / out otherwise.
+int64_t nearest_source(int64_t dst, int64_t in, int64_t out, const std::optional<double>& scale_factor) {
+  if (out == in) return dst;
+  if (out == 2 * in) return dst >> 1;
+  float scale = scale_factor && *scale_factor > 0 ? float(1.0 / *scale_factor) : float(in) / float(out);
+  return std::min(int64_t(std::floor(float(dst) * scale)), in - 1);
+}
+
+std::optional<double> axis_scale(const std::optional<std::vector<double>>& scales, size_t axis) {
+  return scales ? std::optional<double>((*scales)[axis]) : std::nullopt;
+}
+
 Tensor upsample_nearest2d(const Tensor& input, const Shape& size,
                           const std::optional<std::vector<double>>& scales) {
   int64_t h = input.size(2), w = input.size(3), oh = size[0], ow = size[1];
-  // As upstream: with a scale factor, source = floor(dst / scale), else floor(dst * in / out).
-  auto source = [&](int64_t dst, int64_t in, int64_t out, size_t axis) {
-    double scale = scales ? 1.0 / (*scales)[axis] : double(in) / double(out);
-    return std::min(int64_t(std::floor(double(dst) * scale)), in - 1);
-  };
   Tensor iy = Tensor::empty({oh}, ScalarType::Long), ix = Tensor::empty({ow}, ScalarType::Long);
-  for (int64_t i = 0; i < oh; ++i) iy.data_as<int64_t>()[i] = source(i, h, oh, 0);
-  for (int64_t j = 0; j < ow; ++j) ix.data_as<int64_t>()[j] = source(j, w, ow, 1);
+  for (int64_t i = 0; i < oh; ++i) iy.data_as<int64_t>()[i] = nearest_source(i, h, oh, axis_scale(scales, 0));
+  for (int64_t j = 0; j < ow; ++j) ix.data_as<int64_t>()[j] = nearest_source(j, w, ow, axis_scale(scales, 1));
   return ops::index_select(ops::index_select(input, int64_t{2}, iy), int64_t{3}, ix);
+}
+
+// The gradient planes (N C, oh, ow) of an upsampling of (N, C, H, W) and the zeroed planes of
+// its input's gradient; `accumulate(c, in, out)` adds one plane's gradient in upstream's loop
+// order, in the gradient's dtype (float32 sums in float, as upstream's kernels).
+template <typename Accumulate>
+Tensor upsample_backward(const Tensor& grad_output, const Shape& input_size, const char* kernel_name,
+                         Accumulate&& accumulate) {
+  if (input_size.size() != 4)
+    throw Error("It is expected input_size equals to 4, but got size " + std::to_string(input_size.size()));
+  Tensor g = grad_output.contiguous();
+  Tensor grad_input = ops::zeros(input_size, g.dtype());
+  int64_t planes = input_size[0] * input_size[1];
+  TN_DISPATCH_ALL_TYPES(g.dtype(), kernel_name, [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      for (int64_t c = 0; c < planes; ++c) accumulate.template operator()<scalar_t>(c, grad_input, g);
+    } else {
+      dtype_not_implemented(kernel_name, g.dtype());
+    }
+  });
+  return grad_input;
+}
+
+Shape backward_output_size(const Tensor& grad_output, const std::optional<std::vector<int64_t>>& size) {
+  return size ? *size : Shape{grad_output.size(2), grad_output.size(3)};
+}
+
+// Upstream's compute_source_index_and_lambda in opmath (float for float32): the two source
+// rows (or columns) of an output one and their weights.
+template <typename opmath_t>
+void source_and_lambdas(int64_t& i0, int64_t& i1, opmath_t& l0, opmath_t& l1, opmath_t ratio, int64_t dst,
+                        int64_t in, int64_t out, bool align_corners) {
+  if (out == in) {
+    i0 = i1 = dst;
+    l0 = 1;
+    l1 = 0;
+    return;
+  }
+  opmath_t real =
+      align_corners ? opmath_t(ratio * opmath_t(dst)) : opmath_t(ratio * (double(dst) + 0.5) - 0.5);
+  if (!align_corners && real < 0) real = 0;
+  i0 = int64_t(real);
+  i1 = i0 + (i0 < in - 1 ? 1 : 0);
+  l1 = std::min(std::max(real - opmath_t(i0), opmath_t(0)), opmath_t(1));
+  l0 = opmath_t(1) - l1;
+}
+
+// Upstream's area_pixel_compute_scale in opmath.
+template <typename opmath_t>
+opmath_t linear_ratio(int64_t in, int64_t out, bool align_corners,
+                      const std::optional<double>& scale_factor) {
+  if (align_corners) return out > 1 ? opmath_t(in - 1) / opmath_t(out - 1) : opmath_t(0);
+  return scale_factor && *scale_factor > 0 ? opmath_t(1.0 / *scale_factor) : opmath_t(in) / opmath_t(out);
 }
 
 Tensor upsample_bilinear2d(const Tensor& input, const Shape& size, bool align_corners,
@@ -67,8 +129,65 @@ Tensor upsample_bilinear2d(const Tensor& input, const Shape& size, bool align_co
   return out;
 }
 
+Tensor upsample_nearest2d_backward(const Tensor& grad_output, const Shape& size, const Shape& input_size,
+                                   const std::optional<std::vector<double>>& scales) {
+  int64_t h = input_size[2], w = input_size[3], oh = size[0], ow = size[1];
+  return upsample_backward(grad_output, input_size, "upsample_nearest2d_backward",
+                           [&]<typename scalar_t>(int64_t c, Tensor& grad_input, const Tensor& g) {
+                             scalar_t* in = grad_input.data_as<scalar_t>() + c * h * w;
+                             const scalar_t* out = g.data_as<scalar_t>() + c * oh * ow;
+                             for (int64_t i = 0; i < oh; ++i) {
+                               int64_t y = nearest_source(i, h, oh, axis_scale(scales, 0));
+                               for (int64_t j = 0; j < ow; ++j)
+                                 in[y * w + nearest_source(j, w, ow, axis_scale(scales, 1))] +=
+                                     out[i * ow + j];
+                             }
+                           });
+}
+
+// Each output's gradient spread over its four sources, (l_row l_col) g in opmath, in
+// upstream's order (rows, then columns, then the four corners).
+Tensor upsample_bilinear2d_backward(const Tensor& grad_output, const Shape& size, const Shape& input_size,
+                                    bool align_corners, const std::optional<std::vector<double>>& scales) {
+  int64_t h = input_size[2], w = input_size[3], oh = size[0], ow = size[1];
+  return upsample_backward(
+      grad_output, input_size, "upsample_bilinear2d_backward",
+      [&]<typename scalar_t>(int64_t c, Tensor& grad_input, const Tensor& g) {
+        using opmath_t = scalar_t;
+        opmath_t rh = linear_ratio<opmath_t>(h, oh, align_corners, axis_scale(scales, 0));
+        opmath_t rw = linear_ratio<opmath_t>(w, ow, align_corners, axis_scale(scales, 1));
+        scalar_t* in = grad_input.data_as<scalar_t>() + c * h * w;
+        const scalar_t* out = g.data_as<scalar_t>() + c * oh * ow;
+        int64_t y0, y1, x0, x1;
+        opmath_t ly0, ly1, lx0, lx1;
+        for (int64_t i = 0; i < oh; ++i) {
+          source_and_lambdas(y0, y1, ly0, ly1, rh, i, h, oh, align_corners);
+          for (int64_t j = 0; j < ow; ++j) {
+            source_and_lambdas(x0, x1, lx0, lx1, rw, j, w, ow, align_corners);
+            opmath_t v = out[i * ow + j];
+            in[y0 * w + x0] += ly0 * lx0 * v;
+            in[y0 * w + x1] += ly0 * lx1 * v;
+            in[y1 * w + x0] += ly1 * lx0 * v;
+            in[y1 * w + x1] += ly1 * lx1 * v;
+          }
+        }
+      });
+}
+
 }  // namespace
 
+TN_KERNEL("aten::upsample_nearest2d_backward.vec", {
+  std::optional<std::vector<double>> scales;
+  if (!a[3].is_none()) scales = a[3].get<std::vector<double>>();
+  return upsample_nearest2d_backward(a.tensor(0), backward_output_size(a.tensor(0), a.optional_int_list(1)),
+                                     a.int_list(2), scales);
+});
+TN_KERNEL("aten::upsample_bilinear2d_backward.vec", {
+  std::optional<std::vector<double>> scales;
+  if (!a[4].is_none()) scales = a[4].get<std::vector<double>>();
+  return upsample_bilinear2d_backward(a.tensor(0), backward_output_size(a.tensor(0), a.optional_int_list(1)),
+                                      a.int_list(2), a.boolean(3), scales);
+});
 TN_KERNEL("aten::upsample_nearest2d.vec", {
   const Tensor& x = a.tensor(0);
   std::optional<std::vector<double>> scales;

@@ -148,6 +148,15 @@ def _conv_pool_cases():
         ("interpolate/nearest", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (Arg((1, 2, 3, 3)),)),
         ("interpolate/bilinear", lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", align_corners=False),
          (Arg((1, 2, 3, 3)),)),
+        ("interpolate/nearest_size", lambda x: F.interpolate(x, size=(5, 7), mode="nearest"), (Arg((1, 2, 3, 3)),)),
+        ("interpolate/nearest_1.5", lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"),
+         (Arg((2, 1, 4, 3)),)),
+        ("interpolate/nearest_down", lambda x: F.interpolate(x, size=(2, 3), mode="nearest"), (Arg((1, 2, 5, 7)),)),
+        ("interpolate/bilinear_align_corners", lambda x: F.interpolate(x, size=(5, 4), mode="bilinear",
+                                                                       align_corners=True), (Arg((1, 2, 3, 3)),)),
+        ("interpolate/bilinear_scale2", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+         (Arg((2, 1, 3, 4)),)),
+        ("interpolate/bilinear_down", lambda x: F.interpolate(x, size=(3, 2), mode="bilinear"), (Arg((1, 2, 5, 7)),)),
         ("unfold/im2col", lambda x: F.unfold(x, 2, stride=2), (Arg((1, 2, 4, 4)),)),
     )
     for name, call, args in entries:
