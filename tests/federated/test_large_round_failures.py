@@ -323,7 +323,7 @@ def test_a_device_killed_while_its_spooled_contribution_lands_is_missing_and_its
         < 3 * CONTRIBUTION_BYTES, (data_plane, landed_segments)
     # The kill ended the victim's part, not its liveness window, and nothing was refused.
     assert log_events(coordinator["log"], "device_dropped") == []
-    assert log_events(coordinator["log"], "contribution_refused") == []
+    assert log_events(coordinator["log"], "update_refused") == []
 
     # No spool file outlives the round: the hub closes it (its only name was unlinked at once), and
     # nothing is left in the spool directory or the state directory.

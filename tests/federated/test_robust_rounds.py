@@ -135,7 +135,8 @@ def test_robust_rounds_have_the_bits_of_an_independent_reference(hub, tmp_path, 
     # The gRPC devices' contributions go through the same budget, to a spool file of their own.
     assert all((entry.get("grpc_spooled_bytes", 0) > 0) == (coordinator["spooled"] and grpc_devices > 0)
                for entry in data_planes), data_planes
-    assert len(log_events(coordinator["log"], "update_submitted")) == ROUNDS * grpc_devices
+    received = log_events(coordinator["log"], "update_received")
+    assert [entry["transport"] for entry in received].count("grpc") == ROUNDS * grpc_devices
 
 
 def test_krum_below_its_minimum_of_updates_is_refused_at_create_task(coordinator, tmp_path):

@@ -299,7 +299,7 @@ def test_poisoned_late_garbage_and_oversized_messages_are_refused_by_name_and_th
         "deadline_reduce failed: rank 0 disconnected (End of file)"), late
     # The NaN is refused as its segment lands; a contribution of another length meets the hub's
     # receive with another signature, and its device is disconnected, not the round failed.
-    refused = {event["device"]: event["reason"] for event in log_events(coordinator["log"], "contribution_refused")}
+    refused = {event["device"]: event["message"] for event in log_events(coordinator["log"], "update_refused")}
     assert set(refused) == set(rogue_ids.values())
     assert refused[rogue_ids["nan"]] == "tensor 'weight' has a non-finite value at index 0"
     ranks = {device: rank for rank, device in enumerate(entry["selected"], start=1)}
@@ -476,4 +476,7 @@ def test_grpc_updates_that_break_the_rules_are_refused_by_name_and_never_counted
     assert http_get(coordinator, "/healthz") == (200, "ok\n")
     _, metrics = http_get(coordinator, "/metrics")
     assert 'torchnative_requests_refused_total{reason="contribution_refused"} 1' in metrics, metrics
-    assert [entry["device"] for entry in log_events(coordinator["log"], "update_submitted")] == [device]
+    assert [entry["device"] for entry in log_events(coordinator["log"], "update_received")
+            if entry["transport"] == "grpc"] == [device]
+    assert [(entry["device"], entry["transport"]) for entry in log_events(coordinator["log"], "update_refused")] \
+        == [(device, "grpc")]  # the NaN; the other refusals are of the request, not of an update's values

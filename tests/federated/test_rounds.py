@@ -85,7 +85,7 @@ def test_three_fedavg_rounds_have_the_bits_of_an_independent_average(coordinator
     assert process.wait(timeout=15) == 0
     events = [json.loads(line)["event"] for line in coordinator["log"].read_text().splitlines()]
     assert events.count("round_completed") == ROUNDS and events[-1] == "stopped"
-    assert events.count("update_submitted") == ROUNDS * grpc_devices
+    assert events.count("update_received") == ROUNDS * DEVICES  # over gRPC and the data plane alike
 
 
 def test_bad_requests_are_refused_by_name_and_the_daemon_stays_up(coordinator, tmp_path):

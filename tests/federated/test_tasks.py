@@ -70,10 +70,15 @@ def replayed(coordinator, since, count):
 def test_events_replay_from_a_sequence_number_across_a_coordinator_kill(coordinator, tmp_path):
     task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=1, per_round=DEVICES,
                               min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
-    run_device_rounds(coordinator, tmp_path, task, DEVICES, 1)
+    run_device_rounds(coordinator, tmp_path, task, DEVICES, 1, grpc_devices=1)
     published = logged_events(coordinator["log"])
     assert [sequence for sequence, _ in published] == list(range(1, len(published) + 1))
-    assert published[-1][1] == "EVENT_KIND_TASK_FINISHED"
+    kinds = [kind for _, kind in published]
+    assert published[0][1] == "EVENT_KIND_TASK_CREATED" and published[-1][1] == "EVENT_KIND_TASK_FINISHED"
+    assert {kind: kinds.count(kind) for kind in kinds} == {
+        "EVENT_KIND_TASK_CREATED": 1, "EVENT_KIND_DEVICE_REGISTERED": DEVICES, "EVENT_KIND_ROUND_STARTED": 1,
+        "EVENT_KIND_DEVICE_SELECTED": DEVICES, "EVENT_KIND_UPDATE_RECEIVED": DEVICES,  # data plane and gRPC
+        "EVENT_KIND_ROUND_COMPLETED": 1, "EVENT_KIND_TASK_FINISHED": 1}
     assert replayed(coordinator, 0, len(published)) == published
 
     coordinator["process"].kill()

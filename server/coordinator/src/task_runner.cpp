@@ -214,12 +214,14 @@ bool TaskRunner::run_round() {
               {{"task", id}, {"round", plan.round_id}, {"error", error.what()}});
     return false;  // the store and the task disagree: resume from the store at the next start
   }
-  services_.events.publish(v1::EVENT_KIND_ROUND_STARTED, id, plan.round_id, "",
-                           std::to_string(selected.size()) + " devices selected to train model version " +
-                               std::to_string(plan.model_version) + "; deadline " +
-                               std::to_string(deadline_unix_ms) + " ms since the epoch");
+  std::vector<EventLog::Draft> events{{v1::EVENT_KIND_ROUND_STARTED, id, plan.round_id, "",
+                                       std::to_string(selected.size()) +
+                                           " devices selected to train model version " +
+                                           std::to_string(plan.model_version) + "; deadline " +
+                                           std::to_string(deadline_unix_ms) + " ms since the epoch"}};
   for (const DeviceId& device : selected)
-    services_.events.publish(v1::EVENT_KIND_DEVICE_SELECTED, id, plan.round_id, device, "");
+    events.push_back({v1::EVENT_KIND_DEVICE_SELECTED, id, plan.round_id, device, ""});
+  services_.events.publish(events);  // one sync for the round's start, however many devices
   Hosted hosted;
   try {
     std::erase_if(over_grpc, [&](const DeviceId& device) {
@@ -478,21 +480,34 @@ std::optional<std::string> TaskRunner::reduce_contributions(Round& round, dist::
   } catch (const dist::DistError& error) {
     return std::string("the reduce of the contributions failed: ") + error.what();
   }
+  std::vector<EventLog::Draft> events;  // stored in one transaction, however many devices
   for (int rank : reduced->contributors)
-    if (rank != 0)
+    if (rank != 0) {
+      const DeviceId& device = round.on_plane[size_t(rank) - 1];
       round.sources.emplace_back(
-          round.on_plane[size_t(rank) - 1],
-          [deferred = reduced->deferred, rank](uint64_t first, uint64_t count, double* out) {
+          device, [deferred = reduced->deferred, rank](uint64_t first, uint64_t count, double* out) {
             deferred->read(rank, first, count, out);
           });
+      events.push_back({v1::EVENT_KIND_UPDATE_RECEIVED,
+                        round.task,
+                        round.plan.round_id,
+                        device,
+                        "over the data plane",
+                        {{"transport", "data-plane"}}});
+    }
   for (int rank : reduced->missing) round.missing.push_back(round.on_plane[size_t(rank) - 1]);
   for (const auto& [rank, why] : reduced->refused) {
     const DeviceId& device = round.on_plane[size_t(rank) - 1];
     round.refused += (round.refused.empty() ? "" : "; ") + device + ": " + why;
     services_.metrics.count_refusal("contribution_refused");
-    log_event(LogLevel::Warning, "contribution_refused",
-              {{"task", round.task}, {"round", round.plan.round_id}, {"device", device}, {"reason", why}});
+    events.push_back({v1::EVENT_KIND_UPDATE_REFUSED,
+                      round.task,
+                      round.plan.round_id,
+                      device,
+                      why,
+                      {{"transport", "data-plane"}}});
   }
+  if (!events.empty()) services_.events.publish(events);
   round.hosted.data_plane["reduce_seconds"] = round.seconds_of_phase();
   round.hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
   round.deferred = reduced->deferred;
