@@ -109,4 +109,17 @@ TN_DERIVATIVE("aten::conv_transpose2d.input", "ConvolutionBackward0", SAVES(0, 1
   return conv_grads(s, g[0], Conv{a.int_list(3), a.int_list(4), a.int_list(7), a.integer(6)}, false, true);
 });
 
+// im2col(input, kernel_size, dilation, padding, stride) and col2im(input, output_size, kernel_size,
+// dilation, padding, stride) are each other's adjoint: a block copy back is a sum.
+TN_DERIVATIVE("aten::im2col", "Im2ColBackward0", SAVES(), {
+  auto a = s.args();
+  const Shape& x = s.input_sizes(0);
+  Shape spatial{x[x.size() - 2], x[x.size() - 1]};
+  return {ops::col2im(g[0], spatial, a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4))};
+});
+TN_DERIVATIVE("aten::col2im", "Col2ImBackward0", SAVES(), {
+  auto a = s.args();
+  return {ops::im2col(g[0], a.int_list(2), a.int_list(3), a.int_list(4), a.int_list(5))};
+});
+
 }  // namespace tn::autograd

@@ -1,4 +1,4 @@
-// Convolution: convolution, conv1d, conv2d, conv_transpose2d, im2col.
+// Convolution: convolution, conv1d, conv2d, conv_transpose2d, im2col, col2im.
 #include <cmath>
 #include <limits>
 
@@ -60,6 +60,86 @@ Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, c
   return out;
 }
 
+// col2im on (N, C*kh*kw, L): the (N, C, H, W) sums of the blocks' values at their places,
+// added in upstream's loop order (block row, then block position) in `accumulate`'s dtype.
+Tensor col2im(const Tensor& columns, const Shape& size, const Shape& kernel, const Shape& dilation,
+              const Shape& padding, const Shape& stride, ScalarType accumulate) {
+  int64_t n = columns.size(0), rows = columns.size(1), h = size[0], w = size[1];
+  int64_t c = rows / (kernel[0] * kernel[1]);
+  int64_t oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
+  int64_t ow = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+  Tensor cols = columns.to(accumulate).contiguous();
+  Tensor out = ops::zeros({n, c, h, w}, accumulate);
+  TN_DISPATCH_ALL_TYPES(accumulate, "col2im", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* source = cols.template data_as<scalar_t>();
+    scalar_t* target = out.template data_as<scalar_t>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t ch = r / (kernel[0] * kernel[1]), ki = (r / kernel[1]) % kernel[0], kj = r % kernel[1];
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            int64_t iy = y * stride[0] - padding[0] + ki * dilation[0],
+                    ix = xx * stride[1] - padding[1] + kj * dilation[1];
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            scalar_t& sum = target[((b * c + ch) * h + iy) * w + ix];
+            sum = scalar_t(compute_t<scalar_t>(sum) +
+                           compute_t<scalar_t>(source[(b * rows + r) * oh * ow + y * ow + xx]));
+          }
+      }
+  });
+  return out;
+}
+
+// Upstream's col2im_shape_check, in its order and words.
+void check_col2im(const Tensor& input, const Shape& size, const Shape& kernel, const Shape& dilation,
+                  const Shape& padding, const Shape& stride) {
+  auto pair = [](const Shape& v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; };
+  require_positive(kernel, ("kernel size should be greater than zero, but got kernel_height: " +
+                            std::to_string(kernel[0]) + " kernel_width: " + std::to_string(kernel[1]))
+                               .c_str());
+  require_positive(stride, ("stride should be greater than zero, but got stride_height: " +
+                            std::to_string(stride[0]) + " stride_width: " + std::to_string(stride[1]))
+                               .c_str());
+  require_positive(dilation, ("dilation should be greater than zero, but got dilation_height: " +
+                              std::to_string(dilation[0]) + " dilation_width: " + std::to_string(dilation[1]))
+                                 .c_str());
+  if (padding[0] < 0 || padding[1] < 0)
+    throw Error("padding should be non-negative, but got pad_height: " + std::to_string(padding[0]) +
+                " pad_width: " + std::to_string(padding[1]));
+  int64_t d = input.dim();
+  if (!((d == 2 && input.size(0) != 0 && input.size(1) != 0) ||
+        (d == 3 && input.size(1) != 0 && input.size(2) != 0)))
+    throw Error(
+        "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+        "dimensions for input, but got: " +
+        shape_str(input.sizes()));
+  int64_t planes = input.size(d - 2), length = input.size(d - 1);
+  if (planes % (kernel[0] * kernel[1]) != 0)
+    throw Error(
+        "Expected size of input's dimension 1 to be divisible by the product of kernel_size, but got "
+        "input.size(1)=" +
+        std::to_string(planes) + " and kernel_size=" + pair(kernel) + ".");
+  auto blocks = [&](size_t i) {
+    int64_t span = size[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1;
+    return (span < 0 ? -((-span + stride[i] - 1) / stride[i]) : span / stride[i]) + 1;  // upstream's div_rtn
+  };
+  int64_t bh = blocks(0), bw = blocks(1);
+  std::string given = "Given output_size=" + pair(size) + ", kernel_size=" + pair(kernel) +
+                      ", dilation=" + pair(dilation) + ", padding=" + pair(padding) +
+                      ", stride=" + pair(stride);
+  if (length != bh * bw)
+    throw Error(given +
+                ", expected size of input's dimension 2 to match the calculated number of sliding blocks " +
+                std::to_string(bh) + " * " + std::to_string(bw) + " = " + std::to_string(bh * bw) +
+                ", but got input.size(2)=" + std::to_string(length) + ".");
+  if (bh < 1 || bw < 1)
+    throw Error(given + ", but calculated shape of the array of sliding blocks as (" + std::to_string(bh) +
+                ", " + std::to_string(bw) + "), which is too small (non-positive)");
+  if (size[0] < 1 || size[1] < 1)
+    throw Error("Expected output spatial size to be positive, but got: output_size=" + pair(size) + ".");
+}
+
 // 2-D convolution as im2col + GEMM per group (batched input).
 Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias, Shape stride,
               Shape padding, Shape dilation, int64_t groups) {
@@ -117,32 +197,18 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std:
     throw Error("Given transposed=1, weight of size " + shape_str(weight.sizes()) + ", expected input" +
                 shape_str(input.sizes()) + " to have " + std::to_string(weight.size(0)) +
                 " channels, but got " + std::to_string(cin) + " channels instead");
-  int64_t kh = weight.size(2), kw = weight.size(3), cog = weight.size(1), cout = cog * groups,
-          cig = cin / groups;
+  int64_t kh = weight.size(2), kw = weight.size(3), cog = weight.size(1), cig = cin / groups;
   int64_t oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1;
   int64_t ow = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1;
-  Tensor out = Tensor::empty({n, cout, oh, ow}, ScalarType::Double);
-  std::fill_n(out.data_as<double>(), out.numel(), 0.0);
+  // Each group's columns summed into its output channels in double, rounded once.
+  std::vector<Tensor> outputs;
   for (int64_t g = 0; g < groups; ++g) {
     Tensor wg = ops::reshape(ops::narrow(weight, int64_t{0}, g * cig, cig), Shape{cig, cog * kh * kw});
     Tensor xg = ops::reshape(ops::narrow(input, int64_t{1}, g * cig, cig), Shape{n, cig, h * w});
-    Tensor cols = ops::matmul(ops::t(wg), xg).to(ScalarType::Double).contiguous();  // (n, cog*kh*kw, h*w)
-    const double* source = cols.data_as<double>();
-    double* target = out.data_as<double>();
-    int64_t rows = cog * kh * kw;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t co = r / (kh * kw), ki = (r / kw) % kh, kj = r % kw;
-        for (int64_t y = 0; y < h; ++y)
-          for (int64_t x = 0; x < w; ++x) {
-            int64_t oy = y * stride[0] - padding[0] + ki * dilation[0],
-                    ox = x * stride[1] - padding[1] + kj * dilation[1];
-            if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
-            target[((b * cout + g * cog + co) * oh + oy) * ow + ox] +=
-                source[(b * rows + r) * h * w + y * w + x];
-          }
-      }
+    Tensor cols = ops::matmul(ops::t(wg), xg);  // (n, cog*kh*kw, h*w)
+    outputs.push_back(col2im(cols, {oh, ow}, {kh, kw}, dilation, padding, stride, ScalarType::Double));
   }
+  Tensor out = ops::cat(outputs, int64_t{1});
   Tensor result = out.to(input.dtype());
   if (bias) result = ops::add(result, per_channel(*bias, 4));
   return batched ? result : ops::squeeze(result, int64_t{0});
@@ -163,6 +229,17 @@ Shape same_padding(const Tensor& weight, const Shape& dilation, int64_t spatial)
 
 TN_KERNEL("aten::im2col",
           { return im2col(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4)); });
+TN_KERNEL("aten::col2im", {
+  const Tensor& input = a.tensor(0);
+  Shape size = a.int_list(1), kernel = a.int_list(2), dilation = a.int_list(3), padding = a.int_list(4),
+        stride = a.int_list(5);
+  check_col2im(input, size, kernel, dilation, padding, stride);
+  if (!is_floating(input.dtype())) dtype_not_implemented("col2im_out_cpu", input.dtype());
+  if (input.dim() == 2)
+    return ops::squeeze(
+        col2im(ops::unsqueeze(input, 0), size, kernel, dilation, padding, stride, input.dtype()), 0);
+  return col2im(input, size, kernel, dilation, padding, stride, input.dtype());
+});
 TN_KERNEL("aten::conv2d", {
   return conv2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4), a.int_list(5),
                 a.integer(6));

@@ -158,6 +158,13 @@ def _conv_pool_cases():
          (Arg((2, 1, 3, 4)),)),
         ("interpolate/bilinear_down", lambda x: F.interpolate(x, size=(3, 2), mode="bilinear"), (Arg((1, 2, 5, 7)),)),
         ("unfold/im2col", lambda x: F.unfold(x, 2, stride=2), (Arg((1, 2, 4, 4)),)),
+        ("unfold/overlap_dilation_padding", lambda x: F.unfold(x, (2, 3), dilation=(2, 1), padding=1),
+         (Arg((2, 1, 4, 5)),)),
+        ("fold/stride2", lambda x: F.fold(x, (4, 4), 2, stride=2), (Arg((1, 8, 4)),)),
+        ("fold/overlap", lambda x: F.fold(x, (3, 4), 2), (Arg((2, 8, 6)),)),
+        ("fold/unbatched_padding", lambda x: F.fold(x, (3, 3), 2, padding=1), (Arg((4, 16)),)),
+        ("fold/wrong_block_count", lambda x: F.fold(x, (4, 4), 2, stride=2), (Arg((1, 8, 5)),)),
+        ("fold/kernel_does_not_divide", lambda x: F.fold(x, (4, 4), 2, stride=2), (Arg((1, 6, 4)),)),
     )
     for name, call, args in entries:
         op, variant = name.split("/", 1)
