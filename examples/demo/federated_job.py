@@ -1,6 +1,7 @@
 """The federated job: a coordinator, one device process per shard (device_process.py), FedAvg
 rounds, and the test accuracy of each round's aggregate (the global model), fetched from the
 coordinator as the rounds complete."""
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,22 @@ def launch_devices(coordinator, shards, directory, settings):
              "--batch-size", str(settings.batch_size), "--lr", str(settings.lr),
              "--momentum", str(settings.momentum), "--seed", str(settings.seed)]))
     return processes
+
+
+@contextlib.contextmanager
+def reaped(processes, name):
+    """processes, for a with block: leaving it normally, each must exit with status 0 (waited for
+    60 s at most); leaving it in any way, those still running are killed."""
+    try:
+        yield processes
+        for index, process in enumerate(processes):
+            if process.wait(timeout=60) != 0:
+                raise RuntimeError(f"{name} {index} exited with status {process.returncode}")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def closed_rounds(coordinator, task, devices):
@@ -82,7 +99,8 @@ def follow_rounds(coordinator, task, devices, settings, start_ms, test_accuracy)
 
 def run(shards, test_images, test_labels, settings, directory):
     """FedAvg over the shards ([(images, labels)] per device) for settings.rounds rounds; returns
-    one record per round (round_record, with the global model's test accuracy)."""
+    one record per round (round_record, with the global model's test accuracy) and the last
+    round's global model (its state dict)."""
     # A coordinator resumes the state it finds: a run's task, keys and models start from nothing.
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -90,8 +108,7 @@ def run(shards, test_images, test_labels, settings, directory):
         task = coordinator.create_fedavg_task(batchnorm_cnn(), settings.rounds, len(shards),
                                               settings.round_timeout)
         start_ms = time.time() * 1000
-        devices = launch_devices(coordinator, shards, directory, settings)
-        try:
+        with reaped(launch_devices(coordinator, shards, directory, settings), "device") as devices:
             global_model = batchnorm_cnn()
 
             def test_accuracy(closed):
@@ -99,12 +116,4 @@ def run(shards, test_images, test_labels, settings, directory):
                 return accuracy(global_model, test_images, test_labels)
 
             records = follow_rounds(coordinator, task, devices, settings, start_ms, test_accuracy)
-            for index, process in enumerate(devices):
-                if process.wait(timeout=60) != 0:
-                    raise RuntimeError(f"device {index} exited with status {process.returncode}")
-        finally:
-            for process in devices:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-    return records
+    return records, global_model.state_dict()

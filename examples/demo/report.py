@@ -18,6 +18,36 @@ def table(federated, centralised):
     return "\n".join(lines)
 
 
+def adaptation_table(records, methods):
+    """Corruption by corruption: each method's accuracy on the same corrupted images, the best in bold."""
+    lines = ["| corruption | severity | " + " | ".join(methods) + " |", "|---|---:|" + "---:|" * len(methods)]
+    for record in records:
+        best = max(record["accuracy"].values())
+        cells = [f"**{record['accuracy'][m]:.4f}**" if record["accuracy"][m] == best else f"{record['accuracy'][m]:.4f}"
+                 for m in methods]
+        lines.append(f"| {record['corruption']} | {record['severity']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_adaptation(records, methods, chance, path):
+    """Grouped bars: per corruption and severity, each method's accuracy."""
+    figure, axes = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(methods)
+    for offset, method in enumerate(methods):
+        axes.bar([i + offset * width for i in range(len(records))], [r["accuracy"][method] for r in records],
+                 width, label=method)
+    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(records))],
+                    [f"{r['corruption']}\n{r['severity']}" for r in records], fontsize="small")
+    axes.axhline(chance, color="grey", linestyle=":", label="chance")
+    axes.set_ylabel("test accuracy (corrupted)")
+    axes.set_ylim(0, 1)
+    axes.set_title("test-time adaptation of the federated model, by corruption and severity")
+    axes.legend(fontsize="small", ncol=3, loc="upper right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
 def plot_accuracy(federated, centralised, chance, path):
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.plot([r["round"] for r in federated], [r["accuracy"] for r in federated], "o-",
@@ -51,11 +81,14 @@ def plot_label_skew(counts, alpha, path):
     plt.close(figure)
 
 
-def write(directory, settings, counts, federated, centralised, seconds):
-    """results.json, accuracy.png and label_skew.png in directory; returns the table."""
+def write(directory, settings, counts, federated, centralised, adaptation, methods, seconds):
+    """results.json, accuracy.png, label_skew.png and adaptation.png in directory; returns the
+    two tables (rounds, then adaptation)."""
     (directory / "results.json").write_text(json.dumps(
         {"settings": vars(settings), "class_counts": counts.tolist(), "federated": federated,
-         "centralised": centralised, "seconds": seconds}, indent=1, default=str))
-    plot_accuracy(federated, centralised, 1 / counts.shape[1], directory / "accuracy.png")
+         "centralised": centralised, "adaptation": adaptation, "seconds": seconds}, indent=1, default=str))
+    chance = 1 / counts.shape[1]
+    plot_accuracy(federated, centralised, chance, directory / "accuracy.png")
     plot_label_skew(counts, settings.alpha, directory / "label_skew.png")
-    return table(federated, centralised)
+    plot_adaptation(adaptation, methods, chance, directory / "adaptation.png")
+    return table(federated, centralised) + "\n\n" + adaptation_table(adaptation, methods)

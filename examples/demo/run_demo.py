@@ -1,12 +1,15 @@
 """The main job (`make demo`): federated learning of Fashion-MNIST on one machine, against
-centralised training of the same model on the same data.
+centralised training of the same model on the same data, then test-time adaptation of the
+federated model to corrupted test images.
 
 A BatchNorm CNN (cnn.py); Fashion-MNIST from Debian's dataset-fashion-mnist (fashion_mnist.py);
 devices * samples training examples dealt among the devices with Dirichlet label skew
 (label_skew.py); FedAvg rounds through torchnative-coordinator, each device its own process
 with torchnative.nn.federated.Engine (federated_job.py, device_process.py); the same training
-on the union of the devices' data in one process (centralised.py); the table and plots
-(report.py) in --out.
+on the union of the devices' data in one process (centralised.py); the test set corrupted
+(corruptions.py) and the federated model adapted to it by BNAdapt, Tent, Tent with EATA's filter
+and federated Tent through the coordinator (adaptation.py, tent_device_process.py); the tables
+and plots (report.py) in --out.
 
     .venv/bin/python examples/demo/run_demo.py [--rounds 10 --devices 8 --samples 600 ...]
 """
@@ -17,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import adaptation
 import centralised
 import fashion_mnist
 import federated_job
@@ -38,6 +42,13 @@ def parse_arguments():
     parser.add_argument("--test-samples", type=int, default=10000, help="test images evaluated (of 10,000)")
     parser.add_argument("--seed", type=int, default=0, help="of the data's choice, split and order")
     parser.add_argument("--round-timeout", type=int, default=300, help="seconds a round may take")
+    parser.add_argument("--adapt-samples", type=int, default=2000,
+                        help="test images corrupted per corruption and severity, dealt among the devices")
+    parser.add_argument("--adapt-batch-size", type=int, default=16, help="test-time batch size")
+    parser.add_argument("--tent-lr", type=float, default=0.01, help="Tent's SGD learning rate (momentum 0.9)")
+    parser.add_argument("--bn-momentum", type=float, default=0.1, help="BNAdapt's running-statistics momentum")
+    parser.add_argument("--eata-redundancy", type=float, default=0.5,
+                        help="EATA's epsilon: a sample is kept if its softmax's cosine to the kept average is below it")
     parser.add_argument("--out", type=Path, default=Path("build/demo"), help="output folder")
     return parser.parse_args()
 
@@ -55,6 +66,21 @@ def device_shards(images, labels, settings):
             for shard in shards], counts
 
 
+def adaptation_settings(settings):
+    return adaptation.Settings(devices=settings.devices, samples=settings.adapt_samples,
+                               batch_size=settings.adapt_batch_size, lr=settings.tent_lr,
+                               bn_momentum=settings.bn_momentum, redundancy=settings.eata_redundancy,
+                               seed=settings.seed, round_timeout=settings.round_timeout)
+
+
+def print_adapted(record):
+    print(f"adaptation, {record['corruption']} severity {record['severity']}: "
+          + ", ".join(f"{method} {value:.4f}" for method, value in record["accuracy"].items())
+          + f"; BatchNorm statistics moved {record['bn_statistics_change']:.3f}, Tent parameters "
+          f"{record['tent_change']:.4f}, EATA kept {record['eata_kept']:.0%}; federated Tent: "
+          f"{record['task']}, {record['contributors']} devices", flush=True)
+
+
 def main():
     settings = parse_arguments()
     start = time.perf_counter()
@@ -70,18 +96,23 @@ def main():
         print(f"  device {index}: {row.sum():5d}  {' '.join(f'{count:4d}' for count in row)}", flush=True)
 
     timings = {"setup": time.perf_counter() - start}
-    federated = federated_job.run(shards, test_images, test_labels, settings, settings.out / "federated")
+    federated, source = federated_job.run(shards, test_images, test_labels, settings, settings.out / "federated")
     timings["federated"] = time.perf_counter() - start - timings["setup"]
     central = centralised.run(torch.cat([shard[0] for shard in shards]), torch.cat([shard[1] for shard in shards]),
                               test_images, test_labels, settings)
     timings["centralised"] = time.perf_counter() - start - timings["setup"] - timings["federated"]
+    print(f"test-time adaptation: {settings.adapt_samples} test images per corruption and severity, "
+          f"{settings.devices} devices' streams, batches of {settings.adapt_batch_size}", flush=True)
+    adapted = adaptation.run(source, test_images, test_labels, adaptation_settings(settings),
+                             settings.out / "adaptation", progress=print_adapted)
+    timings["adaptation"] = time.perf_counter() - start - sum(timings.values())
     timings["total"] = time.perf_counter() - start
 
-    print(report.write(settings.out, settings, counts, federated, central, timings))
+    print(report.write(settings.out, settings, counts, federated, central, adapted, adaptation.METHODS, timings))
     print(f"after {settings.rounds} rounds: federated {federated[-1]['accuracy']:.4f}, "
           f"centralised {central[-1]['accuracy']:.4f} test accuracy; "
           + ", ".join(f"{what} {seconds:.1f} s" for what, seconds in timings.items()))
-    print(f"output: {settings.out.resolve()} (accuracy.png, label_skew.png, results.json)")
+    print(f"output: {settings.out.resolve()} (accuracy.png, label_skew.png, adaptation.png, results.json)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The main job (`make demo`, examples/demo) in its reduced configuration: 2 FedAvg rounds of 3
 device processes on 300 Fashion-MNIST examples each, through a real torchnative-coordinator,
-against centralised training; the run prints the progress and the table, writes valid PNG
-plots and results.json, and both models learn (test accuracy well above chance, 10%)."""
+against centralised training, then test-time adaptation on 480 corrupted test images per
+corruption and severity; the run prints the progress and the tables, writes valid PNG plots and
+results.json, both models learn (test accuracy well above chance, 10%), and every adaptation
+acts (a method that silently does nothing fails it)."""
 import json
 import subprocess
 import sys
@@ -12,6 +14,8 @@ import pytest
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 sys.path.append(str(DEMO))
 import fashion_mnist  # noqa: E402 (the demo's data module)
+from adaptation import METHODS  # noqa: E402
+from corruptions import CORRUPTIONS, SEVERITIES  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ROUNDS, DEVICES = 2, 3
@@ -21,15 +25,16 @@ LEARNED = 0.25
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(360)
 def test_reduced_demo_trains_both_models_and_writes_its_report(tmp_path):
     try:
         fashion_mnist.torchvision_root(tmp_path / "data")  # the demo keeps the layout it finds in --out
     except fashion_mnist.NotInstalled as missing:
         pytest.skip(str(missing))
     result = subprocess.run([sys.executable, str(DEMO / "run_demo.py"), "--rounds", str(ROUNDS), "--devices",
-                             str(DEVICES), "--samples", "300", "--test-samples", "2000", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=200)
+                             str(DEVICES), "--samples", "300", "--test-samples", "2000", "--adapt-samples", "480",
+                             "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     for device in range(DEVICES):
@@ -40,7 +45,7 @@ def test_reduced_demo_trains_both_models_and_writes_its_report(tmp_path):
         assert f"federated round {number}/{ROUNDS}: global model task-1/{number} test accuracy" in out, out
     assert "| round | federated accuracy | centralised accuracy |" in out, out
     assert f"output: {tmp_path.resolve()}" in out, out
-    for plot in ("accuracy.png", "label_skew.png"):
+    for plot in ("accuracy.png", "label_skew.png", "adaptation.png"):
         assert (tmp_path / plot).read_bytes().startswith(PNG_SIGNATURE), plot
     results = json.loads((tmp_path / "results.json").read_text())
     assert [r["round"] for r in results["federated"]] == [r["round"] for r in results["centralised"]] == [1, 2]
@@ -48,3 +53,23 @@ def test_reduced_demo_trains_both_models_and_writes_its_report(tmp_path):
     assert sum(map(sum, results["class_counts"])) == DEVICES * 300
     for job in ("federated", "centralised"):
         assert results[job][-1]["accuracy"] > LEARNED, (job, results[job])
+    check_adaptation(out, results["adaptation"])
+
+
+def check_adaptation(out, records):
+    """Every corruption and severity scored for every method, every device publishing its Tent
+    delta to that corruption's own coordinator task, and no adaptation a silent no-op: BNAdapt
+    moved BatchNorm's statistics, Tent its parameters, EATA's filter kept samples and stepped on
+    them; on strong noise, BNAdapt's accuracy is not the source model's."""
+    assert "| corruption | severity | " + " | ".join(METHODS) + " |" in out, out
+    assert [(r["corruption"], r["severity"]) for r in records] == [(c, s) for c in CORRUPTIONS for s in SEVERITIES]
+    for record in records:
+        assert f"adaptation, {record['corruption']} severity {record['severity']}:" in out, out
+        assert set(record["accuracy"]) == set(METHODS), record
+        assert record["contributors"] == DEVICES, record
+        assert record["bn_statistics_change"] > 0 and record["tent_change"] > 0, record
+        assert record["eata_kept"] > 0 and record["eata_steps"] > 0, record
+    # One task per corruption, in order, on the adaptation's own coordinator: no delta lands in another's round.
+    assert [r["task"] for r in records] == [f"task-{n}" for n in range(1, len(records) + 1)], records
+    noisy = next(r for r in records if (r["corruption"], r["severity"]) == ("gaussian_noise", 2))
+    assert noisy["accuracy"]["BNAdapt"] != noisy["accuracy"]["source"], noisy
