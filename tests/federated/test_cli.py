@@ -27,7 +27,7 @@ ADMIN_COMMAND_FLAGS = {
     "rounds": ["TASK"],
     "status": ["TASK"],
     "fetch-model": ["VERSION", "--out", "--digest"],
-    "events": ["--task", "--count", "--since"],
+    "events": ["--task", "--count", "--since", "--follow"],
 }
 
 
@@ -88,6 +88,8 @@ def test_unknown_flag_prints_usage_and_exits_2(name):
      "--rounds: expected a non-negative integer, got '-1'"),
     ("torchnative-admin", ["--key", "k", "stop-task"], "stop-task needs TASK"),
     ("torchnative-admin", ["--key"], "missing value after --key"),
+    ("torchnative-admin", ["--key", "k", "events", "--follow", "t", "--count", "1"],
+     "events --follow takes no --task, --since or --count"),
     ("torchnative-coordinator", ["--join-window-ms", "soon"], "--join-window-ms"),
 ])
 def test_a_bad_value_is_named_and_exits_2(name, words, message):

@@ -2,7 +2,7 @@
 lists them and `status TASK` says where one stands (state, current round with the devices
 selected and contributed, the last aggregate's model version, each round's duration); `events
 --since N` replays the stored events after sequence N, whose numbering survives a kill -9 of the
-coordinator."""
+coordinator; `events --follow TASK` prints a line per round until the task ends."""
 import json
 import subprocess
 
@@ -94,3 +94,37 @@ def test_events_replay_from_a_sequence_number_across_a_coordinator_kill(coordina
     finally:
         restarted["process"].kill()
         restarted["process"].wait()
+
+
+def follow(coordinator, task):
+    return subprocess.Popen(coordinator["admin"] + ["events", "--follow", task], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_follow_prints_a_line_per_round_until_the_task_ends(coordinator, tmp_path):
+    task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=ROUNDS, per_round=DEVICES,
+                              min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
+    follower = follow(coordinator, task)  # from before the first round
+    run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS)
+    out, err = follower.communicate(timeout=30)
+    assert follower.returncode == 0, err
+    *rounds, ended = map(json.loads, out.splitlines())
+    assert [(r["round_id"], r["rounds_planned"], r["state"], r["selected"], r["contributed"], r["model_version"])
+            for r in rounds] == [(n, ROUNDS, "ROUND_STATE_COMPLETED", DEVICES, DEVICES, f"{task}/{n}")
+                                 for n in range(1, ROUNDS + 1)]
+    assert all(r["duration_ms"] >= 0 for r in rounds)
+    assert (ended["task_id"], ended["state"], ended["rounds_completed"]) == (task, "TASK_STATE_COMPLETED", ROUNDS)
+
+    late = follow(coordinator, task)  # after the end: the same lines at once
+    assert late.communicate(timeout=30)[0] == out and late.returncode == 0
+
+
+def test_follow_exits_3_when_the_task_is_stopped(coordinator, tmp_path):
+    task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=ROUNDS, per_round=DEVICES,
+                              min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
+    follower = follow(coordinator, task)
+    admin_json(coordinator, "stop-task", task, "--reason", "enough")
+    out, err = follower.communicate(timeout=30)
+    assert follower.returncode == 3, err
+    ended = json.loads(out.splitlines()[-1])
+    assert (ended["state"], ended["state_reason"], ended["current_round"]) == ("TASK_STATE_STOPPED", "enough", None)

@@ -55,6 +55,7 @@ struct Words {
   std::string events_task;
   uint64_t events_count = 0;
   std::optional<uint64_t> events_since;
+  std::string follow_task;
 };
 
 void digest_flag(tn::cli::Command& command, std::string& digest, const std::string& meaning) {
@@ -133,8 +134,12 @@ void declare(tn::cli::Command& program, Words& words) {
   fetch.positional("VERSION", "the model version").into(words.model_version);
   fetch.flag("--out", "FILE.safetensors", "where the model is written").required().into(words.out_path);
   digest_flag(fetch, words.digest, "the version's BLAKE2b-256, checked when given");
-  tn::cli::Command& events =
-      program.subcommand("events", "prints the coordinator's events as JSON lines, as they come");
+  tn::cli::Command& events = program.subcommand(
+      "events",
+      "prints the coordinator's events as JSON lines, as they come; with --follow TASK, a task's "
+      "progress instead: a JSON line per round as it closes (state, devices selected and "
+      "contributed, model version, duration) and one for the task when it ends; exit status 0 "
+      "when the task completed, 3 when it stopped or failed");
   events.flag("--task", "TASK", "only this task's events; none: every task's").into(words.events_task);
   events.flag("--count", "N", "stops after N events; 0: when interrupted").into(words.events_count);
   events
@@ -146,6 +151,11 @@ void declare(tn::cli::Command& program, Words& words) {
         words.events_since =
             tn::cli::detail::parse_integer<uint64_t>(text, 0, std::numeric_limits<uint64_t>::max());
       });
+  events
+      .flag("--follow", "TASK",
+            "follows TASK from its first round until it ends, a line per round (not with --task, --since "
+            "or --count)")
+      .into(words.follow_task);
 }
 
 json round_json(const v1::RoundInfo& round) {
@@ -302,9 +312,7 @@ class Admin {
   }
 
   json status(const std::string& task_id) {
-    v1::GetTaskPayload payload;
-    payload.set_task_id(task_id);
-    const v1::GetTaskResponse response = call("GetTask", payload, &v1::AdminService::Stub::GetTask);
+    const v1::GetTaskResponse response = get_task(task_id);
     json out = task_json(response.task());
     out["rounds"] = json::array();
     for (const v1::RoundInfo& round : response.rounds())
@@ -314,6 +322,37 @@ class Admin {
                                {"contributed", round.contributors_size()},
                                {"duration_ms", duration_ms(round)}});
     return out;
+  }
+
+  // The task's rounds as they close, from its first, then the task once it has ended; whether it
+  // completed.
+  bool follow(const std::string& task_id) {
+    v1::GetTaskResponse now = get_task(task_id);  // refuses an unknown task before waiting on it
+    if (now.task().state() != v1::TASK_STATE_RUNNING) return print_progress(now);
+    v1::StreamEventsPayload payload;
+    payload.set_task_id(task_id);
+    payload.set_after_sequence(0);  // its stored events first: rounds that closed before the call
+    v1::StreamEventsRequest request;
+    sign(request, "StreamEvents", payload);
+    grpc::ClientContext context;
+    auto reader = stub_->StreamEvents(&context, request);
+    v1::Event event;
+    while (reader->Read(&event)) {
+      const v1::EventKind kind = event.kind();
+      if (kind == v1::EVENT_KIND_ROUND_COMPLETED || kind == v1::EVENT_KIND_ROUND_FAILED) {
+        now = get_task(task_id);
+        for (const v1::RoundInfo& round : now.rounds())
+          if (round.round_id() == event.round_id()) print_round(now.task(), round);
+      } else if (kind == v1::EVENT_KIND_TASK_FINISHED || kind == v1::EVENT_KIND_TASK_STOPPED) {
+        context.TryCancel();
+        reader->Finish();
+        now = get_task(task_id);
+        std::cout << task_json(now.task()).dump() << std::endl;
+        return now.task().state() == v1::TASK_STATE_COMPLETED;
+      }
+    }
+    check("StreamEvents", reader->Finish());
+    throw std::runtime_error("the coordinator ended the event stream before task '" + task_id + "' ended");
   }
 
   json fetch_model(const std::string& version, const std::string& out_path, const std::string& digest) {
@@ -375,6 +414,31 @@ class Admin {
  private:
   static constexpr std::chrono::seconds kCallTimeout{60};
 
+  v1::GetTaskResponse get_task(const std::string& task_id) {
+    v1::GetTaskPayload payload;
+    payload.set_task_id(task_id);
+    return call("GetTask", payload, &v1::AdminService::Stub::GetTask);
+  }
+
+  static void print_round(const v1::TaskInfo& task, const v1::RoundInfo& round) {
+    std::cout << json{{"round_id", round.round_id()},
+                      {"rounds_planned", task.rounds_planned()},
+                      {"state", v1::RoundState_Name(round.state())},
+                      {"selected", round.selected_devices_size()},
+                      {"contributed", round.contributors_size()},
+                      {"model_version", round.output_model_version()},
+                      {"duration_ms", duration_ms(round)}}
+                     .dump()
+              << std::endl;
+  }
+
+  // A task that had ended already: its rounds, then the task; whether it completed.
+  static bool print_progress(const v1::GetTaskResponse& ended) {
+    for (const v1::RoundInfo& round : ended.rounds()) print_round(ended.task(), round);
+    std::cout << task_json(ended.task()).dump() << std::endl;
+    return ended.task().state() == v1::TASK_STATE_COMPLETED;
+  }
+
   template <typename Request>
   void sign(Request& request, const char* method, const google::protobuf::Message& payload) {
     std::string bytes;
@@ -407,12 +471,18 @@ class Admin {
   std::unique_ptr<v1::AdminService::Stub> stub_;
 };
 
+// events --follow's exit status for a task that stopped or failed.
+constexpr int kTaskDidNotComplete = 3;
+
 int run(const tn::cli::Command& program, const std::string& command, const Words& words) {
   if (command == "public-key") {
     std::cout << tn::server::to_hex(tn::proto::SigningKey::load_or_create(words.key_file).public_key())
               << "\n";
     return 0;
   }
+  const bool following = !words.follow_task.empty();
+  if (following && (!words.events_task.empty() || words.events_since || words.events_count != 0))
+    program.fail("events --follow takes no --task, --since or --count");
   if (words.server.empty()) program.fail("--server is required by " + command);
   Admin admin(words.server, words.key_file, words.tls_ca);
   json result;
@@ -430,7 +500,9 @@ int run(const tn::cli::Command& program, const std::string& command, const Words
     result = admin.status(words.task_id);
   else if (command == "fetch-model")
     result = admin.fetch_model(words.model_version, words.out_path, words.digest);
-  else {
+  else if (following) {
+    return admin.follow(words.follow_task) ? 0 : kTaskDidNotComplete;
+  } else {
     admin.events(words.events_task, words.events_count, words.events_since);
     return 0;
   }
