@@ -231,6 +231,13 @@ struct StateStore::Impl {
                           ": SQLite did not accept foreign_keys = ON and synchronous = FULL");
   }
 
+  void forget_old_events() {
+    // The latest row stays whatever events_kept is, so the numbering goes on from it.
+    Statement(database, "DELETE FROM events WHERE sequence <= (SELECT max(sequence) FROM events) - ?")
+        .bind(std::max<uint64_t>(options.events_kept, 1))
+        .run();
+  }
+
   void abandon_interrupted_rounds() {
     Transaction transaction(database);
     Statement open_rounds(database, "SELECT task_id, round_number FROM rounds WHERE state = 'open'");
@@ -451,6 +458,7 @@ StateStore StateStore::open(const fs::path& state_directory, OpenOptions options
   // A database file created just now must not vanish from its directory with a power loss.
   detail::fsync_directory(directory);
   impl->abandon_interrupted_rounds();
+  impl->forget_old_events();
   impl->remove_unreferenced_files();
   impl->report.damaged_files = impl->check_files(impl->options.file_check);
   return StateStore(std::move(impl));

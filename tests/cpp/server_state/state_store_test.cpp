@@ -381,6 +381,21 @@ TEST_F(StateStoreTest, KeepsEventsAcrossReopeningAndReadsThemAfterASequenceByTas
   EXPECT_EQ(started.message, "2 devices");
 }
 
+TEST_F(StateStoreTest, OpeningForgetsAllButTheLatestEventsAndTheNumberingGoesOn) {
+  {
+    StateStore store = open();
+    for (uint64_t sequence = 1; sequence <= 5; ++sequence)
+      store.append_events({{sequence, now_ms_, "EVENT_KIND_TASK_CREATED", "t", 0, "", ""}});
+  }
+  OpenOptions keep_two = options();
+  keep_two.events_kept = 2;
+  StateStore store = StateStore::open(directory_, keep_two);
+  ASSERT_EQ(store.events_after(0, "", 10).size(), 2u);
+  EXPECT_EQ(store.events_after(0, "", 10).front().sequence, 4u);
+  EXPECT_EQ(store.latest_event_sequence(), 5u);
+  EXPECT_THROW(store.append_events({{3, now_ms_, "EVENT_KIND_TASK_CREATED", "t", 0, "", ""}}), Conflict);
+}
+
 TEST_F(StateStoreTest, RefusesAReusedNonceUntilItIsPruned) {
   const std::string nonce(16, '\x01');
   {

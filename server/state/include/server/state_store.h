@@ -176,6 +176,9 @@ struct OpenOptions {
   FileCheck file_check = FileCheck::Hashes;
   // The clock behind every timestamp the store records; Unix milliseconds.
   std::function<int64_t()> now_unix_ms;  // empty: the system clock
+  // open() forgets all but this many of the latest events (about 2 + 2 x devices a round), so
+  // the table stays bounded; sequences still go on from the latest.
+  uint64_t events_kept = 1'000'000;
 };
 
 class StateStore {
@@ -253,8 +256,8 @@ class StateStore {
 
   // Stores events in one transaction; Conflict when a sequence is not above every stored one.
   void append_events(const std::vector<StoredEvent>& events);
-  // Stored events whose sequence is above `after` (of `task_id` only, unless empty), by sequence,
-  // at most `limit` of them.
+  // Stored events (the latest OpenOptions::events_kept of them) whose sequence is above `after` (of `task_id`
+  // only, unless empty), by sequence, at most `limit` of them.
   std::vector<StoredEvent> events_after(uint64_t after, std::string_view task_id, size_t limit) const;
   // The highest stored sequence (0 before any event).
   uint64_t latest_event_sequence() const;
