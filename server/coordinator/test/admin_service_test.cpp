@@ -57,6 +57,19 @@ class AdminTaskViews : public StateStoreTest {
     now_ms_ += kRoundOneMs;
     store.close_round("mnist", 1, completed({"a"}, {"b"}, small_model(2), 1));
     store.begin_round("mnist", {2, 1, {"a", "c"}, now_ms_ + 60'000});
+    store.append_events({{1, now_ms_, "EVENT_KIND_TASK_CREATED", "mnist", 0, "", "fedavg"},
+                         {2, now_ms_, "EVENT_KIND_ROUND_STARTED", "mnist", 2, "", "2 devices"}});
+  }
+
+  // `payload` in a request signed by the administrator for `method`.
+  template <typename Request>
+  Request signed_request(const char* method, const google::protobuf::Message& payload) {
+    Request request;
+    payload.SerializeToString(request.mutable_payload());
+    const std::string path = "/" + std::string(v1::AdminService::service_full_name()) + "/" + method;
+    *request.mutable_auth() =
+        tn::proto::sign_request(path, tn::server::to_hex(admin_.public_key()), request.payload(), admin_);
+    return request;
   }
 
   template <typename Request, typename Response>
@@ -64,13 +77,8 @@ class AdminTaskViews : public StateStoreTest {
                     grpc::Status (v1::AdminService::Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                                 Response*),
                     Response& response) {
-    Request request;
-    payload.SerializeToString(request.mutable_payload());
-    const std::string path = "/" + std::string(v1::AdminService::service_full_name()) + "/" + method;
-    *request.mutable_auth() =
-        tn::proto::sign_request(path, tn::server::to_hex(admin_.public_key()), request.payload(), admin_);
     grpc::ClientContext context;
-    return (admin_stub_.get()->*rpc)(&context, request, &response);
+    return (admin_stub_.get()->*rpc)(&context, signed_request<Request>(method, payload), &response);
   }
 
   v1::GetTaskResponse get_task(const std::string& id) {
@@ -137,6 +145,23 @@ TEST_F(AdminTaskViews, ListTasksListsEveryTaskAndGetTaskRefusesAnUnknownOne) {
   const grpc::Status status = call("GetTask", payload, &v1::AdminService::Stub::GetTask, response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(status.error_message().find("no task 'nope'"), std::string::npos) << status.error_message();
+}
+
+// StreamEvents with after_sequence replays what the store kept from before the start.
+TEST_F(AdminTaskViews, StreamEventsReplaysStoredEventsAfterASequence) {
+  v1::StreamEventsPayload payload;
+  payload.set_after_sequence(1);
+  grpc::ClientContext context;
+  auto reader =
+      admin_stub_->StreamEvents(&context, signed_request<v1::StreamEventsRequest>("StreamEvents", payload));
+  v1::Event event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.sequence(), 2u);
+  EXPECT_EQ(event.kind(), v1::EVENT_KIND_ROUND_STARTED);
+  EXPECT_EQ(event.round_id(), 2u);
+  EXPECT_EQ(event.message(), "2 devices");
+  context.TryCancel();
+  reader->Finish();
 }
 
 }  // namespace
