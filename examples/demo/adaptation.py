@@ -1,8 +1,8 @@
 """Test-time adaptation of the federated model (the source) on the corrupted test set.
 
 Every corruption and severity (corruptions.py) gets the same images: the first `samples` test
-images, dealt in contiguous streams of batches among the devices. The methods, each scored on
-those images:
+images, dealt in contiguous streams of batches among the devices, once for each batch size. The
+methods, each scored on those images:
 - source: the federated model as trained (BatchNorm's running statistics), no adaptation;
 - BNAdapt: each device online over its own stream, from the source model: every batch normalised
   with its own statistics, folded into the running ones (momentum `bn_momentum`);
@@ -14,8 +14,8 @@ those images:
   Delta.publish to a one-round FedAvg task of torchnative-coordinator whose initial model is the
   source, weighted by its number of images; the aggregate serves the whole set without adapting
   further, with batch statistics as Tent serves.
-BNAdapt and Tent+EATA run here while the devices adapt, one corruption after the other: each has
-its own task, created when the one before has closed (a device's delta is checked against its
+BNAdapt and Tent+EATA run here while the devices adapt, one corruption and batch size after the
+other: each has its own task, created when the one before has closed (a device's delta is checked against its
 round's model, and every task starts from the same source model).
 """
 import dataclasses
@@ -44,7 +44,7 @@ CONDITIONS = [(name, severity) for name in CORRUPTIONS for severity in SEVERITIE
 class Settings:
     devices: int
     samples: int          # test images per corruption and severity
-    batch_size: int
+    batch_sizes: tuple    # each corruption and severity is adapted to at each of these
     lr: float             # Tent's
     bn_momentum: float    # BNAdapt's
     redundancy: float     # EATA's epsilon
@@ -95,11 +95,11 @@ def change_norm(model):
                if offset.is_floating_point()) ** 0.5
 
 
-def evaluate_here(state, images, labels, settings):
+def evaluate_here(state, images, labels, batch_size, settings):
     """The methods this process runs on one corruption and severity: source, BNAdapt and
     Tent+EATA accuracies, the largest change of a device's BatchNorm statistics, the share of
     samples EATA's filter kept and its steps."""
-    streams = device_streams(images, labels, settings.devices, settings.batch_size)
+    streams = device_streams(images, labels, settings.devices, batch_size)
     eata = adapt.Tent(filter=adapt.EataFilter(redundancy=settings.redundancy))
     bn = [adapt_online(state, adapt.BNAdapt(), settings.bn_momentum, stream) for stream in streams]
     filtered = [adapt_online(state, eata, settings.lr, stream, tent_optimizer()) for stream in streams]
@@ -111,21 +111,22 @@ def evaluate_here(state, images, labels, settings):
             "eata_steps": sum(model.counts.steps for _, model in filtered)}
 
 
-def launch_devices(coordinator, state, corrupted, labels, settings, directory):
-    """One tent_device_process per device, its streams of every corruption and severity saved
-    to directory/tent-device-I.pt; its results in directory/tent-device-I.jsonl."""
+def launch_devices(coordinator, state, experiments, labels, settings, directory):
+    """One tent_device_process per device, its share of every experiment's images (a batch size
+    and the images) saved to directory/tent-device-I.pt; its results in directory/tent-device-I.jsonl."""
     torch.save(state, directory / "source.pt")
-    shares = [(images.tensor_split(settings.devices), labels.tensor_split(settings.devices)) for images in corrupted]
+    shares = [(batch_size, images.tensor_split(settings.devices), labels.tensor_split(settings.devices))
+              for batch_size, images in experiments]
     processes = []
     for index in range(settings.devices):
         streams = directory / f"tent-device-{index}.pt"
-        torch.save([{"images": images[index], "labels": share_labels[index]} for images, share_labels in shares],
-                   streams)
+        torch.save([{"batch_size": batch_size, "images": images[index], "labels": share_labels[index]}
+                    for batch_size, images, share_labels in shares], streams)
         processes.append(subprocess.Popen(
             [sys.executable, str(HERE / "tent_device_process.py"), "--index", str(index), "--streams", str(streams),
              "--source", str(directory / "source.pt"), "--server", coordinator.address,
              "--key", str(directory / f"device-{index}.key"), "--lr", str(settings.lr),
-             "--batch-size", str(settings.batch_size), "--results", str(directory / f"tent-device-{index}.jsonl")]))
+             "--results", str(directory / f"tent-device-{index}.jsonl")]))
     return processes
 
 
@@ -139,21 +140,21 @@ def federated_aggregate(coordinator, task, devices, timeout):
     return coordinator.fetch_model(closed[0]["output_model_version"]), len(closed[0]["contributors"])
 
 
-def device_results(directory, devices, condition):
-    """What each device reported (its Tent's correct predictions and change) for condition's number."""
-    return [json.loads((directory / f"tent-device-{index}.jsonl").read_text().splitlines()[condition])
+def device_results(directory, devices, number):
+    """What each device reported (its Tent's correct predictions and change) for experiment `number`."""
+    return [json.loads((directory / f"tent-device-{index}.jsonl").read_text().splitlines()[number])
             for index in range(devices)]
 
 
-def evaluate(coordinator, devices, state, number, images, labels, settings, directory):
-    """One corruption and severity, CONDITIONS[number]: every method's accuracy and what shows
-    that each adaptation acted (evaluate_here's, the largest change of a device's Tent parameters,
-    the federated round's contributors)."""
+def evaluate(coordinator, devices, state, number, images, labels, batch_size, settings, directory):
+    """Experiment `number`, one corruption and severity in batches of batch_size: every method's
+    accuracy and what shows that each adaptation acted (evaluate_here's, the largest change of a
+    device's Tent parameters, the federated round's contributors)."""
     task = coordinator.create_fedavg_task(source_model(state), 1, settings.devices, settings.round_timeout)
-    record = evaluate_here(state, images, labels, settings)
+    record = evaluate_here(state, images, labels, batch_size, settings)
     aggregate, contributors = federated_aggregate(coordinator, task, devices, settings.round_timeout + 60)
     averaged = adapt.wrap(source_model(aggregate), adapt.Tent(), settings.lr)
-    streams = device_streams(images, labels, settings.devices, settings.batch_size)
+    streams = device_streams(images, labels, settings.devices, batch_size)
     tent = device_results(directory, settings.devices, number)
     record["accuracy"]["Tent"] = sum(result["correct"] for result in tent) / len(labels)
     record["accuracy"]["federated Tent"] = served_accuracy(averaged, [batch for stream in streams for batch in stream])
@@ -162,18 +163,22 @@ def evaluate(coordinator, devices, state, number, images, labels, settings, dire
 
 
 def run(source_state, test_images, test_labels, settings, directory, progress=print):
-    """Every corruption and severity, one after the other: a record of each method's accuracy (see evaluate)."""
+    """Every batch size, corruption and severity, one after the other: a record of each method's
+    accuracy (see evaluate)."""
     images, labels = test_images[:settings.samples], test_labels[:settings.samples]
-    corrupted = [corrupt(images, name, severity, settings.seed) for name, severity in CONDITIONS]
+    corrupted = {condition: corrupt(images, *condition, settings.seed) for condition in CONDITIONS}
+    experiments = [(batch_size, condition) for batch_size in settings.batch_sizes for condition in CONDITIONS]
     shutil.rmtree(directory, ignore_errors=True)  # a coordinator resumes the state it finds
     directory.mkdir(parents=True)
     records = []
     with Coordinator(directory) as coordinator:
-        launched = launch_devices(coordinator, source_state, corrupted, labels, settings, directory)
+        launched = launch_devices(coordinator, source_state, [(batch_size, corrupted[condition])
+                                                              for batch_size, condition in experiments],
+                                  labels, settings, directory)
         with reaped(launched, "Tent device") as devices:
-            for number, (name, severity) in enumerate(CONDITIONS):
-                record = evaluate(coordinator, devices, source_state, number, corrupted[number], labels, settings,
-                                  directory)
-                records.append({"corruption": name, "severity": severity, **record})
+            for number, (batch_size, (name, severity)) in enumerate(experiments):
+                record = evaluate(coordinator, devices, source_state, number, corrupted[name, severity], labels,
+                                  batch_size, settings, directory)
+                records.append({"batch_size": batch_size, "corruption": name, "severity": severity, **record})
                 progress(records[-1])
     return records

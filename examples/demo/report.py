@@ -19,30 +19,36 @@ def table(federated, centralised):
 
 
 def adaptation_table(records, methods):
-    """Corruption by corruption: each method's accuracy on the same corrupted images, the best in bold."""
-    lines = ["| corruption | severity | " + " | ".join(methods) + " |", "|---|---:|" + "---:|" * len(methods)]
+    """Batch size, corruption and severity: each method's accuracy on the same corrupted images,
+    the best in bold."""
+    lines = ["| batch | corruption | severity | " + " | ".join(methods) + " |",
+             "|---:|---|---:|" + "---:|" * len(methods)]
     for record in records:
         best = max(record["accuracy"].values())
         cells = [f"**{record['accuracy'][m]:.4f}**" if record["accuracy"][m] == best else f"{record['accuracy'][m]:.4f}"
                  for m in methods]
-        lines.append(f"| {record['corruption']} | {record['severity']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {record['batch_size']} | {record['corruption']} | {record['severity']} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot_adaptation(records, methods, chance, path):
-    """Grouped bars: per corruption and severity, each method's accuracy."""
-    figure, axes = plt.subplots(figsize=(9, 4))
+    """Grouped bars, one panel per batch size: per corruption and severity, each method's accuracy."""
+    batch_sizes = sorted({record["batch_size"] for record in records})
+    figure, panels = plt.subplots(len(batch_sizes), 1, figsize=(9, 3.2 * len(batch_sizes)), squeeze=False)
     width = 0.8 / len(methods)
-    for offset, method in enumerate(methods):
-        axes.bar([i + offset * width for i in range(len(records))], [r["accuracy"][method] for r in records],
-                 width, label=method)
-    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(records))],
-                    [f"{r['corruption']}\n{r['severity']}" for r in records], fontsize="small")
-    axes.axhline(chance, color="grey", linestyle=":", label="chance")
-    axes.set_ylabel("test accuracy (corrupted)")
-    axes.set_ylim(0, 1)
-    axes.set_title("test-time adaptation of the federated model, by corruption and severity")
-    axes.legend(fontsize="small", ncol=3, loc="upper right")
+    for axes, batch_size in zip(panels[:, 0], batch_sizes):
+        shown = [record for record in records if record["batch_size"] == batch_size]
+        for offset, method in enumerate(methods):
+            axes.bar([i + offset * width for i in range(len(shown))], [r["accuracy"][method] for r in shown],
+                     width, label=method)
+        axes.set_xticks([i + 0.4 - width / 2 for i in range(len(shown))],
+                        [f"{r['corruption']}\n{r['severity']}" for r in shown], fontsize="small")
+        axes.axhline(chance, color="grey", linestyle=":", label="chance")
+        axes.set_ylabel("test accuracy (corrupted)")
+        axes.set_ylim(0, 1)
+        axes.set_title(f"test-time adaptation of the federated model, batches of {batch_size}")
+        axes.legend(fontsize="small", ncol=3, loc="upper right")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)

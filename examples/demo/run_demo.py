@@ -44,7 +44,8 @@ def parse_arguments():
     parser.add_argument("--round-timeout", type=int, default=300, help="seconds a round may take")
     parser.add_argument("--adapt-samples", type=int, default=2000,
                         help="test images corrupted per corruption and severity, dealt among the devices")
-    parser.add_argument("--adapt-batch-size", type=int, default=16, help="test-time batch size")
+    parser.add_argument("--adapt-batch-sizes", type=int, nargs="+", default=[16, 64],
+                        help="test-time batch sizes, each adapted to separately")
     parser.add_argument("--tent-lr", type=float, default=0.01, help="Tent's SGD learning rate (momentum 0.9)")
     parser.add_argument("--bn-momentum", type=float, default=0.1, help="BNAdapt's running-statistics momentum")
     parser.add_argument("--eata-redundancy", type=float, default=0.5,
@@ -68,13 +69,13 @@ def device_shards(images, labels, settings):
 
 def adaptation_settings(settings):
     return adaptation.Settings(devices=settings.devices, samples=settings.adapt_samples,
-                               batch_size=settings.adapt_batch_size, lr=settings.tent_lr,
+                               batch_sizes=tuple(settings.adapt_batch_sizes), lr=settings.tent_lr,
                                bn_momentum=settings.bn_momentum, redundancy=settings.eata_redundancy,
                                seed=settings.seed, round_timeout=settings.round_timeout)
 
 
 def print_adapted(record):
-    print(f"adaptation, {record['corruption']} severity {record['severity']}: "
+    print(f"adaptation, batches of {record['batch_size']}, {record['corruption']} severity {record['severity']}: "
           + ", ".join(f"{method} {value:.4f}" for method, value in record["accuracy"].items())
           + f"; BatchNorm statistics moved {record['bn_statistics_change']:.3f}, Tent parameters "
           f"{record['tent_change']:.4f}, EATA kept {record['eata_kept']:.0%}; federated Tent: "
@@ -102,7 +103,8 @@ def main():
                               test_images, test_labels, settings)
     timings["centralised"] = time.perf_counter() - start - timings["setup"] - timings["federated"]
     print(f"test-time adaptation: {settings.adapt_samples} test images per corruption and severity, "
-          f"{settings.devices} devices' streams, batches of {settings.adapt_batch_size}", flush=True)
+          f"{settings.devices} devices' streams, batches of {' and of '.join(map(str, settings.adapt_batch_sizes))}",
+          flush=True)
     adapted = adaptation.run(source, test_images, test_labels, adaptation_settings(settings),
                              settings.out / "adaptation", progress=print_adapted)
     timings["adaptation"] = time.perf_counter() - start - sum(timings.values())
