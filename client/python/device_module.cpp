@@ -137,7 +137,8 @@ PYBIND11_MODULE(_device, m) {
   py::class_<tn::client::Device>(m, "Device")
       .def(py::init([](const std::string& server, const std::string& key_file,
                        std::optional<std::string> tls_ca, double check_in_wait_seconds,
-                       long long max_model_bytes, const std::string& round_transport) {
+                       long long max_model_bytes, const std::string& round_transport,
+                       const std::string& when_no_task) {
              // Signed, so that a negative limit is refused by name rather than by pybind11's
              // conversion to an unsigned type.
              if (max_model_bytes <= 0)
@@ -149,6 +150,10 @@ PYBIND11_MODULE(_device, m) {
              else if (round_transport != "data_plane")
                throw py::value_error("torchnative._device: round_transport is 'data_plane' or 'grpc', not '" +
                                      round_transport + "'");
+             if (when_no_task != "wait" && when_no_task != "exit")
+               throw py::value_error("torchnative._device: when_no_task is 'wait' or 'exit', not '" +
+                                     when_no_task + "'");
+             options.wait_for_next_task = when_no_task == "wait";
              options.server_address = server;
              options.key_file = key_file;
              options.tls_root_certificates_file = std::move(tls_ca);
@@ -160,7 +165,7 @@ PYBIND11_MODULE(_device, m) {
            py::arg("server"), py::arg("key_file"), py::kw_only(), py::arg("tls_ca") = py::none(),
            py::arg("check_in_wait") = 20.0,
            py::arg("max_model_bytes") = (long long)(tn::proto::TransferLimits{}.max_total_bytes),
-           py::arg("round_transport") = "data_plane")
+           py::arg("round_transport") = "data_plane", py::arg("when_no_task") = "wait")
       .def_property_readonly("device_id",
                              [](tn::client::Device& device) {
                                py::gil_scoped_release released;

@@ -35,6 +35,10 @@ constexpr Milliseconds kCallTimeout{60'000};
 // has the same default.
 constexpr Milliseconds kDefaultHeartbeatInterval{10'000};
 
+// The longest gRPC waits before it reconnects a channel whose connection failed (open_channel).
+constexpr Milliseconds kLongestReconnectBackoff{1'000};
+// How long each registration attempt after the first waits for a connection (register_retrying).
+constexpr Milliseconds kRegisterConnectWindow{5'000};
 // CheckInPayload.followed_task_ids: the coordinator looks at this many.
 constexpr size_t kMostFollowedTasks = 16;
 
@@ -253,6 +257,10 @@ std::shared_ptr<grpc::Channel> open_channel(const DeviceOptions& options) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(int(options.limits.max_message_bytes));
   arguments.SetMaxSendMessageSize(int(options.limits.max_message_bytes));
+  // gRPC's own reconnection backoff grows to 120 s by default: a call waiting for a connection
+  // (register_retrying's) would reach a coordinator back up only that late.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, int(options.backoff.initial.count()));
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, int(kLongestReconnectBackoff.count()));
   return grpc::CreateCustomChannel(options.server_address, credentials, arguments);
 }
 
@@ -363,7 +371,9 @@ struct Device::Impl {
     return context;
   }
 
-  void register_device() {
+  // `connect_within`: the call waits that long for a connection (gRPC reconnects the channel on
+  // its own) instead of failing at once while the channel's last connection attempt failed.
+  void register_device(std::optional<Milliseconds> connect_within = std::nullopt) {
     v1::RegisterPayload payload;
     payload.set_protocol_version(proto::kProtocolVersion);
     payload.set_public_key(key.public_key());
@@ -372,7 +382,12 @@ struct Device::Impl {
     set_device_id("");  // Register is signed under the key in its own payload
     sign(request, kRegister, payload);
     v1::RegisterResponse response;
-    grpc::Status status = stub->Register(context(kCallTimeout).get(), request, &response);
+    auto call = context(connect_within.value_or(kCallTimeout));
+    call->set_wait_for_ready(connect_within.has_value());
+    grpc::Status status = stub->Register(call.get(), request, &response);
+    if (connect_within && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      status = grpc::Status(status.error_code(), "no connection to " + options.server_address + " within " +
+                                                     std::to_string(connect_within->count()) + " ms");
     if (!status.ok()) {
       // All gRPC tells a plaintext client of a TLS port; a coordinator going down between
       // accepting and answering ends alike, so this is a hint, and the call is retried.
@@ -523,7 +538,14 @@ std::optional<std::string> Device::register_retrying(std::stop_token stop, Milli
   const auto give_up_at = std::chrono::steady_clock::now() + give_up_after;
   for (int failures = 0;;) {
     try {
-      return device_id();
+      if (failures == 0) return device_id();  // fails at once, with the reason, when unreachable
+      // Later attempts wait for a connection, so that a coordinator back up is reached at once.
+      Milliseconds window = kRegisterConnectWindow;
+      if (give_up_after > Milliseconds(0))
+        window = std::min(
+            window, std::chrono::duration_cast<Milliseconds>(give_up_at - std::chrono::steady_clock::now()));
+      impl_->register_device(std::max(window, Milliseconds(1)));
+      return impl_->device_id;
     } catch (const RpcError& error) {
       if (!error.unreachable()) throw;
       const Milliseconds wait = impl_->backoff(failures++);

@@ -49,12 +49,17 @@ class Device:
         data plane (the coordinator's store and hub ports); "grpc": for a device that can reach
         only the coordinator's gRPC port, the model comes by FetchModel and the trained model goes
         by SubmitUpdate. The aggregate is the same either way. Anything else: ValueError.
+    when_no_task: "wait" (default): run() waits for its rounds however long no task is running;
+        "exit": run() returns the reports it has once the coordinator says no task is running and
+        every task this device took part in (or, if none, saw running) has ended, as
+        `torchnative-device --when-no-task exit` does.
     """
 
     def __init__(self, server, key_file, *, tls_ca=None, check_in_wait=20.0,
-                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES, round_transport="data_plane"):
+                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES, round_transport="data_plane", when_no_task="wait"):
         self._device = _device.Device(server, key_file, tls_ca=tls_ca, check_in_wait=check_in_wait,
-                                      max_model_bytes=max_model_bytes, round_transport=round_transport)
+                                      max_model_bytes=max_model_bytes, round_transport=round_transport,
+                                      when_no_task=when_no_task)
 
     @property
     def device_id(self):
@@ -95,7 +100,9 @@ class Device:
         return report
 
     def run(self, train, *, rounds):
-        """Takes part in `rounds` rounds; returns their RoundReports (contributed, error, ...)."""
+        """Takes part in `rounds` rounds (fewer when the work ends first and when_no_task is "exit");
+        returns their RoundReports (contributed, error, ...). Ctrl-C ends it at once, even while a
+        check-in is held."""
         def train_arrays(arrays, config):
             state = tensors_of(arrays)
             trained, examples = train(state, config)

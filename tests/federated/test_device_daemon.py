@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from federation import admin_json, checked_in, create_fedavg_task, launch_coordinator, start_coordinator, tool, wait_for
+from federation import (PYTHON, admin_json, checked_in, create_fedavg_task, launch_coordinator, start_coordinator,
+                        tool, wait_for)
 
 MODEL = {"weight": np.zeros(4, dtype=np.float32), "steps": np.array([0], dtype=np.int64)}
 MODEL_BYTES = 4 * 4 + 8
@@ -140,9 +141,12 @@ def test_a_device_gives_up_registering_after_register_timeout_ms_with_status_1(t
         assert device.exit_status() == 1, device.lines
     finally:
         device.kill()
-    assert device.having("register_failed"), device.lines
+    # The first attempt fails at once with the operating system's reason; later ones wait for a
+    # connection within what is left of the bound.
+    first = device.having("register_failed")[0]["register_failed"]
+    assert first.startswith("Register failed: 14 ") and "Connection refused" in first, first
     (fatal,) = device.having("fatal")
-    assert "Register failed: 14 " in fatal["fatal"], fatal
+    assert fatal["fatal"].startswith("Register failed: "), fatal
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
@@ -162,4 +166,53 @@ def test_a_signal_ends_a_device_held_in_a_check_in_at_once(tmp_path, signal_numb
         print(f"{signal.Signals(signal_number).name} to a device held in a CheckIn: exited in {seconds:.3f} s")
         assert status == 0, device.lines
         # The issue asks for 1 s; the bound is generous for a loaded machine, the figure is recorded.
+        assert seconds < 5, seconds
+
+
+# A torchnative.device.Device of SERVER and KEY_FILE, with when_no_task WHEN, asked for 3 rounds of
+# training that adds 1 to every float; prints [[round_id, contributed], ...] once run returns.
+PYTHON_DEVICE = """
+import json, sys
+from torchnative.device import Device
+server, key_file, when = sys.argv[1:4]
+device = Device(server, key_file, check_in_wait=1.0, when_no_task=when)
+print(device.device_id, flush=True)
+train = lambda state, config: ({name: t + 1 if t.is_floating_point() else t for name, t in state.items()}, 5)
+print(json.dumps([[r.round_id, r.contributed] for r in device.run(train, rounds=3)]))
+"""
+
+
+def python_device(coordinator, tmp_path, when):
+    return subprocess.Popen([PYTHON, "-c", PYTHON_DEVICE, grpc_address(coordinator), str(tmp_path / "python.key"), when],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_python_device_told_no_task_is_running_returns_the_rounds_it_had(coordinator, tmp_path):
+    device = python_device(coordinator, tmp_path, "exit")
+    try:
+        create_fedavg_task(coordinator, tmp_path, MODEL, rounds=1, per_round=1, min_updates=1, min_available=1,
+                           timeout_ms=20000)
+        out, err = device.communicate(timeout=60)
+    finally:
+        device.kill()
+        device.wait()
+    assert device.returncode == 0, err
+    assert json.loads(out.splitlines()[1]) == [[1, True]], out
+
+
+def test_ctrl_c_ends_a_python_device_held_in_a_check_in_at_once(tmp_path):
+    for coordinator in start_coordinator(tmp_path, check_in_wait_bound_ms=60000):
+        device = python_device(coordinator, tmp_path, "wait")
+        try:
+            device.stdout.readline()  # its id: registered
+            wait_for("the device's CheckIn to be held", lambda: checked_in(coordinator) == 1, 30)
+            sent = time.monotonic()
+            device.send_signal(signal.SIGINT)
+            _, err = device.communicate(timeout=30)
+            seconds = time.monotonic() - sent
+        finally:
+            device.kill()
+            device.wait()
+        print(f"SIGINT to a Python device held in a CheckIn: exited in {seconds:.3f} s")
+        assert "KeyboardInterrupt" in err, err
         assert seconds < 5, seconds
