@@ -460,6 +460,20 @@ struct Device::Impl {
     return WorkEnded{{last_no_work->ended_tasks().begin(), last_no_work->ended_tasks().end()}};
   }
 
+  // The CheckIn call, which set_check_ins_cancelled(true) cancels while it is held.
+  grpc::Status cancellable_check_in(grpc::ClientContext& context, const v1::CheckInRequest& request,
+                                    v1::CheckInResponse& response) {
+    {
+      std::lock_guard lock(check_in_mutex);
+      held_check_in = &context;
+      if (check_ins_cancelled) context.TryCancel();
+    }
+    const grpc::Status status = stub->CheckIn(&context, request, &response);
+    std::lock_guard lock(check_in_mutex);
+    held_check_in = nullptr;
+    return status;
+  }
+
   void set_check_ins_cancelled(bool cancelled) {
     std::lock_guard lock(check_in_mutex);
     check_ins_cancelled = cancelled;
@@ -494,22 +508,7 @@ std::optional<v1::Assignment> Device::check_in() {
   // The server holds the call up to the wait; the deadline leaves it room to answer.
   const std::unique_ptr<grpc::ClientContext> context =
       impl_->context(impl_->options.check_in_wait + kCallTimeout);
-  struct Cancellable {
-    Impl& impl;
-    Cancellable(Impl& impl, grpc::ClientContext& context) : impl(impl) {
-      std::lock_guard lock(impl.check_in_mutex);
-      impl.held_check_in = &context;
-      if (impl.check_ins_cancelled) context.TryCancel();
-    }
-    ~Cancellable() {
-      std::lock_guard lock(impl.check_in_mutex);
-      impl.held_check_in = nullptr;
-    }
-  };
-  grpc::Status status = [&] {
-    const Cancellable cancellable(*impl_, *context);
-    return impl_->stub->CheckIn(context.get(), request, &response);
-  }();
+  const grpc::Status status = impl_->cancellable_check_in(*context, request, response);
   if (!status.ok()) throw RpcError("CheckIn", status);
   impl_->last_no_work.reset();
   if (response.has_assignment()) {
