@@ -17,7 +17,7 @@ FLAGS = {
                           "tasks", "status", "rounds", "fetch-model", "events"],
     "torchnative-device": ["--server", "--key-dir", "--devices", "--rounds", "--examples", "--seed", "--step",
                            "--report-dir", "--tls-ca", "--check-in-wait-ms", "--training-slots",
-                           "--max-model-bytes", "--round-transport"],
+                           "--max-model-bytes", "--round-transport", "--register-timeout-ms", "--when-no-task"],
 }
 ADMIN_COMMAND_FLAGS = {
     "create-task": ["--strategy", "--params", "--rounds", "--devices-per-round", "--min-updates",

@@ -216,3 +216,10 @@ def test_ctrl_c_ends_a_python_device_held_in_a_check_in_at_once(tmp_path):
         print(f"SIGINT to a Python device held in a CheckIn: exited in {seconds:.3f} s")
         assert "KeyboardInterrupt" in err, err
         assert seconds < 5, seconds
+
+
+def test_help_states_every_exit_status():
+    usage = subprocess.run([tool("torchnative-device"), "--help"], capture_output=True, text=True, timeout=30).stdout
+    text = " ".join(usage.split())
+    for status in ("Exit status 0 when", "1 when a device gave up", "2 for a usage error", "3 when the work ended first"):
+        assert status in text, text
