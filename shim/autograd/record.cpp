@@ -33,11 +33,15 @@ const std::set<std::string> kNotDifferentiable = words(
 
 // Composite operators whose kernels reach their parts only through the door: the parts
 // record their own nodes. The graph is upstream's for cross_entropy (LogSoftmaxBackward0 then
-// NllLossBackward0), relu6 (HardtanhBackward0), dropout (MulBackward0) and kl_div (its
-// xlogy, mul, sub and reduction); the norms' are
+// NllLossBackward0), relu6 (HardtanhBackward0), dropout (MulBackward0), kl_div (its xlogy, mul,
+// sub and reduction), the stacks (CatBackward0), take_along_dim (GatherBackward0), msort
+// (SortBackward0) and upstream's other CompositeImplicitAutograd operators listed; the norms' are
 // their parts' (mean, var, sub, div ...) where upstream has one Native*NormBackward0 node.
-const std::set<std::string> kDecomposed =
-    words("cross_entropy_loss relu6 dropout layer_norm group_norm instance_norm kl_div");
+const std::set<std::string> kDecomposed = words(
+    "cross_entropy_loss relu6 dropout layer_norm group_norm instance_norm kl_div column_stack hstack "
+    "vstack dstack pairwise_distance inner kron tensordot msort take_along_dim "
+    "linalg_matrix_power linalg_norm linalg_matrix_norm meshgrid tensor_split repeat_interleave "
+    "combinations");
 
 // out= overloads upstream computes as composites of other out= calls, without refusing inputs
 // that require grad (the out tensor gets no history either way).

@@ -14,7 +14,8 @@ namespace {
 IValue norm_grad(const Saved& s, const Tensor& grad, double p,
                  const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
   if (p == 0) return none();
-  const Tensor& x = s.input(0);
+  // In the gradient's dtype: a norm with dtype= differentiates its converted input, as upstream's.
+  Tensor x = ops::to(s.input(0), grad.dtype());
   Tensor norm = unsqueeze_reduced(s.result(), x.sizes(), dims, keepdim);
   Tensor g = unsqueeze_reduced(grad, x.sizes(), dims, keepdim);
   Tensor at_zero = ops::eq(norm, Scalar(int64_t{0}));
@@ -51,6 +52,11 @@ TN_DERIVATIVE("aten::linalg_vector_norm", "LinalgVectorNormBackward0", SAVES_RES
 TN_DERIVATIVE("aten::norm.Scalar", "NormBackward0", SAVES_RESULT(0),
               { return {norm_grad(s, g[0], s.args().scalar(1).to_double(), std::nullopt, false)}; });
 TN_DERIVATIVE("aten::norm.ScalarOpt_dim", "NormBackward1", SAVES_RESULT(0), {
+  return {norm_grad(s, g[0], p_or_two(s, 1), s.args().optional_int_list(2), s.args().boolean(3))};
+});
+TN_DERIVATIVE("aten::norm.ScalarOpt_dtype", "NormBackward2", SAVES_RESULT(0),
+              { return {norm_grad(s, g[0], p_or_two(s, 1), std::nullopt, false)}; });
+TN_DERIVATIVE("aten::norm.ScalarOpt_dim_dtype", "NormBackward3", SAVES_RESULT(0), {
   return {norm_grad(s, g[0], p_or_two(s, 1), s.args().optional_int_list(2), s.args().boolean(3))};
 });
 

@@ -223,7 +223,8 @@ Tensor matrix_norm(const Tensor& self, double ord, std::vector<int64_t> dims, bo
   }
   require_matrix_norm_input(self);
   check_matrix_dims(dims);
-  Tensor x = dtype ? self.to(*dtype) : self;
+  check_linalg_norm_dtype(dtype, self.dtype(), "linalg.matrix_norm");
+  Tensor x = dtype ? ops::to(self, *dtype) : self;  // through the door: it is differentiated
   int64_t d0 = wrap_dim(dims[0], x.dim()), d1 = wrap_dim(dims[1], x.dim());
   if (std::abs(ord) == 2)
     return singular_value_norm(x, d0, d1, keepdim,
@@ -340,8 +341,9 @@ TN_KERNEL("aten::linalg_matrix_norm.str_ord", {
   require_matrix_norm_input(self);
   std::vector<int64_t> dims = a.int_list(2);
   check_matrix_dims(dims);
+  check_linalg_norm_dtype(a.optional_dtype(4), self.dtype(), "linalg.matrix_norm");
   if (ord == "fro") return frobenius(self, dims, a.boolean(3), a.optional_dtype(4));
-  Tensor x = a.optional_dtype(4) ? self.to(*a.optional_dtype(4)) : self;
+  Tensor x = a.optional_dtype(4) ? ops::to(self, *a.optional_dtype(4)) : self;
   return singular_value_norm(x, wrap_dim(dims[0], x.dim()), wrap_dim(dims[1], x.dim()), a.boolean(3),
                              SingularValues::Sum);
 });

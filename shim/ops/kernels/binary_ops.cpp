@@ -292,11 +292,35 @@ TN_KERNEL("aten::remainder.Scalar_Tensor", { return remainder(scalar_arg(a, 0), 
 TN_KERNEL("aten::fmod.Tensor", { return fmod(a.tensor(0), a.tensor(1)); });
 TN_KERNEL("aten::fmod.Scalar", { return fmod(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::pow.Tensor_Tensor", { return pow(a.tensor(0), a.tensor(1)); });
+namespace {
+// Upstream computes x^3 and x^-2 of float and double as products and x^-0.5 as 1 / sqrt(x), each
+// step rounded to the dtype, where std::pow would round once.
+std::optional<Tensor> pow_in_steps(const Tensor& x, const Scalar& exponent) {
+  if (x.dtype() != ScalarType::Float && x.dtype() != ScalarType::Double) return std::nullopt;
+  double e = exponent.to_double();
+  if (e != 3 && e != -2 && e != -0.5) return std::nullopt;
+  return TN_DISPATCH_ALL_TYPES(x.dtype(), "pow", [&](auto tag_) -> std::optional<Tensor> {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [e](compute_t<scalar_t> wide) {
+        scalar_t v = scalar_t(wide);
+        if (e == 3) return compute_t<scalar_t>(scalar_t(v * v) * v);
+        if (e == -2) return compute_t<scalar_t>(scalar_t(1) / scalar_t(v * v));
+        return compute_t<scalar_t>(scalar_t(1) / std::sqrt(v));
+      });
+    } else {
+      return std::nullopt;
+    }
+  });
+}
+}  // namespace
+
 TN_KERNEL("aten::pow.Tensor_Scalar", {
   // Only a negative integer *scalar* exponent of an integer tensor is refused upstream.
   if (is_integral(a.tensor(0).dtype(), false) && !a.scalar(1).is_float() && !a.scalar(1).is_bool() &&
       a.scalar(1).to_int() < 0)
     throw Error("Integers to negative integer powers are not allowed.");
+  if (auto stepped = pow_in_steps(a.tensor(0), a.scalar(1))) return *stepped;
   return pow(a.tensor(0), scalar_arg(a, 1));
 });
 TN_KERNEL("aten::pow.Scalar", { return pow(scalar_arg(a, 0), a.tensor(1)); });

@@ -165,4 +165,15 @@ Tensor scalar_tensor(const Scalar& s) {
   return t;
 }
 
+void check_linalg_norm_dtype(std::optional<ScalarType> dtype, ScalarType input, const char* name) {
+  if (!dtype) return;
+  if (!is_floating(*dtype))
+    throw Error(std::string(name) + ": dtype should be floating point or complex, but got " +
+                upstream_type_name(*dtype));
+  if (promote_types(input, *dtype) != *dtype)
+    throw Error(std::string(name) + ": the dtype of the input (" + upstream_type_name(input) +
+                ") should be convertible without narrowing to the specified dtype (" +
+                upstream_type_name(*dtype) + ")");
+}
+
 }  // namespace tn

@@ -403,4 +403,7 @@ Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
   });
 }
 
+// Upstream's check_linalg_norm_dtype: a norm's dtype= is a floating type the input widens to.
+void check_linalg_norm_dtype(std::optional<ScalarType> dtype, ScalarType input, const char* name);
+
 }  // namespace tn

@@ -489,7 +489,7 @@ TN_KERNEL("aten::take_along_dim", {
   const Tensor& self = a.tensor(0);
   const Tensor& indices = a.tensor(1);
   auto dim = a.optional_integer(2);
-  if (!dim) return gather(flat(self), 0, flat(indices));
+  if (!dim) return ops::gather(flat(self), 0, flat(indices));
   if (self.dim() != indices.dim())
     throw Error(
         "torch.take_along_dim(): input and indices should have the same number of dimensions, but got " +
@@ -504,7 +504,7 @@ TN_KERNEL("aten::take_along_dim", {
   Shape s = common, i = common;
   s[size_t(d)] = self.size(d);
   i[size_t(d)] = indices.size(d);
-  return gather(ops::expand(self, s, false), d, ops::expand(indices, i, false));
+  return ops::gather(ops::expand(self, s, false), d, ops::expand(indices, i, false));
 });
 TN_KERNEL("aten::nonzero", { return nonzero(a.tensor(0)); });
 TN_KERNEL("aten::argwhere", { return nonzero(a.tensor(0)); });

@@ -17,8 +17,8 @@ Tensor vector_norm(const Tensor& self, double p, const Dims& dims, bool keepdim,
     throw Error(std::string(name) + "(): input dtype should be either floating point or complex. Got " +
                 upstream_type_name(self.dtype()) + " instead.");
   ScalarType t = dtype.value_or(self.dtype());
-  if (p == 2 && t == ScalarType::Float && self.dtype() == ScalarType::Float)
-    return norm2_float(self, dims, keepdim);
+  // dtype= converts the input first, as upstream's: a double input's float 2-norm is float's.
+  if (p == 2 && t == ScalarType::Float) return norm2_float(self.to(t), dims, keepdim);
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   if (self.numel() == 0 && p < 0)
     throw IndexError(std::string(name) +
@@ -77,6 +77,9 @@ TN_KERNEL("aten::norm.ScalarOpt_dim_dtype", {
                      a.optional_dtype(4), "norm");
 });
 TN_KERNEL("aten::linalg_vector_norm", {
+  // After the input's own dtype check (vector_norm's); torch.norm's dtype= may narrow.
+  if (is_floating(a.tensor(0).dtype()))
+    check_linalg_norm_dtype(a.optional_dtype(4), a.tensor(0).dtype(), "linalg.vector_norm");
   return vector_norm(a.tensor(0), a.scalar(1).to_double(), a.optional_int_list(2), a.boolean(3),
                      a.optional_dtype(4), "linalg.vector_norm");
 });

@@ -217,7 +217,7 @@ TN_KERNEL("aten::sort.stable", {
 });
 TN_KERNEL("aten::argsort", { return sort(a.tensor(0), a.integer(1), a.boolean(2)).second; });
 TN_KERNEL("aten::argsort.stable", { return sort(a.tensor(0), a.integer(2), a.boolean(3)).second; });
-TN_KERNEL("aten::msort", { return sort(a.tensor(0), 0, false).first; });
+TN_KERNEL("aten::msort", { return std::get<0>(ops::sort(a.tensor(0), 0, false)); });
 TN_KERNEL("aten::topk", {
   auto [v, i] = topk(a.tensor(0), a.integer(1), a.integer(2), a.boolean(3), a.boolean(4));
   return IValue::tuple({v, i});
