@@ -160,6 +160,8 @@ def test_systemd_units_are_hardened():
     (state,) = unit_lines(device, "StateDirectory")
     arguments = shlex.split(unit_lines(device, "ExecStart")[0])
     assert arguments[arguments.index("--key-dir") + 1] == f"%S/{state}"
+    # A device that exits 0 when its task ends would not be restarted by Restart=on-failure.
+    assert arguments[arguments.index("--when-no-task") + 1] == "wait"
 
 
 def test_systemd_flags_are_real():
@@ -467,6 +469,8 @@ def test_compose_file():
     assert ipaddress.ip_address(host) in subnet
     server = device["command"][device["command"].index("--server") + 1]
     assert server == f"coordinator:{port_of(config['listen'])}"
+    # restart: on-failure does not restart a device that exited 0 because its task ended.
+    assert device["command"][device["command"].index("--when-no-task") + 1] == "wait"
     assert coordinator["volumes"][0].split(":")[1] == config["state_directory"]
 
 
