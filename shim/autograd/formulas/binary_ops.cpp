@@ -117,4 +117,26 @@ TN_NO_DERIVATIVE_UPSTREAM("aten::floor_divide.Scalar", "aten::floor_divide");
 TN_NO_DERIVATIVE_UPSTREAM("aten::floor_divide_.Tensor", "aten::floor_divide_");
 TN_NO_DERIVATIVE_UPSTREAM("aten::floor_divide_.Scalar", "aten::floor_divide_");
 
+// fmax/fmin: the gradient goes to the chosen operand; a NaN in one operand chooses the other.
+namespace {
+Stack to_chosen_ignoring_nan(const Tensor& g, const Tensor& x, const Tensor& y, bool larger) {
+  Tensor x_wins = ops::logical_or(larger ? ops::ge(x, y) : ops::le(x, y), ops::isnan(y));
+  Tensor zero = ops::zeros_like(g);
+  return {ops::where(x_wins, g, zero), ops::where(x_wins, zero, g)};
+}
+}  // namespace
+TN_DERIVATIVE("aten::fmax", "FmaxBackward0", SAVES(0, 1),
+              { return to_chosen_ignoring_nan(g[0], s.input(0), s.input(1), true); });
+TN_DERIVATIVE("aten::fmin", "FminBackward0", SAVES(0, 1),
+              { return to_chosen_ignoring_nan(g[0], s.input(0), s.input(1), false); });
+// xlogy(x, scalar y): g log y, 0 where x = 0 and y <= 0.
+TN_DERIVATIVE("aten::xlogy.Scalar_Other", "XlogyBackward2", SAVES(0), {
+  Scalar y = s.args().scalar(1);
+  Tensor grad = ops::xlogy(g[0], y);
+  if (y.to_double() > 0) return {grad};
+  return {ops::masked_fill(grad, ops::eq(s.input(0), Scalar(int64_t{0})), Scalar(int64_t{0}))};
+});
+// Upstream has no derivative for a remainder with a scalar dividend either.
+TN_NO_DERIVATIVE_UPSTREAM("aten::remainder.Scalar_Tensor", "aten::remainder");
+
 }  // namespace tn::autograd

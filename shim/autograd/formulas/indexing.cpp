@@ -66,4 +66,34 @@ TN_DERIVATIVE("aten::index_copy", "IndexCopyBackward0", SAVES(2).without_derivat
 TN_DERIVATIVE("aten::index_fill.int_Scalar", "IndexFillBackward0", SAVES(2).without_derivative({2}),
               { return {ops::index_fill(g[0], s.args().integer(1), s.input(2), Scalar(int64_t{0}))}; });
 
+// Upstream has no derivative for scatter with a reduction.
+TN_NO_DERIVATIVE_UPSTREAM("aten::scatter.reduce", "aten::scatter");
+TN_NO_DERIVATIVE_UPSTREAM("aten::scatter.value_reduce", "aten::scatter");
+// take(x, index): each gradient element added at the flat position it was taken from (negative
+// positions count from the end), in index order as upstream's put_ with accumulate.
+TN_DERIVATIVE("aten::take", "TakeBackward0", SAVES(1).without_derivative({1}), {
+  const Shape& sizes = s.input_sizes(0);
+  int64_t numel = 1;
+  for (int64_t size : sizes) numel *= size;
+  Tensor index = ops::reshape(s.input(1), Shape{-1});
+  index = ops::where(ops::lt(index, Scalar(int64_t{0})), ops::add(index, Scalar(numel)), index);
+  Tensor flat = ops::zeros({numel}, g[0].dtype());
+  return {ops::reshape(ops::index_add(flat, 0, index, ops::reshape(g[0], Shape{-1})), sizes)};
+});
+// masked_scatter(x, mask, source): x keeps the gradient where the mask is off; source's first
+// elements get the masked ones in order, the rest zero.
+TN_DERIVATIVE("aten::masked_scatter", "MaskedScatterBackward0", SAVES(1).without_derivative({1}), {
+  const Tensor& mask = s.input(1);
+  Stack out{ops::masked_fill(g[0], mask, Scalar(int64_t{0})), none()};
+  if (!s.needs_grad(2)) return out;
+  const Shape& sizes = s.input_sizes(2);
+  int64_t numel = 1;
+  for (int64_t size : sizes) numel *= size;
+  Tensor selected = ops::masked_select(g[0], mask);
+  if (selected.numel() < numel)
+    selected = ops::cat({selected, ops::zeros({numel - selected.numel()}, g[0].dtype())}, 0);
+  out.push_back(ops::reshape(selected, sizes));
+  return out;
+});
+
 }  // namespace tn::autograd

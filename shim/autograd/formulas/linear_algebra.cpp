@@ -90,4 +90,20 @@ TN_DERIVATIVE("aten::trace", "TraceBackward0", SAVES(), {
   return {whole};
 });
 
+// addbmm(self, b1, b2, beta, alpha) = beta self + alpha sum_i b1_i b2_i.
+TN_DERIVATIVE("aten::addbmm", "AddbmmBackward0", SAVES(1, 2), {
+  Scalar beta = s.args().scalar(3), alpha = s.args().scalar(4);
+  const Shape &b1 = s.input_sizes(1), &b2 = s.input_sizes(2);
+  Tensor spread = ops::expand(ops::unsqueeze(g[0], 0), {b1[0], b1[1], b2[2]}, false);
+  return {s.needs_grad(0) ? IValue(ops::mul(g[0], beta)) : none(),
+          s.needs_grad(1) ? IValue(ops::mul(ops::bmm(spread, mT(s.input(2))), alpha)) : none(),
+          s.needs_grad(2) ? IValue(ops::mul(ops::bmm(mT(s.input(1)), spread), alpha)) : none()};
+});
+// cross(a, b): a gets cross(b, g), b gets cross(g, a).
+TN_DERIVATIVE("aten::linalg_cross", "LinalgCrossBackward0", SAVES(0, 1), {
+  int64_t dim = s.args().integer(2);
+  return {s.needs_grad(0) ? IValue(ops::linalg_cross(s.input(1), g[0], dim)) : none(),
+          s.needs_grad(1) ? IValue(ops::linalg_cross(g[0], s.input(0), dim)) : none()};
+});
+
 }  // namespace tn::autograd

@@ -202,4 +202,7 @@ TN_DERIVATIVE("aten::prod.dim_int", "ProdBackward1", SAVES_RESULT(0), {
   return {product_of_others(grad, x, dim)};
 });
 
+// Upstream has no derivative for aminmax.
+TN_NO_DERIVATIVE_UPSTREAM("aten::aminmax", "aten::aminmax");
+
 }  // namespace tn::autograd

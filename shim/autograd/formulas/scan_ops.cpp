@@ -1,4 +1,6 @@
 // Derivatives of the scans (kernels/scan_ops.cpp).
+#include <limits>
+
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -20,6 +22,27 @@ TN_DERIVATIVE("aten::cummax", "CummaxBackward0", SAVES_RESULT(), {
 TN_DERIVATIVE("aten::cummin", "CumminBackward0", SAVES_RESULT(), {
   int64_t dim = s.args().integer(1);
   return {ops::scatter_add(ops::zeros(s.input_sizes(0), g[0].dtype()), dim, s.result(1), g[0])};
+});
+
+// logcumsumexp: the reversed log-cumulative sums of the gradient's positive and negative parts
+// (each as a log, the other set to the lowest number), shifted by the input less the result
+// (upstream's logcumsumexp_backward).
+TN_DERIVATIVE("aten::logcumsumexp", "LogcumsumexpBackward0", SAVES_RESULT(0), {
+  const Tensor& grad = g[0];
+  if (grad.dim() == 0 || grad.numel() == 0) return {grad};
+  int64_t dim = s.args().integer(1);
+  double lowest = grad.dtype() == ScalarType::Double ? std::numeric_limits<double>::lowest()
+                                                     : double(std::numeric_limits<float>::lowest());
+  auto reversed = [&](const Tensor& t) {
+    return ops::flip(ops::logcumsumexp(ops::flip(t, {dim}), dim), {dim});
+  };
+  Tensor log_abs = ops::log(ops::abs(grad));
+  Tensor floor = ops::full_like(grad, Scalar(lowest));
+  auto part = [&](const Tensor& sign_holds) {
+    Tensor log_part = ops::where(sign_holds, log_abs, floor);
+    return ops::exp(ops::add(reversed(ops::sub(log_part, s.result())), s.input(0)));
+  };
+  return {ops::sub(part(ops::gt(grad, Scalar(int64_t{0}))), part(ops::lt(grad, Scalar(int64_t{0}))))};
 });
 
 }  // namespace tn::autograd

@@ -40,4 +40,7 @@ TN_DERIVATIVE("aten::roll", "RollBackward0", SAVES(), {
 });
 TN_DERIVATIVE("aten::tril", "TrilBackward0", SAVES(), { return {ops::tril(g[0], s.args().integer(1))}; });
 TN_DERIVATIVE("aten::triu", "TriuBackward0", SAVES(), { return {ops::triu(g[0], s.args().integer(1))}; });
+TN_DERIVATIVE("aten::rot90", "Rot90Backward0", SAVES(),
+              { return {ops::rot90(g[0], -s.args().integer(1), s.args().int_list(2))}; });
+
 }  // namespace tn::autograd

@@ -118,4 +118,16 @@ TN_DERIVATIVE("aten::logit", "LogitBackward0", SAVES(0), {
   return {ops::masked_fill(inner, outside, Scalar(eps ? 0.0 : std::numeric_limits<double>::quiet_NaN()))};
 });
 
+// sinc: g (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 where pi x^2 is 0, in upstream's steps.
+TN_DERIVATIVE("aten::sinc", "SincBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  Tensor x_pi = ops::mul(x, Scalar(M_PI));
+  Tensor x_squared_pi = ops::mul(ops::mul(x, x), Scalar(M_PI));
+  Tensor grad =
+      ops::div(ops::mul(g[0], ops::sub(ops::mul(x_pi, ops::cos(x_pi)), ops::sin(x_pi))), x_squared_pi);
+  return {ops::where(ops::eq(x_squared_pi, Scalar(0.0)), ops::zeros_like(grad), grad)};
+});
+// The angle of a real number is piecewise constant (0 or pi).
+TN_DERIVATIVE("aten::angle", "AngleBackward0", SAVES(), { return {ops::zeros_like(g[0])}; });
+
 }  // namespace tn::autograd

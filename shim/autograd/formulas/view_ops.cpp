@@ -95,4 +95,29 @@ TN_DERIVATIVE("aten::diagonal", "DiagonalBackward0", SAVES(), {
       s, g[0], [&](const Tensor& w) { return ops::diagonal(w, a.integer(1), a.integer(2), a.integer(3)); })};
 });
 
+// diag of a vector builds a matrix (its gradient: that diagonal of g); of a matrix takes a
+// diagonal (its gradient: g on that diagonal of zeros).
+TN_DERIVATIVE("aten::diag", "DiagBackward0", SAVES(), {
+  int64_t offset = s.args().integer(1);
+  if (s.input_sizes(0).size() == 1) return {ops::diagonal(g[0], offset, 0, 1)};
+  return {scattered(s, g[0], [&](const Tensor& w) { return ops::diagonal(w, offset, 0, 1); })};
+});
+TN_DERIVATIVE("aten::diag_embed", "DiagEmbedBackward0", SAVES(), {
+  auto a = s.args();
+  return {ops::diagonal(g[0], a.integer(1), a.integer(2), a.integer(3))};
+});
+// unfold(dim, size, step): each window's gradient added back at its place, window by window.
+TN_DERIVATIVE("aten::unfold", "UnfoldBackward0", SAVES(), {
+  auto a = s.args();
+  int64_t dim = wrap_dim(a.integer(1), int64_t(std::max<size_t>(s.input_sizes(0).size(), 1)));
+  int64_t size = a.integer(2), step = a.integer(3);
+  Tensor whole = ops::zeros(s.input_sizes(0), g[0].dtype());
+  if (s.input_sizes(0).empty()) return {ops::reshape(g[0], Shape{})};
+  for (int64_t i = 0; i < g[0].size(dim); ++i) {
+    Tensor window = ops::narrow(whole, dim, i * step, size);
+    ops::add_(window, ops::movedim(ops::select(g[0], dim, i), {-1}, {dim}));
+  }
+  return {whole};
+});
+
 }  // namespace tn::autograd
