@@ -29,6 +29,12 @@ constexpr milliseconds kIdlePoll{250};
 // The model is broadcast in pieces of this size (DataPlane.broadcast_piece_bytes), each copied
 // out of the tensors into one staging buffer: the hub holds the model once plus one piece.
 constexpr uint64_t kBroadcastPieceBytes = uint64_t{64} << 20;
+// A wait for devices is logged once it has lasted this long (rounds that follow each other while
+// devices check in again are not), then when its counts change, at most this often,
+constexpr milliseconds kWaitLogAfter{1'000};
+constexpr milliseconds kWaitLogChangedEvery{5'000};
+// and this often while they do not.
+constexpr milliseconds kWaitLogRepeat{60'000};
 
 milliseconds until(SteadyClock::time_point when) {
   return std::max(std::chrono::duration_cast<milliseconds>(when - SteadyClock::now()), milliseconds(1));
@@ -75,6 +81,52 @@ std::string absent_devices(const std::string& message, const std::vector<DeviceI
     position += 2;
   }
   return named;
+}
+
+// What round_started and round_waiting log of a task's selection parameters: how many devices a
+// round needs before it starts (the larger of min_available and min_updates), and why.
+nlohmann::json selection_fields(const RoundParams& params, size_t available, size_t eligible) {
+  const size_t needed = params.devices_to_wait_for();
+  return {{"available", available},
+          {"eligible", eligible},
+          {"devices_per_round", params.devices_per_round},
+          {"min_available", params.min_available_devices},
+          {"min_updates", params.min_updates},
+          {"needed", needed},
+          {"over_selection", params.task_config("", {}).selection.over_selection}};
+}
+
+// Where the number of devices a round needs comes from.
+std::string needed_words(const RoundParams& params) {
+  return "the larger of min_available " + std::to_string(params.min_available_devices) + " and min_updates " +
+         std::to_string(params.min_updates);
+}
+
+// The round_started line's account of the selection: the fields above, how many were selected,
+// the rule that decided and the sentence that says it.
+nlohmann::json started_fields(const RoundParams& params, size_t available, size_t eligible, size_t selected) {
+  nlohmann::json fields = selection_fields(params, available, eligible);
+  fields["selected"] = selected;
+  const std::string head = "started with " + std::to_string(selected) + " of " +
+                           std::to_string(params.devices_per_round) +
+                           " requested: " + std::to_string(eligible) + " eligible device" +
+                           (eligible == 1 ? " was" : "s were") + " waiting";
+  if (selected >= params.devices_per_round) {
+    fields["rule"] = "devices_per_round";
+    fields["why"] =
+        head + (eligible > selected ? ", " + std::to_string(selected) +
+                                          " chosen among them at random (seeded per task and round)"
+                                    : ", all selected");
+  } else {
+    fields["rule"] = "needed_waiting";
+    fields["why"] =
+        head + " and " + std::to_string(params.devices_to_wait_for()) + " were needed (" +
+        needed_words(params) +
+        "); a round starts as soon as the needed devices wait and does not wait for devices_per_round"
+        " (min_available " +
+        std::to_string(params.devices_per_round) + " would make it)";
+  }
+  return fields;
 }
 
 std::string join_ids(const std::vector<DeviceId>& ids) {
@@ -184,22 +236,28 @@ bool TaskRunner::run_round() {
   // Of the waiting devices, those that asked for ROUND_TRANSPORT_GRPC (all of them when the data
   // plane is off).
   std::set<DeviceId> over_grpc;
+  size_t available = 0, eligible_count = 0;  // when the board was last looked at
   std::vector<DeviceId> selected =
       services_.board.reserve([&](const std::vector<DeviceBoard::Waiting>& waiting) {
         std::vector<DeviceId> eligible;
+        available = waiting.size();
         for (const DeviceBoard::Waiting& device : waiting) {
           if (!params_.eligible(device.metadata)) continue;
           eligible.push_back(device.id);
           if (device.transport == v1::ROUND_TRANSPORT_GRPC || !services_.config.data_plane_enabled)
             over_grpc.insert(device.id);
         }
+        eligible_count = eligible.size();
         if (eligible.size() < params_.devices_to_wait_for()) return std::vector<DeviceId>{};
         return task_.start_round(std::move(eligible)).devices;  // empty when it selected nobody
       });
   if (selected.empty()) {
+    log_waiting(available, eligible_count);
     services_.board.wait_for_arrival(kIdlePoll);
     return true;
   }
+  waiting_since_.reset();
+  wait_logged_at_.reset();
   const federated::RoundPlan plan = task_.current_round()->plan();
   const auto started = SteadyClock::now();
   const int64_t deadline_unix_ms = unix_now_ms() + until(plan.deadline).count();
@@ -218,7 +276,8 @@ bool TaskRunner::run_round() {
                                        std::to_string(selected.size()) +
                                            " devices selected to train model version " +
                                            std::to_string(plan.model_version) + "; deadline " +
-                                           std::to_string(deadline_unix_ms) + " ms since the epoch"}};
+                                           std::to_string(deadline_unix_ms) + " ms since the epoch",
+                                       started_fields(params_, available, eligible_count, selected.size())}};
   for (const DeviceId& device : selected)
     events.push_back({v1::EVENT_KIND_DEVICE_SELECTED, id, plan.round_id, device, ""});
   services_.events.publish(events);  // one sync for the round's start, however many devices
@@ -671,6 +730,29 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
                                                    : v1::EVENT_KIND_TASK_FINISHED,
       id, 0, "", std::string(task_state_name(result.task_end->state)) + ": " + result.task_end->reason);
   return false;
+}
+
+void TaskRunner::log_waiting(size_t available, size_t eligible) {
+  const auto now = SteadyClock::now();
+  if (!waiting_since_) waiting_since_ = now;
+  if (now - *waiting_since_ < kWaitLogAfter) return;
+  const std::pair<size_t, size_t> counts{available, eligible};
+  if (wait_logged_at_ && !(counts != wait_logged_counts_ && now - *wait_logged_at_ >= kWaitLogChangedEvery) &&
+      now - *wait_logged_at_ < kWaitLogRepeat)
+    return;
+  wait_logged_at_ = now;
+  wait_logged_counts_ = counts;
+  nlohmann::json fields = selection_fields(params_, available, eligible);
+  fields["task"] = task_.name();
+  fields["model_version"] = task_.model_version();
+  fields["waited_seconds"] = std::chrono::duration<double>(now - *waiting_since_).count();
+  std::string why = "waiting for " + std::to_string(params_.devices_to_wait_for()) + " eligible devices (" +
+                    needed_words(params_) + "): " + std::to_string(eligible) + " eligible of " +
+                    std::to_string(available) + " waiting";
+  if (available > eligible)
+    why += " (" + std::to_string(available - eligible) + " lack the task's required labels or memory)";
+  fields["why"] = why;
+  log_event(LogLevel::Info, "round_waiting", std::move(fields));
 }
 
 void TaskRunner::end_task(TaskState state, const std::string& reason) {

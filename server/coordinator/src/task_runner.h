@@ -10,6 +10,10 @@
 //   for median, trimmed mean and Krum), and close the round in the state store in one transaction: the new
 //   model and strategy state, or the reason it was abandoned.
 //
+// Why a round starts with the devices it has is logged on its round_started line (available,
+// eligible, devices_per_round, min_available, min_updates, over_selection, selected, rule, why),
+// and while it waits, a round_waiting line says for what (docs/federated.md, "Selection").
+//
 // Ranks follow device-id order because the hub reduces in ascending rank order: the float64 sum
 // is then the one federated's strategies form over the individual updates, and the contributions
 // read apart are numbered as the strategies number the updates, so the model has the same bits
@@ -25,6 +29,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "federated/round.h"
@@ -78,6 +83,9 @@ class TaskRunner {
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,
                    std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);
+  // A round_waiting line once a wait has lasted a second, then when what is waiting changes (at
+  // most every 5 s) or every minute: not a line per poll.
+  void log_waiting(size_t available, size_t eligible);
   bool halted(std::string* stop_reason = nullptr) const;
 
   Services services_;
@@ -88,6 +96,10 @@ class TaskRunner {
   bool draining_ = false;
   std::optional<std::string> stop_reason_;
   std::atomic<bool> finished_{false};
+  // The wait for devices in progress (log_waiting): since when, when it was last logged, and the
+  // (available, eligible) counts that line gave.
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_, wait_logged_at_;
+  std::pair<size_t, size_t> wait_logged_counts_;
   std::thread thread_;
 };
 
