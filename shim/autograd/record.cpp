@@ -41,7 +41,7 @@ const std::set<std::string> kDecomposed = words(
     "cross_entropy_loss relu6 dropout layer_norm group_norm instance_norm kl_div column_stack hstack "
     "vstack dstack pairwise_distance inner kron tensordot msort take_along_dim "
     "linalg_matrix_power linalg_norm linalg_matrix_norm meshgrid tensor_split repeat_interleave "
-    "combinations");
+    "combinations logdet diagflat atleast_1d.Sequence atleast_2d.Sequence atleast_3d.Sequence");
 
 // out= overloads upstream computes as composites of other out= calls, without refusing inputs
 // that require grad (the out tensor gets no history either way).
@@ -303,7 +303,7 @@ bool should_record(const Stack& stack) {
 }
 
 void call_recorded(const Operator& op, Stack& stack, const std::function<void(Stack&)>& run) {
-  if (kDecomposed.count(op.schema.name)) {
+  if (kDecomposed.count(op.schema.name) || kDecomposed.count(op.schema.name + "." + op.schema.overload)) {
     run(stack);
     return;
   }

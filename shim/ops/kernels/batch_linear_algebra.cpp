@@ -263,11 +263,13 @@ TN_KERNEL("aten::slogdet", {
   auto [det, sign, logabs] = determinants(a.tensor(0));
   return IValue::tuple({sign, logabs});
 });
+// Upstream's composite: log|det| where the sign is not -1, NaN where it is (through the door,
+// so that under autograd its parts record as upstream's: WhereBackward0 over slogdet).
 TN_KERNEL("aten::logdet", {
   check_square(a.tensor(0), "logdet");
-  auto [det, sign, logabs] = determinants(a.tensor(0));
-  Tensor negative = ops::lt(sign, Scalar(int64_t{0}));
-  return ops::masked_fill(logabs, negative, Scalar(std::numeric_limits<double>::quiet_NaN()));
+  auto [sign, logabs] = ops::linalg_slogdet(a.tensor(0));
+  Tensor nan = ops::full_like(logabs, Scalar(std::numeric_limits<double>::quiet_NaN()));
+  return ops::where(ops::eq(sign, Scalar(int64_t{-1})), nan, logabs);
 });
 TN_KERNEL("aten::linalg_solve", {
   if (!a.boolean(2))

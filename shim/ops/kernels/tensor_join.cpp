@@ -68,19 +68,14 @@ Tensor stack_tensors(const std::vector<Tensor>& tensors, int64_t dim) {
 TN_KERNEL("aten::cat", { return cat(a.tensor_list(0), a.integer(1)); });
 TN_KERNEL("aten::concat", { return cat(a.tensor_list(0), a.integer(1)); });
 TN_KERNEL("aten::stack", { return stack_tensors(a.tensor_list(0), a.integer(1)); });
-// The stacks are cats of each tensor raised to a rank, one door call each, so that under
+// The stacks are cats of their tensors raised to a rank, through the door, so that under
 // autograd their parts record as upstream's composites do (CatBackward0 over the views).
-static std::vector<Tensor> each_at_least(const std::vector<Tensor>& tensors, Tensor (*raise)(const Tensor&)) {
-  std::vector<Tensor> raised;
-  for (const Tensor& t : tensors) raised.push_back(raise(t));
-  return raised;
-}
 TN_KERNEL("aten::hstack", {
-  auto ts = each_at_least(a.tensor_list(0), ops::atleast_1d);
+  auto ts = ops::atleast_1d(a.tensor_list(0));
   return ops::cat(ts, !ts.empty() && ts[0].dim() == 1 ? 0 : 1);
 });
-TN_KERNEL("aten::vstack", { return ops::cat(each_at_least(a.tensor_list(0), ops::atleast_2d), 0); });
-TN_KERNEL("aten::dstack", { return ops::cat(each_at_least(a.tensor_list(0), ops::atleast_3d), 2); });
+TN_KERNEL("aten::vstack", { return ops::cat(ops::atleast_2d(a.tensor_list(0)), 0); });
+TN_KERNEL("aten::dstack", { return ops::cat(ops::atleast_3d(a.tensor_list(0)), 2); });
 TN_KERNEL("aten::column_stack", {
   std::vector<Tensor> ts;
   for (const Tensor& t : a.tensor_list(0))

@@ -209,7 +209,7 @@ TN_KERNEL("aten::triu_", { return zero_outside_triangle(a.tensor(0), a.integer(1
 TN_KERNEL("aten::diag", { return diag(a.tensor(0), a.integer(1)); });
 TN_KERNEL("aten::diagflat", {
   const Tensor& self = a.tensor(0);
-  return diag(ops::reshape(self, Shape{self.numel()}), a.integer(1));
+  return ops::diag(ops::reshape(self, Shape{self.numel()}), a.integer(1));  // through the door: decomposed
 });
 TN_KERNEL("aten::diag_embed", {
   const Tensor& self = a.tensor(0);

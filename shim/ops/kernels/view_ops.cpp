@@ -331,9 +331,14 @@ Tensor at_least(const Tensor& t, int64_t rank) {
   return ops::reshape(t, shape);
 }
 
+// One door call per tensor: under autograd each records its own node, as upstream's composite.
 std::vector<Tensor> at_least_all(const std::vector<Tensor>& ts, int64_t rank) {
+  using Raise = Tensor (*)(const Tensor&);
+  Raise raise = rank == 1   ? Raise(ops::atleast_1d)
+                : rank == 2 ? Raise(ops::atleast_2d)
+                            : Raise(ops::atleast_3d);
   std::vector<Tensor> out;
-  for (const Tensor& t : ts) out.push_back(at_least(t, rank));
+  for (const Tensor& t : ts) out.push_back(raise(t));
   return out;
 }
 
