@@ -8,6 +8,7 @@ $TORCHNATIVE_TEST_BIN.
 """
 import json
 import os
+import socket
 import struct
 import subprocess
 import time
@@ -106,6 +107,13 @@ def run_device_rounds(coordinator, tmp_path, task, devices, rounds, grpc_devices
                 process.kill()
                 process.wait()
     return listed
+
+
+def free_port():
+    """A loopback port free now, for a process that must be told its port before it starts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def http_get(coordinator, path):

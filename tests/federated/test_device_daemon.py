@@ -4,7 +4,6 @@ with --when-no-task wait); it retries registration while its coordinator cannot 
 --register-timeout-ms; SIGTERM and SIGINT end it at once, even while a CheckIn is held."""
 import json
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -12,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from federation import (PYTHON, admin_json, checked_in, create_fedavg_task, launch_coordinator, start_coordinator,
-                        tool, wait_for)
+from federation import (PYTHON, admin_json, checked_in, create_fedavg_task, free_port, launch_coordinator,
+                        start_coordinator, tool, wait_for)
 
 MODEL = {"weight": np.zeros(4, dtype=np.float32), "steps": np.array([0], dtype=np.int64)}
 MODEL_BYTES = 4 * 4 + 8
@@ -106,12 +105,6 @@ def test_with_when_no_task_wait_a_device_takes_part_in_the_next_task(coordinator
     finally:
         device.kill()
     assert not device.having("exiting"), device.lines
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_device_started_before_its_coordinator_registers_once_it_listens(tmp_path):
