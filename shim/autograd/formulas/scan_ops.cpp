@@ -45,4 +45,19 @@ TN_DERIVATIVE("aten::logcumsumexp", "LogcumsumexpBackward0", SAVES_RESULT(0), {
   return {ops::sub(part(ops::gt(grad, Scalar(int64_t{0}))), part(ops::lt(grad, Scalar(int64_t{0}))))};
 });
 
+// cumprod without zeros: the reversed cumulative sum of result * g, over the input. With a
+// zero in the input that quotient is undefined and upstream takes another path; refused by
+// name until it is written.
+TN_DERIVATIVE("aten::cumprod", "CumprodBackward0", SAVES_RESULT(0), {
+  const Tensor& grad = g[0];
+  Tensor x = ops::to(s.input(0), grad.dtype());
+  int64_t dim = wrap_dim(s.args().integer(1), std::max<int64_t>(x.dim(), 1));
+  if (x.numel() <= 1 || x.size(dim) == 1) return {grad};
+  if (ops::any(ops::eq(x, Scalar(int64_t{0}))).item().to_int() != 0)
+    throw NotImplemented("torchnative has no derivative for aten::cumprod yet at an input with zeros");
+  Tensor weighted = ops::mul(s.result(), grad);
+  Tensor reversed_sum = ops::flip(ops::cumsum(ops::flip(weighted, {dim}), dim), {dim});
+  return {ops::div(reversed_sum, x)};
+});
+
 }  // namespace tn::autograd

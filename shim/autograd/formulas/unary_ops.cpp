@@ -130,4 +130,11 @@ TN_DERIVATIVE("aten::sinc", "SincBackward0", SAVES(0), {
 // The angle of a real number is piecewise constant (0 or pi).
 TN_DERIVATIVE("aten::angle", "AngleBackward0", SAVES(), { return {ops::zeros_like(g[0])}; });
 
+// digamma' = polygamma(1, .), polygamma(n, .)' = polygamma(n + 1, .) (refused by name past n = 1).
+TN_DERIVATIVE("aten::digamma", "DigammaBackward0", SAVES(0),
+              { return {ops::mul(g[0], ops::polygamma(1, s.input(0)))}; });
+TN_DERIVATIVE("aten::polygamma", "PolygammaBackward0", SAVES(1).without_derivative({0}), {
+  return {none(), ops::mul(g[0], ops::polygamma(s.args().integer(0) + 1, s.input(1)))};
+});
+
 }  // namespace tn::autograd
