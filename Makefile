@@ -9,7 +9,7 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 python3-matplotlib libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
                 libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
-                dataset-fashion-mnist systemd openssl
+                dataset-fashion-mnist fortunes systemd openssl
 
 .PHONY: setup build demo test check asan-venv asan-test asan-python bench system-packages clean
 
