@@ -41,7 +41,8 @@ const std::set<std::string> kDecomposed = words(
     "cross_entropy_loss relu6 dropout layer_norm group_norm instance_norm kl_div column_stack hstack "
     "vstack dstack pairwise_distance inner kron tensordot msort take_along_dim "
     "linalg_matrix_power linalg_norm linalg_matrix_norm meshgrid tensor_split repeat_interleave "
-    "combinations logdet diagflat atleast_1d.Sequence atleast_2d.Sequence atleast_3d.Sequence");
+    "combinations einsum cosine_similarity logdet diagflat atleast_1d.Sequence atleast_2d.Sequence "
+    "atleast_3d.Sequence");
 
 // out= overloads upstream computes as composites of other out= calls, without refusing inputs
 // that require grad (the out tensor gets no history either way).

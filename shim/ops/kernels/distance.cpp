@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common.h"
+#include "core/autograd_mode.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -35,10 +36,18 @@ TN_KERNEL("aten::cosine_similarity", {
   const Tensor &x1 = a.tensor(0), &x2 = a.tensor(1);
   int64_t dim = a.integer(2);
   double eps = a.real(3);
-  auto sum = [&](const Tensor& t) { return ops::sum(t, std::vector<int64_t>{dim}, false, std::nullopt); };
-  Tensor w12 = sum(ops::mul(x1, x2)), w1 = sum(ops::mul(x1, x1)), w2 = sum(ops::mul(x2, x2));
-  Tensor n12 = ops::sqrt(ops::clamp_min(ops::mul(w1, w2), Scalar(eps * eps)));
-  return ops::div(w12, n12);
+  // Upstream's steps: each input over its norm, the products summed. The squared norm is
+  // clamped at eps^2 without recording, so its gradient passes the clamp unchanged.
+  auto norm = [&](const Tensor& x) {
+    Tensor squared = ops::sum(ops::pow(x, Scalar(int64_t{2})), std::vector<int64_t>{dim}, true, std::nullopt);
+    {
+      GradMode::Scope no_grad(false);
+      ops::clamp_min_(squared, Scalar(eps * eps));
+    }
+    return ops::sqrt(squared);
+  };
+  Tensor product = ops::mul(ops::div(x1, norm(x1)), ops::div(x2, norm(x2)));
+  return ops::sum(product, std::vector<int64_t>{dim}, false, std::nullopt);
 });
 
 }  // namespace tn

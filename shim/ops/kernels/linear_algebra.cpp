@@ -294,7 +294,7 @@ Operand contract(const Operand& a, const Operand& b, const std::set<char>& neede
   Tensor left = ops::reshape(permuted(a, batch + only_a + summed), Shape{nb, na, ns});
   Tensor right = ops::reshape(permuted(b, batch + summed + only_b), Shape{nb, ns, nb_});
   ScalarType t = promote_types(left.dtype(), right.dtype());
-  Tensor product = ops::bmm(left.to(t), right.to(t));
+  Tensor product = ops::bmm(ops::to(left, t), ops::to(right, t));
   Shape shape;
   std::string labels = batch + only_a + only_b;
   for (char c : batch) shape.push_back(a.tensor.size(int64_t(a.labels.find(c))));
@@ -376,7 +376,8 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors) {
     keep_b.insert(result.labels.begin(), result.labels.end());
     result = contract(sum_unneeded(result, keep_a), sum_unneeded(operands[i], keep_b), needed);
   }
-  return permuted(result, output).contiguous();
+  // Every step through the door: under autograd einsum records its parts, as upstream's composite.
+  return ops::contiguous(permuted(result, output));
 }
 
 // tensordot as upstream: contracted dims moved last in `a` and first in `b`, both
