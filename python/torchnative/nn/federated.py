@@ -32,16 +32,14 @@ are not averaged: the coordinator keeps the global model's, peers keep their own
 """
 import contextlib
 import dataclasses
-import json
 import math
-import struct
 import time
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from torchnative import adapt
+from torchnative import adapt, model_files
 from torchnative.delta import Delta
 
 
@@ -175,25 +173,14 @@ def peer_average(tensors, weight, group=None):
     return averages, total.item(), world, tensor_bytes([flat])
 
 
-SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.int64: "I64",
-                      torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+# {torch dtype: safetensors name}; examples/demo/coordinator.py's reader still uses it.
+SAFETENSORS_DTYPES = {dtype: name for dtype, (name, _) in model_files.DTYPES.items()}
 
 
 def save_initial_model(model, path):
     """Writes model's state_dict as a safetensors file, the form `torchnative-admin create-task
-    --model FILE` takes a task's initial model in (no safetensors package needed)."""
-    header, data = {}, bytearray()
-    for name, tensor in model.state_dict().items():
-        if tensor.dtype not in SAFETENSORS_DTYPES:
-            raise TypeError(f"save_initial_model: '{name}' is {tensor.dtype}, which has no numpy form here")
-        raw = tensor.detach().cpu().contiguous().numpy().tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
-                        "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # the format's alignment of the data
-    with open(path, "wb") as out:
-        out.write(struct.pack("<Q", len(text)) + text + bytes(data))
+    --model FILE` takes a task's initial model in (torchnative.model_files.save)."""
+    model_files.save(model.state_dict(), path)
 
 
 class Engine:
