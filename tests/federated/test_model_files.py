@@ -2,6 +2,7 @@
 model_files.save writes is the file fetch-model writes back, byte for byte, and the digest
 fetch-model prints is model_files.digest of either (`python -m torchnative.model_files digest
 FILE`, docs/federated.md "Model files"), which --digest then accepts."""
+import json
 import subprocess
 
 import torch
@@ -57,3 +58,40 @@ def test_the_digest_covers_names_and_shapes_not_the_files_spelling(tmp_path):
     (tmp_path / "spelled.safetensors").write_bytes(len(header).to_bytes(8, "little") + header +
                                                    weight.numpy().tobytes())
     assert model_files.digest(tmp_path / "spelled.safetensors") == digests["model"]
+
+
+def create_task_with(coordinator, model):
+    return subprocess.run(coordinator["admin"] + ["create-task", "--strategy", "fedavg", "--rounds", "1",
+                                                  "--devices-per-round", "1", "--min-updates", "1",
+                                                  "--round-timeout-ms", "60000", "--model", str(model)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_create_task_names_a_torch_file_and_the_conversion_it_needs(coordinator, tmp_path):
+    """Both torch.save formats are refused by name, pointing at from-torch, whose file is taken."""
+    state = state_dict()
+    for legacy in (False, True):
+        saved = tmp_path / f"model{'-legacy' if legacy else ''}.pt"
+        torch.save(state, saved, _use_new_zipfile_serialization=not legacy)
+        refused = create_task_with(coordinator, saved)
+        assert refused.returncode == 1
+        assert f"model: {saved} is a torch.save file, not safetensors: convert it with python -m " \
+            f"torchnative.model_files from-torch {saved} MODEL.safetensors" in refused.stderr, refused.stderr
+    converted = tmp_path / "converted.safetensors"
+    subprocess.run([PYTHON, "-m", "torchnative.model_files", "from-torch", str(saved), str(converted)], check=True,
+                   timeout=60)
+    created = create_task_with(coordinator, converted)
+    assert created.returncode == 0, created.stderr
+    fetched = tmp_path / "fetched.safetensors"
+    admin_json(coordinator, "fetch-model", json.loads(created.stdout)["initial_model_version"], "--out", str(fetched))
+    assert fetched.read_bytes() == converted.read_bytes()
+    assert all(torch.equal(model_files.load(fetched)[name], tensor) for name, tensor in state.items())
+
+
+def test_the_admin_help_says_how_to_convert_and_what_the_digest_is(coordinator):
+    def help_of(command):
+        return subprocess.run(coordinator["admin"] + ["help", command], capture_output=True, text=True,
+                              timeout=30, check=True).stdout
+    assert "python -m torchnative.model_files from-torch" in help_of("create-task")
+    fetch = " ".join(help_of("fetch-model").split())
+    assert "to-torch" in fetch and "python -m torchnative.model_files digest FILE" in fetch

@@ -66,6 +66,25 @@ void digest_flag(tn::cli::Command& command, std::string& digest, const std::stri
   });
 }
 
+// The model of a --model file. A torch.save file (a zip archive, or a pickle in the legacy format)
+// is named as such, with the conversion, rather than as a safetensors file with an absurd header;
+// only once refused as safetensors, so no safetensors file is mistaken for one.
+tn::federated::Model read_model_file(const std::string& path) {
+  const std::string bytes = read_file(path, "model");
+  auto file = std::make_shared<std::vector<std::byte>>(
+      reinterpret_cast<const std::byte*>(bytes.data()),
+      reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+  try {
+    return tn::server::decode_safetensors(file, path).model;
+  } catch (const std::exception&) {
+    if (!bytes.starts_with("PK\x03\x04") && !bytes.starts_with("\x80\x02\x8a\x0a")) throw;
+    throw std::runtime_error("model: " + path +
+                             " is a torch.save file, not safetensors: convert it with python -m "
+                             "torchnative.model_files from-torch " +
+                             path + " MODEL.safetensors");
+  }
+}
+
 void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
   command.flag("--strategy", "NAME", "the aggregation strategy (fedavg, krum, ...)")
       .required()
@@ -94,7 +113,12 @@ void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
       });
   command.flag("--min-memory-bytes", "N", "only devices with at least this much memory take part")
       .into(flags.min_memory_bytes);
-  command.flag("--model", "FILE.safetensors", "the initial model, sent with the task").into(flags.model);
+  command
+      .flag("--model", "FILE.safetensors",
+            "the initial model, sent with the task: a safetensors file (from a torch state_dict: "
+            "torchnative.model_files.save; from a torch.save file: python -m torchnative.model_files "
+            "from-torch FILE.pt FILE.safetensors)")
+      .into(flags.model);
   command
       .flag("--stored-model", "VERSION",
             "the initial model, a version the coordinator has (instead of --model)")
@@ -129,8 +153,12 @@ void declare(tn::cli::Command& program, Words& words) {
   program.subcommand("rounds", "lists a task's rounds")
       .positional("TASK", "the task's id")
       .into(words.task_id);
-  tn::cli::Command& fetch =
-      program.subcommand("fetch-model", "writes a model version the coordinator has to a file");
+  tn::cli::Command& fetch = program.subcommand(
+      "fetch-model",
+      "writes a model version the coordinator has to a safetensors file (torchnative.model_files.load "
+      "reads it; python -m torchnative.model_files to-torch converts it to a torch.save file); prints "
+      "the version and its blake2b_256, the model's content digest over its tensor table and data "
+      "(python -m torchnative.model_files digest FILE; docs/federated.md, Model files)");
   fetch.positional("VERSION", "the model version").into(words.model_version);
   fetch.flag("--out", "FILE.safetensors", "where the model is written").required().into(words.out_path);
   digest_flag(fetch, words.digest, "the version's BLAKE2b-256, checked when given");
@@ -241,12 +269,7 @@ class Admin {
 
     std::optional<tn::proto::ModelChunker> chunker;
     if (const auto& path = flags.model) {
-      auto bytes = read_file(*path, "model");
-      auto file = std::make_shared<std::vector<std::byte>>(
-          reinterpret_cast<const std::byte*>(bytes.data()),
-          reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
-      chunker.emplace(tn::server::decode_safetensors(file, *path).model,
-                      std::filesystem::path(*path).filename().string());
+      chunker.emplace(read_model_file(*path), std::filesystem::path(*path).filename().string());
       *header.mutable_streamed_model() = chunker->header();
     } else if (const auto& version = flags.stored_model) {
       header.mutable_stored_model()->set_model_version(*version);
