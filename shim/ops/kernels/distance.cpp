@@ -31,7 +31,6 @@ TN_KERNEL("aten::cdist", {
   Tensor diff = ops::sub(ops::unsqueeze(x1, int64_t{-2}), ops::unsqueeze(x2, int64_t{-3}));
   return p_distance(diff, a.real(2), -1, false);
 });
-// cosine_similarity as upstream (scipy's form): w12 / sqrt(max(w1 * w2, eps^2)).
 TN_KERNEL("aten::cosine_similarity", {
   const Tensor &x1 = a.tensor(0), &x2 = a.tensor(1);
   int64_t dim = a.integer(2);
