@@ -7,14 +7,17 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402 (after the backend is chosen)
 
 
-def table(federated, centralised):
-    """Round by round: the global model's test accuracy, the baseline's after as many passes,
-    and the seconds each had taken by then (federated: when the coordinator closed the round)."""
-    lines = ["| round | federated accuracy | centralised accuracy | federated s | centralised s |",
-             "|---:|---:|---:|---:|---:|"]
-    for fed, central in zip(federated, centralised):
-        lines.append(f"| {fed['round']} | {fed['accuracy']:.4f} | {central['accuracy']:.4f} | "
-                     f"{fed['seconds']:.1f} | {central['seconds']:.1f} |")
+def table(federated, centralised, peers):
+    """Round by round: the global model's test accuracy, the baseline's after as many passes, the
+    peers' average's (for its rounds), and the seconds each had taken by then (federated: when the
+    coordinator closed the round)."""
+    lines = ["| round | federated accuracy | centralised accuracy | peers accuracy | federated s | centralised s | "
+             "peers s |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for index, (fed, central) in enumerate(zip(federated, centralised)):
+        peer = ([f"{peers[index]['accuracy']:.4f}", f"{peers[index]['seconds']:.1f}"] if index < len(peers)
+                else ["", ""])
+        lines.append(f"| {fed['round']} | {fed['accuracy']:.4f} | {central['accuracy']:.4f} | {peer[0]} | "
+                     f"{fed['seconds']:.1f} | {central['seconds']:.1f} | {peer[1]} |")
     return "\n".join(lines)
 
 
@@ -54,18 +57,41 @@ def plot_adaptation(records, methods, chance, path):
     plt.close(figure)
 
 
-def plot_accuracy(federated, centralised, chance, path):
+def plot_accuracy(federated, centralised, peers, chance, path):
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.plot([r["round"] for r in federated], [r["accuracy"] for r in federated], "o-",
               label=f"FedAvg, {federated[-1]['contributors']} devices (global model)")
     axes.plot([r["round"] for r in centralised], [r["accuracy"] for r in centralised], "s-",
               label="centralised, same data and passes")
+    axes.plot([r["round"] for r in peers], [r["accuracy"] for r in peers], "x--",
+              label="FedAvg among peers, torch.distributed")
     axes.axhline(chance, color="grey", linestyle=":", label="chance")
     axes.set_xlabel("round (centralised: as many passes over the data)")
     axes.set_ylabel("test accuracy")
     axes.set_ylim(0, 1)
     axes.set_title("Fashion-MNIST, BatchNorm CNN")
     axes.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def text_table(text):
+    """The fortunes job: the held-out perplexity of the source model, then of each round's global model."""
+    lines = ["| round | held-out perplexity | text s |", "|---:|---:|---:|",
+             f"| 0 (source, '{text['source']}') | {text['pretrained']:.4f} | |"]
+    lines += [f"| {r['round']} | {r['perplexity']:.4f} | {r['seconds']:.1f} |" for r in text["rounds"]]
+    return "\n".join(lines)
+
+
+def plot_perplexity(text, path):
+    figure, axes = plt.subplots(figsize=(6, 4))
+    rounds = [0] + [r["round"] for r in text["rounds"]]
+    axes.plot(rounds, [text["pretrained"]] + [r["perplexity"] for r in text["rounds"]], "o-", label=f"FedAvg, {len(text['files'])} devices (global model)")
+    axes.set_xlabel(f"round (0: the source model, pretrained on '{text['source']}')")
+    axes.set_ylabel("held-out perplexity (characters)")
+    axes.set_title("fortunes, GPT-style character model")
+    axes.legend(loc="upper right")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
@@ -87,14 +113,16 @@ def plot_label_skew(counts, alpha, path):
     plt.close(figure)
 
 
-def write(directory, settings, counts, federated, centralised, adaptation, methods, seconds):
-    """results.json, accuracy.png, label_skew.png and adaptation.png in directory; returns the
-    two tables (rounds, then adaptation)."""
+def write(directory, settings, counts, federated, centralised, peers, text, adaptation, methods, seconds):
+    """results.json, accuracy.png, label_skew.png, perplexity.png and adaptation.png in directory;
+    returns the three tables (rounds, fortunes rounds, adaptation)."""
     (directory / "results.json").write_text(json.dumps(
         {"settings": vars(settings), "class_counts": counts.tolist(), "federated": federated,
-         "centralised": centralised, "adaptation": adaptation, "seconds": seconds}, indent=1, default=str))
+         "centralised": centralised, "peers": peers, "text": text, "adaptation": adaptation,
+         "seconds": seconds}, indent=1, default=str))
     chance = 1 / counts.shape[1]
-    plot_accuracy(federated, centralised, chance, directory / "accuracy.png")
+    plot_accuracy(federated, centralised, peers, chance, directory / "accuracy.png")
     plot_label_skew(counts, settings.alpha, directory / "label_skew.png")
+    plot_perplexity(text, directory / "perplexity.png")
     plot_adaptation(adaptation, methods, chance, directory / "adaptation.png")
-    return table(federated, centralised) + "\n\n" + adaptation_table(adaptation, methods)
+    return "\n\n".join([table(federated, centralised, peers), text_table(text), adaptation_table(adaptation, methods)])

@@ -1,12 +1,15 @@
 """The main job (`make demo`): federated learning of Fashion-MNIST on one machine, against
-centralised training of the same model on the same data, then test-time adaptation of the
-federated model to corrupted test images.
+centralised training of the same model on the same data and against peers averaging without a
+coordinator, federated fine-tuning of a GPT-style character model on fortune files, then
+test-time adaptation of the federated model to corrupted test images.
 
 A BatchNorm CNN (cnn.py); Fashion-MNIST from Debian's dataset-fashion-mnist (fashion_mnist.py);
 devices * samples training examples dealt among the devices with Dirichlet label skew
 (label_skew.py); FedAvg rounds through torchnative-coordinator, each device its own process
 with torchnative.nn.federated.Engine (federated_job.py, device_process.py); the same training
-on the union of the devices' data in one process (centralised.py); the test set corrupted
+on the union of the devices' data in one process (centralised.py); the same devices' FedAvg as
+peers over torch.distributed (peers.py); the fortunes job (text_job.py: fortunes.py, gpt.py,
+device_process.py again); the test set corrupted
 (corruptions.py) and the federated model adapted to it by BNAdapt, Tent, Tent with EATA's filter
 and federated Tent through the coordinator (adaptation.py, tent_device_process.py); the tables
 and plots (report.py) in --out.
@@ -24,7 +27,9 @@ import adaptation
 import centralised
 import fashion_mnist
 import federated_job
+import peers
 import report
+import text_job
 from label_skew import class_counts, dirichlet_label_skew
 
 
@@ -42,6 +47,8 @@ def parse_arguments():
     parser.add_argument("--test-samples", type=int, default=10000, help="test images evaluated (of 10,000)")
     parser.add_argument("--seed", type=int, default=0, help="of the data's choice, split and order")
     parser.add_argument("--round-timeout", type=int, default=300, help="seconds a round may take")
+    parser.add_argument("--peer-rounds", type=int, default=3,
+                        help="FedAvg rounds of the same devices as peers over torch.distributed, without a coordinator")
     parser.add_argument("--adapt-samples", type=int, default=2000,
                         help="test images corrupted per corruption and severity, dealt among the devices")
     parser.add_argument("--adapt-batch-sizes", type=int, nargs="+", default=[16, 64],
@@ -50,6 +57,15 @@ def parse_arguments():
     parser.add_argument("--bn-momentum", type=float, default=0.1, help="BNAdapt's running-statistics momentum")
     parser.add_argument("--eata-redundancy", type=float, default=0.5,
                         help="EATA's epsilon: a sample is kept if its softmax's cosine to the kept average is below it")
+    parser.add_argument("--text-devices", type=int, default=4, help="fortunes job: device processes, a fortune file each")
+    parser.add_argument("--text-rounds", type=int, default=4, help="fortunes job: FedAvg rounds")
+    parser.add_argument("--text-sequences", type=int, default=192,
+                        help="fortunes job: training sequences of 64 characters per device (and of the source)")
+    parser.add_argument("--text-held-out", type=int, default=32, help="fortunes job: held-out sequences per file")
+    parser.add_argument("--text-batch-size", type=int, default=16)
+    parser.add_argument("--text-lr", type=float, default=3e-3, help="fortunes job: Adam's learning rate")
+    parser.add_argument("--text-epochs", type=int, default=1, help="fortunes job: local passes per round")
+    parser.add_argument("--text-pretrain-epochs", type=int, default=2, help="fortunes job: passes over the source")
     parser.add_argument("--out", type=Path, default=Path("build/demo"), help="output folder")
     return parser.parse_args()
 
@@ -102,6 +118,12 @@ def main():
     central = centralised.run(torch.cat([shard[0] for shard in shards]), torch.cat([shard[1] for shard in shards]),
                               test_images, test_labels, settings)
     timings["centralised"] = time.perf_counter() - start - timings["setup"] - timings["federated"]
+    peer_rounds, differing = peers.run(shards, test_images, test_labels, settings, settings.out / "peers")
+    if differing:
+        raise SystemExit(f"the peers' average is not the central weighted average in {differing}")
+    timings["peers"] = time.perf_counter() - start - sum(timings.values())
+    text = text_job.run(settings, settings.out / "text")
+    timings["text"] = time.perf_counter() - start - sum(timings.values())
     print(f"test-time adaptation: {settings.adapt_samples} test images per corruption and severity, "
           f"{settings.devices} devices' streams, batches of {' and of '.join(map(str, settings.adapt_batch_sizes))}",
           flush=True)
@@ -110,11 +132,15 @@ def main():
     timings["adaptation"] = time.perf_counter() - start - sum(timings.values())
     timings["total"] = time.perf_counter() - start
 
-    print(report.write(settings.out, settings, counts, federated, central, adapted, adaptation.METHODS, timings))
+    print(report.write(settings.out, settings, counts, federated, central, peer_rounds, text, adapted,
+                       adaptation.METHODS, timings))
     print(f"after {settings.rounds} rounds: federated {federated[-1]['accuracy']:.4f}, "
-          f"centralised {central[-1]['accuracy']:.4f} test accuracy; "
+          f"centralised {central[-1]['accuracy']:.4f} test accuracy; after {settings.peer_rounds} rounds, "
+          f"peers {peer_rounds[-1]['accuracy']:.4f}; fortunes held-out perplexity {text['pretrained']:.4f} -> "
+          f"{text['rounds'][-1]['perplexity']:.4f} in {settings.text_rounds} rounds; "
           + ", ".join(f"{what} {seconds:.1f} s" for what, seconds in timings.items()))
-    print(f"output: {settings.out.resolve()} (accuracy.png, label_skew.png, adaptation.png, results.json)")
+    print(f"output: {settings.out.resolve()} (accuracy.png, label_skew.png, perplexity.png, adaptation.png, "
+          "results.json)")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """The main job (`make demo`, examples/demo) in its reduced configuration: 2 FedAvg rounds of 3
 device processes on 300 Fashion-MNIST examples each, through a real torchnative-coordinator,
-against centralised training, then test-time adaptation on 480 corrupted test images per
-corruption and severity, in batches of 16 and of 64; the run prints the progress and the tables, writes valid PNG plots and
-results.json, both models learn (test accuracy well above chance, 10%), and every adaptation
-acts (a method that silently does nothing fails it)."""
+against centralised training and 2 rounds of the same devices as peers over torch.distributed;
+the GPT-style model fine-tuned in 2 rounds by 2 devices holding distinct fortune files; then
+test-time adaptation on 480 corrupted test images per corruption and severity, in batches of 16
+and of 64. The run prints the progress and the tables, writes valid PNG plots and results.json,
+the three Fashion-MNIST models learn (test accuracy well above chance, 10%), the peers' average
+is the central weighted average bit for bit, the fortunes model's held-out perplexity falls, and
+every adaptation acts (a method that silently does nothing fails it)."""
 import json
 import subprocess
 import sys
@@ -14,6 +17,7 @@ import pytest
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
 sys.path.append(str(DEMO))
 import fashion_mnist  # noqa: E402 (the demo's data module)
+import fortunes  # noqa: E402
 from adaptation import METHODS  # noqa: E402
 from corruptions import CORRUPTIONS, SEVERITIES  # noqa: E402
 
@@ -21,6 +25,7 @@ BATCH_SIZES = (16, 64)  # the demo's default
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ROUNDS, DEVICES = 2, 3
+PEER_ROUNDS, TEXT_DEVICES, TEXT_ROUNDS = 2, 2, 2
 # Chance is 0.1; the run of 2026-12-06 reached 0.48 (federated) and 0.64 (centralised), an
 # untrained model stays near 0.1.
 LEARNED = 0.25
@@ -31,10 +36,13 @@ LEARNED = 0.25
 def test_reduced_demo_trains_both_models_and_writes_its_report(tmp_path):
     try:
         fashion_mnist.torchvision_root(tmp_path / "data")  # the demo keeps the layout it finds in --out
-    except fashion_mnist.NotInstalled as missing:
+        fortunes.fortune_files()
+    except (fashion_mnist.NotInstalled, fortunes.NotInstalled) as missing:
         pytest.skip(str(missing))
     result = subprocess.run([sys.executable, str(DEMO / "run_demo.py"), "--rounds", str(ROUNDS), "--devices",
                              str(DEVICES), "--samples", "300", "--test-samples", "2000", "--adapt-samples", "480",
+                             "--peer-rounds", str(PEER_ROUNDS), "--text-devices", str(TEXT_DEVICES),
+                             "--text-rounds", str(TEXT_ROUNDS), "--text-sequences", "96", "--text-held-out", "16",
                              "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -47,15 +55,44 @@ def test_reduced_demo_trains_both_models_and_writes_its_report(tmp_path):
         assert f"federated round {number}/{ROUNDS}: global model task-1/{number} test accuracy" in out, out
     assert "| round | federated accuracy | centralised accuracy |" in out, out
     assert f"output: {tmp_path.resolve()}" in out, out
-    for plot in ("accuracy.png", "label_skew.png", "adaptation.png"):
+    for plot in ("accuracy.png", "label_skew.png", "perplexity.png", "adaptation.png"):
         assert (tmp_path / plot).read_bytes().startswith(PNG_SIGNATURE), plot
     results = json.loads((tmp_path / "results.json").read_text())
     assert [r["round"] for r in results["federated"]] == [r["round"] for r in results["centralised"]] == [1, 2]
     assert all(r["contributors"] == DEVICES for r in results["federated"]), results["federated"]
     assert sum(map(sum, results["class_counts"])) == DEVICES * 300
-    for job in ("federated", "centralised"):
+    for job in ("federated", "centralised", "peers"):
         assert results[job][-1]["accuracy"] > LEARNED, (job, results[job])
+    check_peers(out, results["peers"])
+    check_text(out, results["text"])
     check_adaptation(out, results["adaptation"])
+
+
+def check_peers(out, records):
+    """Every peer's rounds, rank 0's accuracy lines, and round 1's average checked against the
+    central weighted average, bit for bit (the demo exits non-zero when it differs)."""
+    assert [r["round"] for r in records] == list(range(1, PEER_ROUNDS + 1)), records
+    for number in range(1, PEER_ROUNDS + 1):
+        assert f"peers round {number}/{PEER_ROUNDS}: {DEVICES} peers' average test accuracy" in out, out
+        for rank in range(DEVICES):
+            assert f"  peer {rank}: round {number}," in out, out
+    assert f"the {DEVICES} peers' average has the bits of the central weighted average" in out, out
+    assert "| round | federated accuracy | centralised accuracy | peers accuracy |" in out, out
+
+
+def check_text(out, text):
+    """The fortunes job: every device's rounds through the coordinator, each round's global model
+    evaluated, and the held-out perplexity below the source model's after the last round (a
+    job that trains nothing leaves it where it was)."""
+    assert len(text["files"]) == TEXT_DEVICES and text["source"] not in text["files"], text
+    assert [r["round"] for r in text["rounds"]] == list(range(1, TEXT_ROUNDS + 1)), text
+    assert all(r["contributors"] == TEXT_DEVICES for r in text["rounds"]), text
+    for number in range(1, TEXT_ROUNDS + 1):
+        assert f"text round {number}/{TEXT_ROUNDS}: global model task-1/{number} held-out perplexity" in out, out
+        for device in range(TEXT_DEVICES):
+            assert f"  text device {device}: round {number} from task-1/{number - 1}," in out, out
+    assert "| round | held-out perplexity |" in out, out
+    assert text["rounds"][-1]["perplexity"] < text["pretrained"], text
 
 
 def check_adaptation(out, records):
