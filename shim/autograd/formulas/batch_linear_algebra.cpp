@@ -50,4 +50,16 @@ TN_DERIVATIVE("aten::linalg_solve", "LinalgSolveExBackward0", SAVES_RESULT(0), {
   return out;
 });
 
+// cholesky(A) = L (Murray 2016, arXiv:1602.07527): Phi = tril(L^T gL) with its diagonal halved
+// and mirrored, then A's gradient is L^-T Phi L^-1 (both solves as general ones: the shim has no
+// triangular solve yet). upper=True works on the transposes.
+TN_DERIVATIVE("aten::linalg_cholesky", "LinalgCholeskyExBackward0", SAVES_RESULT(), {
+  bool upper = s.args().boolean(1);
+  Tensor L = upper ? mT(s.result()) : s.result(), gL = upper ? mT(g[0]) : g[0];
+  Tensor phi = ops::tril(ops::matmul(mT(L), gL), 0);
+  phi = ops::mul(ops::add(phi, mT(ops::tril(phi, -1))), Scalar(0.5));
+  Tensor left_solved = ops::linalg_solve(mT(L), phi, true);
+  return {mT(ops::linalg_solve(mT(L), mT(left_solved), true))};
+});
+
 }  // namespace tn::autograd

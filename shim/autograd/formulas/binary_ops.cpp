@@ -139,4 +139,8 @@ TN_DERIVATIVE("aten::xlogy.Scalar_Other", "XlogyBackward2", SAVES(0), {
 // Upstream has no derivative for a remainder with a scalar dividend either.
 TN_NO_DERIVATIVE_UPSTREAM("aten::remainder.Scalar_Tensor", "aten::remainder");
 
+// Upstream's nextafter node refuses when the backward pass reaches it, as a NotImplementedError.
+TN_DERIVATIVE("aten::nextafter", "NextafterBackward0", SAVES(),
+              { throw NotImplemented("the derivative for 'nextafter' is not implemented."); });
+
 }  // namespace tn::autograd

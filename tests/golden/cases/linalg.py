@@ -114,6 +114,8 @@ def cases():
         ("linalg_inv", lambda a: torch.linalg.inv(dominant(a)), (Arg((2, 3, 3)),)),
         ("linalg_solve", lambda a, b: torch.linalg.solve(dominant(a), b), (Arg((3, 3)), Arg((3, 2)))),
         ("cholesky", lambda a: torch.linalg.cholesky(dominant(a @ a.mT)), (Arg((3, 3)),)),
+        ("cholesky_upper_batched", lambda a: torch.linalg.cholesky(dominant(a @ a.mT), upper=True),
+         (Arg((2, 4, 4)),)),
         ("slogdet", lambda a: torch.linalg.slogdet(dominant(a)), (Arg((3, 3)),)),
         ("matrix_power", lambda a: torch.linalg.matrix_power(a, 3), (Arg((3, 3)),)),
         ("cross", lambda a, b: torch.linalg.cross(a, b), (Arg((2, 3)), Arg((2, 3)))),
