@@ -21,6 +21,7 @@
 #include "proto/signing.h"
 #include "server/hex.h"
 #include "server/safetensors.h"
+#include "torch_file.h"
 #include "torchnative/federated/v1/admin.grpc.pb.h"
 
 namespace {
@@ -66,9 +67,9 @@ void digest_flag(tn::cli::Command& command, std::string& digest, const std::stri
   });
 }
 
-// The model of a --model file. A torch.save file (a zip archive, or a pickle in the legacy format)
-// is named as such, with the conversion, rather than as a safetensors file with an absurd header;
-// only once refused as safetensors, so no safetensors file is mistaken for one.
+// The model of a --model file: safetensors, or a torch.save file of a state_dict, tried only once
+// the file is refused as safetensors, so no safetensors file is mistaken for one. The legacy
+// torch.save format is named, with the conversion that reads it.
 tn::federated::Model read_model_file(const std::string& path) {
   const std::string bytes = read_file(path, "model");
   auto file = std::make_shared<std::vector<std::byte>>(
@@ -77,10 +78,11 @@ tn::federated::Model read_model_file(const std::string& path) {
   try {
     return tn::server::decode_safetensors(file, path).model;
   } catch (const std::exception&) {
-    if (!bytes.starts_with("PK\x03\x04") && !bytes.starts_with("\x80\x02\x8a\x0a")) throw;
+    if (tn::admin::is_zip_archive(bytes)) return tn::admin::decode_torch_file(bytes, path);
+    if (!tn::admin::is_legacy_torch_file(bytes)) throw;
     throw std::runtime_error("model: " + path +
-                             " is a torch.save file, not safetensors: convert it with python -m "
-                             "torchnative.model_files from-torch " +
+                             " is a torch.save file in the legacy format, not read here: convert it with "
+                             "python -m torchnative.model_files from-torch " +
                              path + " MODEL.safetensors");
   }
 }
@@ -114,10 +116,11 @@ void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
   command.flag("--min-memory-bytes", "N", "only devices with at least this much memory take part")
       .into(flags.min_memory_bytes);
   command
-      .flag("--model", "FILE.safetensors",
-            "the initial model, sent with the task: a safetensors file (from a torch state_dict: "
-            "torchnative.model_files.save; from a torch.save file: python -m torchnative.model_files "
-            "from-torch FILE.pt FILE.safetensors)")
+      .flag("--model", "FILE",
+            "the initial model, sent with the task: a safetensors file (torchnative.model_files.save "
+            "writes one from a state_dict) or a torch.save file of a state_dict (the legacy "
+            "_use_new_zipfile_serialization=False format: convert it with python -m "
+            "torchnative.model_files from-torch FILE.pt FILE.safetensors)")
       .into(flags.model);
   command
       .flag("--stored-model", "VERSION",

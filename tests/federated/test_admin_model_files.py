@@ -5,9 +5,10 @@ FILE`, docs/federated.md "Model files"), which --digest then accepts."""
 import json
 import subprocess
 
+import pytest
 import torch
 
-from federation import PYTHON, admin_json
+from federation import PYTHON, REPO, admin_json
 from torchnative import model_files
 
 
@@ -64,22 +65,58 @@ def create_task_with(coordinator, model):
     return subprocess.run(coordinator["admin"] + ["create-task", "--strategy", "fedavg", "--rounds", "1",
                                                   "--devices-per-round", "1", "--min-updates", "1",
                                                   "--round-timeout-ms", "60000", "--model", str(model)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, errors="replace", timeout=60)
 
 
-def test_create_task_names_a_torch_file_and_the_conversion_it_needs(coordinator, tmp_path):
-    """Both torch.save formats are refused by name, pointing at from-torch, whose file is taken."""
+TORCH_SAVE = r'''
+import sys, torch
+torch.manual_seed(0)
+state = dict(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)).state_dict())
+base = torch.arange(12.0).reshape(3, 4)
+state.update({"transposed": base.t(), "row": base[1], "column": base[:, 2], "scalar_view": base[2, 3],
+              "parameter": torch.nn.Parameter(torch.ones(2, dtype=torch.float64)),
+              "brain": torch.tensor([1.5, -2.0], dtype=torch.bfloat16), "half": torch.tensor(0.5, dtype=torch.float16),
+              "mask": torch.tensor([True, False]), "bytes": torch.arange(3, dtype=torch.uint8),
+              "small": torch.tensor([-5], dtype=torch.int8), "short": torch.tensor(-300, dtype=torch.int16),
+              "int": torch.tensor([7], dtype=torch.int32), "long": torch.tensor([-2 ** 63]), "empty": torch.zeros(0, 4)})
+torch.save(state, sys.argv[1] + ".pt")
+torch.save({name: tensor.detach().contiguous() for name, tensor in state.items()}, sys.argv[1] + ".contiguous.pt")
+'''
+
+
+@pytest.mark.parametrize("python", [PYTHON, "/usr/bin/python3"], ids=["shim", "upstream"])
+def test_create_task_takes_a_torch_save_file_of_a_state_dict(coordinator, tmp_path, python):
+    """Views of one storage (transposed, a row, a column, a 0-dim element), a Parameter, every
+    dtype: the fetched model is model_files.save of the tensors made contiguous, byte for byte."""
+    subprocess.run([python, "-c", TORCH_SAVE, str(tmp_path / "model")], check=True, timeout=60,
+                   env={"PYTHONPATH": str(REPO / "python")})
+    created = create_task_with(coordinator, tmp_path / "model.pt")
+    assert created.returncode == 0, created.stderr
+    fetched, expected = tmp_path / "fetched.safetensors", tmp_path / "expected.safetensors"
+    admin_json(coordinator, "fetch-model", json.loads(created.stdout)["initial_model_version"], "--out", str(fetched))
+    model_files.save(torch.load(tmp_path / "model.contiguous.pt", weights_only=True), expected)
+    assert fetched.read_bytes() == expected.read_bytes()
+
+
+def test_create_task_refuses_what_is_no_state_dict_it_reads_by_name(coordinator, tmp_path):
+    """The legacy torch.save format, with the conversion that reads it; a saved module."""
     state = state_dict()
-    for legacy in (False, True):
-        saved = tmp_path / f"model{'-legacy' if legacy else ''}.pt"
-        torch.save(state, saved, _use_new_zipfile_serialization=not legacy)
-        refused = create_task_with(coordinator, saved)
-        assert refused.returncode == 1
-        assert f"model: {saved} is a torch.save file, not safetensors: convert it with python -m " \
-            f"torchnative.model_files from-torch {saved} MODEL.safetensors" in refused.stderr, refused.stderr
+    torch.save(state, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    refused = create_task_with(coordinator, tmp_path / "legacy.pt")
+    assert refused.returncode == 1
+    assert f"model: {tmp_path / 'legacy.pt'} is a torch.save file in the legacy format, not read here: convert it " \
+        f"with python -m torchnative.model_files from-torch {tmp_path / 'legacy.pt'} MODEL.safetensors" \
+        in refused.stderr, refused.stderr
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")
+    refused = create_task_with(coordinator, tmp_path / "module.pt")
+    assert refused.returncode == 1
+    assert f"model: {tmp_path / 'module.pt'}: not a torch.save file of a state_dict read here: pickle opcode 0x81, " \
+        "which a state_dict's pickle has not (save model.state_dict(), not the model)" in refused.stderr, \
+        refused.stderr
+
     converted = tmp_path / "converted.safetensors"
-    subprocess.run([PYTHON, "-m", "torchnative.model_files", "from-torch", str(saved), str(converted)], check=True,
-                   timeout=60)
+    subprocess.run([PYTHON, "-m", "torchnative.model_files", "from-torch", str(tmp_path / "legacy.pt"),
+                    str(converted)], check=True, timeout=60)
     created = create_task_with(coordinator, converted)
     assert created.returncode == 0, created.stderr
     fetched = tmp_path / "fetched.safetensors"
@@ -88,10 +125,28 @@ def test_create_task_names_a_torch_file_and_the_conversion_it_needs(coordinator,
     assert all(torch.equal(model_files.load(fetched)[name], tensor) for name, tensor in state.items())
 
 
+def test_damaged_torch_files_are_refused_not_crashed_on(coordinator, tmp_path):
+    """Cut at 64 places, and each byte of the pickle flipped: refused (status 1) or, where the
+    damage left a state_dict, taken; never a crash."""
+    torch.save(state_dict(), tmp_path / "model.pt")
+    whole = (tmp_path / "model.pt").read_bytes()
+    pickle_at = whole.index(b"data.pkl") + len(b"data.pkl")
+    damaged = [whole[:cut] for cut in range(0, len(whole), max(1, len(whole) // 64))]
+    damaged += [whole[:at] + bytes([whole[at] ^ 0xff]) + whole[at + 1:] for at in range(pickle_at, pickle_at + 200)]
+    statuses = set()
+    for index, content in enumerate(damaged):
+        (tmp_path / "damaged.pt").write_bytes(content)
+        result = create_task_with(coordinator, tmp_path / "damaged.pt")
+        assert result.returncode in (0, 1) and (result.returncode == 0 or "damaged.pt" in result.stderr), \
+            (index, result.returncode, result.stderr)
+        statuses.add(result.returncode)
+    assert 1 in statuses
+
+
 def test_the_admin_help_says_how_to_convert_and_what_the_digest_is(coordinator):
     def help_of(command):
         return subprocess.run(coordinator["admin"] + ["help", command], capture_output=True, text=True,
                               timeout=30, check=True).stdout
-    assert "python -m torchnative.model_files from-torch" in help_of("create-task")
+    assert "torch.save file of a state_dict" in " ".join(help_of("create-task").split())
     fetch = " ".join(help_of("fetch-model").split())
     assert "to-torch" in fetch and "python -m torchnative.model_files digest FILE" in fetch
