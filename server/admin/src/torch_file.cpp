@@ -55,7 +55,7 @@ std::map<std::string, std::string_view> zip_records(std::string_view zip) {
 }
 
 // What a state_dict's pickle builds: None, bools and ints, strings, globals (module.name),
-// tuples and lists, dicts, storages (a dtype and a record key) and tensors.
+// tuples, dicts, storages (a dtype and a record key) and tensors.
 struct Node;
 using Value = std::shared_ptr<Node>;
 struct Node {
@@ -154,6 +154,8 @@ class Unpickler {
     stack_.push_back(dict);
   }
 
+  // Pushes the string, integer, bool or None opcode `op` encodes; false for any other opcode.
+  bool push_literal(uint8_t op);
   void step(uint8_t op);
   Value reduce(const Value& callable, const Value& arguments);
   Value persistent(const Value& id);
@@ -165,11 +167,51 @@ class Unpickler {
   std::map<uint64_t, Value> memo_;
 };
 
-void Unpickler::step(uint8_t op) {
+bool Unpickler::push_literal(uint8_t op) {
   switch (op) {
-    case 0x80:
+    case 'X': {
+      Value node = make(Node::Str);
+      node->text = std::string(take(number(4)));
+      stack_.push_back(node);
+      return true;
+    }
+    case 'K':
+      stack_.push_back(integer(byte()));
+      return true;
+    case 'M':
+      stack_.push_back(integer(int64_t(number(2))));
+      return true;
+    case 'J':
+      stack_.push_back(integer(int32_t(uint32_t(number(4)))));
+      return true;
+    case 0x8a: {  // LONG1: torch.save's integers fit 8 bytes
+      const size_t width = byte();
+      if (width > 8) throw Refused("an integer wider than 64 bits");
+      uint64_t value = width ? number(width) : 0;
+      if (width && width < 8 && (value >> (8 * width - 1))) value |= ~uint64_t(0) << (8 * width);
+      stack_.push_back(integer(int64_t(value)));
+      return true;
+    }
+    case 0x88:  // NEWTRUE
+      stack_.push_back(integer(1));
+      return true;
+    case 0x89:  // NEWFALSE
+      stack_.push_back(integer(0));
+      return true;
+    case 'N':
+      stack_.push_back(make(Node::None));
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Unpickler::step(uint8_t op) {
+  if (push_literal(op)) return;
+  switch (op) {
+    case 0x80:  // PROTO
       byte();
-      return;    // PROTO
+      return;
     case 'c': {  // GLOBAL
       Value node = make(Node::Global);
       node->text = line();
@@ -218,38 +260,6 @@ void Unpickler::step(uint8_t op) {
     }
     case 'u':
       set_items(pop_mark());
-      return;
-    case 'X': {
-      Value node = make(Node::Str);
-      node->text = std::string(take(number(4)));
-      stack_.push_back(node);
-      return;
-    }
-    case 'K':
-      stack_.push_back(integer(byte()));
-      return;
-    case 'M':
-      stack_.push_back(integer(int64_t(number(2))));
-      return;
-    case 'J':
-      stack_.push_back(integer(int32_t(uint32_t(number(4)))));
-      return;
-    case 0x8a: {  // LONG1: torch.save's integers fit 8 bytes
-      const size_t width = byte();
-      if (width > 8) throw Refused("an integer wider than 64 bits");
-      uint64_t value = width ? number(width) : 0;
-      if (width && width < 8 && (value >> (8 * width - 1))) value |= ~uint64_t(0) << (8 * width);
-      stack_.push_back(integer(int64_t(value)));
-      return;
-    }
-    case 0x88:
-      stack_.push_back(integer(1));
-      return;  // NEWTRUE
-    case 0x89:
-      stack_.push_back(integer(0));
-      return;  // NEWFALSE
-    case 'N':
-      stack_.push_back(make(Node::None));
       return;
     case 'Q':
       stack_.push_back(persistent(pop()));
