@@ -1,5 +1,7 @@
 // Derivatives of the shape operators (kernels/view_ops.cpp): each puts the gradient back
 // into the input's shape.
+#include <unordered_set>
+
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -13,6 +15,30 @@ Tensor scattered(const Saved& s, const Tensor& g, Part&& part) {
   Tensor whole = ops::zeros(s.input_sizes(0), g.dtype());
   ops::copy_(part(whole), g, false);
   return whole;
+}
+// The storage position of each element of a geometry, in row-major order of its indices.
+Tensor storage_positions(const Shape& sizes, const Shape& strides, int64_t offset) {
+  int64_t numel = 1;
+  for (int64_t size : sizes) numel *= size;
+  Tensor positions = Tensor::empty({numel}, ScalarType::Long);
+  int64_t* out = positions.data_as<int64_t>();
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t position = offset, rest = i;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      position += rest % sizes[d] * strides[d];
+      rest /= sizes[d];
+    }
+    out[i] = position;
+  }
+  return positions;
+}
+
+bool has_repeats(const Tensor& positions) {
+  const int64_t* p = positions.data_as<int64_t>();
+  std::unordered_set<int64_t> seen;
+  for (int64_t i = 0; i < positions.numel(); ++i)
+    if (!seen.insert(p[i]).second) return true;
+  return false;
 }
 }  // namespace
 
@@ -118,6 +144,24 @@ TN_DERIVATIVE("aten::unfold", "UnfoldBackward0", SAVES(), {
     ops::add_(window, ops::movedim(ops::select(g[0], dim, i), {-1}, {dim}));
   }
   return {whole};
+});
+
+// as_strided(x, size, stride, offset): each output's gradient added at the storage position it
+// read, then read back at x's own positions. An input whose elements share positions (an
+// expanded one) would need upstream's division by their counts: refused by name until written.
+TN_DERIVATIVE("aten::as_strided", "AsStridedBackward0", SAVES(0), {
+  const Tensor& x = s.input(0);
+  auto a = s.args();
+  Tensor read_at = storage_positions(x.sizes(), x.strides(), x.offset());
+  if (has_repeats(read_at))
+    throw NotImplemented(
+        "torchnative has no derivative for aten::as_strided yet of an input whose elements overlap");
+  int64_t extent = int64_t(x.storage()->nbytes() / x.itemsize());
+  Tensor written_at =
+      storage_positions(a.int_list(1), a.int_list(2), a.optional_integer(3).value_or(x.offset()));
+  Tensor buffer =
+      ops::index_add(ops::zeros({extent}, g[0].dtype()), 0, written_at, ops::reshape(g[0], Shape{-1}));
+  return {ops::reshape(ops::index_select(buffer, 0, read_at), x.sizes())};
 });
 
 }  // namespace tn::autograd

@@ -48,6 +48,8 @@ DTYPE_SWEEP = (
     ("narrow/3x4", lambda a: torch.narrow(a, 1, 1, 2), (A34,)),
     ("select/3x4", lambda a: torch.select(a, 0, 1), (A34,)),
     ("as_strided/3x4", lambda a: torch.as_strided(a, (2, 2), (1, 2), 1), (A34,)),
+    ("as_strided/overlapping_output_of_transposed", lambda a: a.t().as_strided((3, 3), (0, 1), 1), (A34,)),
+    ("as_strided/of_a_slice", lambda a: a[1:].as_strided((2, 2), (2, 3)), (A34,)),
     ("unsqueeze/3x4", lambda a: torch.unsqueeze(a, 1), (A34,)),
     ("squeeze/3x1x4", torch.squeeze, (Arg((3, 1, 4)),)),
     ("unfold/3x4", lambda a: a.unfold(1, 2, 1), (A34,)),
