@@ -62,12 +62,14 @@ def peer(arguments):
             torch.save({"weight": report.weight, "trained": alone.state_dict(),
                         "averaged": {name: state[name] for name in engine.trained_names()}}, arguments.check)
         test_accuracy = test_together(model, shard["test_images"], shard["test_labels"])
+        # One write per line (print writes its end apart, unbuffered under PYTHONUNBUFFERED): the
+        # peers leave the all-reduce together, and their lines would run into each other.
         print(f"  peer {arguments.rank}: round {number}, {report.weight} of {report.total_weight:.0f} examples, "
               f"loss {report.metrics['loss_before']:.3f} -> {report.metrics['loss_after']:.3f}, "
-              f"{time.perf_counter() - start:.1f} s", flush=True)
+              f"{time.perf_counter() - start:.1f} s\n", end="", flush=True)
         if arguments.rank == 0:
             print(f"peers round {number}/{arguments.rounds}: {arguments.world} peers' average test accuracy "
-                  f"{test_accuracy:.4f}", flush=True)
+                  f"{test_accuracy:.4f}\n", end="", flush=True)
             with open(arguments.results, "a") as results:
                 results.write(f"{number} {test_accuracy!r} {time.time()!r}\n")
     dist.destroy_process_group()

@@ -87,7 +87,9 @@ def text_table(text):
 def plot_perplexity(text, path):
     figure, axes = plt.subplots(figsize=(6, 4))
     rounds = [0] + [r["round"] for r in text["rounds"]]
-    axes.plot(rounds, [text["pretrained"]] + [r["perplexity"] for r in text["rounds"]], "o-", label=f"FedAvg, {len(text['files'])} devices (global model)")
+    axes.plot(rounds, [text["pretrained"]] + [r["perplexity"] for r in text["rounds"]], "o-",
+              label=f"FedAvg, {len(text['files'])} devices (global model)")
+    axes.set_xticks(rounds)
     axes.set_xlabel(f"round (0: the source model, pretrained on '{text['source']}')")
     axes.set_ylabel("held-out perplexity (characters)")
     axes.set_title("fortunes, GPT-style character model")

@@ -47,7 +47,7 @@ def parse_arguments():
     parser.add_argument("--test-samples", type=int, default=10000, help="test images evaluated (of 10,000)")
     parser.add_argument("--seed", type=int, default=0, help="of the data's choice, split and order")
     parser.add_argument("--round-timeout", type=int, default=300, help="seconds a round may take")
-    parser.add_argument("--peer-rounds", type=int, default=3,
+    parser.add_argument("--peer-rounds", type=int, default=2,
                         help="FedAvg rounds of the same devices as peers over torch.distributed, without a coordinator")
     parser.add_argument("--adapt-samples", type=int, default=2000,
                         help="test images corrupted per corruption and severity, dealt among the devices")
@@ -57,8 +57,9 @@ def parse_arguments():
     parser.add_argument("--bn-momentum", type=float, default=0.1, help="BNAdapt's running-statistics momentum")
     parser.add_argument("--eata-redundancy", type=float, default=0.5,
                         help="EATA's epsilon: a sample is kept if its softmax's cosine to the kept average is below it")
-    parser.add_argument("--text-devices", type=int, default=4, help="fortunes job: device processes, a fortune file each")
-    parser.add_argument("--text-rounds", type=int, default=4, help="fortunes job: FedAvg rounds")
+    parser.add_argument("--text-devices", type=int, default=4,
+                        help="fortunes job: device processes, a fortune file each")
+    parser.add_argument("--text-rounds", type=int, default=3, help="fortunes job: FedAvg rounds")
     parser.add_argument("--text-sequences", type=int, default=192,
                         help="fortunes job: training sequences of 64 characters per device (and of the source)")
     parser.add_argument("--text-held-out", type=int, default=32, help="fortunes job: held-out sequences per file")

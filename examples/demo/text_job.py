@@ -66,6 +66,6 @@ def run(settings, directory):
           f"{pretrained:.4f}, {time.perf_counter() - start:.1f} s", flush=True)
     job = Job("text", model, settings.text_rounds, settings.round_timeout, device_flags(settings),
               ("perplexity", "held-out perplexity"))
-    records, _ = run_job(job, shards, directory, lambda global_model: perplexity(global_model, held_inputs, held_targets),
+    records, _ = run_job(job, shards, directory, lambda trained: perplexity(trained, held_inputs, held_targets),
                          initial=source)
     return {"source": SOURCE, "files": list(names), "pretrained": pretrained, "rounds": records}
