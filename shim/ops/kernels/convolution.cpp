@@ -16,6 +16,33 @@ void require_positive(const Shape& values, const char* message) {
     if (v <= 0) throw Error(message);
 }
 
+// The blocks im2col copies out of an image (N, C, H, W) into columns (N, C*kh*kw, oh*ow) and
+// col2im adds back. `visit(column, pixel)` runs for each column element in upstream's loop order
+// (batch, block row, block position), pixel the image element's offset or -1 in the padding.
+struct Blocks {
+  int64_t n, c, h, w;
+  const Shape &kernel, &dilation, &padding, &stride;
+  int64_t along(size_t axis) const {
+    int64_t size = axis == 0 ? h : w;
+    return (size + 2 * padding[axis] - dilation[axis] * (kernel[axis] - 1) - 1) / stride[axis] + 1;
+  }
+  template <typename Visit>
+  void for_each(Visit&& visit) const {
+    int64_t oh = along(0), ow = along(1), rows = c * kernel[0] * kernel[1];
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t ch = r / (kernel[0] * kernel[1]), ki = (r / kernel[1]) % kernel[0], kj = r % kernel[1];
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            int64_t iy = y * stride[0] - padding[0] + ki * dilation[0],
+                    ix = xx * stride[1] - padding[1] + kj * dilation[1];
+            bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+            visit((b * rows + r) * oh * ow + y * ow + xx, inside ? ((b * c + ch) * h + iy) * w + ix : -1);
+          }
+      }
+  }
+};
+
 // im2col on (N, C, H, W): (N, C*kh*kw, L) with zero padding.
 Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, const Shape& padding,
               const Shape& stride) {
@@ -30,32 +57,21 @@ Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, c
   if (input.dim() != 4)
     throw Error(
         "Expected 4D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions");
-  int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-  int64_t oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
-  int64_t ow = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+  Blocks blocks{input.size(0), input.size(1), input.size(2), input.size(3),
+                kernel,        dilation,      padding,       stride};
+  int64_t oh = blocks.along(0), ow = blocks.along(1);
   if (oh <= 0 || ow <= 0)
-    throw Error("Given input with spatial size (" + std::to_string(h) + ", " + std::to_string(w) +
-                "), kernel_size (" + std::to_string(kernel[0]) + ", " + std::to_string(kernel[1]) +
+    throw Error("Given input with spatial size (" + std::to_string(blocks.h) + ", " +
+                std::to_string(blocks.w) + "), kernel_size (" + std::to_string(kernel[0]) + ", " +
+                std::to_string(kernel[1]) +
                 "), the calculated shape of the array of sliding blocks is non-positive.");
   Tensor x = input.contiguous();
-  Tensor out = Tensor::empty({n, c * kernel[0] * kernel[1], oh * ow}, input.dtype());
+  Tensor out = Tensor::empty({blocks.n, blocks.c * kernel[0] * kernel[1], oh * ow}, input.dtype());
   TN_DISPATCH_ALL_TYPES(input.dtype(), "im2col", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* in = x.template data_as<scalar_t>();
     scalar_t* o = out.template data_as<scalar_t>();
-    int64_t rows = c * kernel[0] * kernel[1];
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t ch = r / (kernel[0] * kernel[1]), ki = (r / kernel[1]) % kernel[0], kj = r % kernel[1];
-        for (int64_t y = 0; y < oh; ++y)
-          for (int64_t xx = 0; xx < ow; ++xx) {
-            int64_t iy = y * stride[0] - padding[0] + ki * dilation[0],
-                    ix = xx * stride[1] - padding[1] + kj * dilation[1];
-            bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-            o[(b * rows + r) * oh * ow + y * ow + xx] =
-                inside ? in[((b * c + ch) * h + iy) * w + ix] : scalar_t(0);
-          }
-      }
+    blocks.for_each([&](int64_t column, int64_t pixel) { o[column] = pixel >= 0 ? in[pixel] : scalar_t(0); });
   });
   return out;
 }
@@ -64,29 +80,18 @@ Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, c
 // added in upstream's loop order (block row, then block position) in `accumulate`'s dtype.
 Tensor col2im(const Tensor& columns, const Shape& size, const Shape& kernel, const Shape& dilation,
               const Shape& padding, const Shape& stride, ScalarType accumulate) {
-  int64_t n = columns.size(0), rows = columns.size(1), h = size[0], w = size[1];
-  int64_t c = rows / (kernel[0] * kernel[1]);
-  int64_t oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
-  int64_t ow = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
+  int64_t planes = columns.size(1) / (kernel[0] * kernel[1]);
+  Blocks blocks{columns.size(0), planes, size[0], size[1], kernel, dilation, padding, stride};
   Tensor cols = columns.to(accumulate).contiguous();
-  Tensor out = ops::zeros({n, c, h, w}, accumulate);
+  Tensor out = ops::zeros({blocks.n, planes, size[0], size[1]}, accumulate);
   TN_DISPATCH_ALL_TYPES(accumulate, "col2im", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* source = cols.template data_as<scalar_t>();
     scalar_t* target = out.template data_as<scalar_t>();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t ch = r / (kernel[0] * kernel[1]), ki = (r / kernel[1]) % kernel[0], kj = r % kernel[1];
-        for (int64_t y = 0; y < oh; ++y)
-          for (int64_t xx = 0; xx < ow; ++xx) {
-            int64_t iy = y * stride[0] - padding[0] + ki * dilation[0],
-                    ix = xx * stride[1] - padding[1] + kj * dilation[1];
-            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-            scalar_t& sum = target[((b * c + ch) * h + iy) * w + ix];
-            sum = scalar_t(compute_t<scalar_t>(sum) +
-                           compute_t<scalar_t>(source[(b * rows + r) * oh * ow + y * ow + xx]));
-          }
-      }
+    blocks.for_each([&](int64_t column, int64_t pixel) {
+      if (pixel >= 0)
+        target[pixel] = scalar_t(compute_t<scalar_t>(target[pixel]) + compute_t<scalar_t>(source[column]));
+    });
   });
   return out;
 }
