@@ -3,6 +3,7 @@ loads bit-identically in upstream torch and the other way round (every dtype the
 has, 0-dim and empty tensors, NaN payloads and -0.0), both write identical bytes, and the
 module's to-torch / from-torch commands convert between it and torch.save files across the two."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,7 @@ elif mode == "torch.load":
 
 def run(python, *args, expect_failure=False):
     process = subprocess.run([python, *args], capture_output=True, text=True, timeout=120,
-                             env={"PYTHONPATH": PYTHON_DIR, "PATH": "/usr/bin:/bin"})
+                             env=dict(os.environ, PYTHONPATH=PYTHON_DIR))  # LD_PRELOAD kept: make asan-python
     assert (process.returncode != 0) == expect_failure, process.stderr
     return process
 
