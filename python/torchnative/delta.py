@@ -11,8 +11,15 @@ The base is the whole model as it was when the Delta was made: the adapted tenso
 the rest (hashed then, not copied). Both count, because adapted tensors fit the rest: Tent's
 BatchNorm scales start at 1 in every freshly built network, and a delta fitted to one network's
 features means nothing on another's.
+
+Tied tensors: a GPT's head sharing its token embedding's weight (`model.head.weight =
+model.tok_emb.weight`) is one Parameter that `state_dict` lists under both names and
+`named_parameters` under the first only. A Delta takes either name and holds the tensor once,
+under its first name (copied once, reverted in place once, so the tie is kept); a state_dict
+given to it (a round's model) must hold the same bytes under both names.
 """
 import hashlib
+from itertools import chain
 
 import torch
 
@@ -23,11 +30,45 @@ class BaseMismatch(ValueError):
     """The model a saved delta is applied to is not the base the delta was adapted from."""
 
 
+class TiedMismatch(ValueError):
+    """A state_dict holds different values under the names of one tied tensor of the model."""
+
+
 def named_tensors(model):
     """Every parameter and buffer of model by qualified name (a tied tensor under its first name)."""
     tensors = dict(model.named_parameters())
     tensors.update(model.named_buffers())
     return tensors
+
+
+def first_names(model):
+    """{name: the first name of its tensor} for every parameter and buffer of model under every
+    name state_dict gives it: a tied tensor's names all map to the one named_parameters gives."""
+    first, names = {}, {}
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for name, tensor in chain(module.named_parameters(prefix, recurse=False),
+                                  module.named_buffers(prefix, recurse=False)):
+            names[name] = first.setdefault(id(tensor), name)
+    return names
+
+
+def raw_bytes(tensor):
+    return tensor.detach().cpu().contiguous().numpy().tobytes()
+
+
+def fold_ties(model, state):
+    """state ({name: tensor} under state_dict's names) with each tied tensor of model once, under
+    its first name. Refuses (TiedMismatch, naming them) names of one tied tensor holding different
+    values: loading them would keep the last one's silently."""
+    names, folded, source = first_names(model), {}, {}
+    for name, tensor in state.items():
+        first = names.get(name, name)
+        if first not in folded:
+            folded[first], source[first] = tensor, name
+        elif raw_bytes(tensor) != raw_bytes(folded[first]):
+            raise TiedMismatch(f"'{source[first]}' and '{name}' are one tied tensor of the model, but the "
+                               "state gives them different values")
+    return folded
 
 
 def tensors_sha256(names, tensors):
@@ -55,14 +96,22 @@ def _select(model, names, purpose):
     return {name: tensors[name] for name in names}
 
 
+def one_name_each(model, names):
+    """names with each tensor once, under its first name (a tied tensor's other names folded)."""
+    first = first_names(model)
+    return tuple(dict.fromkeys(first.get(name, name) for name in names))
+
+
 class Delta:
-    """The base of the named tensors of model (copied now) and their offset from it."""
+    """The base of the named tensors of model (copied now) and their offset from it. `names` may
+    name a tied tensor under any of its names, once or more: `self.names` holds each tensor once,
+    under its first name."""
 
     def __init__(self, model, names):
         if not names:
             raise ValueError("a Delta needs at least one tensor to adapt")
         self.model = model
-        self.names = tuple(names)
+        self.names = one_name_each(model, names)
         current = _select(model, self.names, "Delta")
         self._base = {name: tensor.detach().clone() for name, tensor in current.items()}
         self._rest_sha256 = rest_sha256(model, self.names)
@@ -119,7 +168,12 @@ class Delta:
         return delta
 
     def is_base(self, state):
-        """Whether {name: tensor}, every parameter and buffer of a model, hashes to this delta's base."""
+        """Whether {name: tensor}, every parameter and buffer of a model under state_dict's names,
+        hashes to this delta's base (a tied tensor's names holding one value)."""
+        try:
+            state = fold_ties(self.model, state)
+        except TiedMismatch:
+            return False
         rest = sorted(set(state) - set(self.names))
         return set(self.names) <= set(state) and (
             tensors_sha256(self.names, state), tensors_sha256(rest, state)) == self.base_sha256()
@@ -144,6 +198,7 @@ class Delta:
                                    "that is not this delta's base: refusing to contribute an adaptation of "
                                    "another model")
             adapted = {name: tensor.detach() for name, tensor in self.current().items()}
-            return {name: adapted.get(name, tensor) for name, tensor in state.items()}, examples
+            first = first_names(self.model)  # a tied adapted tensor goes under each of its names
+            return {name: adapted.get(first.get(name, name), tensor) for name, tensor in state.items()}, examples
 
         return device.participate_once(contribution)

@@ -1,6 +1,7 @@
 """torchnative.nn.federated.Engine on the shim's torch: device processes train a small BatchNorm
 MLP (supervised, or with Tent) on synthetic batches and take part in one FedAvg round of a real
-coordinator; peers average the same way over torch.distributed (backend "local").
+coordinator; peers average the same way over torch.distributed (backend "local"). A model whose
+head is tied to its token embedding (as GPT's) takes part the same way, the tie kept.
 
 Each device also trains a deep copy of its model alone (Engine.local_steps, the same code on the
 same data from the same weights), and the test averages those copies itself: float64 products
@@ -13,6 +14,8 @@ import json
 import re
 import signal
 import subprocess
+import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +24,14 @@ import torch
 from torch import nn
 
 from torchnative import adapt
-from torchnative.delta import BaseMismatch
+from torchnative.delta import BaseMismatch, TiedMismatch, first_names
 from torchnative.nn import federated
 
 from federation import (PYTHON, admin_json, closed_rounds, create_fedavg_task, fedavg, fetch_model,
                         read_safetensors, wait_for)
 
 HERE = Path(__file__).resolve().parent
-FEATURES, CLASSES = 6, 3
+FEATURES, CLASSES, VOCABULARY = 6, 3, 7
 
 
 def tiny_model():
@@ -47,6 +50,33 @@ def synthetic_batches(seed, count, size):
         inputs = torch.randn(size, FEATURES, generator=generator) + targets[:, None] * 0.8 + seed * 0.1
         batches.append((inputs, targets))
     return batches
+
+
+def tied_lm():
+    """A GPT's tie in small (the same in every process): the head's weight is the token
+    embedding's, one Parameter under two state_dict names ("2.weight" and "0.weight")."""
+    torch.manual_seed(19)
+    model = nn.Sequential(nn.Embedding(VOCABULARY, 8), nn.LayerNorm(8), nn.Linear(8, VOCABULARY, bias=False))
+    model[2].weight = model[0].weight
+    return model
+
+
+def token_batches(seed, count, size):
+    """count batches of size (token, next token) pairs, a rule per seed, so that the loss can fall."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(count):
+        tokens = torch.randint(0, VOCABULARY, (size,), generator=generator)
+        batches.append((tokens, (2 * tokens + seed) % VOCABULARY))
+    return batches
+
+
+MODELS = {"tiny": (tiny_model, synthetic_batches), "tied": (tied_lm, token_batches)}
+
+
+def ties(model):
+    """{name: the name it is tied to} of model's tied tensors."""
+    return {name: first for name, first in first_names(model).items() if name != first}
 
 
 def floating_state(model):
@@ -71,12 +101,13 @@ DEVICE_SCRIPT = r'''
 import json, pathlib, sys, dataclasses, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from test_engine import tiny_model, synthetic_batches, engine_options, alone, floating_state
+from test_engine import MODELS, engine_options, alone, floating_state, ties
 from torchnative import adapt
 from torchnative.nn import federated
 server, key, out, seed, batch_size, method, rounds = sys.argv[2:9]
 options = json.loads(sys.argv[9])
-model, batches = tiny_model(), synthetic_batches(int(seed), 3, int(batch_size))
+build, make_batches = MODELS[options.get("model", "tiny")]
+model, batches = build(), make_batches(int(seed), 3, int(batch_size))
 np.savez(out + ".npz", **alone(model, method, batches))
 if options.get("wrap"):  # served with Tent between rounds, as a deployed model would be
     model = adapt.wrap(model, method=adapt.Tent(), lr=0.05)
@@ -95,15 +126,17 @@ np.savez(out + "-final.npz", **floating_state(model))
 if options.get("wrap"):
     model.revert()
     np.savez(out + "-reverted.npz", **{name: t.detach().numpy() for name, t in model.state_dict().items()})
-print(json.dumps({"device_id": engine.device.device_id, "seed": int(seed), "reports": reports, "report": reports[0]}))
+print(json.dumps({"device_id": engine.device.device_id, "seed": int(seed), "reports": reports, "report": reports[0],
+                  "ties": ties(model)}))
 '''
 
 
 def device_command(coordinator, tmp_path, seed, size, method, rounds, options=None):
     """A device process taking part in `rounds` rounds with an Engine; it prints its reports
-    ("report": the first round's) and saves what its first round's local steps make of
-    tiny_model() alone to d<seed>.npz, and its model's floating tensors after its rounds to
-    d<seed>-final.npz. options: "apply" and "grace" (participate's apply_aggregate and
+    ("report": the first round's) and its model's ties after them, and saves what its first
+    round's local steps make of its model alone to d<seed>.npz, and its model's floating tensors
+    after its rounds to d<seed>-final.npz. options: "model" (a key of MODELS: "tiny", the
+    default, or "tied"), "apply" and "grace" (participate's apply_aggregate and
     aggregate_grace), "wrap" (the model is
     adapt.wrap'ped with Tent; after its rounds it reverts, and saves d<seed>-reverted.npz),
     "stall" (it sleeps in its first round, once it has touched d<seed>.training)."""
@@ -139,9 +172,10 @@ def run_devices(coordinator, tmp_path, plans, method, rounds=1, options=None):
 
 
 def one_round(coordinator, tmp_path, plans, method, options=None):
-    """One FedAvg round of len(plans) Engine devices from tiny_model(); returns the initial state,
-    the devices' outputs by id, the round's entry and the aggregate the coordinator stored."""
-    initial = {name: tensor.numpy() for name, tensor in tiny_model().state_dict().items()}
+    """One FedAvg round of len(plans) Engine devices from options' model (tiny_model() by default);
+    returns the initial state, the devices' outputs by id and the aggregate the coordinator stored."""
+    build, _ = MODELS[(options or {}).get("model", "tiny")]
+    initial = {name: tensor.numpy() for name, tensor in build().state_dict().items()}
     task = create_fedavg_task(coordinator, tmp_path, initial, rounds=1, per_round=len(plans),
                               min_updates=len(plans), min_available=len(plans), timeout_ms=20000)
     outputs = run_devices(coordinator, tmp_path, plans, method, options=options)
@@ -420,30 +454,32 @@ from datetime import timedelta
 import numpy as np
 import torch.distributed as dist
 sys.path.insert(0, sys.argv[1])
-from test_engine import tiny_model, synthetic_batches, engine_options, alone, floating_state
+from test_engine import MODELS, engine_options, alone, floating_state, ties
 from torchnative.nn import federated
 rendezvous, out, rank, world, batch_size = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+build, make_batches = MODELS[sys.argv[7]]
 dist.init_process_group(backend="local", init_method=rendezvous, rank=rank, world_size=world,
                         timeout=timedelta(seconds=30))
-model, batches = tiny_model(), synthetic_batches(10 + rank, 2, batch_size)
+model, batches = build(), make_batches(10 + rank, 2, batch_size)
 np.savez(f"{out}/trained{rank}.npz", **alone(model, "supervised", batches))
 try:
     report = federated.Engine(model, **engine_options("supervised")).participate(batches)
 except federated.CohortOfOne as refused:
-    untrained = all((floating_state(model)[name] == values).all() for name, values in floating_state(tiny_model()).items())
+    untrained = all((floating_state(model)[name] == values).all() for name, values in floating_state(build()).items())
     print(json.dumps({"refused": str(refused), "untrained": bool(untrained)}))
     sys.exit(0)
 np.savez(f"{out}/averaged{rank}.npz", **floating_state(model))
-print(json.dumps(dataclasses.asdict(report)))
+print(json.dumps(dict(dataclasses.asdict(report), ties=ties(model))))
 '''
 
 
-def run_peers(tmp_path, sizes):
-    """One peer process per batch size, world len(sizes); their printed JSON by rank."""
+def run_peers(tmp_path, sizes, model="tiny"):
+    """One peer process per batch size, world len(sizes), each training MODELS[model]; their
+    printed JSON by rank."""
     rendezvous = f"file://{tmp_path / 'rendezvous'}"
     processes = [subprocess.Popen([PYTHON, "-c", PEER_SCRIPT, str(HERE), rendezvous, str(tmp_path), str(rank),
-                                   str(len(sizes)), str(size)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True)
+                                   str(len(sizes)), str(size), model], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
                  for rank, size in enumerate(sizes)]
     outputs = []
     for process in processes:
@@ -453,15 +489,17 @@ def run_peers(tmp_path, sizes):
     return outputs
 
 
-def test_peers_average_over_torch_distributed_is_the_central_weighted_average(tmp_path):
+@pytest.mark.parametrize("model", ["tiny", "tied"])
+def test_peers_average_over_torch_distributed_is_the_central_weighted_average(tmp_path, model):
     sizes = [4, 12, 20]  # two batches each: weights 8, 24, 40
-    reports = run_peers(tmp_path, sizes)
+    reports = run_peers(tmp_path, sizes, model)
     trained = {rank: {"trained": dict(np.load(tmp_path / f"trained{rank}.npz"))} for rank in range(len(sizes))}
     weights = {rank: 2 * size for rank, size in enumerate(sizes)}
     for rank, report in enumerate(reports):
         assert report["contributors"] == [0, 1, 2] and report["aggregate_applied"], report
         assert (report["weight"], report["total_weight"]) == (weights[rank], sum(weights.values()))
         assert report["metrics"]["loss_after"] < report["metrics"]["loss_before"], report
+        assert report["ties"] == ties(MODELS[model][0]()), report  # {"2.weight": "0.weight"} for "tied"
         assert_fedavg_bits(dict(np.load(tmp_path / f"averaged{rank}.npz")), trained, weights)
 
 
@@ -470,3 +508,71 @@ def test_a_peer_cohort_of_one_is_refused_by_name(tmp_path):
     assert "a peer average over a world of 1 process" in output["refused"], output
     assert "FedAvg needs at least two peers" in output["refused"], output
     assert output["untrained"], "the model was trained before the cohort was refused"
+
+
+def test_a_tied_models_round_keeps_the_tie_in_the_coordinators_table_and_on_every_device(coordinator, tmp_path):
+    plans = [(16, 8), (17, 24)]
+    initial, outputs, aggregate = one_round(coordinator, tmp_path, plans, "supervised", {"model": "tied", "apply": True})
+    # The coordinator's table is state_dict's (model_files saves it as it is): the tied weight under
+    # both names, the contributions alike under both, so their averages have the same bytes.
+    assert list(aggregate) == list(initial) == ["0.weight", "1.weight", "1.bias", "2.weight"]
+    assert aggregate["2.weight"].tobytes() == aggregate["0.weight"].tobytes()
+    assert not np.array_equal(aggregate["0.weight"], initial["0.weight"])
+    weights = {device: output["report"]["weight"] for device, output in outputs.items()}
+    assert_fedavg_bits(aggregate, outputs, weights)
+    task = next(iter(outputs.values()))["report"]["task_id"]
+    assert_holds_the_aggregate(outputs, aggregate, f"{task}/1")
+    for output in outputs.values():
+        assert output["ties"] == {"2.weight": "0.weight"}, output  # still one tensor after the aggregate
+        assert output["report"]["metrics"]["loss_after"] < output["report"]["metrics"]["loss_before"]
+
+
+class StubDevice:
+    """A stand-in for torchnative.device.Device in an Engine: its one round trains from `state`,
+    and the aggregate it then serves is aggregate_of(the trained state)."""
+
+    def __init__(self, state, aggregate_of):
+        self.state, self.aggregate_of, self.trained = state, aggregate_of, None
+
+    def participate_once(self, train):
+        config = {"round_id": 1, "task_id": "t", "model_version": 0, "deadline_unix_ms": time.time() * 1000}
+        trained, _ = train(self.state, config)
+        self.trained = {name: tensor.clone() for name, tensor in trained.items()}  # as the client copies it out
+        return types.SimpleNamespace(contributed=True, error="", round_id=1, task_id="t")
+
+    def fetch_model(self, version, wait):
+        return self.aggregate_of(self.trained)
+
+
+def test_an_engine_measures_a_tied_weight_once_and_refuses_an_aggregate_that_unties_it():
+    model = tied_lm()
+    initial = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    engine = federated.Engine(model, lr=0.1)
+    assert engine.trained_names() == ["0.weight", "1.weight", "1.bias"]
+    engine.device = StubDevice(initial, lambda trained: {name: tensor + 1 for name, tensor in trained.items()})
+    report = engine.participate(token_batches(1, 3, 8), apply_aggregate=True)
+    trained = engine.device.trained
+    assert list(trained) == list(initial) and torch.equal(trained["2.weight"], trained["0.weight"])
+    assert report.bytes_sent == report.bytes_received == sum(t.numel() * 4 for t in initial.values())
+    moved = sum((trained[name] - initial[name]).double().pow(2).sum().item() for name in engine.trained_names())
+    assert report.delta_norm == pytest.approx(moved ** 0.5, rel=1e-12)  # the tied weight counted once
+    assert report.aggregate_applied and model[2].weight is model[0].weight
+    assert torch.equal(model[0].weight, trained["0.weight"] + 1)
+
+    engine.device = StubDevice(initial, lambda trained: dict(trained, **{"2.weight": trained["2.weight"] + 1}))
+    with pytest.raises(TiedMismatch, match="'0.weight' and '2.weight' are one tied tensor of the model"):
+        engine.participate(token_batches(1, 3, 8), apply_aggregate=True)
+    assert model[2].weight is model[0].weight
+
+
+def test_publish_of_a_tied_models_tent_delta_sends_its_base_under_both_names():
+    model = adapt.wrap(tied_lm(), method=adapt.Tent(), lr=0.5)
+    base = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    model.online()
+    model(token_batches(1, 1, 16)[0][0])
+    state, examples = model.delta.publish(OneRound(base), 16)
+    assert list(state) == list(base)
+    assert sorted(name for name in state if not torch.equal(state[name], base[name])) == ["1.bias", "1.weight"]
+    untied = dict(base, **{"2.weight": base["2.weight"] + 1})
+    with pytest.raises(BaseMismatch, match="trains from a model that is not this delta's base"):
+        model.delta.publish(OneRound(untied), 16)

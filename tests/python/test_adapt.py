@@ -342,3 +342,65 @@ def test_a_saved_delta_applies_after_a_restart_and_only_to_its_base(tmp_path):
         Delta.load(tmp_path / "tent.delta", model)
     with pytest.raises(BaseMismatch, match="no parameter or buffer named 1.weight"):
         Delta.load(tmp_path / "tent.delta", torch.nn.Sequential(torch.nn.Linear(4, 8)))
+
+
+class TiedLm(torch.nn.Module):
+    """A GPT's tie in small: the head's weight is the token embedding's, one Parameter that
+    state_dict lists under both names and named_parameters under the first only."""
+
+    def __init__(self, vocabulary=7, width=5):
+        super().__init__()
+        torch.manual_seed(0)
+        self.tok_emb = torch.nn.Embedding(vocabulary, width)
+        self.norm = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocabulary, bias=False)
+        self.head.weight = self.tok_emb.weight
+
+    def forward(self, ids):
+        return self.head(self.norm(self.tok_emb(ids)))
+
+
+def state_bytes(model):
+    """{name: bytes} under every name state_dict gives (a tied tensor under each)."""
+    return {name: tensor.numpy().tobytes() for name, tensor in model.state_dict().items()}
+
+
+def test_a_delta_holds_a_tied_tensor_once_and_reverts_it_keeping_the_tie(tmp_path):
+    model = TiedLm()
+    before = state_bytes(model)
+    assert sorted(before) == ["head.weight", "norm.bias", "norm.weight", "tok_emb.weight"]
+    delta = Delta(model, list(before))  # state_dict's names, the tied one under both
+    assert delta.names == ("tok_emb.weight", "norm.weight", "norm.bias")
+    assert delta.base_nbytes == (7 * 5 + 5 + 5) * 4  # the tied weight copied once
+    with torch.no_grad():
+        model.head.weight.add_(1)
+        model.norm.bias.sub_(0.5)
+    offset = delta.offset()
+    assert sorted(offset) == sorted(delta.names)
+    assert torch.allclose(offset["tok_emb.weight"], torch.ones(7, 5)) and not offset["norm.weight"].any()
+    adapted = state_bytes(model)
+    delta.save(tmp_path / "tied.delta")
+    delta.revert()
+    assert state_bytes(model) == before and model.head.weight is model.tok_emb.weight
+
+    loaded = Delta.load(tmp_path / "tied.delta", model)
+    assert state_bytes(model) == adapted and model.head.weight is model.tok_emb.weight
+    loaded.revert()
+    assert state_bytes(model) == before
+    # The same values untied are another base: its head is a tensor of its own.
+    untied = TiedLm()
+    untied.head.weight = torch.nn.Parameter(untied.tok_emb.weight.detach().clone())
+    assert state_bytes(untied) == before
+    with pytest.raises(BaseMismatch, match="rest of the model hash to sha256"):
+        Delta.load(tmp_path / "tied.delta", untied)
+
+
+def test_tent_on_a_tied_model_adapts_its_layernorm_and_reverts_every_byte():
+    model = TiedLm()
+    before = state_bytes(model)
+    adapt.wrap(model, adapt.Tent(), lr=0.5).online()
+    model(torch.arange(7))
+    assert sorted(name for name, data in state_bytes(model).items() if data != before[name]) == \
+        ["norm.bias", "norm.weight"]
+    model.revert()
+    assert state_bytes(model) == before and model.head.weight is model.tok_emb.weight

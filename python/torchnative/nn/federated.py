@@ -25,6 +25,13 @@ e.g. `--params '{"fit_config": {"strategy": "fedavg"}}'`) or sends a strategy's 
 parameter (FedProx's `proximal_mu`). When it is told, an Engine whose aggregator names another
 strategy refuses the round (`AggregatorMismatch`) before training; otherwise the task decides.
 
+A tied tensor (a GPT's head sharing its token embedding's weight) is trained, measured and
+averaged among peers once; with a coordinator it travels under each of the names state_dict
+gives it, as the task's model file lists them (torchnative.model_files saves a state_dict as it
+is), so the coordinator averages the same contributions under both names into the same bytes,
+and loading the aggregate keeps the tie (a round's model whose tied names differ is refused:
+TiedMismatch).
+
 Averages are exact to the rounding of float32: each contribution is weighted in float64,
 summed in a fixed order (the coordinator's hub in ascending device id, peers in ascending rank),
 divided once and rounded once to the tensor's dtype. Integer tensors (BatchNorm's batch counts)
@@ -40,7 +47,7 @@ import torch.distributed as dist
 from torch import nn
 
 from torchnative import adapt, model_files
-from torchnative.delta import Delta
+from torchnative.delta import Delta, fold_ties, one_name_each
 
 
 class AggregatorMismatch(ValueError):
@@ -177,6 +184,15 @@ def peer_average(tensors, weight, group=None):
 SAFETENSORS_DTYPES = {dtype: name for dtype, (name, _) in model_files.DTYPES.items()}
 
 
+def load_state(model, state):
+    """Loads a round's model or aggregate ({name: tensor} under state_dict's names) into model:
+    load_state_dict copies a tied tensor's names into the one tensor, so the tie is kept; names
+    of one tied tensor holding different values are refused first (TiedMismatch), as
+    load_state_dict would keep the last one silently."""
+    fold_ties(model, state)
+    model.load_state_dict(state)
+
+
 def save_initial_model(model, path):
     """Writes model's state_dict as a safetensors file, the form `torchnative-admin create-task
     --model FILE` takes a task's initial model in (torchnative.model_files.save)."""
@@ -218,7 +234,8 @@ class Engine:
         parameter and buffer in supervised training."""
         if self.method is not None:
             return self.method.adapted_names(self.model)
-        return [name for name, tensor in self.model.state_dict().items() if tensor.is_floating_point()]
+        floating = [name for name, tensor in self.model.state_dict().items() if tensor.is_floating_point()]
+        return list(one_name_each(self.model, floating))  # a tied tensor once, under its first name
 
     def local_steps(self, batches):
         """Runs the local steps over batches (a list) on the model; returns (metrics, delta norm)."""
@@ -313,7 +330,7 @@ class Engine:
             # The configuration numbers the task's model versions; the admin CLI names them task/number.
             report.model_version = f"{config['task_id']}/{config['model_version']}"
             report.bytes_received = tensor_bytes(state.values())
-            self.model.load_state_dict(state)
+            load_state(self.model, state)
             report.metrics, report.delta_norm = self.local_steps(batches)
             trained = {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
             report.bytes_sent = tensor_bytes(trained.values())
@@ -336,5 +353,5 @@ class Engine:
                             f"by its deadline and {grace} s after: it closed without one (too few contributions), "
                             "so the model holds this device's own training")
             return
-        self.model.load_state_dict(aggregate)
+        load_state(self.model, aggregate)
         report.aggregate_applied, report.aggregate_version = True, version
