@@ -1,10 +1,9 @@
 """The demo's language model: a small GPT-style character model from torch.nn (token and
-position embeddings, causal pre-norm transformer blocks, a final LayerNorm, a linear head), the
-shape of tests/python/test_autograd.py's Gpt, sized for fortunes, and its perplexity.
-
-Its head is not tied to the token embedding, as that Gpt's is: a tied weight is one parameter
-under two state_dict names, and the federated Engine's Delta looks the state_dict's names up
-among the parameters, which name it once (BaseMismatch: no parameter named head.weight)."""
+position embeddings, causal pre-norm transformer blocks, a final LayerNorm, a linear head tied to
+the token embedding, as GPT's), the shape of tests/python/test_autograd.py's Gpt, sized for
+fortunes, and its perplexity. The tied weight is one Parameter under two state_dict names
+(tokens.weight, head.weight); the federated Engine trains it once and keeps the tie
+(docs/federated_engine.md, "Tied weights")."""
 import math
 
 import torch
@@ -26,6 +25,7 @@ class CharGpt(nn.Module):
         self.blocks = nn.TransformerEncoder(block, blocks, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self.head = nn.Linear(width, vocabulary, bias=False)
+        self.head.weight = self.tokens.weight
 
     def forward(self, ids):
         """Logits as batch x vocabulary x positions: nn.CrossEntropyLoss's layout, so that the
