@@ -2,14 +2,12 @@
 (torchnative-admin: create-task, rounds, fetch-model)."""
 import json
 import shutil
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import torch
-
+from torchnative import model_files
 from torchnative.nn import federated
 
 # The venv's bin (`make setup` links the CLIs beside its python), else PATH.
@@ -84,21 +82,8 @@ class Coordinator:
         return self.admin("rounds", task)
 
     def fetch_model(self, version):
-        """The stored model version's state dict (torch tensors), through a safetensors file."""
+        """The stored model version's state dict (torch tensors), through the safetensors file
+        fetch-model writes."""
         path = self.directory / (version.replace("/", "-") + ".safetensors")
         self.admin("fetch-model", version, "--out", str(path))
-        return read_safetensors(path)
-
-
-DTYPE_OF_CODE = {code: dtype for dtype, code in federated.SAFETENSORS_DTYPES.items()}
-
-
-def read_safetensors(path):
-    """{name: tensor} of a safetensors file (the form fetch-model writes)."""
-    raw = Path(path).read_bytes()
-    (header_length,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + header_length])
-    header.pop("__metadata__", None)
-    data = bytearray(raw[8 + header_length:])
-    return {name: torch.frombuffer(data[slice(*entry["data_offsets"])], dtype=DTYPE_OF_CODE[entry["dtype"]])
-            .reshape(entry["shape"]).clone() for name, entry in header.items()}
+        return model_files.load(path)

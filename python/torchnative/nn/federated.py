@@ -180,10 +180,6 @@ def peer_average(tensors, weight, group=None):
     return averages, total.item(), world, tensor_bytes([flat])
 
 
-# {torch dtype: safetensors name}; examples/demo/coordinator.py's reader still uses it.
-SAFETENSORS_DTYPES = {dtype: name for dtype, (name, _) in model_files.DTYPES.items()}
-
-
 def load_state(model, state):
     """Loads a round's model or aggregate ({name: tensor} under state_dict's names) into model:
     load_state_dict copies a tied tensor's names into the one tensor, so the tie is kept; names
