@@ -84,6 +84,18 @@ def text_table(text):
     return "\n".join(lines)
 
 
+def text_shift_table(records):
+    """The fortunes model under shifted sources: its perplexity as it is and with Tent (the lower in
+    bold), how far Tent moved the LayerNorms and the predictions' entropy before and after."""
+    lines = ["| text | sequences | source perplexity | Tent perplexity | Tent moved | entropy, source -> Tent |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in records:
+        cells = [f"{r[m]:.4f}" if r[m] != min(r["source"], r["tent"]) else f"**{r[m]:.4f}**" for m in ("source", "tent")]
+        lines.append(f"| {r['shift']} | {r['sequences']} | {cells[0]} | {cells[1]} | {r['tent_change']:.4f} | "
+                     f"{r['entropy_source']:.4f} -> {r['entropy_tent']:.4f} |")
+    return "\n".join(lines)
+
+
 def plot_perplexity(text, path):
     figure, axes = plt.subplots(figsize=(6, 4))
     rounds = [0] + [r["round"] for r in text["rounds"]]
@@ -117,7 +129,7 @@ def plot_label_skew(counts, alpha, path):
 
 def write(directory, settings, counts, federated, centralised, peers, text, adaptation, methods, seconds):
     """results.json, accuracy.png, label_skew.png, perplexity.png and adaptation.png in directory;
-    returns the three tables (rounds, fortunes rounds, adaptation)."""
+    returns the four tables (rounds, fortunes rounds, fortunes under shifted sources, adaptation)."""
     (directory / "results.json").write_text(json.dumps(
         {"settings": vars(settings), "class_counts": counts.tolist(), "federated": federated,
          "centralised": centralised, "peers": peers, "text": text, "adaptation": adaptation,
@@ -127,4 +139,5 @@ def write(directory, settings, counts, federated, centralised, peers, text, adap
     plot_label_skew(counts, settings.alpha, directory / "label_skew.png")
     plot_perplexity(text, directory / "perplexity.png")
     plot_adaptation(adaptation, methods, chance, directory / "adaptation.png")
-    return "\n\n".join([table(federated, centralised, peers), text_table(text), adaptation_table(adaptation, methods)])
+    return "\n\n".join([table(federated, centralised, peers), text_table(text), text_shift_table(text["shift"]),
+                        adaptation_table(adaptation, methods)])

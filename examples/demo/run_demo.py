@@ -9,7 +9,7 @@ devices * samples training examples dealt among the devices with Dirichlet label
 with torchnative.nn.federated.Engine (federated_job.py, device_process.py); the same training
 on the union of the devices' data in one process (centralised.py); the same devices' FedAvg as
 peers over torch.distributed (peers.py); the fortunes job (text_job.py: fortunes.py, gpt.py,
-device_process.py again); the test set corrupted
+device_process.py again; its model under shifted text with Tent, text_shift.py); the test set corrupted
 (corruptions.py) and the federated model adapted to it by BNAdapt, Tent, Tent with EATA's filter
 and federated Tent through the coordinator (adaptation.py, tent_device_process.py); the tables
 and plots (report.py) in --out.
@@ -67,6 +67,10 @@ def parse_arguments():
     parser.add_argument("--text-lr", type=float, default=3e-3, help="fortunes job: Adam's learning rate")
     parser.add_argument("--text-epochs", type=int, default=1, help="fortunes job: local passes per round")
     parser.add_argument("--text-pretrain-epochs", type=int, default=2, help="fortunes job: passes over the source")
+    parser.add_argument("--text-tent-lr", type=float, default=1e-3,
+                        help="fortunes job: Tent's Adam learning rate on the LayerNorms under a shifted source")
+    parser.add_argument("--text-typos", type=float, default=0.2,
+                        help="fortunes job: share of the held-out text's characters replaced by random symbols")
     parser.add_argument("--out", type=Path, default=Path("build/demo"), help="output folder")
     return parser.parse_args()
 

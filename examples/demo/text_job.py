@@ -3,12 +3,13 @@ fortunes-min's own file (the source, which no device holds), then fine-tuned by 
 torchnative-coordinator across device processes that each hold a distinct fortune file (a topic
 of their own), with the federated job's plumbing (federated_job.run_job); each round's global
 model's perplexity on held-out text: the last tenth of every device's file, which no device
-trains on."""
+trains on. Then that model under shifted sources, as it is and with Tent (text_shift.py)."""
 import time
 
 import torch
 
 import fortunes
+import text_shift
 from cnn import shuffled_batches
 from federated_job import Job, run_job
 from gpt import CONTEXT, char_gpt, perplexity
@@ -52,8 +53,9 @@ def pretrain(inputs, targets, settings):
 
 
 def run(settings, directory):
-    """Pretraining, then settings.text_rounds FedAvg rounds; the files, the source model's held-out
-    perplexity and one record per round (round_record, with its global model's perplexity)."""
+    """Pretraining, then settings.text_rounds FedAvg rounds, then the last global model under
+    shifted sources; the files, the source model's held-out perplexity, one record per round
+    (round_record, with its global model's perplexity) and one per shifted text (text_shift.run)."""
     start = time.perf_counter()
     (inputs, targets), shards, (held_inputs, held_targets) = load(settings)
     names = DEVICE_FILES[:settings.text_devices]
@@ -66,6 +68,7 @@ def run(settings, directory):
           f"{pretrained:.4f}, {time.perf_counter() - start:.1f} s", flush=True)
     job = Job("text", model, settings.text_rounds, settings.round_timeout, device_flags(settings),
               ("perplexity", "held-out perplexity"))
-    records, _ = run_job(job, shards, directory, lambda trained: perplexity(trained, held_inputs, held_targets),
-                         initial=source)
-    return {"source": SOURCE, "files": list(names), "pretrained": pretrained, "rounds": records}
+    records, global_model = run_job(job, shards, directory,
+                                    lambda trained: perplexity(trained, held_inputs, held_targets), initial=source)
+    shifted = text_shift.run(global_model, (held_inputs, held_targets), settings)
+    return {"source": SOURCE, "files": list(names), "pretrained": pretrained, "rounds": records, "shift": shifted}
