@@ -448,11 +448,12 @@ struct Device::Impl {
   }
 
   // The work this device came for is over when the coordinator says no task is running, once
-  // this device took part in a task or saw one running (a device started before its task
-  // waits for it). Said once: the device then waits for a task as if it had just started.
+  // this device took part in a task or saw one running, or waited in a CheckIn through one (a
+  // device started before its task waits for it). Said once: the device then waits for a task as
+  // if it had just started.
   std::optional<WorkEnded> work_ended() {
     if (!last_no_work || !last_no_work->has_running_tasks()) return std::nullopt;  // an older coordinator
-    if (last_no_work->running_tasks() > 0) saw_running_task = true;
+    if (last_no_work->running_tasks() > 0 || last_no_work->work_ended_while_held()) saw_running_task = true;
     if (last_no_work->running_tasks() > 0 || (followed_tasks.empty() && !saw_running_task))
       return std::nullopt;
     followed_tasks.clear();

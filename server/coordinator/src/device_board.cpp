@@ -14,7 +14,8 @@ DeviceBoard::~DeviceBoard() {
 }
 
 uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::json& metadata,
-                           std::chrono::milliseconds wait, Answer answer, v1::RoundTransport transport) {
+                           std::chrono::milliseconds wait, Answer answer, v1::RoundTransport transport,
+                           std::optional<uint64_t> endings_seen) {
   std::optional<v1::Assignment> ready;
   uint64_t ticket = 0;
   {
@@ -22,9 +23,10 @@ uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::js
     ticket = next_ticket_++;
     note_heard(device, std::nullopt);
     auto reserved = reserved_.find(device);
+    const bool work_ended_since = endings_seen && *endings_seen != endings_;
     if (!closed_ && reserved != reserved_.end() && reserved->second.undelivered) {
       ready = std::exchange(reserved->second.undelivered, std::nullopt);
-    } else if (!closed_) {
+    } else if (!closed_ && !work_ended_since) {
       const auto until = SteadyClock::now() + wait;
       Held& held = held_[device];
       held.holds[ticket] = {std::move(answer), until};
@@ -38,7 +40,9 @@ uint64_t DeviceBoard::hold(const federated::DeviceId& device, const nlohmann::js
       return ticket;
     }
   }
-  answer(std::move(ready));  // an assignment that was waiting for the device, or the board closed
+  // An assignment that was waiting for the device, or no work: the board closed, or the work
+  // ended while the CheckIn looked at the tasks.
+  answer(std::move(ready));
   return ticket;
 }
 
@@ -182,15 +186,37 @@ DeviceBoard::Presence DeviceBoard::presence(const federated::DeviceId& device) c
   return {found->second.state, found->second.at_wall, alive(device, SteadyClock::now())};
 }
 
+std::vector<DeviceBoard::Answer> DeviceBoard::take_every_hold() {
+  std::vector<Answer> answers;
+  for (auto& [id, held] : held_)
+    for (auto& [ticket, hold] : held.holds) answers.push_back(std::move(hold.answer));
+  held_.clear();
+  expiries_.clear();
+  return answers;
+}
+
+void DeviceBoard::end_of_work() {
+  std::vector<Answer> unanswered;
+  {
+    std::lock_guard lock(mutex_);
+    ++endings_;
+    unanswered = take_every_hold();
+  }
+  expiry_changed_.notify_all();
+  for (Answer& answer : unanswered) answer(std::nullopt);
+}
+
+uint64_t DeviceBoard::endings() const {
+  std::lock_guard lock(mutex_);
+  return endings_;
+}
+
 void DeviceBoard::close() {
   std::vector<Answer> unanswered;
   {
     std::lock_guard lock(mutex_);
     closed_ = true;
-    for (auto& [id, held] : held_)
-      for (auto& [ticket, hold] : held.holds) unanswered.push_back(std::move(hold.answer));
-    held_.clear();
-    expiries_.clear();
+    unanswered = take_every_hold();
   }
   arrived_.notify_all();
   expiry_changed_.notify_all();

@@ -51,11 +51,13 @@ class DeviceBoard {
   DeviceBoard& operator=(const DeviceBoard&) = delete;
 
   // CheckIn: counts `device` as available until its hold is answered or withdrawn (and as heard
-  // from now). An assignment posted while the device was between two CheckIns is given at once.
-  // Returns the hold's ticket, for withdraw().
+  // from now). An assignment posted while the device was between two CheckIns is given at once;
+  // so is no work when the work ended (end_of_work) since `endings_seen`, the endings() the
+  // CheckIn read before it looked at the tasks. Returns the hold's ticket, for withdraw().
   uint64_t hold(const federated::DeviceId& device, const nlohmann::json& metadata,
                 std::chrono::milliseconds wait, Answer answer,
-                v1::RoundTransport transport = v1::ROUND_TRANSPORT_DATA_PLANE);
+                v1::RoundTransport transport = v1::ROUND_TRANSPORT_DATA_PLANE,
+                std::optional<uint64_t> endings_seen = std::nullopt);
   // The caller hung up (a dead device must not be selected): ends the hold without answering
   // it. False when it had been answered already.
   bool withdraw(const federated::DeviceId& device, uint64_t ticket);
@@ -86,6 +88,11 @@ class DeviceBoard {
   // When each device heard from since the last call was last heard from (Unix ms), for the
   // coordinator to store as last_seen in one transaction rather than one per request.
   std::map<federated::DeviceId, int64_t> take_unsaved_last_heard();
+  // A task ended and none is running: answers every held CheckIn with no work now, rather than
+  // when its wait passes, so that a device with nothing more to do learns it at once.
+  void end_of_work();
+  // How many times end_of_work was called.
+  uint64_t endings() const;
   // Answers every held CheckIn with no work, now and from now on (shutdown).
   void close();
 
@@ -111,7 +118,8 @@ class DeviceBoard {
   };
   // Takes the hold out of the board; its answer is the caller's to call, outside the lock.
   Answer take_hold(const federated::DeviceId& device, uint64_t ticket);
-  void expire_holds();  // the expiry thread
+  std::vector<Answer> take_every_hold();  // likewise, under the lock
+  void expire_holds();                    // the expiry thread
   void note_heard(const federated::DeviceId& device,
                   std::optional<v1::DeviceState> reported);                          // under the lock
   bool alive(const federated::DeviceId& device, SteadyClock::time_point now) const;  // under the lock
@@ -128,6 +136,7 @@ class DeviceBoard {
   std::map<federated::DeviceId, Heard> heard_;
   std::set<federated::DeviceId> unsaved_;  // heard from since take_unsaved_last_heard
   uint64_t arrivals_ = 0;
+  uint64_t endings_ = 0;
   bool closed_ = false;
   std::thread expiry_;
 };

@@ -45,31 +45,40 @@ class HeldCheckIn final : public grpc::ServerUnaryReactor {
   HeldCheckIn(DeviceBoard& board, federated::DeviceId device, v1::CheckInResponse* response)
       : board_(board), device_(std::move(device)), response_(response) {}
 
-  // `describe_no_work` fills the answer when no assignment came.
+  // `describe_no_work` fills the answer when no assignment came; `endings_seen` is the board's
+  // endings() before the tasks were looked at.
   void hold(const nlohmann::json& metadata, std::chrono::milliseconds wait, v1::RoundTransport transport,
-            std::function<void(v1::NoWork&)> describe_no_work) {
+            uint64_t endings_seen, std::function<void(v1::NoWork&)> describe_no_work) {
     if (cancelled()) {  // nobody would receive an assignment
       Finish(grpc::Status::CANCELLED);
       return;
     }
     const uint64_t ticket = board_.hold(
         device_, metadata, wait,
-        [this, describe_no_work = std::move(describe_no_work)](std::optional<v1::Assignment> assignment) {
+        [this, endings_seen,
+         describe_no_work = std::move(describe_no_work)](std::optional<v1::Assignment> assignment) {
           if (assignment) {
             *response_->mutable_assignment() = std::move(*assignment);
           } else {
             v1::NoWork& no_work = *response_->mutable_no_work();
             no_work.set_retry_after_ms(0);  // the long poll has done the waiting
+            no_work.set_work_ended_while_held(board_.endings() != endings_seen);
             describe_no_work(no_work);
           }
           Finish(grpc::Status::OK);
         },
-        transport);
+        transport, endings_seen);
     {
       std::lock_guard lock(mutex_);
       ticket_ = ticket;
     }
     if (cancelled()) withdraw(ticket);  // the caller hung up while it was being held
+  }
+
+  // Answered without being held: the device's work has already ended.
+  void answer_without_work(v1::NoWork no_work) {
+    *response_->mutable_no_work() = std::move(no_work);
+    Finish(grpc::Status::OK);
   }
 
   // An assignment given to a caller that hung up would be lost; withdrawn in time, the device's
@@ -198,7 +207,13 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
           std::vector<std::string> followed(payload.followed_task_ids().begin(),
                                             payload.followed_task_ids().end());
           followed.resize(std::min(followed.size(), kMostFollowedTasks));
-          held->hold(metadata, wait, payload.round_transport(),
+          // Read before the tasks are looked at, so that a task ending from here on answers the hold.
+          const uint64_t endings = services_.board.endings();
+          if (std::optional<v1::NoWork> ended = work_already_ended(followed)) {
+            held->answer_without_work(std::move(*ended));
+            return grpc::Status::OK;
+          }
+          held->hold(metadata, wait, payload.round_transport(), endings,
                      [this, followed = std::move(followed)](v1::NoWork& no_work) {
                        describe_no_work(followed, no_work);
                      });
@@ -225,6 +240,14 @@ void DeviceServiceImpl::describe_no_work(const std::vector<std::string>& followe
     }
   }
   no_work.set_running_tasks(running);
+}
+
+std::optional<v1::NoWork> DeviceServiceImpl::work_already_ended(const std::vector<std::string>& followed) {
+  if (followed.empty()) return std::nullopt;  // a device new to the work costs no look at the tasks
+  v1::NoWork no_work;
+  describe_no_work(followed, no_work);
+  if (no_work.running_tasks() > 0 || no_work.ended_tasks().empty()) return std::nullopt;
+  return no_work;
 }
 
 template <typename Request, typename Response>

@@ -10,6 +10,7 @@
 // two streams are synchronous: each holds a thread while it streams.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ class DeviceServiceImpl final
   // A CheckIn answered without work: how many tasks run, and which of `followed` (the tasks the
   // device took part in) have ended, so that the device can tell its work is over.
   void describe_no_work(const std::vector<std::string>& followed, v1::NoWork& no_work);
+  // The answer to a CheckIn that should not be held: no task runs and some of `followed` have
+  // ended (the device checked in after its task's end, which answered the holds then).
+  std::optional<v1::NoWork> work_already_ended(const std::vector<std::string>& followed);
   grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse& response);
 
   Services services_;

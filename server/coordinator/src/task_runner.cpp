@@ -729,6 +729,7 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
       result.task_end->state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED
                                                    : v1::EVENT_KIND_TASK_FINISHED,
       id, 0, "", std::string(task_state_name(result.task_end->state)) + ": " + result.task_end->reason);
+  end_held_check_ins_if_no_task_runs(services_);
   return false;
 }
 
@@ -766,6 +767,14 @@ void TaskRunner::end_task(TaskState state, const std::string& reason) {
   services_.events.publish(
       state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED : v1::EVENT_KIND_TASK_FINISHED, id, 0, "",
       std::string(task_state_name(state)) + ": " + reason);
+  end_held_check_ins_if_no_task_runs(services_);
+}
+
+void end_held_check_ins_if_no_task_runs(const Services& services) {
+  const std::vector<TaskRecord> tasks =
+      services.state.with([](StateStore& store) { return store.list_tasks(); });
+  if (std::ranges::none_of(tasks, [](const TaskRecord& task) { return task.state == TaskState::Running; }))
+    services.board.end_of_work();
 }
 
 }  // namespace tn::server

@@ -43,6 +43,11 @@ class Work;
 
 namespace tn::server {
 
+// Once a task has ended (its end recorded in the state store) and no task is running, ends the
+// devices' held CheckIns with no work, so that a device with nothing more to do learns it now and
+// not when its wait (check_in_wait_bound) passes.
+void end_held_check_ins_if_no_task_runs(const Services& services);
+
 class TaskRunner {
  public:
   // Starts the loop at once. `task` is fresh or restored at the state store's resume point.

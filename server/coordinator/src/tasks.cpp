@@ -98,6 +98,7 @@ void Tasks::stop(const std::string& task_id, const std::string& reason) {
   // Running in the store with no loop (it could not be resumed): record the stop directly.
   services_.state.with([&](StateStore& store) { store.set_task_state(task_id, TaskState::Stopped, why); });
   services_.events.publish(v1::EVENT_KIND_TASK_STOPPED, task_id, 0, "", why);
+  end_held_check_ins_if_no_task_runs(services_);
 }
 
 void Tasks::drain_and_join() {

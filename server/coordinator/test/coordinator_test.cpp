@@ -275,6 +275,29 @@ TEST(DeviceBoardLiveness, OnlyDevicesHeardFromWithinTheWindowAreOfferedAndAlive)
 
 }  // namespace
 
+// The end of the work answers every held CheckIn at once with no work, and a CheckIn that looked
+// at the tasks before that end (its endings_seen) is not held past it.
+TEST(DeviceBoardEndOfWork, EndsEveryHoldAndAnswersACheckInThatLookedBeforeTheEnd) {
+  tn::server::DeviceBoard board(10s);
+  int answered_without_work = 0;
+  auto count = [&](std::optional<v1::Assignment> assignment) {
+    if (!assignment) ++answered_without_work;
+  };
+  const uint64_t looked = board.endings();
+  board.hold("dev-a", {}, 60s, count, v1::ROUND_TRANSPORT_DATA_PLANE, looked);
+  board.hold("dev-b", {}, 60s, count);
+  EXPECT_EQ(board.waiting(), 2u);
+  board.end_of_work();
+  EXPECT_EQ(answered_without_work, 2);
+  EXPECT_EQ(board.waiting(), 0u);
+  EXPECT_EQ(board.endings(), looked + 1);
+  board.hold("dev-c", {}, 60s, count, v1::ROUND_TRANSPORT_DATA_PLANE, looked);  // looked before the end
+  EXPECT_EQ(answered_without_work, 3);
+  board.hold("dev-c", {}, 60s, count, v1::ROUND_TRANSPORT_DATA_PLANE, board.endings());
+  EXPECT_EQ(answered_without_work, 3);
+  EXPECT_EQ(board.waiting(), 1u);
+}
+
 TEST(NonceLedger, ConcurrentRequestsShareSyncsAndEachNonceIsFreshOnce) {
   const auto directory =
       std::filesystem::temp_directory_path() /
