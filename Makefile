@@ -5,7 +5,7 @@ VENV        := .venv
 UPSTREAM    := /usr/lib/python3/dist-packages
 SITE        := $(VENV)/lib/python3.11/site-packages
 APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml python3-numpy \
-                python3-pytest python3-pytest-timeout python3-torch python3-torchvision python3-sklearn \
+                python3-pytest python3-pytest-timeout python3-pytest-xdist python3-torch python3-torchvision python3-sklearn \
                 python3-matplotlib libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
                 libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
@@ -72,9 +72,13 @@ CTEST       := ctest --output-on-failure --timeout 60
 # upstream's torch).
 GOLDEN_CACHE := $(abspath $(BUILD))/golden-cache
 
+# make test's Python suites run on two pytest workers, a test file each at a time (its module
+# fixtures run once): many tests wait on processes they started (docs/measurements.md).
+PYTEST_WORKERS := -n 2 --dist loadfile
+
 test: setup asan-test asan-python
 	$(CTEST) --test-dir $(BUILD) -j2
-	GOLDEN_CACHE=$(GOLDEN_CACHE) $(VENV)/bin/python -m pytest -q tests/harness tests/python tests/distributed \
+	GOLDEN_CACHE=$(GOLDEN_CACHE) $(VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) tests/harness tests/python tests/distributed \
 	    tests/golden tests/federated tests/deploy
 
 # The fast loop for a change (README): the release build's C++ tests, tests/python, a stratified
@@ -119,7 +123,7 @@ asan-test: system-packages $(ASAN_BUILD)/build.ninja
 asan-python: system-packages asan-venv
 	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
 	GOLDEN_CACHE=$(GOLDEN_CACHE) GOLDEN_SHIM=$(abspath $(ASAN_VENV))/bin/python \
-	    $(ASAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(ASAN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) \
 	    -m "not slow and not upstream_only" tests/python tests/golden; status=$$?; \
 	if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then cat $(ASAN_REPORTS)/*; echo "sanitizer reports: $(ASAN_REPORTS)"; exit 1; fi; \
 	exit $$status

@@ -1,7 +1,8 @@
 """pytest entry points of the OpInfo peer suite (see README.md here), each as a subprocess.
 
-test_opinfo_selftest (always): upstream against a second upstream process over every
-sample must agree case for case, and faults injected into the records must be caught.
+test_opinfo_selftest (always): upstream against a second upstream process over the first two
+samples of every OpInfo and dtype must agree case for case, and faults injected into the records
+must be caught.
 
 test_opinfo_samples: the shim against upstream; fails if any case differs or crashes.
 It runs only when GOLDEN_OPINFO=1 is set, because the shim does not pass it yet (it
@@ -51,7 +52,9 @@ def test_opinfo_refusal_rule():
 @LONG
 @pytest.mark.upstream_only
 def test_opinfo_selftest():
-    returncode, output = _run("--selftest")
+    # Every OpInfo, its first two samples per dtype: a seventh of the cases (docs/measurements.md);
+    # `suite.py --selftest` checks them all.
+    returncode, output = _run("--selftest", "--max-per-op", "2")
     assert returncode == 0, output[-20000:]
 
 
