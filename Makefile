@@ -6,7 +6,7 @@ UPSTREAM    := /usr/lib/python3/dist-packages
 SITE        := $(VENV)/lib/python3.11/site-packages
 APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml python3-numpy \
                 python3-pytest python3-pytest-timeout python3-pytest-xdist python3-torch python3-torchvision python3-sklearn \
-                python3-matplotlib libopenblas-dev liblapack-dev libsleef-dev libgtest-dev clang-format \
+                python3-matplotlib libopenblas-dev liblapack-dev libsleef-dev libdnnl-dev libgtest-dev clang-format \
                 libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
                 dataset-fashion-mnist fortunes systemd openssl

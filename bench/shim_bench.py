@@ -1,6 +1,7 @@
 """Shim vs upstream, side by side in one run: per-call overhead and kernel speed of a
-few operators, and `import torch` wall time and peak RSS. Prints ratios (ours/upstream;
-below 1 means ours is faster or smaller). Not a test: nothing here asserts a time.
+few operators, torchvision models' eval forward at one thread, and `import torch` wall time
+and peak RSS. Prints ratios (ours/upstream; below 1 means ours is faster or smaller). Not a
+test: nothing here asserts a time.
 
 usage: shim_bench.py --shim PY --upstream PY [--repeat N]
 """
@@ -37,6 +38,29 @@ for name, (make_a, make_b, fn) in cases.items():
 print(json.dumps(out))
 """
 
+# resnet18 and mobilenet_v2 (random weights: time does not depend on them), eval mode, no grad,
+# batch 8 at 224x224, one thread on both sides; the median of 5 calls after a warm-up call.
+MODEL_SCRIPT = r"""
+import json, time, torch, torchvision
+torch.set_num_threads(1)
+torch.manual_seed(0)
+x = torch.randn(8, 3, 224, 224)
+out = {}
+for name in ("resnet18", "mobilenet_v2"):
+    model = getattr(torchvision.models, name)().eval()
+    with torch.no_grad():
+        model(x)
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter(); model(x); runs.append(time.perf_counter() - t0)
+    out[f"{name} forward b8 224"] = sorted(runs)[2]
+print(json.dumps(out))
+"""
+
+
+def run_json(python, script):
+    return json.loads(subprocess.run([python, "-c", script], check=True, capture_output=True, text=True).stdout)
+
 
 def import_cost(python, repeat):
     walls, rss = [], []
@@ -64,8 +88,7 @@ def main():
     results = {}
     for label, python in (("ours", args.shim), ("upstream", args.upstream)):
         wall, peak_kb = import_cost(python, args.repeat)
-        timings = json.loads(subprocess.run([python, "-c", TIMING_SCRIPT], check=True, capture_output=True,
-                                            text=True).stdout)
+        timings = {**run_json(python, TIMING_SCRIPT), **run_json(python, MODEL_SCRIPT)}
         results[label] = {"import torch wall s": wall, "import torch peak RSS MiB": peak_kb / 1024, **timings}
     print(f"{'measure':28s} {'ours':>12s} {'upstream':>12s} {'ours/upstream':>14s}")
     for key in results["ours"]:

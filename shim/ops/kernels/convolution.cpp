@@ -1,6 +1,11 @@
 // Convolution: convolution, conv1d, conv2d, conv_transpose2d, im2col, col2im.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 #include "common.h"
 #include "typed_ops.h"
@@ -145,7 +150,138 @@ void check_col2im(const Tensor& input, const Shape& size, const Shape& kernel, c
     throw Error("Expected output spatial size to be positive, but got: output_size=" + pair(size) + ".");
 }
 
-// 2-D convolution as im2col + GEMM per group (batched input).
+// ---- oneDNN: the library upstream's float32 convolution calls (Debian's libdnnl 2.6.3) ----
+
+bool any_above_one(const Shape& values) {
+  return std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
+}
+
+// Strides of a channels-last (N, C, H, W) layout that is not also contiguous: upstream gives
+// oneDNN an nhwc source for it, a layout this path does not reproduce yet.
+bool channels_last_only(const Tensor& t) {
+  const Shape& s = t.strides();
+  int64_t c = t.size(1), h = t.size(2), w = t.size(3);
+  return !t.is_contiguous() && s[1] == 1 && s[3] == c && s[2] == w * c && s[0] == h * w * c;
+}
+
+// Upstream's ConvParams::use_mkldnn for a valid, non-transposed, non-empty float32 convolution
+// of a 4-D input (1-D viewed as 2-D). Upstream also takes the path for 1x1 kernels when
+// torch.get_num_threads() > 1; the shim's kernels run on one thread, so its rule is the
+// single-threaded one.
+bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                          const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
+                          const Shape& out_sizes) {
+  if (input.dtype() != ScalarType::Float || (bias && bias->dtype() != ScalarType::Float)) return false;
+  if (input.numel() == 0 || weight.numel() == 0 || channels_last_only(input) || channels_last_only(weight))
+    return false;
+  // What upstream refuses (negative padding, no output) is refused by the other path's checks.
+  if (std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; }) || out_sizes[2] <= 0 ||
+      out_sizes[3] <= 0)
+    return false;
+  int64_t n = input.size(0), kh = weight.size(2), kw = weight.size(3);
+  bool not_a_small_1x1 = any_above_one(stride) || any_above_one(dilation) || n >= 16 || kh != 1 || kw != 1;
+  bool native_not_faster = groups > 1 || (kh > 3 && kw > 3) || n > 1 || input.numel() > 20480;
+  return not_a_small_1x1 && native_not_faster;
+}
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::dims dims_of(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
+
+dnnl::memory::desc plain_desc(const Shape& shape) {
+  return dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32, dims_of(contiguous_strides(shape)));
+}
+
+dnnl::memory::desc any_desc(const Shape& shape) {
+  return dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+// `t` (contiguous, of `shape`) in the layout the primitive chose: itself, or a reordered copy
+// (an exact copy, as ideep's reorder_if_differ_in makes).
+dnnl::memory in_layout(const Tensor& t, const Shape& shape, const dnnl::memory::desc& chosen,
+                       dnnl::stream& stream) {
+  dnnl::memory user(plain_desc(shape), cpu_engine(), t.data());
+  if (chosen == user.get_desc()) return user;
+  dnnl::memory copy(chosen, cpu_engine());
+  dnnl::reorder(user, copy).execute(stream, user, copy);
+  return copy;
+}
+
+// The primitive as ideep builds it for upstream's mkldnn_convolution: direct algorithm,
+// every format `any` (oneDNN picks the blocked layouts, and with them the kernel, it picks
+// for upstream), oneDNN's dilation (ours minus one), symmetric padding, scratchpad owned by
+// the caller.
+dnnl::convolution_forward::primitive_desc conv_primitive(const Shape& src, const Shape& weights, bool bias,
+                                                         const Shape& dst, const Shape& stride,
+                                                         const Shape& padding, const Shape& dilation) {
+  using dnnl::algorithm, dnnl::prop_kind, dnnl::convolution_forward;
+  dnnl::memory::dims dilates;
+  for (int64_t d : dilation) dilates.push_back(d - 1);
+  auto desc =
+      bias ? convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct, any_desc(src),
+                                       any_desc(weights), any_desc({dst[1]}), any_desc(dst), dims_of(stride),
+                                       dilates, dims_of(padding), dims_of(padding))
+           : convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct, any_desc(src),
+                                       any_desc(weights), any_desc(dst), dims_of(stride), dilates,
+                                       dims_of(padding), dims_of(padding));
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return convolution_forward::primitive_desc(desc, attr, cpu_engine());
+}
+
+// 2-D convolution of a batched input through oneDNN, the primitive and reorders as upstream's.
+Tensor onednn_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                     const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
+                     const Shape& out_sizes) {
+  Tensor x = input.contiguous(), w = weight.contiguous(), b = bias ? bias->contiguous() : Tensor();
+  int64_t oc = w.size(0);
+  Shape w_shape = groups > 1 ? Shape{groups, oc / groups, w.size(1), w.size(2), w.size(3)} : w.sizes();
+  auto pd = conv_primitive(x.sizes(), w_shape, bias.has_value(), out_sizes, stride, padding, dilation);
+  dnnl::stream stream(cpu_engine());
+  Tensor out = Tensor::empty(out_sizes, ScalarType::Float);
+  Tensor scratch = Tensor::empty({int64_t(pd.scratchpad_desc().get_size())}, ScalarType::Byte);
+  dnnl::memory user_dst(plain_desc(out_sizes), cpu_engine(), out.data());
+  bool dst_plain = pd.dst_desc() == user_dst.get_desc();
+  dnnl::memory dst = dst_plain ? user_dst : dnnl::memory(pd.dst_desc(), cpu_engine());
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, in_layout(x, x.sizes(), pd.src_desc(), stream)},
+      {DNNL_ARG_WEIGHTS, in_layout(w, w_shape, pd.weights_desc(), stream)},
+      {DNNL_ARG_DST, dst},
+      {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), cpu_engine(), scratch.data())}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, in_layout(b, b.sizes(), pd.bias_desc(), stream));
+  // oneDNN parallelises with OpenMP; the shim's kernels run on the calling thread.
+  omp_set_num_threads(1);
+  dnnl::convolution_forward(pd).execute(stream, args);
+  if (!dst_plain) dnnl::reorder(dst, user_dst).execute(stream, dst, user_dst);
+  stream.wait();
+  return out;
+}
+
+// 2-D convolution as im2col + GEMM per group, one GEMM per sample as upstream's slow_conv2d:
+// a batched matmul would go through bmm, whose small-matrix kernel rounds differently from the
+// BLAS GEMM upstream calls.
+Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                   const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
+                   const Shape& out_sizes) {
+  int64_t n = input.size(0), c = input.size(1), oc = weight.size(0), cg = c / groups, og = oc / groups;
+  Shape kernel{weight.size(2), weight.size(3)};
+  std::vector<Tensor> outputs;
+  for (int64_t g = 0; g < groups; ++g) {
+    Tensor cols = im2col(ops::narrow(input, int64_t{1}, g * cg, cg), kernel, dilation, padding, stride);
+    Tensor wg =
+        ops::reshape(ops::narrow(weight, int64_t{0}, g * og, og), Shape{og, cg * kernel[0] * kernel[1]});
+    std::vector<Tensor> per_sample;
+    for (int64_t i = 0; i < n; ++i) per_sample.push_back(ops::mm(wg, ops::select(cols, int64_t{0}, i)));
+    outputs.push_back(ops::stack(per_sample, int64_t{0}));  // (N, og, L)
+  }
+  Tensor out = ops::reshape(ops::cat(outputs, int64_t{1}), out_sizes);
+  return bias ? ops::add(out, per_channel(*bias, 4)) : out;
+}
+
+// 2-D convolution: through oneDNN where upstream's is, else im2col + GEMM.
 Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias, Shape stride,
               Shape padding, Shape dilation, int64_t groups) {
   bool batched = input_in.dim() == 4;
@@ -154,7 +290,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
                 shape_str(input_in.sizes()));
   Tensor input = batched ? input_in : ops::unsqueeze(input_in, int64_t{0});
   if (weight.dim() != 4) throw Error("conv2d: weight should be 4-D");
-  int64_t n = input.size(0), c = input.size(1), oc = weight.size(0);
+  int64_t c = input.size(1);
   if (c != weight.size(1) * groups)
     throw Error("Given groups=" + std::to_string(groups) + ", weight of size " + shape_str(weight.sizes()) +
                 ", expected input" + shape_str(input.sizes()) + " to have " +
@@ -164,26 +300,16 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
     throw Error(std::string("expected scalar type ") + upstream_type_name(input.dtype()) + " but found " +
                 upstream_type_name(weight.dtype()));
   if (input.dtype() == ScalarType::Half) dtype_not_implemented("slow_conv2d_cpu", input.dtype());
-  Shape kernel{weight.size(2), weight.size(3)};
   if (groups <= 0) throw Error("non-positive groups is not supported");
-  int64_t cg = c / groups, og = oc / groups;
-  std::vector<Tensor> outputs;
-  int64_t oh = 0, ow = 0;
-  for (int64_t g = 0; g < groups; ++g) {
-    Tensor xg = ops::narrow(input, int64_t{1}, g * cg, cg);
-    Tensor cols = im2col(xg, kernel, dilation, padding, stride);
-    oh = (input.size(2) + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) / stride[0] + 1;
-    ow = (input.size(3) + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) / stride[1] + 1;
-    Tensor wg =
-        ops::reshape(ops::narrow(weight, int64_t{0}, g * og, og), Shape{og, cg * kernel[0] * kernel[1]});
-    // One GEMM per sample, as upstream's slow_conv2d does: a batched matmul would go through
-    // bmm, whose small-matrix kernel rounds differently from the BLAS GEMM upstream calls.
-    std::vector<Tensor> per_sample;
-    for (int64_t i = 0; i < n; ++i) per_sample.push_back(ops::mm(wg, ops::select(cols, int64_t{0}, i)));
-    outputs.push_back(ops::stack(per_sample, int64_t{0}));  // (N, og, L)
-  }
-  Tensor out = ops::reshape(ops::cat(outputs, int64_t{1}), Shape{n, oc, oh, ow});
-  if (bias) out = ops::add(out, per_channel(*bias, 4));
+  require_positive(stride, "non-positive stride is not supported");
+  require_positive(dilation, "dilation should be greater than zero");
+  Shape out_sizes{input.size(0), weight.size(0)};
+  for (size_t i = 0; i < 2; ++i)
+    out_sizes.push_back(
+        (input.size(2 + i) + 2 * padding[i] - dilation[i] * (weight.size(2 + i) - 1) - 1) / stride[i] + 1);
+  Tensor out = upstream_uses_onednn(input, weight, bias, stride, padding, dilation, groups, out_sizes)
+                   ? onednn_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes)
+                   : gemm_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes);
   return batched ? out : ops::squeeze(out, int64_t{0});
 }
 
