@@ -76,7 +76,7 @@ STRATEGY_OF_CLIENT_PARAMETER = {"proximal_mu": "fedprox"}
 def check_aggregator(aggregator, config):
     """Refuses (AggregatorMismatch) a round whose configuration names a strategy other than
     aggregator's; a configuration that names none leaves the choice to the task."""
-    told = {f'its fit configuration\'s "strategy"': config.get("strategy")}
+    told = {'its fit configuration\'s "strategy"': config.get("strategy")}
     told.update({f'the client-side parameter "{key}"': strategy
                  for key, strategy in STRATEGY_OF_CLIENT_PARAMETER.items() if key in config})
     for source, strategy in told.items():
