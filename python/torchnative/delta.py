@@ -8,7 +8,9 @@ to that same base, and refuses any other with `BaseMismatch`. `publish(engine or
 sends the adapted model as a coordinator round's contribution, in a round whose model is the base.
 
 The base is the whole model as it was when the Delta was made: the adapted tensors (copied) and
-the rest (hashed then, not copied). Both count, because adapted tensors fit the rest: Tent's
+the rest of what `state_dict` holds (hashed then, not copied): parameters and persistent buffers,
+the model a coordinator's round carries; a buffer registered with `persistent=False` is not part
+of it. Both count, because adapted tensors fit the rest: Tent's
 BatchNorm scales start at 1 in every freshly built network, and a delta fitted to one network's
 features means nothing on another's.
 
@@ -82,9 +84,17 @@ def tensors_sha256(names, tensors):
     return digest.hexdigest()
 
 
+def state_tensors(model):
+    """Every tensor model's state_dict holds (its parameters and persistent buffers, not the
+    buffers registered with persistent=False), each once, under its first name."""
+    return fold_ties(model, {name: value for name, value in model.state_dict(keep_vars=True).items()
+                             if isinstance(value, torch.Tensor)})  # not a module's extra state
+
+
 def rest_sha256(model, adapted_names):
-    """sha256 of every parameter and buffer of model but the adapted ones, in name order."""
-    tensors = named_tensors(model)
+    """sha256 of every tensor of model's state_dict but the adapted ones, in name order (a tied
+    tensor once, under its first name): what is_base compares a round's state_dict with."""
+    tensors = state_tensors(model)
     return tensors_sha256(sorted(set(tensors) - set(adapted_names)), tensors)
 
 
@@ -168,8 +178,9 @@ class Delta:
         return delta
 
     def is_base(self, state):
-        """Whether {name: tensor}, every parameter and buffer of a model under state_dict's names,
-        hashes to this delta's base (a tied tensor's names holding one value)."""
+        """Whether {name: tensor}, a model's state_dict (its parameters and persistent buffers,
+        under state_dict's names), hashes to this delta's base (a tied tensor's names holding one
+        value)."""
         try:
             state = fold_ties(self.model, state)
         except TiedMismatch:

@@ -404,3 +404,36 @@ def test_tent_on_a_tied_model_adapts_its_layernorm_and_reverts_every_byte():
         ["norm.bias", "norm.weight"]
     model.revert()
     assert state_bytes(model) == before and model.head.weight is model.tok_emb.weight
+
+
+class OneRound:
+    """A stand-in for torchnative.device.Device whose one round trains from `state`."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def participate_once(self, train):
+        return train(self.state, {"round_id": 4, "task_id": "t"})
+
+
+def test_a_non_persistent_buffer_is_not_part_of_the_base(tmp_path):
+    """The base is what state_dict holds, the model a coordinator's round carries: a buffer
+    registered with persistent=False is in named_buffers but not in state_dict, so it is not
+    hashed, and a round's model is still recognised as the base."""
+    model, batches = bn_cnn()
+    model.register_buffer("mask", torch.arange(4.0), persistent=False)
+    assert "mask" in dict(model.named_buffers()) and "mask" not in model.state_dict()
+    base = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    adapt.wrap(model, adapt.Tent(), lr=0.5).online()
+    assert model.delta.is_base(base)
+    model(batches[0])
+    state, examples = model.delta.publish(OneRound(base), 8)
+    assert examples == 8 and list(state) == list(base)
+    assert not torch.equal(state["1.weight"], base["1.weight"])
+    assert not model.delta.is_base(dict(base, **{"0.weight": base["0.weight"] + 1}))
+    # Saved and applied to the same network built again: its mask is not compared either.
+    model.delta.save(tmp_path / "masked.delta")
+    again, _ = bn_cnn()
+    again.register_buffer("mask", torch.zeros(4), persistent=False)
+    Delta.load(tmp_path / "masked.delta", again)
+    assert torch.equal(again[1].weight, model[1].weight)
