@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 
-from federation import admin_json, create_fedavg_task, launch_coordinator, run_device_rounds
+from federation import admin_json, create_fedavg_task, launch_coordinator, run_device_rounds, wait_for
 
 DEVICES = 3
 ROUNDS = 2
@@ -21,10 +21,15 @@ def small_model():
 def test_tasks_and_status_say_where_a_finished_task_stands(coordinator, tmp_path):
     task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=ROUNDS, per_round=DEVICES,
                               min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
-    before = admin_json(coordinator, "status", task)
+    # No device yet: the task waits for devices to start its first round, which is not recorded.
+    before = wait_for("the task to wait for devices", lambda: waiting_for_devices(coordinator, task), 30)
     assert (before["state"], before["rounds_completed"], before["latest_model_version"]) == \
         ("TASK_STATE_RUNNING", 0, f"{task}/0")
-    assert before["rounds"] == [] and before["current_round"] is None  # no device yet
+    assert before["rounds"] == [], before
+    assert before["current_round"] == {"round_id": 1, "state": "ROUND_STATE_WAITING_FOR_DEVICES", "selected": 0,
+                                       "contributed": 0, "missing": 0, "duration_ms": None,
+                                       "started_unix_ms": before["current_round"]["started_unix_ms"]}, before
+    assert before["current_round"]["started_unix_ms"] >= before["created_unix_ms"], before
 
     run_device_rounds(coordinator, tmp_path, task, DEVICES, ROUNDS)
 
@@ -45,6 +50,32 @@ def test_tasks_and_status_say_where_a_finished_task_stands(coordinator, tmp_path
     listed = admin_json(coordinator, "tasks")
     assert [t["task_id"] for t in listed] == [task]
     assert listed[0] == {key: value for key, value in status.items() if key != "rounds"}
+
+
+def waiting_for_devices(coordinator, task):
+    """The task's status once its current round waits for devices."""
+    status = admin_json(coordinator, "status", task)
+    current = status["current_round"]
+    return status if current and current["state"] == "ROUND_STATE_WAITING_FOR_DEVICES" else None
+
+
+def test_a_round_waits_for_devices_then_trains_aggregates_and_completes_in_status_and_events(coordinator, tmp_path):
+    task = create_fedavg_task(coordinator, tmp_path, small_model(), rounds=1, per_round=DEVICES,
+                              min_updates=DEVICES, min_available=DEVICES, timeout_ms=20000)
+    waiting = wait_for("the task to wait for devices", lambda: waiting_for_devices(coordinator, task), 30)
+    assert waiting["current_round"]["round_id"] == 1, waiting
+    run_device_rounds(coordinator, tmp_path, task, DEVICES, 1)
+    # The round's course, from its events: waiting, started (training), aggregating, completed.
+    rounds_events = [entry for entry in (json.loads(line) for line in coordinator["log"].read_text().splitlines())
+                     if entry.get("task") == task and "sequence" in entry and entry["event"].startswith("round_")]
+    assert [(entry["event"], entry["round"]) for entry in rounds_events] == [
+        ("round_waiting_for_devices", 1), ("round_started", 1), ("round_aggregating", 1), ("round_completed", 1)]
+    assert rounds_events[0]["needed"] == DEVICES, rounds_events[0]
+    published = logged_events(coordinator["log"])
+    assert replayed(coordinator, 0, len(published)) == published  # the admin CLI names the new kinds
+    # Once it ended, the task no longer waits.
+    status = admin_json(coordinator, "status", task)
+    assert (status["state"], status["current_round"]["state"]) == ("TASK_STATE_COMPLETED", "ROUND_STATE_COMPLETED")
 
 
 def test_status_of_an_unknown_task_names_it(coordinator):
@@ -78,7 +109,8 @@ def test_events_replay_from_a_sequence_number_across_a_coordinator_kill(coordina
     assert {kind: kinds.count(kind) for kind in kinds} == {
         "EVENT_KIND_TASK_CREATED": 1, "EVENT_KIND_DEVICE_REGISTERED": DEVICES, "EVENT_KIND_ROUND_STARTED": 1,
         "EVENT_KIND_DEVICE_SELECTED": DEVICES, "EVENT_KIND_UPDATE_RECEIVED": DEVICES,  # data plane and gRPC
-        "EVENT_KIND_ROUND_COMPLETED": 1, "EVENT_KIND_TASK_FINISHED": 1}
+        "EVENT_KIND_ROUND_WAITING_FOR_DEVICES": 1,  # the task is created before its devices start
+        "EVENT_KIND_ROUND_AGGREGATING": 1, "EVENT_KIND_ROUND_COMPLETED": 1, "EVENT_KIND_TASK_FINISHED": 1}
     assert replayed(coordinator, 0, len(published)) == published
 
     coordinator["process"].kill()

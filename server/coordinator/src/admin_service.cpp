@@ -15,10 +15,14 @@ namespace {
 
 std::string method(const char* name) { return rpc_method(v1::AdminService::service_full_name(), name); }
 
-v1::RoundState round_state(const RoundRecord& round) {
+// The stored round's state, with the task loop's phase over it (an open round whose updates are
+// being aggregated).
+v1::RoundState round_state(const RoundRecord& round, const TaskRunner::Phase& phase) {
   switch (round.state) {
     case RoundState::Open:
-      return v1::ROUND_STATE_TRAINING;
+      return phase.state == v1::ROUND_STATE_AGGREGATING && phase.round_id == round.round_number
+                 ? v1::ROUND_STATE_AGGREGATING
+                 : v1::ROUND_STATE_TRAINING;
     case RoundState::Completed:
       return v1::ROUND_STATE_COMPLETED;
     case RoundState::Abandoned:
@@ -41,10 +45,10 @@ v1::TaskState task_state(TaskState state) {
   return v1::TASK_STATE_UNSPECIFIED;
 }
 
-void fill_round_info(const RoundRecord& round, v1::RoundInfo& info) {
+void fill_round_info(const RoundRecord& round, const TaskRunner::Phase& phase, v1::RoundInfo& info) {
   info.set_task_id(round.task_id);
   info.set_round_id(round.round_number);
-  info.set_state(round_state(round));
+  info.set_state(round_state(round, phase));
   info.set_input_model_version(model_version_name(round.task_id, round.model_version_in));
   if (round.model_version_out)
     info.set_output_model_version(model_version_name(round.task_id, *round.model_version_out));
@@ -55,8 +59,9 @@ void fill_round_info(const RoundRecord& round, v1::RoundInfo& info) {
   if (round.closed_at_ms) info.set_closed_unix_ms(uint64_t(*round.closed_at_ms));
 }
 
-// Where the task stands, from its record and its rounds (by number).
-void fill_task_info(const TaskRecord& task, const std::vector<RoundRecord>& rounds, v1::TaskInfo& info) {
+// Where the task stands, from its record, its rounds (by number) and its loop's phase.
+void fill_task_info(const TaskRecord& task, const std::vector<RoundRecord>& rounds,
+                    const TaskRunner::Phase& phase, v1::TaskInfo& info) {
   const std::string& id = task.definition.id;
   info.set_task_id(id);
   info.set_strategy(task.definition.strategy);
@@ -75,7 +80,17 @@ void fill_task_info(const TaskRecord& task, const std::vector<RoundRecord>& roun
   info.set_rounds_completed(completed);
   info.set_latest_model_version(model_version_name(id, completed));
   if (completed) info.set_mean_completed_round_ms(completed_ms / completed);
-  if (!rounds.empty()) fill_round_info(rounds.back(), *info.mutable_current_round());
+  if (task.state == TaskState::Running && phase.state == v1::ROUND_STATE_WAITING_FOR_DEVICES) {
+    // The round waited for is not recorded until it starts.
+    v1::RoundInfo& waiting = *info.mutable_current_round();
+    waiting.set_task_id(id);
+    waiting.set_round_id(phase.round_id);
+    waiting.set_state(phase.state);
+    waiting.set_input_model_version(info.latest_model_version());
+    waiting.set_started_unix_ms(uint64_t(phase.since_unix_ms));
+  } else if (!rounds.empty()) {
+    fill_round_info(rounds.back(), phase, *info.mutable_current_round());
+  }
 }
 
 std::vector<RoundRecord> rounds_of(StateStore& store, const std::string& task_id) {
@@ -185,9 +200,10 @@ grpc::Status AdminServiceImpl::ListRounds(grpc::ServerContext*, const v1::ListRo
     if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
         !admitted.ok())
       return admitted;
+    const TaskRunner::Phase phase = tasks_.phase(payload.task_id());
     for (const RoundRecord& round :
          services_.state.with([&](StateStore& store) { return rounds_of(store, payload.task_id()); }))
-      fill_round_info(round, *response->add_rounds());
+      fill_round_info(round, phase, *response->add_rounds());
     return grpc::Status::OK;
   });
 }
@@ -200,10 +216,16 @@ grpc::Status AdminServiceImpl::ListTasks(grpc::ServerContext*, const v1::ListTas
     if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
         !admitted.ok())
       return admitted;
+    std::vector<std::pair<TaskRecord, std::vector<RoundRecord>>> listed;
     services_.state.with([&](StateStore& store) {
-      for (const TaskRecord& task : store.list_tasks())
-        fill_task_info(task, store.list_rounds(task.definition.id), *response->add_tasks());
+      for (TaskRecord& task : store.list_tasks()) {
+        std::vector<RoundRecord> rounds = store.list_rounds(task.definition.id);
+        listed.emplace_back(std::move(task), std::move(rounds));
+      }
     });
+    // Outside the state's lock: Tasks takes its own lock before the state's.
+    for (const auto& [task, rounds] : listed)
+      fill_task_info(task, rounds, tasks_.phase(task.definition.id), *response->add_tasks());
     return grpc::Status::OK;
   });
 }
@@ -216,10 +238,11 @@ grpc::Status AdminServiceImpl::GetTask(grpc::ServerContext*, const v1::GetTaskRe
     if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
         !admitted.ok())
       return admitted;
+    const TaskRunner::Phase phase = tasks_.phase(payload.task_id());
     services_.state.with([&](StateStore& store) {
       std::vector<RoundRecord> rounds = rounds_of(store, payload.task_id());
-      fill_task_info(*store.task(payload.task_id()), rounds, *response->mutable_task());
-      for (const RoundRecord& round : rounds) fill_round_info(round, *response->add_rounds());
+      fill_task_info(*store.task(payload.task_id()), rounds, phase, *response->mutable_task());
+      for (const RoundRecord& round : rounds) fill_round_info(round, phase, *response->add_rounds());
     });
     return grpc::Status::OK;
   });

@@ -102,6 +102,16 @@ std::string needed_words(const RoundParams& params) {
          std::to_string(params.min_updates);
 }
 
+// What a round waits for: the round_waiting line's and the ROUND_WAITING_FOR_DEVICES event's why.
+std::string waiting_words(const RoundParams& params, size_t available, size_t eligible) {
+  std::string why = "waiting for " + std::to_string(params.devices_to_wait_for()) + " eligible devices (" +
+                    needed_words(params) + "): " + std::to_string(eligible) + " eligible of " +
+                    std::to_string(available) + " waiting";
+  if (available > eligible)
+    why += " (" + std::to_string(available - eligible) + " lack the task's required labels or memory)";
+  return why;
+}
+
 // The round_started line's account of the selection: the fields above, how many were selected,
 // the rule that decided and the sentence that says it.
 nlohmann::json started_fields(const RoundParams& params, size_t available, size_t eligible, size_t selected) {
@@ -171,11 +181,13 @@ struct TaskRunner::Hosted {
   }
 };
 
-TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned)
+TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned,
+                       uint64_t next_round_id)
     : services_(services),
       task_(std::move(task)),
       params_(std::move(params)),
-      rounds_planned_(rounds_planned) {
+      rounds_planned_(rounds_planned),
+      next_round_id_(next_round_id) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -196,6 +208,16 @@ void TaskRunner::drain() {
 
 void TaskRunner::join() {
   if (thread_.joinable()) thread_.join();
+}
+
+TaskRunner::Phase TaskRunner::phase() const {
+  std::lock_guard lock(mutex_);
+  return phase_;
+}
+
+void TaskRunner::set_phase(v1::RoundState state, uint64_t round_id) {
+  std::lock_guard lock(mutex_);
+  phase_ = {state, round_id, unix_now_ms()};
 }
 
 bool TaskRunner::halted(std::string* stop_reason) const {
@@ -229,6 +251,7 @@ void TaskRunner::run() {
     // still holds its last committed round for the next start.
     log_event(LogLevel::Error, "task_loop_failed", {{"task", id}, {"error", error.what()}});
   }
+  set_phase(v1::ROUND_STATE_UNSPECIFIED, 0);
   finished_ = true;
 }
 
@@ -252,13 +275,16 @@ bool TaskRunner::run_round() {
         return task_.start_round(std::move(eligible)).devices;  // empty when it selected nobody
       });
   if (selected.empty()) {
+    note_waiting(available, eligible_count);
     log_waiting(available, eligible_count);
     services_.board.wait_for_arrival(kIdlePoll);
     return true;
   }
   waiting_since_.reset();
   wait_logged_at_.reset();
+  set_phase(v1::ROUND_STATE_UNSPECIFIED, 0);  // the stored round says TRAINING
   const federated::RoundPlan plan = task_.current_round()->plan();
+  next_round_id_ = plan.round_id + 1;
   const auto started = SteadyClock::now();
   const int64_t deadline_unix_ms = unix_now_ms() + until(plan.deadline).count();
   const std::string& id = task_.name();
@@ -655,6 +681,9 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   bool completed = false;
   try {
     if (hosted.sum || hosted.updates) {
+      set_phase(v1::ROUND_STATE_AGGREGATING, plan.round_id);
+      services_.events.publish(v1::EVENT_KIND_ROUND_AGGREGATING, id, plan.round_id, "",
+                               "aggregating " + std::to_string(hosted.contributors.size()) + " updates");
       const auto aggregation_start = SteadyClock::now();
       federated::RoundOutcome outcome =
           hosted.sum ? task_.close_round_from_weighted_sum(*hosted.sum, hosted.contributors)
@@ -706,6 +735,7 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
               {{"task", id}, {"round", plan.round_id}, {"error", error.what()}});
     return false;
   }
+  set_phase(v1::ROUND_STATE_UNSPECIFIED, 0);  // the stored round says how it closed
   const auto now = SteadyClock::now();
   const double seconds = std::chrono::duration<double>(now - started).count();
   if (!hosted.data_plane.is_null()) {
@@ -747,13 +777,16 @@ void TaskRunner::log_waiting(size_t available, size_t eligible) {
   fields["task"] = task_.name();
   fields["model_version"] = task_.model_version();
   fields["waited_seconds"] = std::chrono::duration<double>(now - *waiting_since_).count();
-  std::string why = "waiting for " + std::to_string(params_.devices_to_wait_for()) + " eligible devices (" +
-                    needed_words(params_) + "): " + std::to_string(eligible) + " eligible of " +
-                    std::to_string(available) + " waiting";
-  if (available > eligible)
-    why += " (" + std::to_string(available - eligible) + " lack the task's required labels or memory)";
-  fields["why"] = why;
+  fields["why"] = waiting_words(params_, available, eligible);
   log_event(LogLevel::Info, "round_waiting", std::move(fields));
+}
+
+void TaskRunner::note_waiting(size_t available, size_t eligible) {
+  if (phase().state == v1::ROUND_STATE_WAITING_FOR_DEVICES) return;
+  set_phase(v1::ROUND_STATE_WAITING_FOR_DEVICES, next_round_id_);
+  services_.events.publish(v1::EVENT_KIND_ROUND_WAITING_FOR_DEVICES, task_.name(), next_round_id_, "",
+                           waiting_words(params_, available, eligible),
+                           selection_fields(params_, available, eligible));
 }
 
 void TaskRunner::end_task(TaskState state, const std::string& reason) {

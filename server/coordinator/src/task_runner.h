@@ -50,8 +50,10 @@ void end_held_check_ins_if_no_task_runs(const Services& services);
 
 class TaskRunner {
  public:
-  // Starts the loop at once. `task` is fresh or restored at the state store's resume point.
-  TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned);
+  // Starts the loop at once. `task` is fresh or restored at the state store's resume point, whose
+  // next round is `next_round_id`.
+  TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned,
+             uint64_t next_round_id);
   ~TaskRunner();  // drains and joins
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
@@ -64,6 +66,15 @@ class TaskRunner {
   void drain();
   void join();
   bool finished() const { return finished_; }
+  // Where the loop is, for the administrators' views of a running task: WAITING_FOR_DEVICES for
+  // the round it waits to start, AGGREGATING an open round whose updates are in, or UNSPECIFIED
+  // (training, between rounds, or ended: the state store says). In memory only.
+  struct Phase {
+    v1::RoundState state = v1::ROUND_STATE_UNSPECIFIED;
+    uint64_t round_id = 0;
+    int64_t since_unix_ms = 0;
+  };
+  Phase phase() const;
 
  private:
   struct Hosted;
@@ -91,6 +102,9 @@ class TaskRunner {
   // A round_waiting line once a wait has lasted a second, then when what is waiting changes (at
   // most every 5 s) or every minute: not a line per poll.
   void log_waiting(size_t available, size_t eligible);
+  // The loop begins waiting for devices (once per wait): the phase and its event.
+  void note_waiting(size_t available, size_t eligible);
+  void set_phase(v1::RoundState state, uint64_t round_id);
   bool halted(std::string* stop_reason = nullptr) const;
 
   Services services_;
@@ -100,6 +114,8 @@ class TaskRunner {
   mutable std::mutex mutex_;
   bool draining_ = false;
   std::optional<std::string> stop_reason_;
+  Phase phase_;
+  uint64_t next_round_id_;
   std::atomic<bool> finished_{false};
   // The wait for devices in progress (log_waiting): since when, when it was last logged, and the
   // (available, eligible) counts that line gave.

@@ -43,7 +43,7 @@ void Tasks::resume_all() {
           LogLevel::Info, "task_resumed",
           {{"task", id}, {"model_version", point.model_version}, {"next_round", point.next_round_number}});
       std::lock_guard lock(mutex_);
-      start(std::move(task), std::move(params), record.definition.rounds_planned);
+      start(std::move(task), std::move(params), record.definition.rounds_planned, point.next_round_number);
     } catch (const std::exception& error) {
       log_event(LogLevel::Error, "task_not_resumed", {{"task", id}, {"error", error.what()}});
     }
@@ -81,7 +81,7 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
                            definition.strategy + ", " + std::to_string(definition.rounds_planned) +
                                " rounds of " + std::to_string(params.devices_per_round) +
                                " devices, initial model " + model_version_name(id, 0));
-  start(std::move(task), std::move(params), definition.rounds_planned);
+  start(std::move(task), std::move(params), definition.rounds_planned, 1);
   return id;
 }
 
@@ -115,9 +115,16 @@ void Tasks::drain_and_join() {
   for (TaskRunner* runner : runners) runner->join();
 }
 
-void Tasks::start(federated::Task task, RoundParams params, uint64_t rounds_planned) {
+TaskRunner::Phase Tasks::phase(const std::string& task_id) {
+  std::lock_guard lock(mutex_);
+  auto found = runners_.find(task_id);
+  return found == runners_.end() ? TaskRunner::Phase{} : found->second->phase();
+}
+
+void Tasks::start(federated::Task task, RoundParams params, uint64_t rounds_planned, uint64_t next_round_id) {
   std::string id = task.name();
-  runners_[id] = std::make_unique<TaskRunner>(services_, std::move(task), std::move(params), rounds_planned);
+  runners_[id] = std::make_unique<TaskRunner>(services_, std::move(task), std::move(params), rounds_planned,
+                                              next_round_id);
 }
 
 }  // namespace tn::server

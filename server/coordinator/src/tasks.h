@@ -34,9 +34,11 @@ class Tasks {
   void stop(const std::string& task_id, const std::string& reason);
   // No runner starts another round; rounds in progress finish. Then joins every runner.
   void drain_and_join();
+  // The task's loop's phase (TaskRunner::phase); UNSPECIFIED for a task with no loop.
+  TaskRunner::Phase phase(const std::string& task_id);
 
  private:
-  void start(federated::Task task, RoundParams params, uint64_t rounds_planned);
+  void start(federated::Task task, RoundParams params, uint64_t rounds_planned, uint64_t next_round_id);
 
   Services services_;
   std::mutex mutex_;
