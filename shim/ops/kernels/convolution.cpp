@@ -152,7 +152,7 @@ void check_col2im(const Tensor& input, const Shape& size, const Shape& kernel, c
 
 // ---- oneDNN: the library upstream's float32 convolution calls (Debian's libdnnl 2.6.3) ----
 
-bool any_above_one(const Shape& values) {
+bool any_not_one(const Shape& values) {
   return std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
 }
 
@@ -179,7 +179,7 @@ bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::
       out_sizes[3] <= 0)
     return false;
   int64_t n = input.size(0), kh = weight.size(2), kw = weight.size(3);
-  bool not_a_small_1x1 = any_above_one(stride) || any_above_one(dilation) || n >= 16 || kh != 1 || kw != 1;
+  bool not_a_small_1x1 = any_not_one(stride) || any_not_one(dilation) || n >= 16 || kh != 1 || kw != 1;
   bool native_not_faster = groups > 1 || (kh > 3 && kw > 3) || n > 1 || input.numel() > 20480;
   return not_a_small_1x1 && native_not_faster;
 }
@@ -199,65 +199,130 @@ dnnl::memory::desc any_desc(const Shape& shape) {
   return dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
-// `t` (contiguous, of `shape`) in the layout the primitive chose: itself, or a reordered copy
-// (an exact copy, as ideep's reorder_if_differ_in makes).
-dnnl::memory in_layout(const Tensor& t, const Shape& shape, const dnnl::memory::desc& chosen,
-                       dnnl::stream& stream) {
-  dnnl::memory user(plain_desc(shape), cpu_engine(), t.data());
-  if (chosen == user.get_desc()) return user;
-  dnnl::memory copy(chosen, cpu_engine());
-  dnnl::reorder(user, copy).execute(stream, user, copy);
-  return copy;
-}
-
-// The primitive as ideep builds it for upstream's mkldnn_convolution: direct algorithm,
-// every format `any` (oneDNN picks the blocked layouts, and with them the kernel, it picks
-// for upstream), oneDNN's dilation (ours minus one), symmetric padding, scratchpad owned by
-// the caller.
-dnnl::convolution_forward::primitive_desc conv_primitive(const Shape& src, const Shape& weights, bool bias,
-                                                         const Shape& dst, const Shape& stride,
-                                                         const Shape& padding, const Shape& dilation) {
-  using dnnl::algorithm, dnnl::prop_kind, dnnl::convolution_forward;
-  dnnl::memory::dims dilates;
-  for (int64_t d : dilation) dilates.push_back(d - 1);
-  auto desc =
-      bias ? convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct, any_desc(src),
-                                       any_desc(weights), any_desc({dst[1]}), any_desc(dst), dims_of(stride),
-                                       dilates, dims_of(padding), dims_of(padding))
-           : convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct, any_desc(src),
-                                       any_desc(weights), any_desc(dst), dims_of(stride), dilates,
-                                       dims_of(padding), dims_of(padding));
+dnnl::primitive_attr user_scratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return convolution_forward::primitive_desc(desc, attr, cpu_engine());
+  return attr;
 }
 
-// 2-D convolution of a batched input through oneDNN, the primitive and reorders as upstream's.
-Tensor onednn_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                     const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
-                     const Shape& out_sizes) {
-  Tensor x = input.contiguous(), w = weight.contiguous(), b = bias ? bias->contiguous() : Tensor();
-  int64_t oc = w.size(0);
-  Shape w_shape = groups > 1 ? Shape{groups, oc / groups, w.size(1), w.size(2), w.size(3)} : w.sizes();
-  auto pd = conv_primitive(x.sizes(), w_shape, bias.has_value(), out_sizes, stride, padding, dilation);
+// A batched 2-D convolution as oneDNN takes it: the weights grouped (g, oc/g, ic/g, kh, kw)
+// when groups > 1, the dilation oneDNN's (ours minus one), the padding symmetric.
+struct Geometry {
+  Shape src, weights, dst;
+  dnnl::memory::dims stride, dilates, padding;
+  Shape bias() const { return {dst[1]}; }
+};
+
+Geometry geometry(const Shape& input, const Shape& weight, const Shape& out, const Shape& stride,
+                  const Shape& padding, const Shape& dilation, int64_t groups) {
+  Shape weights = groups > 1 ? Shape{groups, weight[0] / groups, weight[1], weight[2], weight[3]} : weight;
+  dnnl::memory::dims dilates;
+  for (int64_t d : dilation) dilates.push_back(d - 1);
+  return Geometry{input, weights, out, dims_of(stride), dilates, dims_of(padding)};
+}
+
+// The forward primitive as ideep builds it for upstream's mkldnn_convolution: direct
+// algorithm, every format `any` (oneDNN picks the blocked layouts, and with them the kernel,
+// it picks for upstream), scratchpad owned by the caller. Also the backward ones' hint.
+dnnl::convolution_forward::primitive_desc forward_primitive(const Geometry& g, bool bias) {
+  using dnnl::algorithm, dnnl::prop_kind, dnnl::convolution_forward;
+  auto desc = bias ? convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct,
+                                               any_desc(g.src), any_desc(g.weights), any_desc(g.bias()),
+                                               any_desc(g.dst), g.stride, g.dilates, g.padding, g.padding)
+                   : convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct,
+                                               any_desc(g.src), any_desc(g.weights), any_desc(g.dst),
+                                               g.stride, g.dilates, g.padding, g.padding);
+  return convolution_forward::primitive_desc(desc, user_scratchpad(), cpu_engine());
+}
+
+// A contiguous tensor's part in a primitive: `shape` is how oneDNN sees it, `chosen` the
+// layout the primitive picked for it.
+struct Operand {
+  int arg;
+  Tensor tensor;
+  Shape shape;
+  dnnl::memory::desc chosen;
+};
+
+// Runs `primitive` as ideep does: inputs reordered into the layouts it chose (exact copies),
+// outputs computed in theirs and reordered into the plain tensors.
+void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
+                   const std::vector<Operand>& inputs, const std::vector<Operand>& outputs) {
   dnnl::stream stream(cpu_engine());
-  Tensor out = Tensor::empty(out_sizes, ScalarType::Float);
-  Tensor scratch = Tensor::empty({int64_t(pd.scratchpad_desc().get_size())}, ScalarType::Byte);
-  dnnl::memory user_dst(plain_desc(out_sizes), cpu_engine(), out.data());
-  bool dst_plain = pd.dst_desc() == user_dst.get_desc();
-  dnnl::memory dst = dst_plain ? user_dst : dnnl::memory(pd.dst_desc(), cpu_engine());
+  Tensor scratch = Tensor::empty({int64_t(scratchpad.get_size())}, ScalarType::Byte);
   std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, in_layout(x, x.sizes(), pd.src_desc(), stream)},
-      {DNNL_ARG_WEIGHTS, in_layout(w, w_shape, pd.weights_desc(), stream)},
-      {DNNL_ARG_DST, dst},
-      {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), cpu_engine(), scratch.data())}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, in_layout(b, b.sizes(), pd.bias_desc(), stream));
+      {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad, cpu_engine(), scratch.data())}};
+  std::vector<std::pair<dnnl::memory, dnnl::memory>> results;  // (in the chosen layout, plain)
+  for (const Operand& o : inputs) {
+    dnnl::memory plain(plain_desc(o.shape), cpu_engine(), o.tensor.data());
+    args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
+    if (args[o.arg] != plain) dnnl::reorder(plain, args[o.arg]).execute(stream, plain, args[o.arg]);
+  }
+  for (const Operand& o : outputs) {
+    dnnl::memory plain(plain_desc(o.shape), cpu_engine(), o.tensor.data());
+    args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
+    results.emplace_back(args[o.arg], plain);
+  }
   // oneDNN parallelises with OpenMP; the shim's kernels run on the calling thread.
   omp_set_num_threads(1);
-  dnnl::convolution_forward(pd).execute(stream, args);
-  if (!dst_plain) dnnl::reorder(dst, user_dst).execute(stream, dst, user_dst);
+  primitive.execute(stream, args);
+  for (auto& [chosen, plain] : results)
+    if (chosen != plain) dnnl::reorder(chosen, plain).execute(stream, chosen, plain);
   stream.wait();
+}
+
+// 2-D convolution of a batched input through oneDNN, as upstream's mkldnn_convolution.
+Tensor onednn_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                     const Geometry& g) {
+  auto pd = forward_primitive(g, bias.has_value());
+  Tensor out = Tensor::empty(g.dst, ScalarType::Float);
+  std::vector<Operand> inputs{{DNNL_ARG_SRC, input.contiguous(), g.src, pd.src_desc()},
+                              {DNNL_ARG_WEIGHTS, weight.contiguous(), g.weights, pd.weights_desc()}};
+  if (bias) inputs.push_back({DNNL_ARG_BIAS, bias->contiguous(), g.bias(), pd.bias_desc()});
+  run_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), inputs,
+                {{DNNL_ARG_DST, out, g.dst, pd.dst_desc()}});
   return out;
+}
+
+// The input's gradient as upstream's mkldnn_convolution_backward_input: the backward-data
+// primitive, formats `any`, with the forward one (without bias) as its hint.
+Tensor onednn_grad_input(const Tensor& grad, const Tensor& weight, const Geometry& g) {
+  using dnnl::convolution_backward_data;
+  convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_desc(g.src),
+                                       any_desc(g.weights), any_desc(g.dst), g.stride, g.dilates, g.padding,
+                                       g.padding);
+  convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), cpu_engine(),
+                                               forward_primitive(g, false));
+  Tensor grad_input = Tensor::empty(g.src, ScalarType::Float);
+  run_primitive(convolution_backward_data(pd), pd.scratchpad_desc(),
+                {{DNNL_ARG_DIFF_DST, grad, g.dst, pd.diff_dst_desc()},
+                 {DNNL_ARG_WEIGHTS, weight, g.weights, pd.weights_desc()}},
+                {{DNNL_ARG_DIFF_SRC, grad_input, g.src, pd.diff_src_desc()}});
+  return grad_input;
+}
+
+// The weight's gradient, and the bias's when `bias`, as upstream's
+// mkldnn_convolution_backward_weights: one backward-weights primitive, the forward one its hint.
+std::pair<Tensor, Tensor> onednn_grad_weight(const Tensor& grad, const Tensor& input,
+                                             const Shape& weight_sizes, const Geometry& g, bool bias) {
+  using dnnl::algorithm, dnnl::convolution_backward_weights;
+  auto desc = bias ? convolution_backward_weights::desc(
+                         algorithm::convolution_direct, any_desc(g.src), any_desc(g.weights),
+                         any_desc(g.bias()), any_desc(g.dst), g.stride, g.dilates, g.padding, g.padding)
+                   : convolution_backward_weights::desc(algorithm::convolution_direct, any_desc(g.src),
+                                                        any_desc(g.weights), any_desc(g.dst), g.stride,
+                                                        g.dilates, g.padding, g.padding);
+  convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), cpu_engine(),
+                                                  forward_primitive(g, bias));
+  Tensor grad_weight = Tensor::empty(weight_sizes, ScalarType::Float);
+  Tensor grad_bias = bias ? Tensor::empty(g.bias(), ScalarType::Float) : Tensor();
+  std::vector<Operand> outputs{{DNNL_ARG_DIFF_WEIGHTS, grad_weight, g.weights, pd.diff_weights_desc()}};
+  if (bias) outputs.push_back({DNNL_ARG_DIFF_BIAS, grad_bias, g.bias(), pd.diff_bias_desc()});
+  run_primitive(
+      convolution_backward_weights(pd), pd.scratchpad_desc(),
+      {{DNNL_ARG_SRC, input, g.src, pd.src_desc()}, {DNNL_ARG_DIFF_DST, grad, g.dst, pd.diff_dst_desc()}},
+      outputs);
+  return {grad_weight, grad_bias};
 }
 
 // 2-D convolution as im2col + GEMM per group, one GEMM per sample as upstream's slow_conv2d:
@@ -279,6 +344,16 @@ Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optiona
   }
   Tensor out = ops::reshape(ops::cat(outputs, int64_t{1}), out_sizes);
   return bias ? ops::add(out, per_channel(*bias, 4)) : out;
+}
+
+// The output's sizes of a batched 2-D convolution (stride and dilation positive).
+Shape conv2d_output_sizes(const Tensor& input, const Tensor& weight, const Shape& stride,
+                          const Shape& padding, const Shape& dilation) {
+  Shape sizes{input.size(0), weight.size(0)};
+  for (size_t i = 0; i < 2; ++i)
+    sizes.push_back(
+        (input.size(2 + i) + 2 * padding[i] - dilation[i] * (weight.size(2 + i) - 1) - 1) / stride[i] + 1);
+  return sizes;
 }
 
 // 2-D convolution: through oneDNN where upstream's is, else im2col + GEMM.
@@ -303,12 +378,11 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
   if (groups <= 0) throw Error("non-positive groups is not supported");
   require_positive(stride, "non-positive stride is not supported");
   require_positive(dilation, "dilation should be greater than zero");
-  Shape out_sizes{input.size(0), weight.size(0)};
-  for (size_t i = 0; i < 2; ++i)
-    out_sizes.push_back(
-        (input.size(2 + i) + 2 * padding[i] - dilation[i] * (weight.size(2 + i) - 1) - 1) / stride[i] + 1);
+  Shape out_sizes = conv2d_output_sizes(input, weight, stride, padding, dilation);
   Tensor out = upstream_uses_onednn(input, weight, bias, stride, padding, dilation, groups, out_sizes)
-                   ? onednn_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes)
+                   ? onednn_conv2d(input, weight, bias,
+                                   geometry(input.sizes(), weight.sizes(), out_sizes, stride, padding,
+                                            dilation, groups))
                    : gemm_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes);
   return batched ? out : ops::squeeze(out, int64_t{0});
 }
@@ -354,6 +428,23 @@ Shape same_padding(const Tensor& weight, const Shape& dilation, int64_t spatial)
     p.push_back(total / 2);
   }
   return p;
+}
+
+// Whether upstream's convolution_backward takes the oneDNN path for these (2-D) arguments,
+// the shapes consistent with a forward call.
+bool onednn_backward_applies(const Tensor& grad, const Tensor& input, const Tensor& weight, bool transposed,
+                             const Shape& stride, const Shape& padding, const Shape& dilation,
+                             int64_t groups) {
+  auto positive = [](const Shape& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
+  };
+  if (transposed || input.dim() != 4 || weight.dim() != 4 || grad.dtype() != ScalarType::Float ||
+      weight.dtype() != ScalarType::Float || groups <= 0 || input.size(1) != weight.size(1) * groups ||
+      weight.size(0) % groups != 0 || !positive(stride) || !positive(dilation))
+    return false;
+  Shape out_sizes = conv2d_output_sizes(input, weight, stride, padding, dilation);
+  return grad.sizes() == out_sizes &&
+         upstream_uses_onednn(input, weight, std::nullopt, stride, padding, dilation, groups, out_sizes);
 }
 
 }  // namespace
@@ -412,6 +503,35 @@ TN_KERNEL("aten::convolution", {
                          std::to_string(spatial) + "-D)");
   if (transposed) return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
   return conv2d(x, weight, bias, stride, padding, dilation, groups);
+});
+// convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+// transposed, output_padding, groups, output_mask) where upstream's backend is oneDNN: its
+// mkldnn_convolution_backward, 1-D as 2-D over height 1 as upstream views it.
+TN_KERNEL("aten::convolution_backward", {
+  bool one_dimensional = a.tensor(2).dim() == 3;
+  auto as_2d = [&](const Tensor& t) { return one_dimensional ? ops::unsqueeze(t, int64_t{-2}) : t; };
+  Tensor grad = as_2d(a.tensor(0)).contiguous(), input = as_2d(a.tensor(1)).contiguous(),
+         weight = as_2d(a.tensor(2)).contiguous();
+  Shape stride = a.int_list(4), padding = a.int_list(5), dilation = a.int_list(6);
+  if (one_dimensional) stride = {1, stride[0]}, padding = {0, padding[0]}, dilation = {1, dilation[0]};
+  int64_t groups = a.integer(9);
+  if (!onednn_backward_applies(grad, input, weight, a.boolean(7), stride, padding, dilation, groups))
+    throw NotImplemented(
+        "torchnative implements aten::convolution_backward only where upstream's backend is oneDNN (float32, "
+        "not transposed, upstream's use_mkldnn); the other convolutions' gradients come from their "
+        "derivatives");
+  Geometry g = geometry(input.sizes(), weight.sizes(), grad.sizes(), stride, padding, dilation, groups);
+  auto as_given = [&](const Tensor& t) { return one_dimensional ? ops::squeeze(t, int64_t{-2}) : t; };
+  const auto& mask = a[10].get<std::vector<bool>>();
+  Stack out{IValue(), IValue(), IValue()};
+  if (mask[0]) out[0] = as_given(onednn_grad_input(grad, weight, g));
+  if (mask[1] || mask[2]) {
+    auto [grad_weight, grad_bias] = onednn_grad_weight(grad, input, weight.sizes(), g, mask[2]);
+    // Upstream returns it also when only the bias's was asked for, then as oneDNN's 2-D one.
+    out[1] = mask[1] ? as_given(grad_weight) : grad_weight;
+    if (mask[2]) out[2] = grad_bias;
+  }
+  return IValue::tuple(out);
 });
 TN_KERNEL("aten::conv_transpose2d.input", {
   return conv_transpose2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4),
