@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <limits>
 #include <string>
@@ -66,6 +67,8 @@ PrivacySpent mnist_spent(const EpsilonReference& setting) {
 // relative error (1e-11 at most) is ~1.5e-11 of epsilon; 1e-10 leaves room.
 TEST(PrivacyAccountant, MnistEpsilonMatchesMpmath) {
   PrivacySpent spent = mnist_spent(kMnistEpsilon);
+  std::cout << std::setprecision(17) << "MNIST setting: epsilon " << spent.epsilon << " at order "
+            << spent.order << ", mpmath " << kMnistEpsilon.epsilon << "\n";
   EXPECT_NEAR(spent.epsilon, kMnistEpsilon.epsilon, 1e-10);
   EXPECT_EQ(spent.order, kMnistEpsilon.order);
 }
