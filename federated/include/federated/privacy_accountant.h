@@ -19,9 +19,9 @@
 namespace tn::federated::privacy {
 
 // RDP at `order` of one round. Refuses (ParameterRefused, naming the parameter) a sampling rate
-// outside [0, 1], a noise multiplier that is not positive and finite, and an order that is not
-// finite or not above 1. Integer orders cost `order` terms; fractional ones a series that stops
-// once, past the order, its terms fall below e^-30.
+// outside [0, 1], a noise multiplier that is not positive and finite, and an order not above 1 or
+// above 100,000. Integer orders cost `order` terms; fractional ones a series that stops once,
+// past the order, its terms fall below e^-30.
 double sampled_gaussian_rdp(double sampling_rate, double noise_multiplier, double order);
 
 // RDP at each of `orders` of `rounds` identical rounds: RDP composes additively.

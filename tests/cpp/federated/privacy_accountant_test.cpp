@@ -136,7 +136,7 @@ TEST(PrivacyAccountant, RefusesInvalidParametersByName) {
   for (double q : {-0.1, 1.5, nan}) expect_refused([&] { sampled_gaussian_rdp(q, 1, 2); }, "sampling_rate");
   for (double sigma : {0.0, -1.0, nan, std::numeric_limits<double>::infinity()})
     expect_refused([&] { sampled_gaussian_rdp(0.1, sigma, 2); }, "noise_multiplier");
-  for (double order : {1.0, 0.5, -3.0, nan})
+  for (double order : {1.0, 0.5, -3.0, nan, 1e5 + 1, 1e12, std::numeric_limits<double>::infinity()})
     expect_refused([&] { sampled_gaussian_rdp(0.1, 1, order); }, "order");
   for (double delta : {0.0, 1.0, -1e-5, nan})
     expect_refused([&] { epsilon_from_rdp({2}, {1}, delta); }, "delta");
