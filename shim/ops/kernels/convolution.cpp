@@ -333,9 +333,15 @@ Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optiona
                    const Shape& out_sizes) {
   int64_t n = input.size(0), c = input.size(1), oc = weight.size(0), cg = c / groups, og = oc / groups;
   Shape kernel{weight.size(2), weight.size(3)};
+  // Upstream's slow_conv2d multiplies a 1x1, unstrided, unpadded convolution's input itself:
+  // the same matrix im2col would copy out, without the copy.
+  bool columns_are_input = kernel == Shape{1, 1} && !any_not_one(stride) && padding == Shape{0, 0} &&
+                           out_sizes[2] > 0 && out_sizes[3] > 0;
   std::vector<Tensor> outputs;
   for (int64_t g = 0; g < groups; ++g) {
-    Tensor cols = im2col(ops::narrow(input, int64_t{1}, g * cg, cg), kernel, dilation, padding, stride);
+    Tensor xg = ops::narrow(input, int64_t{1}, g * cg, cg);
+    Tensor cols = columns_are_input ? ops::reshape(xg.contiguous(), Shape{n, cg, out_sizes[2] * out_sizes[3]})
+                                    : im2col(xg, kernel, dilation, padding, stride);
     Tensor wg =
         ops::reshape(ops::narrow(weight, int64_t{0}, g * og, og), Shape{og, cg * kernel[0] * kernel[1]});
     std::vector<Tensor> per_sample;
