@@ -18,7 +18,7 @@ from coordinator import Coordinator
 
 HERE = Path(__file__).resolve().parent
 COMPLETED = "ROUND_STATE_COMPLETED"
-STILL_OPEN = "ROUND_STATE_TRAINING"
+STILL_OPEN = ("ROUND_STATE_TRAINING", "ROUND_STATE_AGGREGATING")
 
 
 def device_flags(settings):
@@ -60,7 +60,7 @@ def reaped(processes, name):
 def closed_rounds(coordinator, task, devices):
     """The task's rounds closed so far, by round number; a round that did not complete, or a
     device process that died, ends the job."""
-    closed = sorted((entry for entry in coordinator.rounds(task) if entry["state"] != STILL_OPEN),
+    closed = sorted((entry for entry in coordinator.rounds(task) if entry["state"] not in STILL_OPEN),
                     key=lambda entry: int(entry["round_id"]))
     for entry in closed:
         if entry["state"] != COMPLETED:

@@ -180,7 +180,9 @@ def start_coordinator(tmp_path, **options):
         process.wait()
 
 
-OPEN_ROUND = "ROUND_STATE_TRAINING"  # how ListRounds shows a round still open
+OPEN_ROUND = "ROUND_STATE_TRAINING"  # how ListRounds shows a round whose devices are training
+# How ListRounds shows a round that has closed (an open one is TRAINING, then AGGREGATING).
+CLOSED_ROUND_STATES = ("ROUND_STATE_COMPLETED", "ROUND_STATE_FAILED", "ROUND_STATE_INTERRUPTED")
 
 
 def create_fedavg_task(coordinator, tmp_path, initial, *, rounds, per_round, min_updates, min_available,
@@ -197,7 +199,7 @@ def closed_rounds(coordinator, task, count, timeout):
     """The task's rounds (ListRounds) once at least `count` of them have closed."""
     def closed():
         rounds = admin_json(coordinator, "rounds", task)
-        done = [r for r in rounds if r["state"] != OPEN_ROUND]
+        done = [r for r in rounds if r["state"] in CLOSED_ROUND_STATES]
         return rounds if len(done) >= count else None
     return wait_for(f"{count} closed rounds of {task}", closed, timeout)
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from federation import PYTHON, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
+from federation import CLOSED_ROUND_STATES, PYTHON, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
 
 DEVICE_SCRIPT = r'''
 import json, sys, torch
@@ -53,7 +53,7 @@ def test_python_devices_and_a_poisoned_update(coordinator, tmp_path):
     assert not poisoned["contributed"], poisoned
     assert "tensor 'weight' element 5 (index [1, 2]) is NaN" in poisoned["error"], poisoned
     rounds = wait_for("the round to close", lambda: [r for r in admin_json(coordinator, "rounds", task)
-                                                     if r["state"] != "ROUND_STATE_OPEN"] or None, 30)
+                                                     if r["state"] in CLOSED_ROUND_STATES] or None, 30)
     entry = rounds[0]
     assert entry["state"] == "ROUND_STATE_COMPLETED", entry
     honest = sorted(output["device_id"] for output in outputs.values())

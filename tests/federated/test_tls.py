@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from federation import (PYTHON, admin_json, fedavg, http_get, log_events, read_safetensors, start_coordinator, tool,
+from federation import (CLOSED_ROUND_STATES, PYTHON, admin_json, fedavg, http_get, log_events, read_safetensors, start_coordinator, tool,
                         wait_for, write_safetensors)
 
 OPENSSL = "/usr/bin/openssl"
@@ -168,7 +168,7 @@ def test_a_fedavg_round_over_tls_has_the_bits_of_an_independent_average(tls_coor
                                     {name: tensor["values"] for name, tensor in report["tensors"].items()})
 
     rounds = wait_for("the round to close", lambda: [r for r in admin_json(coordinator, "rounds", task)
-                                                     if r["state"] != "ROUND_STATE_OPEN"] or None, 30)
+                                                     if r["state"] in CLOSED_ROUND_STATES] or None, 30)
     entry = rounds[0]
     assert entry["state"] == "ROUND_STATE_COMPLETED", entry
     assert entry["contributors"] == sorted(trained) and entry["missing"] == [], entry
