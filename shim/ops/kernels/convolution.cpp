@@ -248,6 +248,9 @@ struct Operand {
 // outputs computed in theirs and reordered into the plain tensors.
 void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
                    const std::vector<Operand>& inputs, const std::vector<Operand>& outputs) {
+  // oneDNN parallelises its primitives and reorders with OpenMP; the shim's kernels run on the
+  // calling thread (and a process that forks keeps no OpenMP team behind).
+  omp_set_num_threads(1);
   dnnl::stream stream(cpu_engine());
   Tensor scratch = Tensor::empty({int64_t(scratchpad.get_size())}, ScalarType::Byte);
   std::unordered_map<int, dnnl::memory> args{
@@ -263,8 +266,6 @@ void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& s
     args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
     results.emplace_back(args[o.arg], plain);
   }
-  // oneDNN parallelises with OpenMP; the shim's kernels run on the calling thread.
-  omp_set_num_threads(1);
   primitive.execute(stream, args);
   for (auto& [chosen, plain] : results)
     if (chosen != plain) dnnl::reorder(chosen, plain).execute(stream, chosen, plain);
