@@ -156,12 +156,17 @@ bool any_not_one(const Shape& values) {
   return std::any_of(values.begin(), values.end(), [](int64_t v) { return v != 1; });
 }
 
-// Strides of a channels-last (N, C, H, W) layout that is not also contiguous: upstream gives
-// oneDNN an nhwc source for it, a layout this path does not reproduce yet.
-bool channels_last_only(const Tensor& t) {
-  const Shape& s = t.strides();
-  int64_t c = t.size(1), h = t.size(2), w = t.size(3);
-  return !t.is_contiguous() && s[1] == 1 && s[3] == c && s[2] == w * c && s[0] == h * w * c;
+// Upstream's suggest_memory_format() == ChannelsLast for a 4-D tensor (is_channels_last_strides_2d):
+// strides growing along C, W, H, N, ambiguous size-1 cases taken as contiguous.
+bool channels_last(const Tensor& t) {
+  const Shape &sizes = t.sizes(), &strides = t.strides();
+  if (strides[1] == 0) return false;
+  int64_t min = 0;
+  for (size_t d : {1, 3, 2, 0}) {
+    if (sizes[d] == 0 || strides[d] < min || (d == 0 && min == strides[1])) return false;
+    min = sizes[d] > 1 ? strides[d] * sizes[d] : strides[d];
+  }
+  return true;
 }
 
 // Upstream's ConvParams::use_mkldnn for a valid, non-transposed, non-empty float32 convolution
@@ -172,8 +177,7 @@ bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::
                           const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
                           const Shape& out_sizes) {
   if (input.dtype() != ScalarType::Float || (bias && bias->dtype() != ScalarType::Float)) return false;
-  if (input.numel() == 0 || weight.numel() == 0 || channels_last_only(input) || channels_last_only(weight))
-    return false;
+  if (input.numel() == 0 || weight.numel() == 0) return false;
   // What upstream refuses (negative padding, no output) is refused by the other path's checks.
   if (std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; }) || out_sizes[2] <= 0 ||
       out_sizes[3] <= 0)
@@ -191,10 +195,6 @@ const dnnl::engine& cpu_engine() {
 
 dnnl::memory::dims dims_of(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
 
-dnnl::memory::desc plain_desc(const Shape& shape) {
-  return dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32, dims_of(contiguous_strides(shape)));
-}
-
 dnnl::memory::desc any_desc(const Shape& shape) {
   return dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
@@ -206,19 +206,21 @@ dnnl::primitive_attr user_scratchpad() {
 }
 
 // A batched 2-D convolution as oneDNN takes it: the weights grouped (g, oc/g, ic/g, kh, kw)
-// when groups > 1, the dilation oneDNN's (ours minus one), the padding symmetric.
+// when groups > 1, the dilation oneDNN's (ours minus one), the padding symmetric; source and
+// destination nhwc when upstream's are channels-last (mkldnn_conv_use_channels_last).
 struct Geometry {
   Shape src, weights, dst;
   dnnl::memory::dims stride, dilates, padding;
+  bool nhwc;
   Shape bias() const { return {dst[1]}; }
 };
 
 Geometry geometry(const Shape& input, const Shape& weight, const Shape& out, const Shape& stride,
-                  const Shape& padding, const Shape& dilation, int64_t groups) {
+                  const Shape& padding, const Shape& dilation, int64_t groups, bool nhwc = false) {
   Shape weights = groups > 1 ? Shape{groups, weight[0] / groups, weight[1], weight[2], weight[3]} : weight;
   dnnl::memory::dims dilates;
   for (int64_t d : dilation) dilates.push_back(d - 1);
-  return Geometry{input, weights, out, dims_of(stride), dilates, dims_of(padding)};
+  return Geometry{input, weights, out, dims_of(stride), dilates, dims_of(padding), nhwc};
 }
 
 // The forward primitive as ideep builds it for upstream's mkldnn_convolution: direct
@@ -226,23 +228,35 @@ Geometry geometry(const Shape& input, const Shape& weight, const Shape& out, con
 // it picks for upstream), scratchpad owned by the caller. Also the backward ones' hint.
 dnnl::convolution_forward::primitive_desc forward_primitive(const Geometry& g, bool bias) {
   using dnnl::algorithm, dnnl::prop_kind, dnnl::convolution_forward;
+  auto activation = [&](const Shape& shape) {
+    return g.nhwc ? dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32,
+                                       dnnl::memory::format_tag::nhwc)
+                  : any_desc(shape);
+  };
   auto desc = bias ? convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct,
-                                               any_desc(g.src), any_desc(g.weights), any_desc(g.bias()),
-                                               any_desc(g.dst), g.stride, g.dilates, g.padding, g.padding)
+                                               activation(g.src), any_desc(g.weights), any_desc(g.bias()),
+                                               activation(g.dst), g.stride, g.dilates, g.padding, g.padding)
                    : convolution_forward::desc(prop_kind::forward, algorithm::convolution_direct,
-                                               any_desc(g.src), any_desc(g.weights), any_desc(g.dst),
+                                               activation(g.src), any_desc(g.weights), activation(g.dst),
                                                g.stride, g.dilates, g.padding, g.padding);
   return convolution_forward::primitive_desc(desc, user_scratchpad(), cpu_engine());
 }
 
-// A contiguous tensor's part in a primitive: `shape` is how oneDNN sees it, `chosen` the
-// layout the primitive picked for it.
+// A tensor's part in a primitive: `shape` is how oneDNN sees it (a contiguous tensor's grouped
+// weights; otherwise the tensor's own sizes, with its strides), `chosen` the layout the primitive
+// picked for it.
 struct Operand {
   int arg;
   Tensor tensor;
   Shape shape;
   dnnl::memory::desc chosen;
 };
+
+dnnl::memory user_memory(const Operand& o) {
+  Shape strides = o.tensor.sizes() == o.shape ? o.tensor.strides() : contiguous_strides(o.shape);
+  dnnl::memory::desc desc(dims_of(o.shape), dnnl::memory::data_type::f32, dims_of(strides));
+  return dnnl::memory(desc, cpu_engine(), o.tensor.data());
+}
 
 // Runs `primitive` as ideep does: inputs reordered into the layouts it chose (exact copies),
 // outputs computed in theirs and reordered into the plain tensors.
@@ -257,12 +271,12 @@ void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& s
       {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad, cpu_engine(), scratch.data())}};
   std::vector<std::pair<dnnl::memory, dnnl::memory>> results;  // (in the chosen layout, plain)
   for (const Operand& o : inputs) {
-    dnnl::memory plain(plain_desc(o.shape), cpu_engine(), o.tensor.data());
+    dnnl::memory plain = user_memory(o);
     args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
     if (args[o.arg] != plain) dnnl::reorder(plain, args[o.arg]).execute(stream, plain, args[o.arg]);
   }
   for (const Operand& o : outputs) {
-    dnnl::memory plain(plain_desc(o.shape), cpu_engine(), o.tensor.data());
+    dnnl::memory plain = user_memory(o);
     args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
     results.emplace_back(args[o.arg], plain);
   }
@@ -276,8 +290,16 @@ void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& s
 Tensor onednn_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                      const Geometry& g) {
   auto pd = forward_primitive(g, bias.has_value());
-  Tensor out = Tensor::empty(g.dst, ScalarType::Float);
-  std::vector<Operand> inputs{{DNNL_ARG_SRC, input.contiguous(), g.src, pd.src_desc()},
+  // Channels-last: NHWC memory seen as NCHW, which upstream's output is too.
+  auto nhwc = [](const Tensor& t) {
+    return ops::permute(ops::permute(t, {0, 2, 3, 1}).contiguous(), {0, 3, 1, 2});
+  };
+  Tensor x = g.nhwc ? nhwc(input) : input.contiguous();
+  Tensor out = g.nhwc
+                   ? ops::permute(Tensor::empty({g.dst[0], g.dst[2], g.dst[3], g.dst[1]}, ScalarType::Float),
+                                  {0, 3, 1, 2})
+                   : Tensor::empty(g.dst, ScalarType::Float);
+  std::vector<Operand> inputs{{DNNL_ARG_SRC, x, g.src, pd.src_desc()},
                               {DNNL_ARG_WEIGHTS, weight.contiguous(), g.weights, pd.weights_desc()}};
   if (bias) inputs.push_back({DNNL_ARG_BIAS, bias->contiguous(), g.bias(), pd.bias_desc()});
   run_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), inputs,
@@ -389,7 +411,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
   Tensor out = upstream_uses_onednn(input, weight, bias, stride, padding, dilation, groups, out_sizes)
                    ? onednn_conv2d(input, weight, bias,
                                    geometry(input.sizes(), weight.sizes(), out_sizes, stride, padding,
-                                            dilation, groups))
+                                            dilation, groups, channels_last(input) || channels_last(weight)))
                    : gemm_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes);
   return batched ? out : ops::squeeze(out, int64_t{0});
 }
@@ -516,6 +538,11 @@ TN_KERNEL("aten::convolution", {
 // mkldnn_convolution_backward, 1-D as 2-D over height 1 as upstream views it.
 TN_KERNEL("aten::convolution_backward", {
   bool one_dimensional = a.tensor(2).dim() == 3;
+  auto is_4d_channels_last = [](const Tensor& t) { return t.dim() == 4 && channels_last(t); };
+  if (is_4d_channels_last(a.tensor(1)) || is_4d_channels_last(a.tensor(2)))
+    throw NotImplemented(
+        "torchnative does not implement aten::convolution_backward for channels-last tensors yet (upstream's "
+        "oneDNN nhwc path)");
   auto as_2d = [&](const Tensor& t) { return one_dimensional ? ops::unsqueeze(t, int64_t{-2}) : t; };
   Tensor grad = as_2d(a.tensor(0)).contiguous(), input = as_2d(a.tensor(1)).contiguous(),
          weight = as_2d(a.tensor(2)).contiguous();
