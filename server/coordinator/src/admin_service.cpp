@@ -100,6 +100,18 @@ std::vector<RoundRecord> rounds_of(StateStore& store, const std::string& task_id
 
 }  // namespace
 
+template <typename Payload, typename Request, typename Body>
+grpc::Status AdminServiceImpl::serve_admin(const char* method_name, const Request& request, Body body) {
+  const std::string name = method(method_name);
+  return serve(name, [&] {
+    Payload payload;
+    if (grpc::Status admitted = verifier_.admin_payload(name, request.auth(), request.payload(), payload);
+        !admitted.ok())
+      return admitted;
+    return body(payload);
+  });
+}
+
 AdminServiceImpl::AdminServiceImpl(Services services, const RequestVerifier& verifier, Tasks& tasks)
     : services_(services), verifier_(verifier), tasks_(tasks) {
   MarkMethodStreamed(method_index(v1::AdminService::service_full_name(), "CreateTask"),
@@ -152,12 +164,7 @@ grpc::Status AdminServiceImpl::CreateTaskFromBytes(grpc::ServerContext*,
 
 grpc::Status AdminServiceImpl::StopTask(grpc::ServerContext*, const v1::StopTaskRequest* request,
                                         v1::StopTaskResponse*) {
-  const std::string name = method("StopTask");
-  return serve(name, [&] {
-    v1::StopTaskPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::StopTaskPayload>("StopTask", *request, [&](const auto& payload) {
     tasks_.stop(payload.task_id(), payload.reason());
     return grpc::Status::OK;
   });
@@ -165,12 +172,7 @@ grpc::Status AdminServiceImpl::StopTask(grpc::ServerContext*, const v1::StopTask
 
 grpc::Status AdminServiceImpl::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
                                            v1::ListDevicesResponse* response) {
-  const std::string name = method("ListDevices");
-  return serve(name, [&] {
-    v1::ListDevicesPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::ListDevicesPayload>("ListDevices", *request, [&](const auto&) {
     for (const Device& device :
          services_.state.with([](StateStore& store) { return store.list_devices(); })) {
       v1::DeviceInfo& info = *response->add_devices();
@@ -194,12 +196,7 @@ grpc::Status AdminServiceImpl::ListDevices(grpc::ServerContext*, const v1::ListD
 
 grpc::Status AdminServiceImpl::ListRounds(grpc::ServerContext*, const v1::ListRoundsRequest* request,
                                           v1::ListRoundsResponse* response) {
-  const std::string name = method("ListRounds");
-  return serve(name, [&] {
-    v1::ListRoundsPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::ListRoundsPayload>("ListRounds", *request, [&](const auto& payload) {
     const TaskRunner::Phase phase = tasks_.phase(payload.task_id());
     for (const RoundRecord& round :
          services_.state.with([&](StateStore& store) { return rounds_of(store, payload.task_id()); }))
@@ -210,12 +207,7 @@ grpc::Status AdminServiceImpl::ListRounds(grpc::ServerContext*, const v1::ListRo
 
 grpc::Status AdminServiceImpl::ListTasks(grpc::ServerContext*, const v1::ListTasksRequest* request,
                                          v1::ListTasksResponse* response) {
-  const std::string name = method("ListTasks");
-  return serve(name, [&] {
-    v1::ListTasksPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::ListTasksPayload>("ListTasks", *request, [&](const auto&) {
     std::vector<std::pair<TaskRecord, std::vector<RoundRecord>>> listed;
     services_.state.with([&](StateStore& store) {
       for (TaskRecord& task : store.list_tasks()) {
@@ -232,12 +224,7 @@ grpc::Status AdminServiceImpl::ListTasks(grpc::ServerContext*, const v1::ListTas
 
 grpc::Status AdminServiceImpl::GetTask(grpc::ServerContext*, const v1::GetTaskRequest* request,
                                        v1::GetTaskResponse* response) {
-  const std::string name = method("GetTask");
-  return serve(name, [&] {
-    v1::GetTaskPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::GetTaskPayload>("GetTask", *request, [&](const auto& payload) {
     const TaskRunner::Phase phase = tasks_.phase(payload.task_id());
     services_.state.with([&](StateStore& store) {
       std::vector<RoundRecord> rounds = rounds_of(store, payload.task_id());
@@ -251,12 +238,7 @@ grpc::Status AdminServiceImpl::GetTask(grpc::ServerContext*, const v1::GetTaskRe
 grpc::Status AdminServiceImpl::FetchModelVersion(grpc::ServerContext*,
                                                  const v1::FetchModelVersionRequest* request,
                                                  grpc::ServerWriter<v1::ModelStream>* writer) {
-  const std::string name = method("FetchModelVersion");
-  return serve(name, [&] {
-    v1::FetchModelVersionPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::FetchModelVersionPayload>("FetchModelVersion", *request, [&](const auto& payload) {
     return stream_model_version(services_.state, payload.model_version(), payload.blake2b_256(),
                                 services_.config.transfer_limits, writer);
   });
@@ -265,12 +247,7 @@ grpc::Status AdminServiceImpl::FetchModelVersion(grpc::ServerContext*,
 grpc::Status AdminServiceImpl::StreamEvents(grpc::ServerContext* context,
                                             const v1::StreamEventsRequest* request,
                                             grpc::ServerWriter<v1::Event>* writer) {
-  const std::string name = method("StreamEvents");
-  return serve(name, [&] {
-    v1::StreamEventsPayload payload;
-    if (grpc::Status admitted = verifier_.admin_payload(name, request->auth(), request->payload(), payload);
-        !admitted.ok())
-      return admitted;
+  return serve_admin<v1::StreamEventsPayload>("StreamEvents", *request, [&](const auto& payload) {
     uint64_t cursor = payload.has_after_sequence() ? payload.after_sequence() : services_.events.latest();
     while (!context->IsCancelled() && !services_.events.closed())
       for (const v1::Event& event :

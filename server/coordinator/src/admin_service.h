@@ -35,6 +35,11 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                             grpc::ServerWriter<v1::Event>* writer) override;
 
  private:
+  // An administrator's call: `body` runs on the request's Payload once it parses and is signed by
+  // a configured administrator key; refusals, and exceptions from `body`, are its status (serve).
+  template <typename Payload, typename Request, typename Body>
+  grpc::Status serve_admin(const char* method_name, const Request& request, Body body);
+
   Services services_;
   const RequestVerifier& verifier_;
   Tasks& tasks_;

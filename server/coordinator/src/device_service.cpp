@@ -250,16 +250,19 @@ std::optional<v1::NoWork> DeviceServiceImpl::work_already_ended(const std::vecto
   return no_work;
 }
 
-template <typename Request, typename Response>
+template <typename Payload, typename Request, typename Response>
 grpc::ServerUnaryReactor* DeviceServiceImpl::answer_once_verified(
     grpc::CallbackServerContext* context, const char* method_name, const Request* request, Response* response,
-    grpc::Status (DeviceServiceImpl::*answer)(const Request&, Response&)) {
+    grpc::Status (DeviceServiceImpl::*answer)(const Request&, const Payload&, Response&)) {
   const std::string name = method(method_name);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   verifier_.device(name, request->auth(), request->payload(),
                    [this, name, reactor, request, response, answer](grpc::Status verified) {
                      reactor->Finish(!verified.ok() ? verified : serve(name, [&] {
-                       return (this->*answer)(*request, *response);
+                       Payload payload;
+                       if (grpc::Status parsed = parse_payload(request->payload(), payload); !parsed.ok())
+                         return parsed;
+                       return (this->*answer)(*request, payload, *response);
                      }));
                    });
   return reactor;
@@ -272,9 +275,8 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::FetchTask(grpc::CallbackServerConte
 }
 
 grpc::Status DeviceServiceImpl::answer_fetch_task(const v1::FetchTaskRequest& request,
+                                                  const v1::FetchTaskPayload& payload,
                                                   v1::FetchTaskResponse& response) {
-  v1::FetchTaskPayload payload;
-  if (grpc::Status parsed = parse_payload(request.payload(), payload); !parsed.ok()) return parsed;
   const federated::DeviceId& id = request.auth().key_id();
   services_.board.heard_from(id);
   std::optional<v1::RoundConfig> round =
@@ -408,9 +410,8 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::Heartbeat(grpc::CallbackServerConte
 }
 
 grpc::Status DeviceServiceImpl::answer_heartbeat(const v1::HeartbeatRequest& request,
+                                                 const v1::HeartbeatPayload& payload,
                                                  v1::HeartbeatResponse& response) {
-  v1::HeartbeatPayload payload;
-  if (grpc::Status parsed = parse_payload(request.payload(), payload); !parsed.ok()) return parsed;
   const federated::DeviceId& id = request.auth().key_id();
   // In memory only: the heartbeats of a thousand devices would otherwise be as many more
   // database writes (ListDevices reports the later of this and the stored last_seen).

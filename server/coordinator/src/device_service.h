@@ -53,22 +53,26 @@ class DeviceServiceImpl final
                                       v1::HeartbeatResponse* response) override;
 
  private:
-  // A device call of the callback API, answered by `answer` once its request is verified (on the
-  // nonce ledger's thread) or refused with the verification's status.
-  template <typename Request, typename Response>
+  // A device call of the callback API, answered by `answer` with the request's Payload once the
+  // request is verified (on the nonce ledger's thread) and its payload parses, or refused with the
+  // status of the verification or the parse.
+  template <typename Payload, typename Request, typename Response>
   grpc::ServerUnaryReactor* answer_once_verified(
       grpc::CallbackServerContext* context, const char* method_name, const Request* request,
-      Response* response, grpc::Status (DeviceServiceImpl::*answer)(const Request&, Response&));
+      Response* response,
+      grpc::Status (DeviceServiceImpl::*answer)(const Request&, const Payload&, Response&));
   // What each method does once its request is verified.
   grpc::Status complete_registration(const v1::RegisterPayload& payload, v1::RegisterResponse& response);
-  grpc::Status answer_fetch_task(const v1::FetchTaskRequest& request, v1::FetchTaskResponse& response);
+  grpc::Status answer_fetch_task(const v1::FetchTaskRequest& request, const v1::FetchTaskPayload& payload,
+                                 v1::FetchTaskResponse& response);
   // A CheckIn answered without work: how many tasks run, and which of `followed` (the tasks the
   // device took part in) have ended, so that the device can tell its work is over.
   void describe_no_work(const std::vector<std::string>& followed, v1::NoWork& no_work);
   // The answer to a CheckIn that should not be held: no task runs and some of `followed` have
   // ended (the device checked in after its task's end, which answered the holds then).
   std::optional<v1::NoWork> work_already_ended(const std::vector<std::string>& followed);
-  grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse& response);
+  grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, const v1::HeartbeatPayload& payload,
+                                v1::HeartbeatResponse& response);
 
   Services services_;
   const RequestVerifier& verifier_;
