@@ -502,9 +502,9 @@ TN_KERNEL("aten::conv2d.padding", {
                 a.integer(6));
 });
 TN_KERNEL("aten::conv1d", {
-  // A 1-D convolution is a 2-D one over height 1.
-  const Tensor& x = a.tensor(0);
-  Tensor x2 = ops::unsqueeze(x, int64_t{-2});
+  // A 1-D convolution is a 2-D one over height 1, of a contiguous input as upstream's (so never
+  // channels-last).
+  Tensor x2 = ops::unsqueeze(a.tensor(0).contiguous(), int64_t{-2});
   Tensor w2 = ops::unsqueeze(a.tensor(1), int64_t{-2});
   Tensor out = conv2d(x2, w2, a.optional_tensor(2), {1, a.int_list(3)[0]}, {0, a.int_list(4)[0]},
                       {1, a.int_list(5)[0]}, a.integer(6));
@@ -520,7 +520,7 @@ TN_KERNEL("aten::convolution", {
   int64_t groups = a.integer(8);
   int64_t spatial = weight.dim() - 2;
   if (spatial == 1) {
-    Tensor x2 = ops::unsqueeze(x, int64_t{-2}), w2 = ops::unsqueeze(weight, int64_t{-2});
+    Tensor x2 = ops::unsqueeze(x.contiguous(), int64_t{-2}), w2 = ops::unsqueeze(weight, int64_t{-2});
     Shape s2{1, stride[0]}, p2{0, padding[0]}, d2{1, dilation[0]},
         o2{0, output_padding.empty() ? 0 : output_padding[0]};
     Tensor out = transposed ? conv_transpose2d(x2, w2, bias, s2, p2, o2, groups, d2)
