@@ -11,7 +11,7 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
                 dataset-fashion-mnist fortunes systemd openssl
 
-.PHONY: setup build demo test check asan-venv asan-test asan-python bench system-packages clean
+.PHONY: setup build demo test check zoo asan-venv asan-test asan-python bench system-packages clean
 
 setup: system-packages build $(VENV)/.assembled
 
@@ -79,7 +79,13 @@ PYTEST_WORKERS := -n 2 --dist loadfile
 test: setup asan-test asan-python
 	$(CTEST) --test-dir $(BUILD) -j2
 	GOLDEN_CACHE=$(GOLDEN_CACHE) $(VENV)/bin/python -m pytest -q $(PYTEST_WORKERS) tests/harness tests/python tests/distributed \
-	    tests/golden tests/federated tests/deploy
+	    tests/golden tests/zoo tests/federated tests/deploy
+
+# The torchvision zoo (docs/zoo.md): every classifier builder of Debian's torchvision, an eval
+# forward and a training step on upstream's weights, the shim against upstream; make test runs
+# one builder of each family (tests/zoo/test_zoo.py).
+zoo: setup
+	$(PYTHON) tests/zoo/zoo.py --shim $(VENV)/bin/python --upstream $(PYTHON) --report $(BUILD)/zoo.md
 
 # The fast loop for a change (README): the release build's C++ tests, tests/python, a stratified
 # sample of the golden cases (every operator and aliasing family), the federated suites' quick cases.

@@ -251,3 +251,38 @@ def _compare_exact(expected, actual, path):
         if type(s) is not type(u) or s != u:
             return "%s: element %d: expected %r, got %r" % (path, index, u, s)
     return None
+
+
+def network_difference(expected, actual, truth):
+    """The judgement of a whole network's record (float arrays: upstream's float32, ours, upstream's
+    float64), None if it agrees: each float within K times upstream's largest error over the
+    whole record (or equal to upstream's). Over the record, not per tensor: batch norm over the
+    few values per channel a small image leaves at the last layers amplifies rounding by chance,
+    so upstream's error on any one tensor is luck."""
+    import numpy
+    scale = numpy.maximum(1.0, numpy.abs(truth))
+    error = numpy.max(numpy.abs(expected - truth) / scale) if truth.size else 0.0
+    wrong = (actual != expected) & ~(numpy.abs(actual - truth) <= K * error * scale)
+    if not wrong.any():
+        return None
+    first = int(numpy.argmax(wrong))
+    return (f"{int(wrong.sum())} of {wrong.size} floats, the first (element {first}): expected {expected[first]!r}, "
+            f"got {actual[first]!r}, float64 {truth[first]!r}, tolerance {K * error * scale[first]:.3g}")
+
+
+def network_difference_float64(upstream32, upstream64, actual64):
+    """A whole network's float64 record judged against upstream's float64 (None if it agrees), as
+    float64 golden cases are: within K times upstream's float32-vs-float64 error over the record,
+    in float64 ulps instead of float32 ones (or equal to upstream's). Where a gradient jumps (a
+    ReLU's kink, a max pool's tie), float32 rounding can put a value on the other side of the
+    jump than float64 does, in upstream as in the shim; float64 puts both on the same side."""
+    import numpy
+    scale = numpy.maximum(1.0, numpy.abs(upstream64))
+    error = numpy.max(numpy.abs(upstream32 - upstream64) / scale) if upstream64.size else 0.0
+    allowed = K * error * (numpy.finfo(numpy.float64).eps / numpy.finfo(numpy.float32).eps) * scale
+    wrong = (actual64 != upstream64) & ~(numpy.abs(actual64 - upstream64) <= allowed)
+    if not wrong.any():
+        return None
+    first = int(numpy.argmax(wrong))
+    return (f"{int(wrong.sum())} of {wrong.size} floats, the first (element {first}): expected "
+            f"{upstream64[first]!r}, got {actual64[first]!r}, tolerance {allowed[first]:.3g}")

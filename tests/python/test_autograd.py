@@ -19,7 +19,7 @@ from test_training_apis import PRELUDE, SHIM_PYTHON, UPSTREAM_PYTHON, assert_agr
 from test_training_apis import fashion_mnist_root  # noqa: F401 (a fixture: pytest finds it by name)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
-from compare import K, compare_values  # noqa: E402
+from compare import compare_values, network_difference  # noqa: E402
 
 GRAPH = r'''
 def names(fn, depth=3):
@@ -561,24 +561,10 @@ def run_architecture(name, python, dtype, directory):
         return {key: record[key] for key in record.files}
 
 
-def network_difference(upstream, ours, reference):
-    """Where ours is farther from the float64 reference than twice upstream's largest error over
-    the whole record (or equal to upstream's), as the golden harness judges a tensor. Over the
-    whole network, not per tensor: batch norm over the few values per channel a 64x64 image
-    leaves at the last layers amplifies rounding by chance, so upstream's error on any one
-    tensor (the loss, say) is luck."""
-    expected = numpy.concatenate([upstream["loss"], upstream["grads"]])
-    actual = numpy.concatenate([ours["loss"], ours["grads"]])
-    truth = numpy.concatenate([reference["loss"], reference["grads"]])
-    scale = numpy.maximum(1.0, numpy.abs(truth))
-    error = numpy.max(numpy.abs(expected - truth) / scale)
-    wrong = (actual != expected) & ~(numpy.abs(actual - truth) <= K * error * scale)
-    if not wrong.any():
-        return None
-    first = int(numpy.argmax(wrong))
-    return (f"{int(wrong.sum())} of {wrong.size} floats, the first ({'the loss' if first == 0 else 'gradient'} "
-            f"element {first}): expected {expected[first]!r}, got {actual[first]!r}, float64 {truth[first]!r}, "
-            f"tolerance {K * error * scale[first]:.3g}")
+def record_difference(upstream, ours, reference):
+    """The loss and the gradients judged as one network's record (compare.network_difference)."""
+    return network_difference(*[numpy.concatenate([record["loss"], record["grads"]])
+                                for record in (upstream, ours, reference)])
 
 
 @pytest.mark.slow
@@ -589,5 +575,5 @@ def test_training_step_agrees_with_upstream(name, tmp_path):
     reference = run_architecture(name, UPSTREAM_PYTHON, "float64", tmp_path)
     ours = run_architecture(name, SHIM_PYTHON, "float32", tmp_path)
     assert numpy.array_equal(ours["shapes"], upstream["shapes"]) and str(ours["dtype"]) == str(upstream["dtype"])
-    difference = network_difference(upstream, ours, reference)
+    difference = record_difference(upstream, ours, reference)
     assert difference is None, f"{name}, loss and gradients: {difference}"
