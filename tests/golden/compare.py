@@ -253,21 +253,15 @@ def _compare_exact(expected, actual, path):
     return None
 
 
+
 def network_difference(expected, actual, truth):
-    """The judgement of a whole network's record (float arrays: upstream's float32, ours, upstream's
-    float64), None if it agrees: each float within K times upstream's largest error over the
-    whole record (or equal to upstream's). Over the record, not per tensor: batch norm over the
-    few values per channel a small image leaves at the last layers amplifies rounding by chance,
-    so upstream's error on any one tensor is luck."""
-    import numpy
-    scale = numpy.maximum(1.0, numpy.abs(truth))
-    error = numpy.max(numpy.abs(expected - truth) / scale) if truth.size else 0.0
-    wrong = (actual != expected) & ~(numpy.abs(actual - truth) <= K * error * scale)
-    if not wrong.any():
-        return None
-    first = int(numpy.argmax(wrong))
-    return (f"{int(wrong.sum())} of {wrong.size} floats, the first (element {first}): expected {expected[first]!r}, "
-            f"got {actual[first]!r}, float64 {truth[first]!r}, tolerance {K * error * scale[first]:.3g}")
+    """The judgement of a whole network's record (float arrays, or lists of array parts read in
+    order, say a loss and the gradients: upstream's float32, ours, upstream's float64), None if it
+    agrees: each float within K times upstream's largest error over the whole record (or equal to
+    upstream's). Over the record, not per tensor: batch norm over the few values per channel a
+    small image leaves at the last layers amplifies rounding by chance, so upstream's error on
+    any one tensor is luck."""
+    return _record_judgement((expected, truth), expected, actual, truth, 1.0, "float64 %r, ")
 
 
 def network_difference_float64(upstream32, upstream64, actual64):
@@ -277,12 +271,47 @@ def network_difference_float64(upstream32, upstream64, actual64):
     ReLU's kink, a max pool's tie), float32 rounding can put a value on the other side of the
     jump than float64 does, in upstream as in the shim; float64 puts both on the same side."""
     import numpy
-    scale = numpy.maximum(1.0, numpy.abs(upstream64))
-    error = numpy.max(numpy.abs(upstream32 - upstream64) / scale) if upstream64.size else 0.0
-    allowed = K * error * (numpy.finfo(numpy.float64).eps / numpy.finfo(numpy.float32).eps) * scale
-    wrong = (actual64 != upstream64) & ~(numpy.abs(actual64 - upstream64) <= allowed)
-    if not wrong.any():
+    ulps = numpy.finfo(numpy.float64).eps / numpy.finfo(numpy.float32).eps
+    return _record_judgement((upstream32, upstream64), upstream64, actual64, upstream64, ulps, "")
+
+
+def _aligned(*records, size=1 << 22):
+    """(offset, [chunk of each record]) over records of the same length, each an array or a list
+    of array parts, as float64 chunks of at most `size` floats: a record may be a memory-mapped
+    file larger than memory allows whole."""
+    import numpy
+
+    def chunks(record):
+        offset = 0
+        for part in record if isinstance(record, (list, tuple)) else [record]:
+            for start in range(0, len(part), size):
+                yield offset + start, numpy.asarray(part[start:start + size], dtype=numpy.float64)
+            offset += len(part)
+
+    for found in zip(*(chunks(record) for record in records)):
+        yield found[0][0], [chunk for _, chunk in found]
+
+
+def _record_judgement(error_pair, expected, actual, center, ulps, shown):
+    """Upstream's largest error over the record (error_pair: its two runs, relative to the
+    second's max(1, |value|)); then every float of actual not equal to expected's and farther from
+    center than K times that error (times ulps) times max(1, |center|)."""
+    import numpy
+    error = 0.0
+    for _, (ours, base) in _aligned(*error_pair):
+        error = max(error, float(numpy.max(numpy.abs(ours - base) / numpy.maximum(1.0, numpy.abs(base)))))
+    total = wrong_count = 0
+    first = None
+    for offset, (want, got, around) in _aligned(expected, actual, center):
+        allowed = K * error * ulps * numpy.maximum(1.0, numpy.abs(around))
+        wrong = (got != want) & ~(numpy.abs(got - around) <= allowed)
+        if first is None and wrong.any():
+            i = int(numpy.argmax(wrong))
+            first = (offset + i, want[i], got[i], around[i], allowed[i])
+        wrong_count += int(wrong.sum())
+        total += len(want)
+    if first is None:
         return None
-    first = int(numpy.argmax(wrong))
-    return (f"{int(wrong.sum())} of {wrong.size} floats, the first (element {first}): expected "
-            f"{upstream64[first]!r}, got {actual64[first]!r}, tolerance {allowed[first]:.3g}")
+    index, want, got, around, allowed = first
+    return (f"{wrong_count} of {total} floats, the first (element {index}): expected {want!r}, got {got!r}, "
+            + (shown % around if shown else "") + f"tolerance {allowed:.3g}")

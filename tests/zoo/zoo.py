@@ -47,7 +47,7 @@ def builders(upstream):
 
 def run_side(python, name, dtype, folder, timeout, write=False):
     """The side's record, or the reason it has none (its last error line)."""
-    record = os.path.join(folder, "%s-%s.npz" % (os.path.basename(os.path.dirname(os.path.dirname(python))), dtype))
+    record = os.path.join(folder, "%s-%s" % (os.path.basename(os.path.dirname(os.path.dirname(python))), dtype))
     command = [python, SCRIPT, name, dtype, os.path.join(folder, "weights.pt"), record] + (["--write"] if write else [])
     try:
         process = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -56,8 +56,8 @@ def run_side(python, name, dtype, folder, timeout, write=False):
     if process.returncode != 0:
         lines = [line for line in process.stderr.strip().splitlines() if line.strip()]
         return None, lines[-1] if lines else "exit status %d" % process.returncode
-    with numpy.load(record) as saved:
-        return {key: saved[key] for key in saved.files}, None
+    return {name[:-len(".npy")]: numpy.load(os.path.join(record, name), mmap_mode="r")
+            for name in os.listdir(record)}, None
 
 
 COLUMNS = ("eval", "train32", "train64")
@@ -70,7 +70,7 @@ def verdicts(upstream, reference, ours, ours64):
     for key, what in (("shapes", "the parameters' shapes differ"), ("unused", "other parameters have no gradient")):
         if not numpy.array_equal(ours[key], upstream[key]):
             return {column: ("differ", what) for column in COLUMNS}
-    train = lambda record: numpy.concatenate([record["loss"], record["grads"]])  # noqa: E731
+    train = lambda record: [record["loss"], record["grads"]]  # noqa: E731
     found = {"eval": network_difference(upstream["logits"], ours["logits"], reference["logits"]),
              "train32": network_difference(train(upstream), train(ours), train(reference)),
              "train64": network_difference_float64(train(upstream), train(reference), train(ours64))}
@@ -91,7 +91,7 @@ def judge_model(name, shim, python, timeout):
                            else ("refused", refusal.group(1)) if refusal else ("differ", why))
                 return {column: verdict for column in COLUMNS}
             records.append(record)
-    return verdicts(*records)
+        return verdicts(*records)
 
 
 def agrees(verdict):
