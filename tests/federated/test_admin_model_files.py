@@ -143,10 +143,69 @@ def test_damaged_torch_files_are_refused_not_crashed_on(coordinator, tmp_path):
     assert 1 in statuses
 
 
+UPSTREAM_COMPARE = r'''
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import model_files  # the module alone: torchnative's package needs the shim
+expected = model_files.load(sys.argv[2])
+for path in sys.argv[3:]:
+    for weights_only in (True, False):
+        loaded = torch.load(path, weights_only=weights_only)
+        assert type(loaded).__name__ == "OrderedDict", type(loaded)
+        assert list(loaded) == list(expected), (list(loaded), list(expected))
+        for name, tensor in expected.items():
+            got = loaded[name]
+            assert got.dtype == tensor.dtype and got.shape == tensor.shape and got.is_contiguous(), name
+            assert torch.equal(got, tensor) or (got.numel() == 0), name
+            assert got.view(-1).view(torch.uint8).tolist() == tensor.reshape(-1).view(torch.uint8).tolist(), name
+    torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)).load_state_dict(
+        {name: loaded[name] for name in list(loaded)[:7]})
+print("agree")
+'''
+
+
+def test_fetch_model_writes_a_torch_file_upstream_torch_loads(coordinator, tmp_path):
+    """fetch-model writes a torch.save file of the state_dict for --out FILE.pt, FILE.pth or
+    --format torch, and safetensors otherwise (or for --format safetensors): upstream torch.load
+    (weights_only or not) reads every dtype, 0-dim and empty tensors with the model's bits and in
+    its order; create-task takes the file back, and the printed digest is the same either way."""
+    initial = tmp_path / "initial.safetensors"
+    model_files.save(state_dict(), initial)
+    version = json.loads(create_task_with(coordinator, initial).stdout)["initial_model_version"]
+    written = {}
+    for out, flags, format in [("model.pt", [], "torch"), ("model.pth", [], "torch"),
+                               ("model.bin", ["--format", "torch"], "torch"),
+                               ("model.safetensors", [], "safetensors"),
+                               ("other.pt", ["--format", "safetensors"], "safetensors")]:
+        printed = admin_json(coordinator, "fetch-model", version, "--out", str(tmp_path / out), *flags)
+        assert printed["format"] == format and printed["blake2b_256"] == model_files.digest(initial), printed
+        written[out] = tmp_path / out
+        assert not (tmp_path / (out + ".partial")).exists()
+    assert written["model.safetensors"].read_bytes() == initial.read_bytes()
+    assert written["other.pt"].read_bytes() == initial.read_bytes()
+    assert written["model.pt"].read_bytes() == written["model.pth"].read_bytes() == written["model.bin"].read_bytes()
+    assert written["model.pt"].read_bytes()[:4] == b"PK\x03\x04"
+    compared = subprocess.run(["/usr/bin/python3", "-c", UPSTREAM_COMPARE, str(REPO / "python" / "torchnative"),
+                               str(initial), str(written["model.pt"]), str(written["model.bin"])],
+                              capture_output=True, text=True, timeout=120, env={})
+    assert compared.returncode == 0 and compared.stdout.strip() == "agree", compared.stderr
+    # The coordinator's own reader of torch files takes it back as the same model.
+    again = create_task_with(coordinator, written["model.pt"])
+    assert again.returncode == 0, again.stderr
+    back = tmp_path / "back.safetensors"
+    admin_json(coordinator, "fetch-model", json.loads(again.stdout)["initial_model_version"], "--out", str(back))
+    assert back.read_bytes() == initial.read_bytes()
+    refused = subprocess.run(coordinator["admin"] + ["fetch-model", version, "--out", str(tmp_path / "x"),
+                                                     "--format", "pickle"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "--format: expected safetensors or torch, got 'pickle'" in refused.stderr, \
+        refused.stderr
+
+
 def test_the_admin_help_says_how_to_convert_and_what_the_digest_is(coordinator):
     def help_of(command):
         return subprocess.run(coordinator["admin"] + ["help", command], capture_output=True, text=True,
                               timeout=30, check=True).stdout
     assert "torch.save file of a state_dict" in " ".join(help_of("create-task").split())
     fetch = " ".join(help_of("fetch-model").split())
-    assert "to-torch" in fetch and "python -m torchnative.model_files digest FILE" in fetch
+    assert "python -m torchnative.model_files digest FILE" in fetch
+    assert "torch.save file of its state_dict" in fetch and "--format FORMAT" in fetch and ".pt or .pth" in fetch

@@ -8,6 +8,8 @@
 // `torchnative-admin --help` lists the commands, `torchnative-admin help COMMAND` a command's flags.
 #include <grpcpp/grpcpp.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -37,6 +39,9 @@ struct RpcFailed : std::runtime_error {
                            status.error_message()) {}
 };
 
+// What fetch-model writes: safetensors, a torch.save file, or as --out's extension says.
+enum class ModelFormat { ByExtension, Safetensors, Torch };
+
 struct CreateTaskFlags {
   std::string strategy, params = "{}";
   uint32_t rounds = 0, devices_per_round = 0, min_updates = 0, min_available = 0;
@@ -53,6 +58,7 @@ struct Words {
   CreateTaskFlags create;
   std::string task_id, reason;                  // stop-task, rounds, status
   std::string model_version, out_path, digest;  // fetch-model
+  ModelFormat out_format = ModelFormat::ByExtension;
   std::string events_task;
   uint64_t events_count = 0;
   std::optional<uint64_t> events_since;
@@ -158,12 +164,19 @@ void declare(tn::cli::Command& program, Words& words) {
       .into(words.task_id);
   tn::cli::Command& fetch = program.subcommand(
       "fetch-model",
-      "writes a model version the coordinator has to a safetensors file (torchnative.model_files.load "
-      "reads it; python -m torchnative.model_files to-torch converts it to a torch.save file); prints "
-      "the version and its blake2b_256, the model's content digest over its tensor table and data "
+      "writes a model version the coordinator has to a file: safetensors (torchnative.model_files.load "
+      "reads it) or a torch.save file of its state_dict (torch.load reads it; --format, or an --out "
+      "ending in .pt or .pth); prints the version, the file's format and the version's blake2b_256, "
+      "the model's content digest over its tensor table and data, whichever the format "
       "(python -m torchnative.model_files digest FILE; docs/federated.md, Model files)");
   fetch.positional("VERSION", "the model version").into(words.model_version);
-  fetch.flag("--out", "FILE.safetensors", "where the model is written").required().into(words.out_path);
+  fetch.flag("--out", "FILE", "where the model is written").required().into(words.out_path);
+  fetch
+      .flag("--format", "FORMAT",
+            "safetensors, or torch: a torch.save file of the state_dict (an OrderedDict of "
+            "contiguous tensors), which torch.load reads, weights_only too")
+      .default_text("torch when --out ends in .pt or .pth, safetensors otherwise")
+      .choice(words.out_format, {{"safetensors", ModelFormat::Safetensors}, {"torch", ModelFormat::Torch}});
   digest_flag(fetch, words.digest, "the version's BLAKE2b-256, checked when given");
   tn::cli::Command& events = program.subcommand(
       "events",
@@ -381,7 +394,8 @@ class Admin {
     throw std::runtime_error("the coordinator ended the event stream before task '" + task_id + "' ended");
   }
 
-  json fetch_model(const std::string& version, const std::string& out_path, const std::string& digest) {
+  json fetch_model(const std::string& version, const std::string& out_path, ModelFormat format,
+                   const std::string& digest) {
     v1::FetchModelVersionPayload payload;
     payload.set_model_version(version);
     payload.set_blake2b_256(digest);
@@ -406,12 +420,20 @@ class Admin {
     if (refusal) throw std::runtime_error("FetchModelVersion: the stream was refused: " + *refusal);
     check("FetchModelVersion", status);
     tn::federated::Model model = assembler.finish();
+    const bool torch = format == ModelFormat::Torch ||
+                       (format == ModelFormat::ByExtension && (out_path.ends_with(".pt") || out_path.ends_with(".pth")));
+    const std::string bytes =
+        torch ? tn::admin::encode_torch_file(model) : tn::server::encode_safetensors(model);
     // Written aside and renamed, so a reader never sees half a file.
     const std::string temporary = out_path + ".partial";
-    std::ofstream(temporary, std::ios::binary | std::ios::trunc) << tn::server::encode_safetensors(model);
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << bytes;
+    out.close();
+    if (!out) throw std::runtime_error("--out: could not write " + temporary + ": " + std::strerror(errno));
     std::filesystem::rename(temporary, out_path);
     return {{"model_version", assembler.header().model_version()},
             {"blake2b_256", tn::server::to_hex(assembler.header().blake2b_256())},
+            {"format", torch ? "torch" : "safetensors"},
             {"path", out_path}};
   }
 
@@ -525,7 +547,7 @@ int run(const tn::cli::Command& program, const std::string& command, const Words
   else if (command == "status")
     result = admin.status(words.task_id);
   else if (command == "fetch-model")
-    result = admin.fetch_model(words.model_version, words.out_path, words.digest);
+    result = admin.fetch_model(words.model_version, words.out_path, words.out_format, words.digest);
   else if (following) {
     return admin.follow(words.follow_task) ? 0 : kTaskDidNotComplete;
   } else {

@@ -366,6 +366,183 @@ federated::Model assemble(const Value& root, const std::map<std::string, std::st
   return model;
 }
 
+// --- Writing: the same format, as torch.save lays it out ---
+
+void put_little_endian(std::string& out, uint64_t value, size_t width) {
+  for (size_t i = 0; i < width; ++i) out += char(uint8_t(value >> (8 * i)));
+}
+
+// The pickle of a state_dict, protocol 2, in the opcodes Unpickler reads above (and upstream's
+// weights_only unpickler allows): an OrderedDict of _rebuild_tensor_v2 calls, each tensor on its
+// own storage, the storage `i` of the i-th tensor.
+class Pickler {
+ public:
+  void str(std::string_view text) {
+    out_ += 'X';
+    put_little_endian(out_, text.size(), 4);
+    out_ += text;
+  }
+  void integer(uint64_t value) {
+    if (value < 0x100) {
+      out_ += 'K';
+      put_little_endian(out_, value, 1);
+    } else if (value < 0x10000) {
+      out_ += 'M';
+      put_little_endian(out_, value, 2);
+    } else if (value < 0x80000000) {
+      out_ += 'J';
+      put_little_endian(out_, value, 4);
+    } else {  // LONG1, 8 bytes: a two's complement int64, and these are below 2^63
+      out_ += "\x8a\x08";
+      put_little_endian(out_, value, 8);
+    }
+  }
+  void global(std::string_view module, std::string_view name) {
+    out_ += 'c';
+    out_ += module;
+    out_ += '\n';
+    out_ += name;
+    out_ += '\n';
+  }
+  void integers(const std::vector<int64_t>& values) {
+    out_ += '(';
+    for (int64_t value : values) integer(uint64_t(value));
+    out_ += 't';
+  }
+  void empty_ordered_dict() {
+    global("collections", "OrderedDict");
+    out_ += ")R";
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+const char* storage_type_of(ScalarType dtype) {
+  for (const auto& [name, type] : kStorageDtypes)
+    if (type == dtype) return name;
+  throw std::runtime_error("a dtype torch.save has no storage type for here");
+}
+
+std::string state_dict_pickle(const federated::Model& model) {
+  Pickler pickle;
+  pickle.out() += "\x80\x02";
+  pickle.empty_ordered_dict();
+  pickle.out() += '(';
+  for (size_t i = 0; i < model.tensors.size(); ++i) {
+    const federated::NamedTensor& tensor = model.tensors[i];
+    std::vector<int64_t> stride(tensor.shape.size());
+    int64_t step = 1;
+    for (size_t d = stride.size(); d-- > 0;) {
+      stride[d] = step;
+      step *= std::max<int64_t>(tensor.shape[d], 1);
+    }
+    pickle.str(tensor.name);
+    pickle.global("torch._utils", "_rebuild_tensor_v2");
+    pickle.out() += "((";  // the arguments, then the storage's persistent id
+    pickle.str("storage");
+    const std::string storage_type = storage_type_of(tensor.dtype);
+    pickle.global("torch", storage_type.substr(storage_type.find('.') + 1));
+    pickle.str(std::to_string(i));
+    pickle.str("cpu");
+    pickle.integer(uint64_t(tensor.numel()));
+    pickle.out() += "tQ";
+    pickle.integer(0);  // storage offset
+    pickle.integers({tensor.shape.begin(), tensor.shape.end()});
+    pickle.integers(stride);
+    pickle.out() += '\x89';  // requires_grad False
+    pickle.empty_ordered_dict();  // backward hooks
+    pickle.out() += "tR";
+  }
+  pickle.out() += "u.";
+  return std::move(pickle.out());
+}
+
+uint32_t crc32(std::string_view bytes) {
+  static const std::vector<uint32_t> table = [] {
+    std::vector<uint32_t> entries(256);
+    for (uint32_t n = 0; n < 256; ++n) {
+      uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      entries[n] = c;
+    }
+    return entries;
+  }();
+  uint32_t c = 0xffffffffu;
+  for (char byte : bytes) c = table[(c ^ uint8_t(byte)) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+// A zip archive of stored records, each record's data aligned to 64 bytes by an extra field, as
+// torch.save's PyTorchStreamWriter writes it (so upstream can also map the file).
+class ZipWriter {
+ public:
+  void add(const std::string& name, std::string_view data) {
+    constexpr size_t kAlignment = 64, kLocalHeaderBytes = 30, kPaddingFieldHeader = 4;
+    const size_t unpadded = out_.size() + kLocalHeaderBytes + name.size() + kPaddingFieldHeader;
+    const size_t padding = (kAlignment - unpadded % kAlignment) % kAlignment;
+    const uint32_t checksum = crc32(data);
+    const uint64_t offset = out_.size();
+    if (offset + unpadded + padding + data.size() >= 0xffffffffu)
+      throw std::runtime_error("the model is 4 GiB or more, past what a torch.save file without zip64 "
+                               "records holds; write safetensors instead");
+    put_little_endian(out_, 0x04034b50, 4);
+    header_fields(out_, checksum, data.size(), name.size(), kPaddingFieldHeader + padding);
+    out_ += name;
+    put_little_endian(out_, 0x4246, 2);  // "FB", torch's padding field
+    put_little_endian(out_, padding, 2);
+    out_.append(padding, 'Z');
+    out_ += data;
+    put_little_endian(directory_, 0x02014b50, 4);
+    put_little_endian(directory_, 0, 2);  // made by
+    header_fields(directory_, checksum, data.size(), name.size(), 0);
+    put_little_endian(directory_, 0, 2);  // comment length
+    put_little_endian(directory_, 0, 2);  // disk
+    put_little_endian(directory_, 0, 2);  // internal attributes
+    put_little_endian(directory_, 0, 4);  // external attributes
+    put_little_endian(directory_, offset, 4);
+    directory_ += name;
+    ++records_;
+  }
+
+  std::string finish() && {
+    const uint64_t directory_at = out_.size();
+    if (directory_at + directory_.size() >= 0xffffffffu || records_ >= 0xffff)
+      throw std::runtime_error("the model is 4 GiB or more, or has 65,535 tensors or more, past what a "
+                               "torch.save file without zip64 records holds; write safetensors instead");
+    out_ += directory_;
+    put_little_endian(out_, 0x06054b50, 4);
+    put_little_endian(out_, 0, 2);  // this disk
+    put_little_endian(out_, 0, 2);  // the directory's disk
+    put_little_endian(out_, records_, 2);
+    put_little_endian(out_, records_, 2);
+    put_little_endian(out_, directory_.size(), 4);
+    put_little_endian(out_, directory_at, 4);
+    put_little_endian(out_, 0, 2);  // comment length
+    return std::move(out_);
+  }
+
+ private:
+  // From "version needed" to "extra field length", alike in local and central headers.
+  static void header_fields(std::string& out, uint32_t checksum, uint64_t size, size_t name_bytes,
+                            size_t extra_bytes) {
+    put_little_endian(out, 20, 2);  // version needed: 2.0
+    put_little_endian(out, 0, 2);   // flags
+    put_little_endian(out, 0, 2);   // stored
+    put_little_endian(out, 0, 2);   // time
+    put_little_endian(out, 0x21, 2);  // date: 1980-01-01
+    put_little_endian(out, checksum, 4);
+    put_little_endian(out, size, 4);  // compressed
+    put_little_endian(out, size, 4);
+    put_little_endian(out, name_bytes, 2);
+    put_little_endian(out, extra_bytes, 2);
+  }
+
+  std::string out_, directory_;
+  uint64_t records_ = 0;
+};
+
 }  // namespace
 
 bool is_zip_archive(std::string_view bytes) { return bytes.starts_with("PK\x03\x04"); }
@@ -387,6 +564,19 @@ federated::Model decode_torch_file(std::string_view bytes, const std::string& pa
     throw std::runtime_error("model: " + path +
                              ": not a torch.save file of a state_dict read here: " + error.what());
   }
+}
+
+std::string encode_torch_file(const federated::Model& model) {
+  ZipWriter zip;
+  zip.add("archive/data.pkl", state_dict_pickle(model));
+  zip.add("archive/byteorder", "little");
+  for (size_t i = 0; i < model.tensors.size(); ++i) {
+    const federated::NamedTensor& tensor = model.tensors[i];
+    zip.add("archive/data/" + std::to_string(i),
+            {reinterpret_cast<const char*>(tensor.data.get()), tensor.nbytes});
+  }
+  zip.add("archive/version", "3\n");
+  return std::move(zip).finish();
 }
 
 }  // namespace tn::admin
