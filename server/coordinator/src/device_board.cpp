@@ -139,10 +139,19 @@ void DeviceBoard::release(const std::vector<federated::DeviceId>& devices) {
   arrived_.notify_all();
 }
 
-void DeviceBoard::wait_for_arrival(std::chrono::milliseconds wait) {
+void DeviceBoard::wait_for_arrival(std::chrono::milliseconds wait, const std::function<bool()>& interrupted) {
   std::unique_lock lock(mutex_);
   const uint64_t seen = arrivals_;
-  arrived_.wait_for(lock, wait, [&] { return closed_ || arrivals_ != seen; });
+  arrived_.wait_for(lock, wait,
+                    [&] { return closed_ || arrivals_ != seen || (interrupted && interrupted()); });
+}
+
+void DeviceBoard::wake() {
+  {
+    // Under the lock, so a waiter that found `interrupted` false is asleep before this notifies.
+    std::lock_guard lock(mutex_);
+  }
+  arrived_.notify_all();
 }
 
 size_t DeviceBoard::waiting() const {

@@ -72,8 +72,11 @@ class DeviceBoard {
                                               uint64_t round_id) const;
   // Ends the reservations of a round's devices, with their undelivered assignments and configurations.
   void release(const std::vector<federated::DeviceId>& devices);
-  // Returns once a device starts waiting, the board closes, or `wait` passes.
-  void wait_for_arrival(std::chrono::milliseconds wait);
+  // Returns once a device starts waiting, the board closes, `wait` passes, or `interrupted`
+  // (called under the board's lock) holds: at once if it holds already, or on the next wake().
+  void wait_for_arrival(std::chrono::milliseconds wait, const std::function<bool()>& interrupted = {});
+  // Wakes every wait_for_arrival to look at its `interrupted` again (a task loop told to stop).
+  void wake();
   size_t waiting() const;
   // A request from the device other than CheckIn: a Heartbeat, with the state it reports, or a
   // FetchTask.

@@ -24,7 +24,7 @@ using federated::DeviceId;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// How often a loop waiting for devices looks at its stop and deadline flags.
+// How often a loop waiting for devices looks at its deadline (a stop or a drain wakes it at once).
 constexpr milliseconds kIdlePoll{250};
 // The model is broadcast in pieces of this size (DataPlane.broadcast_piece_bytes), each copied
 // out of the tensors into one staging buffer: the hub holds the model once plus one piece.
@@ -197,13 +197,19 @@ TaskRunner::~TaskRunner() {
 }
 
 void TaskRunner::stop(const std::string& reason) {
-  std::lock_guard lock(mutex_);
-  if (!stop_reason_) stop_reason_ = reason;
+  {
+    std::lock_guard lock(mutex_);
+    if (!stop_reason_) stop_reason_ = reason;
+  }
+  services_.board.wake();  // a loop waiting for devices stops now, not at its next look
 }
 
 void TaskRunner::drain() {
-  std::lock_guard lock(mutex_);
-  draining_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  services_.board.wake();
 }
 
 void TaskRunner::join() {
@@ -277,7 +283,8 @@ bool TaskRunner::run_round() {
   if (selected.empty()) {
     note_waiting(available, eligible_count);
     log_waiting(available, eligible_count);
-    services_.board.wait_for_arrival(kIdlePoll);
+    // The board's lock is taken before the runner's (halted), never the other way round.
+    services_.board.wait_for_arrival(kIdlePoll, [this] { return halted(); });
     return true;
   }
   waiting_since_.reset();

@@ -153,6 +153,31 @@ TEST_F(AdminTaskViews, ARoundCutOffByARestartIsInterrupted) {
   EXPECT_EQ(response.task().state(), v1::TASK_STATE_RUNNING);
 }
 
+// A stop wakes a task loop that waits for devices: the task is stopped at once, not when the
+// loop next looks (up to 250 ms later before: this test, catching the loop at the start of its
+// wait, found it stopped after 251-254 ms).
+TEST_F(AdminTaskViews, StopTaskEndsATaskWaitingForDevicesAtOnce) {
+  ASSERT_EQ(get_task_once_waiting("mnist").task().current_round().state(), v1::ROUND_STATE_WAITING_FOR_DEVICES);
+  v1::StopTaskPayload payload;
+  payload.set_task_id("mnist");
+  payload.set_reason("enough");
+  v1::StopTaskResponse stopped;
+  const auto asked = std::chrono::steady_clock::now();
+  const grpc::Status status = call("StopTask", payload, &v1::AdminService::Stub::StopTask, stopped);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  v1::GetTaskResponse response = get_task("mnist");
+  while (response.task().state() == v1::TASK_STATE_RUNNING &&
+         std::chrono::steady_clock::now() - asked < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    response = get_task("mnist");
+  }
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(response.task().state(), v1::TASK_STATE_STOPPED);
+  EXPECT_EQ(response.task().state_reason(), "enough");
+  EXPECT_LT(took, std::chrono::milliseconds(100))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+}
+
 TEST_F(AdminTaskViews, ListTasksListsEveryTaskAndGetTaskRefusesAnUnknownOne) {
   v1::ListTasksResponse listed;
   ASSERT_TRUE(call("ListTasks", v1::ListTasksPayload(), &v1::AdminService::Stub::ListTasks, listed).ok());
