@@ -1,0 +1,116 @@
+// Per-round keys: X25519 key pairs signed with the device's Ed25519 identity, and the pairwise
+// mask seed from key agreement (secure_aggregation.h).
+#include <string>
+
+#include "secagg_internal.h"
+
+namespace tn::federated::secagg {
+namespace {
+
+using Reason = SecAggRefused::Reason;
+
+void append(std::vector<uint8_t>& out, const void* data, size_t size) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  out.insert(out.end(), bytes, bytes + size);
+}
+
+void append_number(std::vector<uint8_t>& out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
+}
+
+// Length-prefixed, so that no two (round, device, keys) tuples serialise alike.
+void append_round(std::vector<uint8_t>& out, std::string_view round_id) {
+  append_number(out, round_id.size());
+  append(out, round_id.data(), round_id.size());
+}
+
+// What the identity signs: a domain tag, the round, the device index and both public keys.
+std::vector<uint8_t> signed_message(const KeyAdvertisement& advertisement, std::string_view round_id) {
+  constexpr std::string_view kTag = "torchnative secagg+ round keys v1";
+  std::vector<uint8_t> message;
+  append(message, kTag.data(), kTag.size());
+  append_round(message, round_id);
+  append_number(message, advertisement.device);
+  append(message, advertisement.mask_key.data(), advertisement.mask_key.size());
+  append(message, advertisement.channel_key.data(), advertisement.channel_key.size());
+  return message;
+}
+
+Bytes32 public_key_of(const Bytes32& secret) {
+  Bytes32 public_key{};
+  crypto_scalarmult_base(public_key.data(), secret.data());
+  return public_key;
+}
+
+Bytes32 random_bytes() {
+  Bytes32 bytes{};
+  randombytes_buf(bytes.data(), bytes.size());
+  return bytes;
+}
+
+}  // namespace
+
+IdentityKeys IdentityKeys::generate() {
+  detail::require_sodium();
+  IdentityKeys keys;
+  crypto_sign_keypair(keys.public_key.data(), keys.secret_key.data());
+  return keys;
+}
+
+RoundSecrets RoundSecrets::generate() {
+  detail::require_sodium();
+  return RoundSecrets{random_bytes(), random_bytes(), random_bytes()};
+}
+
+KeyAdvertisement RoundSecrets::advertise(DeviceIndex device, std::string_view round_id,
+                                         const IdentityKeys& identity) const {
+  KeyAdvertisement advertisement{device, public_key_of(mask_secret), public_key_of(channel_secret), {}};
+  std::vector<uint8_t> message = signed_message(advertisement, round_id);
+  crypto_sign_detached(advertisement.signature.data(), nullptr, message.data(), message.size(),
+                       identity.secret_key.data());
+  return advertisement;
+}
+
+void verify_advertisement(const KeyAdvertisement& advertisement, std::string_view round_id,
+                          const Bytes32& identity_key) {
+  detail::require_sodium();
+  std::vector<uint8_t> message = signed_message(advertisement, round_id);
+  if (crypto_sign_verify_detached(advertisement.signature.data(), message.data(), message.size(),
+                                  identity_key.data()) != 0)
+    throw SecAggRefused(Reason::BadSignature, "secure aggregation: the round keys of device " +
+                                                  std::to_string(advertisement.device) + " for round '" +
+                                                  std::string(round_id) + "' are not signed by its identity");
+}
+
+Bytes32 pairwise_seed(const Bytes32& my_mask_secret, DeviceIndex me, const Bytes32& peer_mask_key,
+                      DeviceIndex peer, std::string_view round_id) {
+  detail::require_sodium();
+  if (me == peer)
+    throw SecAggRefused(Reason::Parameter, "secure aggregation: device " + std::to_string(me) +
+                                               " cannot agree a seed with itself");
+  Bytes32 shared{};
+  // libsodium refuses a peer key of small order, whose shared secret would be all zeros.
+  if (crypto_scalarmult(shared.data(), my_mask_secret.data(), peer_mask_key.data()) != 0)
+    throw SecAggRefused(Reason::BadKey, "secure aggregation: the mask key of device " + std::to_string(peer) +
+                                            " has small order");
+  // Hashing both public keys with the shared point, as libsodium's documentation advises, binds
+  // the seed to this pair of keys; the indices and round bind it to this pair of devices and round.
+  Bytes32 my_key = public_key_of(my_mask_secret);
+  bool me_first = me < peer;
+  std::vector<uint8_t> input;
+  constexpr std::string_view kTag = "torchnative secagg+ pairwise seed v1";
+  append(input, kTag.data(), kTag.size());
+  append(input, shared.data(), shared.size());
+  append_number(input, me_first ? me : peer);
+  append(input, (me_first ? my_key : peer_mask_key).data(), 32);
+  append_number(input, me_first ? peer : me);
+  append(input, (me_first ? peer_mask_key : my_key).data(), 32);
+  append_round(input, round_id);
+  Bytes32 seed{};
+  crypto_generichash(seed.data(), seed.size(), input.data(), input.size(), nullptr, 0);
+  sodium_memzero(shared.data(), shared.size());
+  sodium_memzero(input.data(), input.size());
+  return seed;
+}
+
+}  // namespace tn::federated::secagg

@@ -1,0 +1,52 @@
+// What the SecAgg+ sources share and the public header does not show: libsodium's start-up, the
+// ChaCha20 keystream that masks and the graph's random order are drawn from, and mask arithmetic.
+#pragma once
+
+#include <sodium.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "federated/secure_aggregation.h"
+
+namespace tn::federated::secagg::detail {
+
+// sodium_init() once per process; throws Error if libsodium cannot start (no entropy source).
+void require_sodium();
+
+// The ChaCha20 (IETF) keystream under a 32-byte key and the all-zero nonce, read as little-endian
+// 32-bit words. A zero nonce is safe because every key here (self-mask seeds, pairwise seeds,
+// graph seeds) is fresh per round and used for one stream only.
+class KeyStream {
+ public:
+  explicit KeyStream(const Bytes32& key);
+  ~KeyStream();
+  KeyStream(const KeyStream&) = delete;
+  KeyStream& operator=(const KeyStream&) = delete;
+
+  uint32_t next_word();
+  // Uniform in [0, bound) by rejection, so that no value is favoured; bound > 0.
+  uint32_t uniform_below(uint32_t bound);
+
+ private:
+  void refill();
+
+  static constexpr size_t kBlocksPerRefill = 64;  // 4 KiB per libsodium call
+  Bytes32 key_;
+  std::array<uint8_t, kBlocksPerRefill * 64> buffer_{};
+  size_t position_ = buffer_.size();
+  uint64_t next_block_ = 0;
+};
+
+// Refuses (Parameter) a width outside [1, 32].
+void check_bits(unsigned bits);
+uint32_t word_mask(unsigned bits);
+
+enum class Sign { Add, Subtract };
+// vector +/- the keystream of `seed`, word by word, modulo 2^bits.
+void apply_mask(std::vector<uint32_t>& vector, const Bytes32& seed, Sign sign, unsigned bits);
+
+}  // namespace tn::federated::secagg::detail
