@@ -155,7 +155,9 @@ struct HeldShares {
 enum class ShareKind { SelfMaskSeed, MaskSecret };
 
 // The coordinator's request at the unmask stage: the self-mask shares of devices whose masked
-// input is in the sum, the mask-secret shares of devices whose input is not.
+// input is in the sum, the mask-secret shares of devices that shared their keys (so that their
+// neighbours masked with them) but whose masked input is not in the sum. A device gone before
+// sharing its keys is in neither list: no one masked with it.
 struct UnmaskRequest {
   std::vector<DeviceIndex> survivors;
   std::vector<DeviceIndex> dropped;
