@@ -90,7 +90,7 @@ struct RoundSecrets {
 void verify_advertisement(const KeyAdvertisement& advertisement, std::string_view round_id,
                           const Bytes32& identity_key);
 
-// The pairwise mask seed of devices `me` and `peer`: BLAKE2b of their X25519 shared secret, both
+// The pairwise mask seed of devices `me` and `peer`: BLAKE2b of their X25519 shared point, both
 // public keys and indices in device order and the round. Both ends (and the coordinator with a
 // dropped device's reconstructed secret) get the same seed. Refuses a peer key that gives no
 // shared secret (BadKey) and me == peer.
@@ -145,13 +145,29 @@ class NeighbourGraph {
   std::vector<std::vector<DeviceIndex>> neighbours_;
 };
 
-// ---- Unmasking after dropouts (unmasking.cpp) -------------------------------------------------
-// What a device holds for one neighbour after the share-keys stage.
+// ---- Shares between devices (envelope.cpp) ----------------------------------------------------
+// What a device deals each neighbour at the share-keys stage, and holds for it afterwards.
 struct HeldShares {
   Share self_mask_seed;
   Share mask_secret;
 };
 
+// The shares `sender` deals `recipient`, for the coordinator to relay: XChaCha20-Poly1305 under a
+// key both agree from their channel keys (X25519 and BLAKE2b, as pairwise_seed, for another
+// purpose), with the round, sender and recipient as associated data, so that the coordinator can
+// neither read, alter, redirect nor replay them into another round.
+std::vector<uint8_t> seal_shares(const HeldShares& shares, const Bytes32& my_channel_secret,
+                                 DeviceIndex sender, const Bytes32& recipient_channel_key,
+                                 DeviceIndex recipient, std::string_view round_id);
+
+// Refuses (BadEnvelope, naming sender and recipient) an envelope that does not authenticate for
+// this round and pair, is malformed, or holds shares dealt at a point other than recipient + 1;
+// and what pairwise_seed refuses.
+HeldShares open_shares(const std::vector<uint8_t>& envelope, const Bytes32& my_channel_secret,
+                       DeviceIndex recipient, const Bytes32& sender_channel_key, DeviceIndex sender,
+                       std::string_view round_id);
+
+// ---- Unmasking after dropouts (unmasking.cpp) -------------------------------------------------
 enum class ShareKind { SelfMaskSeed, MaskSecret };
 
 // The coordinator's request at the unmask stage: the self-mask shares of devices whose masked

@@ -1,5 +1,5 @@
-// Per-round keys: X25519 key pairs signed with the device's Ed25519 identity, and the pairwise
-// mask seed from key agreement (secure_aggregation.h).
+// Per-round keys: X25519 key pairs signed with the device's Ed25519 identity, and the keys two
+// devices agree from them: pairwise mask seeds and share channels (secure_aggregation.h).
 #include <string>
 
 #include "secagg_internal.h"
@@ -8,21 +8,9 @@ namespace tn::federated::secagg {
 namespace {
 
 using Reason = SecAggRefused::Reason;
-
-void append(std::vector<uint8_t>& out, const void* data, size_t size) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  out.insert(out.end(), bytes, bytes + size);
-}
-
-void append_number(std::vector<uint8_t>& out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(value >> (8 * i)));
-}
-
-// Length-prefixed, so that no two (round, device, keys) tuples serialise alike.
-void append_round(std::vector<uint8_t>& out, std::string_view round_id) {
-  append_number(out, round_id.size());
-  append(out, round_id.data(), round_id.size());
-}
+using detail::append;
+using detail::append_number;
+using detail::append_round;
 
 // What the identity signs: a domain tag, the round, the device index and both public keys.
 std::vector<uint8_t> signed_message(const KeyAdvertisement& advertisement, std::string_view round_id) {
@@ -82,35 +70,44 @@ void verify_advertisement(const KeyAdvertisement& advertisement, std::string_vie
                                                   std::string(round_id) + "' are not signed by its identity");
 }
 
-Bytes32 pairwise_seed(const Bytes32& my_mask_secret, DeviceIndex me, const Bytes32& peer_mask_key,
-                      DeviceIndex peer, std::string_view round_id) {
-  detail::require_sodium();
+namespace detail {
+
+Bytes32 agreed_key(std::string_view purpose, const Bytes32& my_secret, DeviceIndex me,
+                   const Bytes32& peer_key, DeviceIndex peer, std::string_view round_id) {
+  require_sodium();
   if (me == peer)
     throw SecAggRefused(Reason::Parameter, "secure aggregation: device " + std::to_string(me) +
-                                               " cannot agree a seed with itself");
+                                               " cannot agree a key with itself");
   Bytes32 shared{};
   // libsodium refuses a peer key of small order, whose shared secret would be all zeros.
-  if (crypto_scalarmult(shared.data(), my_mask_secret.data(), peer_mask_key.data()) != 0)
-    throw SecAggRefused(Reason::BadKey, "secure aggregation: the mask key of device " + std::to_string(peer) +
-                                            " has small order");
+  if (crypto_scalarmult(shared.data(), my_secret.data(), peer_key.data()) != 0)
+    throw SecAggRefused(Reason::BadKey,
+                        "secure aggregation: the key of device " + std::to_string(peer) + " has small order");
   // Hashing both public keys with the shared point, as libsodium's documentation advises, binds
-  // the seed to this pair of keys; the indices and round bind it to this pair of devices and round.
-  Bytes32 my_key = public_key_of(my_mask_secret);
+  // the key to this pair of keys; the indices and round bind it to this pair of devices and round.
+  Bytes32 my_key = public_key_of(my_secret);
   bool me_first = me < peer;
   std::vector<uint8_t> input;
-  constexpr std::string_view kTag = "torchnative secagg+ pairwise seed v1";
-  append(input, kTag.data(), kTag.size());
+  append(input, purpose.data(), purpose.size());
   append(input, shared.data(), shared.size());
   append_number(input, me_first ? me : peer);
-  append(input, (me_first ? my_key : peer_mask_key).data(), 32);
+  append(input, (me_first ? my_key : peer_key).data(), 32);
   append_number(input, me_first ? peer : me);
-  append(input, (me_first ? peer_mask_key : my_key).data(), 32);
+  append(input, (me_first ? peer_key : my_key).data(), 32);
   append_round(input, round_id);
-  Bytes32 seed{};
-  crypto_generichash(seed.data(), seed.size(), input.data(), input.size(), nullptr, 0);
+  Bytes32 key{};
+  crypto_generichash(key.data(), key.size(), input.data(), input.size(), nullptr, 0);
   sodium_memzero(shared.data(), shared.size());
   sodium_memzero(input.data(), input.size());
-  return seed;
+  return key;
+}
+
+}  // namespace detail
+
+Bytes32 pairwise_seed(const Bytes32& my_mask_secret, DeviceIndex me, const Bytes32& peer_mask_key,
+                      DeviceIndex peer, std::string_view round_id) {
+  return detail::agreed_key("torchnative secagg+ pairwise seed v1", my_mask_secret, me, peer_mask_key, peer,
+                            round_id);
 }
 
 }  // namespace tn::federated::secagg

@@ -7,7 +7,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "federated/secure_aggregation.h"
@@ -44,6 +46,21 @@ class KeyStream {
 // Refuses (Parameter) a width outside [1, 32].
 void check_bits(unsigned bits);
 uint32_t word_mask(unsigned bits);
+
+// A 32-byte key for `purpose` that devices `me` and `peer` (or the coordinator holding a dropped
+// device's reconstructed secret) agree on: BLAKE2b of their X25519 shared point, both public keys
+// and indices in device order, and the round. Refuses me == peer and a peer key of small order.
+Bytes32 agreed_key(std::string_view purpose, const Bytes32& my_secret, DeviceIndex me,
+                   const Bytes32& peer_key, DeviceIndex peer, std::string_view round_id);
+
+// Byte encodings for what is signed, hashed or encrypted (encoding.cpp): numbers as 8 bytes
+// little-endian; the round id length-prefixed, so that no two (round, following fields) encode
+// alike.
+void append(std::vector<uint8_t>& out, const void* data, size_t size);
+void append_number(std::vector<uint8_t>& out, uint64_t value);
+void append_round(std::vector<uint8_t>& out, std::string_view round_id);
+// Reads 8 bytes at `offset` and advances it; nothing if fewer remain.
+std::optional<uint64_t> read_number(const std::vector<uint8_t>& in, size_t& offset);
 
 enum class Sign { Add, Subtract };
 // vector +/- the keystream of `seed`, word by word, modulo 2^bits.

@@ -1,7 +1,8 @@
 // SecAgg+ end to end in memory: n devices advertise signed keys, share their secrets with their
-// neighbours, mask quantised inputs; some vanish after sharing and some after sending their masked
-// input; the coordinator reconstructs what it may and recovers the survivors' sum bit for bit.
-// No transport: messages are function calls, and the coordinator's choices are explicit.
+// neighbours in envelopes the coordinator relays and mask quantised inputs; some vanish after
+// sharing and some after sending their masked input; the coordinator reconstructs what it may and
+// recovers the survivors' sum bit for bit. No transport: messages are function calls, and the
+// coordinator's choices are explicit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,21 +63,35 @@ class SimulatedRound {
     return advertised;
   }
 
-  // Stage 2: each device checks its neighbours' keys against their registered identities, then
-  // deals shares of its self-mask seed and mask secret to them (holder point = index + 1).
+  // Stage 2: each device checks its neighbours' keys against their registered identities and
+  // deals shares of its self-mask seed and mask secret to them (holder point = index + 1), each
+  // sealed for its recipient; the coordinator relays the envelopes and the recipients open them.
   void share_keys(const std::map<DeviceIndex, KeyAdvertisement>& advertised) {
+    struct Envelope {
+      DeviceIndex sender, recipient;
+      std::vector<uint8_t> bytes;
+    };
+    std::vector<Envelope> relayed;
     for (DeviceIndex d = 0; d < devices_.size(); ++d) {
       std::vector<uint32_t> points;
       for (DeviceIndex peer : graph_.neighbours(d)) {
         verify_advertisement(advertised.at(peer), kRound, devices_[peer].identity.public_key);
         points.push_back(peer + 1);
       }
-      std::vector<Share> self =
-          shamir_split(devices_[d].secrets.self_mask_seed, parameters_.threshold, points);
-      std::vector<Share> secret =
-          shamir_split(devices_[d].secrets.mask_secret, parameters_.threshold, points);
-      for (size_t i = 0; i < points.size(); ++i) devices_[points[i] - 1].held[d] = {self[i], secret[i]};
+      const RoundSecrets& secrets = devices_[d].secrets;
+      std::vector<Share> self = shamir_split(secrets.self_mask_seed, parameters_.threshold, points);
+      std::vector<Share> secret = shamir_split(secrets.mask_secret, parameters_.threshold, points);
+      for (size_t i = 0; i < points.size(); ++i) {
+        DeviceIndex peer = points[i] - 1;
+        relayed.push_back({d, peer,
+                           seal_shares({self[i], secret[i]}, secrets.channel_secret, d,
+                                       advertised.at(peer).channel_key, peer, kRound)});
+      }
     }
+    for (const Envelope& envelope : relayed)
+      devices_[envelope.recipient].held[envelope.sender] =
+          open_shares(envelope.bytes, devices_[envelope.recipient].secrets.channel_secret, envelope.recipient,
+                      advertised.at(envelope.sender).channel_key, envelope.sender, kRound);
   }
 
   // Stage 3: the devices in `senders` mask their inputs; the coordinator adds them up.
