@@ -503,6 +503,9 @@ std::optional<v1::Assignment> Device::check_in() {
   payload.set_max_wait_ms(uint32_t(impl_->options.check_in_wait.count()));
   payload.set_round_transport(impl_->options.round_transport);
   for (const std::string& task_id : impl_->followed_tasks) payload.add_followed_task_ids(task_id);
+  // So that a CheckIn made after the last task ended (this device between two CheckIns then) is
+  // answered at once rather than held for its wait.
+  payload.set_saw_running_task(impl_->saw_running_task);
   v1::CheckInRequest request;
   impl_->sign(request, kCheckIn, payload);
   v1::CheckInResponse response;

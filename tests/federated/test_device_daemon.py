@@ -159,6 +159,39 @@ def test_devices_learn_that_their_task_ended_at_once_not_when_their_check_in_wai
     assert exited - ended < 5 and said_waiting - ended < 5, (exited - ended, said_waiting - ended)
 
 
+def test_a_device_between_two_check_ins_when_the_task_ends_learns_of_it_at_its_next_one(tmp_path):
+    """A device told a task was running, never selected, that is between two CheckIns when the
+    task ends (no hold for the end to answer): its next CheckIn says it saw a task running, and is
+    answered at once that none is. Frozen (SIGSTOP) once told, through the end, so it is certainly
+    between two CheckIns then; before CheckInPayload.saw_running_task it was held for its whole
+    wait (4 s here) before it learned, and exited 4.0 s after it was resumed."""
+    wait_ms = 4000
+    for coordinator in start_coordinator(tmp_path, check_in_wait_bound_ms=60000):
+        device = Device(grpc_address(coordinator), tmp_path, "--check-in-wait-ms", str(wait_ms))
+        try:
+            wait_for("the device held in a CheckIn", lambda: checked_in(coordinator) == 1, 30)
+            # A round of 5 never starts, so the task runs until it is stopped.
+            task = create_fedavg_task(coordinator, tmp_path, MODEL, rounds=1, per_round=5, min_updates=5,
+                                      min_available=5, timeout_ms=20000)
+            # Its hold from before the task has passed and it holds another: it has been told a task runs.
+            time.sleep(wait_ms / 1000 + 0.5)
+            device.process.send_signal(signal.SIGSTOP)
+            # That hold passes too, answered "a task is running" into the frozen device's socket.
+            wait_for("the frozen device's hold to pass", lambda: checked_in(coordinator) == 0, wait_ms / 1000 + 10)
+            admin_json(coordinator, "stop-task", task)
+            wait_for("the task to stop", lambda: log_events(coordinator["log"], "task_stopped"), 30)
+            resumed = time.time()
+            device.process.send_signal(signal.SIGCONT)
+            assert device.exit_status(timeout=30) == 0, device.lines
+            exited = time.time()
+        finally:
+            device.process.send_signal(signal.SIGCONT)
+            device.kill()
+    print(f"the device exited {exited - resumed:.3f} s after it was resumed")
+    assert device.having("exiting") and not device.having("round"), device.lines
+    assert exited - resumed < wait_ms / 2000, exited - resumed
+
+
 def test_a_device_started_before_its_coordinator_registers_once_it_listens(tmp_path):
     port = free_port()
     device = Device(f"127.0.0.1:{port}", tmp_path, "--check-in-wait-ms", "1000")

@@ -209,7 +209,7 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext
           followed.resize(std::min(followed.size(), kMostFollowedTasks));
           // Read before the tasks are looked at, so that a task ending from here on answers the hold.
           const uint64_t endings = services_.board.endings();
-          if (std::optional<v1::NoWork> ended = work_already_ended(followed)) {
+          if (std::optional<v1::NoWork> ended = work_already_ended(followed, payload.saw_running_task())) {
             held->answer_without_work(std::move(*ended));
             return grpc::Status::OK;
           }
@@ -242,11 +242,13 @@ void DeviceServiceImpl::describe_no_work(const std::vector<std::string>& followe
   no_work.set_running_tasks(running);
 }
 
-std::optional<v1::NoWork> DeviceServiceImpl::work_already_ended(const std::vector<std::string>& followed) {
-  if (followed.empty()) return std::nullopt;  // a device new to the work costs no look at the tasks
+std::optional<v1::NoWork> DeviceServiceImpl::work_already_ended(const std::vector<std::string>& followed,
+                                                                bool saw_running_task) {
+  // A device new to the work costs no look at the tasks.
+  if (followed.empty() && !saw_running_task) return std::nullopt;
   v1::NoWork no_work;
   describe_no_work(followed, no_work);
-  if (no_work.running_tasks() > 0 || no_work.ended_tasks().empty()) return std::nullopt;
+  if (no_work.running_tasks() > 0 || (no_work.ended_tasks().empty() && !saw_running_task)) return std::nullopt;
   return no_work;
 }
 

@@ -69,8 +69,9 @@ class DeviceServiceImpl final
   // device took part in) have ended, so that the device can tell its work is over.
   void describe_no_work(const std::vector<std::string>& followed, v1::NoWork& no_work);
   // The answer to a CheckIn that should not be held: no task runs and some of `followed` have
-  // ended (the device checked in after its task's end, which answered the holds then).
-  std::optional<v1::NoWork> work_already_ended(const std::vector<std::string>& followed);
+  // ended, or the device saw a task running (`saw_running_task`): it checked in after the end of
+  // the work, which answered the holds then.
+  std::optional<v1::NoWork> work_already_ended(const std::vector<std::string>& followed, bool saw_running_task);
   grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, const v1::HeartbeatPayload& payload,
                                 v1::HeartbeatResponse& response);
 
