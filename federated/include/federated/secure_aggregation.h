@@ -108,7 +108,9 @@ std::vector<uint32_t> mask_input(const std::vector<uint32_t>& input, unsigned bi
                                  const Bytes32& self_mask_seed, DeviceIndex me,
                                  const std::map<DeviceIndex, Bytes32>& pairwise_seeds);
 
-// sum += term modulo 2^bits (the coordinator's sum of masked inputs). Refuses different lengths.
+// sum += term modulo 2^bits (the coordinator's sum of masked inputs). Refuses, leaving the sum as
+// it was, a term of another length or with a word not below 2^bits, naming the word: the caller
+// names the device.
 void add_modular(std::vector<uint32_t>& sum, const std::vector<uint32_t>& term, unsigned bits);
 
 // ---- Neighbour graph and its parameters (graph.cpp) -------------------------------------------

@@ -29,6 +29,21 @@ void apply_mask(std::vector<uint32_t>& vector, const Bytes32& seed, Sign sign, u
 
 using detail::Sign;
 
+namespace {
+
+// Refuses (Parameter) a word of `words` not below 2^bits, naming it: a vector out of range would
+// otherwise be reduced silently and shift the sum.
+void check_words(const std::vector<uint32_t>& words, unsigned bits, const std::string& what) {
+  const uint32_t mask = detail::word_mask(bits);
+  for (size_t i = 0; i < words.size(); ++i)
+    if (words[i] > mask)
+      throw SecAggRefused(SecAggRefused::Reason::Parameter,
+                          "secure aggregation: " + what + " word " + std::to_string(i) + " is " +
+                              std::to_string(words[i]) + ", not below 2^" + std::to_string(bits));
+}
+
+}  // namespace
+
 std::vector<uint32_t> expand_mask(const Bytes32& seed, size_t length, unsigned bits) {
   detail::check_bits(bits);
   std::vector<uint32_t> mask(length, 0);
@@ -40,12 +55,7 @@ std::vector<uint32_t> mask_input(const std::vector<uint32_t>& input, unsigned bi
                                  const Bytes32& self_mask_seed, DeviceIndex me,
                                  const std::map<DeviceIndex, Bytes32>& pairwise_seeds) {
   detail::check_bits(bits);
-  const uint32_t mask = detail::word_mask(bits);
-  for (size_t i = 0; i < input.size(); ++i)
-    if (input[i] > mask)
-      throw SecAggRefused(SecAggRefused::Reason::Parameter,
-                          "secure aggregation: input word " + std::to_string(i) + " is " +
-                              std::to_string(input[i]) + ", not below 2^" + std::to_string(bits));
+  check_words(input, bits, "input");
   std::vector<uint32_t> masked = input;
   detail::apply_mask(masked, self_mask_seed, Sign::Add, bits);
   for (const auto& [peer, seed] : pairwise_seeds) {
@@ -64,6 +74,7 @@ void add_modular(std::vector<uint32_t>& sum, const std::vector<uint32_t>& term, 
     throw SecAggRefused(SecAggRefused::Reason::Parameter,
                         "secure aggregation: adding " + std::to_string(term.size()) + " words to a sum of " +
                             std::to_string(sum.size()));
+  check_words(term, bits, "masked input");
   const uint32_t mask = detail::word_mask(bits);
   for (size_t i = 0; i < sum.size(); ++i) sum[i] = (sum[i] + term[i]) & mask;
 }

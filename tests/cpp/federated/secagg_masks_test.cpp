@@ -58,6 +58,11 @@ TEST(SecAggMasks, RefusesWidthsInputsAndLengthsByName) {
   EXPECT_EQ(refusal_of([] { mask_input({1}, 8, Bytes32{}, 2, {{2, Bytes32{}}}); }).reason, Reason::Parameter);
   std::vector<uint32_t> sum(3);
   EXPECT_EQ(refusal_of([&] { add_modular(sum, {1, 2}, 8); }).reason, Reason::Parameter);
+  refusal = refusal_of([&] { add_modular(sum, {1, 2, 300}, 8); });
+  EXPECT_EQ(refusal.reason, Reason::Parameter);
+  EXPECT_NE(refusal.message.find("masked input word 2 is 300, not below 2^8"), std::string::npos)
+      << refusal.message;
+  EXPECT_EQ(sum, (std::vector<uint32_t>{0, 0, 0}));
 }
 
 }  // namespace
