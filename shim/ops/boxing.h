@@ -44,6 +44,10 @@ T unbox(const Stack& stack, size_t i) {
     return ScalarType(v.get<int64_t>());
   } else if constexpr (std::is_same_v<T, Scalar>) {
     return Args(const_cast<Stack&>(stack)).scalar(i);
+  } else if constexpr (std::is_same_v<T, Tensor>) {
+    // A Tensor result its kernel left undefined is None on the stack, as upstream's undefined
+    // tensors reach Python (convolution_backward's gradients output_mask did not ask for).
+    return v.is_none() ? Tensor() : v.get<Tensor>();
   } else {
     return v.get<T>();
   }

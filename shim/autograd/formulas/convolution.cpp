@@ -1,6 +1,8 @@
 // Derivatives of convolution (kernels/convolution.cpp), 1-D as 2-D over height 1 as the
 // forward computes it: the input's gradient is the transposed convolution of the output's,
 // the weight's the correlation of the input's patches (im2col) with the output's gradient.
+#include "convolution.h"  // onednn_convolution_backward, the kernel's domain
+
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -25,11 +27,25 @@ Tensor conv2d_weight_grad(const Tensor& patches_of, const Tensor& grad, const Te
   return ops::reshape(ops::sum(per_sample, std::vector<int64_t>{0}, false, std::nullopt), w.sizes());
 }
 
-// Gradients for a batched 2-D convolution: x (N, C, H, W) (read only for the weight's),
-// w (OC, C/G, kh, kw), g (N, OC, oh, ow). Transposed: w (C, OC/G, kh, kw), and the input's
-// gradient is the plain convolution of g.
-Stack conv2d_grads(const Saved& s, const Shape& x_sizes, const Tensor& x, const Tensor& w, const Tensor& g,
-                   const Conv& c, bool transposed) {
+// The gradients aten::convolution_backward computes (oneDNN's, as upstream's), those asked for.
+Stack kernel_grads(const Saved& s, const Tensor& x, const Tensor& w, const Tensor& g, const Conv& c) {
+  auto [dx, dw, db] =
+      ops::convolution_backward(g, x, w, Shape{w.size(0)}, c.stride, c.padding, c.dilation, false,
+                                Shape{0, 0}, c.groups, {s.needs_grad(0), s.needs_grad(1), s.needs_grad(2)});
+  Stack out(3);
+  if (s.needs_grad(0)) out[0] = dx;
+  if (s.needs_grad(1)) out[1] = dw;
+  if (s.needs_grad(2)) out[2] = db;
+  return out;
+}
+
+// Gradients for a batched 2-D convolution: x (N, C, H, W), w (OC, C/G, kh, kw),
+// g (N, OC, oh, ow). Transposed: w (C, OC/G, kh, kw), and the input's gradient is the plain
+// convolution of g.
+Stack conv2d_grads(const Saved& s, const Tensor& x, const Tensor& w, const Tensor& g, const Conv& c,
+                   bool transposed) {
+  if (!transposed && onednn_convolution_backward(g, x, w, c.stride, c.padding, c.dilation, c.groups))
+    return kernel_grads(s, x, w, g, c);
   Stack out(3);
   if (s.needs_grad(0) && transposed) {
     out[0] = ops::conv2d(g, w, std::nullopt, c.stride, c.padding, c.dilation, c.groups);
@@ -39,7 +55,7 @@ Stack conv2d_grads(const Saved& s, const Shape& x_sizes, const Tensor& x, const 
     for (size_t i = 0; i < 2; ++i) {
       int64_t produced = (g.size(int64_t(2 + i)) - 1) * c.stride[i] - 2 * c.padding[i] +
                          c.dilation[i] * (w.size(int64_t(2 + i)) - 1) + 1;
-      extra.push_back(x_sizes[2 + i] - produced);
+      extra.push_back(x.size(int64_t(2 + i)) - produced);
     }
     out[0] = ops::conv_transpose2d(g, w, std::nullopt, c.stride, c.padding, extra, c.groups, c.dilation);
   }
@@ -51,13 +67,10 @@ Stack conv2d_grads(const Saved& s, const Shape& x_sizes, const Tensor& x, const 
 // An unbatched input (one dim fewer) is a batch of one, as in the forward.
 Stack conv_grads(const Saved& s, const Tensor& grad, const Conv& c, bool one_dimensional,
                  bool transposed = false) {
-  Shape x_sizes = s.input_sizes(0);
-  Tensor x = s.needs_grad(1) ? s.input(0) : Tensor();
-  Tensor w = s.input(1), g = grad;
-  bool batched = int64_t(x_sizes.size()) == (one_dimensional ? 3 : 4);
+  Tensor x = s.input(0), w = s.input(1), g = grad;
+  bool batched = x.dim() == (one_dimensional ? 3 : 4);
   auto add_dim = [&](int64_t dim) {
-    x_sizes.insert(dim < 0 ? x_sizes.end() + dim + 1 : x_sizes.begin() + dim, 1);
-    if (x.defined()) x = ops::unsqueeze(x, dim);
+    x = ops::unsqueeze(x, dim);
     g = ops::unsqueeze(g, dim);
   };
   if (one_dimensional) {
@@ -65,7 +78,7 @@ Stack conv_grads(const Saved& s, const Tensor& grad, const Conv& c, bool one_dim
     w = ops::unsqueeze(w, -2);
   }
   if (!batched) add_dim(0);
-  Stack out = conv2d_grads(s, x_sizes, x, w, g, c, transposed);
+  Stack out = conv2d_grads(s, x, w, g, c, transposed);
   if (out[0].is<Tensor>()) out[0] = ops::reshape(out[0].get<Tensor>(), s.input_sizes(0));
   if (out[1].is<Tensor>()) out[1] = ops::reshape(out[1].get<Tensor>(), s.input_sizes(1));
   return out;

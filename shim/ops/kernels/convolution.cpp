@@ -1,4 +1,6 @@
 // Convolution: convolution, conv1d, conv2d, conv_transpose2d, im2col, col2im.
+#include "convolution.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +23,12 @@ void require_positive(const Shape& values, const char* message) {
     if (v <= 0) throw Error(message);
 }
 
+// How many positions a window of `kernel` taps, `dilation` apart, takes along `size` elements
+// padded by `padding` on each side, moving by `stride`: a convolution's output extent.
+int64_t window_positions(int64_t size, int64_t kernel, int64_t padding, int64_t dilation, int64_t stride) {
+  return (size + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
 // The blocks im2col copies out of an image (N, C, H, W) into columns (N, C*kh*kw, oh*ow) and
 // col2im adds back. `visit(column, pixel)` runs for each column element in upstream's loop order
 // (batch, block row, block position), pixel the image element's offset or -1 in the padding.
@@ -28,8 +36,7 @@ struct Blocks {
   int64_t n, c, h, w;
   const Shape &kernel, &dilation, &padding, &stride;
   int64_t along(size_t axis) const {
-    int64_t size = axis == 0 ? h : w;
-    return (size + 2 * padding[axis] - dilation[axis] * (kernel[axis] - 1) - 1) / stride[axis] + 1;
+    return window_positions(axis == 0 ? h : w, kernel[axis], padding[axis], dilation[axis], stride[axis]);
   }
   template <typename Visit>
   void for_each(Visit&& visit) const {
@@ -381,7 +388,7 @@ Shape conv2d_output_sizes(const Tensor& input, const Tensor& weight, const Shape
   Shape sizes{input.size(0), weight.size(0)};
   for (size_t i = 0; i < 2; ++i)
     sizes.push_back(
-        (input.size(2 + i) + 2 * padding[i] - dilation[i] * (weight.size(2 + i) - 1) - 1) / stride[i] + 1);
+        window_positions(input.size(2 + i), weight.size(2 + i), padding[i], dilation[i], stride[i]));
   return sizes;
 }
 
@@ -477,6 +484,13 @@ bool onednn_backward_applies(const Tensor& grad, const Tensor& input, const Tens
 }
 
 }  // namespace
+
+bool onednn_convolution_backward(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                                 const Shape& stride, const Shape& padding, const Shape& dilation,
+                                 int64_t groups) {
+  return onednn_backward_applies(grad, input, weight, false, stride, padding, dilation, groups) &&
+         !channels_last(input) && !channels_last(weight);
+}
 
 TN_KERNEL("aten::im2col",
           { return im2col(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4)); });
