@@ -18,5 +18,11 @@ TN_PASSING_DERIVATIVE("aten::type_as", "ToCopyBackward0");
 TN_DERIVATIVE("aten::to.other", "ToCopyBackward0", SAVES(), { return {g[0], none()}; });
 // copy_(self, src): self's old value is overwritten; src's gradient is what reaches self.
 TN_DERIVATIVE("aten::copy_", "CopyBackwards", SAVES(), { return {ops::zeros_like(g[0]), g[0]}; });
+// zero_ and fill_ overwrite self likewise; fill_'s 0-d value tensor reaches every element.
+TN_DERIVATIVE("aten::zero_", "ZeroBackward0", SAVES(), { return {ops::zeros_like(g[0])}; });
+TN_DERIVATIVE("aten::fill_.Scalar", "FillBackward2", SAVES(), { return {ops::zeros_like(g[0])}; });
+TN_DERIVATIVE("aten::fill_.Tensor", "FillBackward3", SAVES(), {
+  return {ops::zeros_like(g[0]), ops::sum(g[0])};
+});
 
 }  // namespace tn::autograd

@@ -87,6 +87,11 @@ DTYPE_SWEEP = (
     ("rot90/3x4", torch.rot90, (A34,)),
     ("index_put/3x4", lambda a, i, v: a.index_put((i,), v), (A34, index((2,), 3), Arg((4,)))),
     ("masked_scatter/3x4", lambda a, m, s: a.masked_scatter(m, s), (A34, mask((3, 4)), Arg((12,)))),
+    # overwrites: nothing of self's old value reaches the result (swin_v2's zero_ of a bias)
+    ("zero_/3x4", inplace("zero_"), (A34,)),
+    ("zero_/transposed", inplace("zero_"), (Arg((3, 4), layout=TRANSPOSED),)),
+    ("fill_/scalar", lambda a: inplace("fill_")(a, 2), (A34,)),
+    ("fill_/tensor_value", lambda a, v: inplace("fill_")(a, v), (A34, Arg(()))),
 )
 
 # (name, call, inputs, dtype): variants on one dtype.
