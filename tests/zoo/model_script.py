@@ -6,7 +6,7 @@ With --write (upstream, float32) the model is built from seed 0 and its state_di
 and the targets are saved to WEIGHTS; otherwise they are loaded from it, so both sides hold the
 same weights whatever their initialisers draw. Then, in DTYPE: an eval-mode forward (the logits)
 and a training-mode forward and backward (the loss, every parameter's gradient), saved to RECORD
-(a folder of .npy files). Dropout and stochastic depth are set to 0 for the training step: their draws in float64
+(a folder of .npy files; the logits first, so a failing training step still leaves them). Dropout and stochastic depth are set to 0 for the training step: their draws in float64
 are not float32's, so the reference run could not share them.
 """
 import os
@@ -67,22 +67,24 @@ def main():
     inputs = inputs.to(getattr(torch, dtype))
     with torch.no_grad():
         logits = model.eval()(inputs)
+    # Written before the training step, so a step the shim refuses still leaves eval's verdict.
+    os.makedirs(record)
+    numpy.save(os.path.join(record, "logits.npy"), logits.numpy().reshape(-1))
     without_randomness(model)
     loss = loss_of(model.train()(inputs), targets)
     loss.backward()
-    save(record, model, logits, loss)
+    save_training(record, model, loss)
 
 
-def save(record, model, logits, loss):
-    """The record as a folder of .npy files in the run's dtype; the gradients written parameter by
-    parameter into one file, which zoo.py maps rather than reads (vit_h_14 has 632 million)."""
-    os.makedirs(record)
+def save_training(record, model, loss):
+    """The training step's record as .npy files in the run's dtype; the gradients written parameter
+    by parameter into one file, which zoo.py maps rather than reads (vit_h_14 has 632 million)."""
     parameters = list(model.parameters())
-    numpy.save(os.path.join(record, "logits.npy"), logits.numpy().reshape(-1))
     numpy.save(os.path.join(record, "loss.npy"), loss.detach().numpy().reshape(1))
     numpy.save(os.path.join(record, "unused.npy"), numpy.array([p.grad is None for p in parameters]))
     numpy.save(os.path.join(record, "shapes.npy"), numpy.array([n for p in parameters for n in (p.dim(), *p.shape)]))
-    grads = numpy.lib.format.open_memmap(os.path.join(record, "grads.npy"), mode="w+", dtype=logits.numpy().dtype,
+    grads = numpy.lib.format.open_memmap(os.path.join(record, "grads.npy"), mode="w+",
+                                         dtype=loss.detach().numpy().dtype,
                                          shape=(sum(p.numel() for p in parameters),))
     offset = 0
     for p in parameters:

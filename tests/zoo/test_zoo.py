@@ -55,3 +55,16 @@ def test_a_model_agrees_when_eval_and_one_training_column_do():
     verdict = lambda eval_, train32, train64: {"eval": eval_, "train32": train32, "train64": train64}  # noqa: E731
     assert zoo.agrees(verdict(agree, agree, differ)) and zoo.agrees(verdict(agree, differ, agree))
     assert not zoo.agrees(verdict(agree, differ, differ)) and not zoo.agrees(verdict(differ, agree, agree))
+
+
+def test_a_training_step_refused_by_name_still_gets_its_eval_verdict():
+    logits = numpy.array([0.25, -1.5])
+    upstream, reference = {"logits": logits}, {"logits": logits.astype(numpy.float64)}
+    refused = ("refused", "torchnative has no derivative for aten::example")
+    found = zoo.judged_before(refused, [upstream, reference, {"logits": logits.copy()}])
+    assert found == {"eval": ("agree", ""), "train32": refused, "train64": refused}
+    assert zoo.refused_by_name(found) and not zoo.agrees(found)
+    found = zoo.judged_before(refused, [upstream, reference, {"logits": logits + 0.5}])
+    assert found["eval"][0] == "differ" and not zoo.refused_by_name(found)
+    # A side that failed before writing its logits gets only the failure.
+    assert zoo.judged_before(refused, [upstream, reference, {}]) == {column: refused for column in zoo.COLUMNS}

@@ -17,8 +17,9 @@ upstream's as well as ours, so a model agrees when eval does and train32 or, fai
 does. train64's tolerance, upstream's float32 error in float64 ulps, is the tighter of the two:
 float64 rounding in another order, amplified as float32's is, can pass it by a few floats in tens
 of millions (efficientnet_b4-b7), so a train64 difference alone is listed, not counted. `refused`: the shim raised NotImplementedError naming what it
-lacks; `differ`: anything else, with the first difference. Exit status 0 if every model agrees
-or is refused by name.
+lacks (the columns whose records it wrote before are judged: eval when only its training step was
+refused); `differ`: anything else, with the first difference. Exit status 0 if every model agrees
+or agrees where it ran and is refused by name elsewhere.
 """
 import argparse
 import collections
@@ -47,34 +48,38 @@ def builders(upstream):
 
 
 def run_side(python, name, dtype, folder, timeout, write=False):
-    """The side's record, or the reason it has none (its last error line)."""
+    """The side's record (what it wrote: only the logits when its training step failed) and, when
+    it failed, why (its last error line), else None."""
     record = os.path.join(folder, "%s-%s" % (os.path.basename(os.path.dirname(os.path.dirname(python))), dtype))
     command = [python, SCRIPT, name, dtype, os.path.join(folder, "weights.pt"), record] + (["--write"] if write else [])
+    why = None
     try:
         process = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if process.returncode != 0:
+            lines = [line for line in process.stderr.strip().splitlines() if line.strip()]
+            why = lines[-1] if lines else "exit status %d" % process.returncode
     except subprocess.TimeoutExpired:
-        return None, "timed out after %d s" % timeout
-    if process.returncode != 0:
-        lines = [line for line in process.stderr.strip().splitlines() if line.strip()]
-        return None, lines[-1] if lines else "exit status %d" % process.returncode
-    return {name[:-len(".npy")]: numpy.load(os.path.join(record, name), mmap_mode="r")
-            for name in os.listdir(record)}, None
+        why = "timed out after %d s" % timeout
+    files = os.listdir(record) if os.path.isdir(record) else []
+    return {name[:-len(".npy")]: numpy.load(os.path.join(record, name), mmap_mode="r") for name in files}, why
 
 
 COLUMNS = ("eval", "train32", "train64")
 
 
-def verdicts(upstream, reference, ours, ours64):
-    """{column: (verdict, why)}: the float32 eval logits and training record judged against the
-    float64 reference (network_difference), the shim's float64 training record against upstream's
-    (network_difference_float64)."""
-    for key, what in (("shapes", "the parameters' shapes differ"), ("unused", "other parameters have no gradient")):
-        if not numpy.array_equal(ours[key], upstream[key]):
-            return {column: ("differ", what) for column in COLUMNS}
+def verdicts(upstream, reference, ours, ours64, columns=COLUMNS):
+    """{column: (verdict, why)} for `columns`: the float32 eval logits and training record judged
+    against the float64 reference (network_difference), the shim's float64 training record against
+    upstream's (network_difference_float64)."""
+    if columns != ("eval",):
+        for key, what in (("shapes", "the parameters' shapes differ"), ("unused", "other parameters have no gradient")):
+            if not numpy.array_equal(ours[key], upstream[key]):
+                return {column: ("differ", what) for column in columns}
     train = lambda record: [record["loss"], record["grads"]]  # noqa: E731
-    found = {"eval": network_difference(upstream["logits"], ours["logits"], reference["logits"]),
-             "train32": network_difference(train(upstream), train(ours), train(reference)),
-             "train64": network_difference_float64(train(upstream), train(reference), train(ours64))}
+    judges = {"eval": lambda: network_difference(upstream["logits"], ours["logits"], reference["logits"]),
+              "train32": lambda: network_difference(train(upstream), train(ours), train(reference)),
+              "train64": lambda: network_difference_float64(train(upstream), train(reference), train(ours64))}
+    found = {column: judges[column]() for column in columns}
     return {column: ("agree", "") if why is None else ("differ", why) for column, why in found.items()}
 
 
@@ -86,13 +91,23 @@ def judge_model(name, shim, python, timeout):
         records = []
         for python_, dtype, label in sides:
             record, why = run_side(python_, name, dtype, folder, timeout, write=not records)
-            if record is None:
+            if why is not None:
                 refusal = REFUSAL.search(why)
-                verdict = (("harness", "%s: %s" % (label, why)) if label
+                failure = (("harness", "%s: %s" % (label, why)) if label
                            else ("refused", refusal.group(1)) if refusal else ("differ", why))
-                return {column: verdict for column in COLUMNS}
+                return judged_before(failure, records + [record])
             records.append(record)
         return verdicts(*records)
+
+
+def judged_before(failure, records):
+    """The shim's failing side's verdicts: the columns whose records were written before it failed
+    (eval when its float32 logits were, train32 when its float32 run ended) judged, the rest the
+    failure."""
+    found = {column: failure for column in COLUMNS}
+    if failure[0] != "harness" and len(records) > 2 and "logits" in records[2]:
+        found.update(verdicts(*records[:3], None, ("eval",) if len(records) == 3 else ("eval", "train32")))
+    return found
 
 
 def agrees(verdict):
@@ -139,7 +154,13 @@ def main(argv=None):
     if options.report:
         with open(options.report, "w") as out:
             report(rows, out)
-    return 0 if all(agrees(verdict) or verdict["eval"][0] == "refused" for _, verdict, _ in rows) else 1
+    return 0 if all(agrees(verdict) or refused_by_name(verdict) for _, verdict, _ in rows) else 1
+
+
+def refused_by_name(verdict):
+    """A refusal and no difference: what the shim ran agrees, the rest it named."""
+    kinds = {kind for kind, _ in verdict.values()}
+    return "refused" in kinds and kinds <= {"agree", "refused"}
 
 
 if __name__ == "__main__":
