@@ -1,7 +1,8 @@
 """Selection semantics made visible (docs/federated.md, "Selection"): a round starts as soon as
 max(min_available, min_updates) eligible devices wait, with up to devices_per_round of them, and the
-coordinator logs why on the round's round_started line; while it waits, round_waiting lines say for
-what, no more often than every 5 s once the first has been written."""
+coordinator logs why on the round's round_started line, and how the round will close (min_updates
+decides only at the deadline: there is no over-selection); while it waits, round_waiting lines say
+for what, no more often than every 5 s once the first has been written."""
 import subprocess
 
 import numpy as np
@@ -52,6 +53,12 @@ def test_a_round_with_fewer_devices_than_requested_logs_why_it_started(coordinat
         f"were needed (the larger of min_available {min_available} and min_updates {min_updates}); a round "
         f"starts as soon as the needed devices wait and does not wait for devices_per_round "
         f"(min_available {PER_ROUND} would make it)"), line
+    assert line["closes"] == (
+        f"closes once each of the {DEVICES} selected devices has contributed or been given up (silent past the "
+        f"liveness window), or at its deadline, round_timeout_ms 20000 after it started; completed with at least "
+        f"min_updates {min_updates} contributions, abandoned with fewer (and retried from the same model version); "
+        f"no device beyond devices_per_round is selected (over_selection 1), so it never closes early on "
+        f"min_updates"), line
 
     # Rate-limited: after the first, a round_waiting line at most every 5 s (or each minute unchanged).
     waits = [entry["waited_seconds"] for entry in log_events(log, "round_waiting")]

@@ -11,7 +11,7 @@
 //   model and strategy state, or the reason it was abandoned.
 //
 // Why a round starts with the devices it has is logged on its round_started line (available,
-// eligible, devices_per_round, min_available, min_updates, over_selection, selected, rule, why),
+// eligible, devices_per_round, min_available, min_updates, over_selection, selected, rule, why, closes),
 // and while it waits, a round_waiting line says for what (docs/federated.md, "Selection").
 //
 // Ranks follow device-id order because the hub reduces in ascending rank order: the float64 sum
