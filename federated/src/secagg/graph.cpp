@@ -132,7 +132,7 @@ void check_threat(uint32_t devices, const ThreatModel& threat) {
 
 void check_graph(uint32_t devices, uint32_t degree) {
   bool complete = devices >= 2 && degree == devices - 1;
-  bool harary = degree >= 2 && degree % 2 == 0 && degree < devices - 1;
+  bool harary = devices >= 2 && degree >= 2 && degree % 2 == 0 && degree < devices - 1;
   if (!complete && !harary)
     throw SecAggRefused(Reason::Parameter, "secure aggregation: no random Harary graph of degree " +
                                                std::to_string(degree) + " on " + std::to_string(devices) +

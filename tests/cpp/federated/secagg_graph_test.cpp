@@ -85,6 +85,8 @@ TEST(SecAggGraph, UnmeetableThreatsAndBadArgumentsRefusedByName) {
   EXPECT_EQ(refusal_of([] { NeighbourGraph::random_harary(10, 3, Bytes32{}); }).reason, Reason::Parameter);
   EXPECT_EQ(refusal_of([] { NeighbourGraph::random_harary(10, 10, Bytes32{}); }).reason, Reason::Parameter);
   EXPECT_EQ(refusal_of([] { NeighbourGraph::random_harary(10, 0, Bytes32{}); }).reason, Reason::Parameter);
+  EXPECT_EQ(refusal_of([] { NeighbourGraph::random_harary(0, 2, Bytes32{}); }).reason, Reason::Parameter);
+  EXPECT_EQ(refusal_of([] { NeighbourGraph::random_harary(1, 0, Bytes32{}); }).reason, Reason::Parameter);
 }
 
 void expect_regular_and_symmetric(const NeighbourGraph& graph, uint32_t degree) {
