@@ -1,11 +1,11 @@
-"""Autograd, shim vs upstream in one run, one intra-op thread on both: the recording overhead
-per operation (a chain of 1,000 small operations with and without requires_grad), an MLP's
-forward and backward, and one resnet18 training step (batch 8, 224x224: forward,
-cross_entropy, backward, SGD step) with the process's peak RSS. Prints ratios
-(ours/upstream; below 1 means ours is faster or smaller). Not a test: nothing here asserts a
-time.
+"""Autograd, shim vs upstream in one run: the recording overhead per operation (a chain of
+1,000 small operations with and without requires_grad) and an MLP's forward and backward at one
+intra-op thread, and one resnet18 training step (batch 8, 224x224: forward, cross_entropy,
+backward, SGD step) with the process's peak RSS at each of --threads
+(torch.set_num_threads on both sides). Prints ratios (ours/upstream; below 1 means ours is
+faster or smaller). Not a test: nothing here asserts a time.
 
-usage: autograd_bench.py --shim PY --upstream PY [--repeat N] [--skip-resnet]
+usage: autograd_bench.py --shim PY --upstream PY [--repeat N] [--threads 1,2] [--skip-resnet]
 """
 import argparse
 import json
@@ -16,9 +16,8 @@ import time
 SCRIPT = r"""
 import json, resource, sys, time
 import torch
-torch.set_num_threads(1)
-repeat = int(sys.argv[1])
-case = sys.argv[2]
+repeat, case, threads = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+torch.set_num_threads(threads)
 
 
 def median_time(step, runs):
@@ -78,12 +77,14 @@ if case == "small":
 else:
     out = {"resnet18 training step b8 224 s": median_time(resnet18_step(), 2)}
 out["peak RSS MiB (" + case + ")"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out = {"%s, %d thread%s" % (key, threads, "s" if threads > 1 else ""): value for key, value in out.items()}
 print(json.dumps(out))
 """
 
 
-def measure(python, repeat, case):
-    result = subprocess.run([python, "-c", SCRIPT, str(repeat), case], check=True, capture_output=True, text=True)
+def measure(python, repeat, case, threads):
+    result = subprocess.run([python, "-c", SCRIPT, str(repeat), case, str(threads)], check=True, capture_output=True,
+                            text=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -92,18 +93,19 @@ def main():
     parser.add_argument("--shim", required=True)
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--skip-resnet", action="store_true", help="leave out the resnet18 step (minutes on ours)")
+    parser.add_argument("--threads", default="1,2", help="the resnet18 step's thread counts (comma-separated)")
+    parser.add_argument("--skip-resnet", action="store_true", help="leave out the resnet18 step")
     args = parser.parse_args()
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S')}  command: {' '.join(sys.argv)}")
-    cases = ["small"] + ([] if args.skip_resnet else ["resnet18"])
+    cases = [("small", 1)] + ([] if args.skip_resnet else [("resnet18", int(t)) for t in args.threads.split(",")])
     results = {"ours": {}, "upstream": {}}
-    for case in cases:
+    for case, threads in cases:
         for label, python in (("ours", args.shim), ("upstream", args.upstream)):
-            results[label].update(measure(python, args.repeat, case))
-    print(f"{'measure (one thread)':40s} {'ours':>12s} {'upstream':>12s} {'ours/upstream':>14s}")
+            results[label].update(measure(python, args.repeat, case, threads))
+    print(f"{'measure':50s} {'ours':>12s} {'upstream':>12s} {'ours/upstream':>14s}")
     for key in results["ours"]:
         ours, up = results["ours"][key], results["upstream"][key]
-        print(f"{key:40s} {ours:12.6g} {up:12.6g} {ours / up:14.3f}")
+        print(f"{key:50s} {ours:12.6g} {up:12.6g} {ours / up:14.3f}")
 
 
 if __name__ == "__main__":

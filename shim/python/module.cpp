@@ -445,7 +445,6 @@ PyMethodDef module_functions[] = {
     NOARGS("_get_deterministic_algorithms_warn_only", f_false),
     NOARGS("_are_functorch_transforms_active", f_false),
     NOARGS("_is_xnnpack_enabled", f_false),
-    NOARGS("_get_mkldnn_enabled", f_false),
     NOARGS("_get_cudnn_enabled", f_false),
     NOARGS("_get_warnAlways", f_false),
     NOARGS("_get_qengine", f_none),

@@ -1,44 +1,23 @@
 // Process-wide settings torch._C keeps: the thread counts (torch.set_num_threads and the
-// inter-op count) and the vitals registry (torch.set_vital, read_vitals, vitals_enabled,
-// which every DataLoader writes to). Both behave as upstream 1.13's, messages included.
-#include <algorithm>
+// inter-op count), oneDNN's switch (torch.backends.mkldnn.enabled) and the vitals registry
+// (torch.set_vital, read_vitals, vitals_enabled, which every DataLoader writes to). All behave
+// as upstream 1.13's, messages included.
 #include <cstdlib>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "python_shim.h"
+#include "settings.h"
 
 namespace tn::py {
 
 namespace {
 
-// ---- thread counts ----
-// The shim's kernels run on the calling thread; these are the counts upstream's torch would
-// use, recorded so that scripts setting and reading them see upstream's answers.
+// ---- thread counts and oneDNN ----
+// The intra-op count and oneDNN's switch are the kernels' (ops/settings.h); the inter-op count
+// is recorded so that scripts setting and reading it see upstream's answers.
 
-// Upstream's default pool size: the processors, halved on x86-64 (taken as hyperthread
-// pairs), at least one.
-int default_pool_size() {
-  unsigned processors = std::thread::hardware_concurrency();
-#if defined(__x86_64__)
-  processors /= 2;
-#endif
-  return int(std::max(1u, processors));
-}
-
-// Upstream's intra-op default: OMP_NUM_THREADS, else MKL_NUM_THREADS, else the pool's size.
-int default_intra_op_threads() {
-  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
-    if (const char* value = std::getenv(name)) {
-      int count = std::atoi(value);
-      if (count > 0) return count;
-    }
-  return default_pool_size();
-}
-
-int intra_op_threads = 0;  // 0: not set yet
 int inter_op_threads = 0;  // 0: not set; set at most once, as upstream allows
 
 // An int argument, as upstream's binding checks it: a Python int (bool excluded), positive.
@@ -60,13 +39,11 @@ bool positive_count(PyObject* arg, const char* function, int& count) {
 PyObject* f_set_num_threads(PyObject*, PyObject* arg) {
   int count = 0;
   if (!positive_count(arg, "set_num_threads", count)) return nullptr;
-  intra_op_threads = count;
+  set_intra_op_threads(count);
   Py_RETURN_NONE;
 }
 
-PyObject* f_get_num_threads(PyObject*, PyObject*) {
-  return PyLong_FromLong(intra_op_threads ? intra_op_threads : default_intra_op_threads());
-}
+PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(intra_op_threads()); }
 
 // Upstream lets a second call's c10::Error escape its binding, which aborts the interpreter;
 // the shim raises that refusal instead.
@@ -86,6 +63,17 @@ PyObject* f_set_num_interop_threads(PyObject*, PyObject* arg) {
 PyObject* f_get_num_interop_threads(PyObject*, PyObject*) {
   return PyLong_FromLong(inter_op_threads ? inter_op_threads : default_pool_size());
 }
+
+PyObject* f_set_mkldnn_enabled(PyObject*, PyObject* arg) {
+  if (!PyBool_Check(arg)) {
+    PyErr_Format(PyExc_RuntimeError, "set_enabled_mkldnn expects a bool, but got %s", Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  set_onednn_enabled(arg == Py_True);
+  Py_RETURN_NONE;
+}
+
+PyObject* f_get_mkldnn_enabled(PyObject*, PyObject*) { return PyBool_FromLong(onednn_enabled()); }
 
 // ---- vitals ----
 // Named groups of attributes, on only when TORCH_VITAL is set (non-empty). Kept in unordered
@@ -154,6 +142,8 @@ PyMethodDef runtime_functions[] = {
     {"get_num_threads", f_get_num_threads, METH_NOARGS, nullptr},
     {"set_num_interop_threads", f_set_num_interop_threads, METH_O, nullptr},
     {"get_num_interop_threads", f_get_num_interop_threads, METH_NOARGS, nullptr},
+    {"_set_mkldnn_enabled", f_set_mkldnn_enabled, METH_O, nullptr},
+    {"_get_mkldnn_enabled", f_get_mkldnn_enabled, METH_NOARGS, nullptr},
     {"set_vital", f_set_vital, METH_VARARGS, nullptr},
     {"read_vitals", f_read_vitals, METH_NOARGS, nullptr},
     {"vitals_enabled", f_vitals_enabled, METH_NOARGS, nullptr},

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common.h"
+#include "settings.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -177,20 +178,21 @@ bool channels_last(const Tensor& t) {
 }
 
 // Upstream's ConvParams::use_mkldnn for a valid, non-transposed, non-empty float32 convolution
-// of a 4-D input (1-D viewed as 2-D). Upstream also takes the path for 1x1 kernels when
-// torch.get_num_threads() > 1; the shim's kernels run on one thread, so its rule is the
-// single-threaded one.
+// of a 4-D input (1-D viewed as 2-D), torch.backends.mkldnn.enabled and torch.get_num_threads()
+// included: a small 1x1 convolution takes oneDNN only on more than one thread.
 bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                           const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
                           const Shape& out_sizes) {
-  if (input.dtype() != ScalarType::Float || (bias && bias->dtype() != ScalarType::Float)) return false;
+  if (!onednn_enabled() || input.dtype() != ScalarType::Float || (bias && bias->dtype() != ScalarType::Float))
+    return false;
   if (input.numel() == 0 || weight.numel() == 0) return false;
   // What upstream refuses (negative padding, no output) is refused by the other path's checks.
   if (std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; }) || out_sizes[2] <= 0 ||
       out_sizes[3] <= 0)
     return false;
   int64_t n = input.size(0), kh = weight.size(2), kw = weight.size(3);
-  bool not_a_small_1x1 = any_not_one(stride) || any_not_one(dilation) || n >= 16 || kh != 1 || kw != 1;
+  bool not_a_small_1x1 =
+      any_not_one(stride) || any_not_one(dilation) || n >= 16 || kh != 1 || kw != 1 || intra_op_threads() > 1;
   bool native_not_faster = groups > 1 || (kh > 3 && kw > 3) || n > 1 || input.numel() > 20480;
   return not_a_small_1x1 && native_not_faster;
 }
@@ -269,9 +271,10 @@ dnnl::memory user_memory(const Operand& o) {
 // outputs computed in theirs and reordered into the plain tensors.
 void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
                    const std::vector<Operand>& inputs, const std::vector<Operand>& outputs) {
-  // oneDNN parallelises its primitives and reorders with OpenMP; the shim's kernels run on the
-  // calling thread (and a process that forks keeps no OpenMP team behind).
-  omp_set_num_threads(1);
+  // oneDNN parallelises its primitives and reorders with OpenMP, on torch.get_num_threads()
+  // threads as upstream's (a DataLoader worker sets one before any convolution, so a forked
+  // process does not start a team its parent's threads would have to serve).
+  omp_set_num_threads(intra_op_threads());
   dnnl::stream stream(cpu_engine());
   Tensor scratch = Tensor::empty({int64_t(scratchpad.get_size())}, ScalarType::Byte);
   std::unordered_map<int, dnnl::memory> args{
