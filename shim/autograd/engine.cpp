@@ -34,8 +34,10 @@ Tensor validated(const Tensor& grad, const GradientMeta& meta, const Node& produ
 struct GraphTask {
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  std::set<Node*> needed;                                 // nodes from which a wanted gradient can be reached
-  std::map<std::pair<Node*, uint32_t>, size_t> captures;  // input slot -> index into captured
+  std::set<Node*> needed;  // nodes from which a wanted gradient can be reached
+  // input slot -> indices into captured (an input may be asked for twice: [a, a], or a and the
+  // result of an in-place call on it, which is the same tensor)
+  std::map<std::pair<Node*, uint32_t>, std::vector<size_t>> captures;
   std::vector<Tensor> captured;
   bool keep_graph = false;
 };
@@ -84,7 +86,7 @@ void run_node(GraphTask& task, Node* node, std::priority_queue<std::pair<uint64_
   task.buffers.erase(node);
   for (uint32_t slot = 0; slot < inputs.size(); ++slot)
     if (auto it = task.captures.find({node, slot}); it != task.captures.end())
-      task.captured[it->second] = inputs[slot];
+      for (size_t index : it->second) task.captured[index] = inputs[slot];
   std::vector<Tensor> outputs;
   if (task.needed.count(node)) {
     outputs = node->apply(std::move(inputs));
@@ -123,7 +125,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (!e.function) throw Error("One of the differentiated Tensors does not require grad");
     input_edges.push_back(e);
     targets.insert(e.function.get());
-    if (!accumulate_grad) task.captures[{e.function.get(), e.input_nr}] = i;
+    if (!accumulate_grad) task.captures[{e.function.get(), e.input_nr}].push_back(i);
   }
   task.captured.resize(inputs.size());
   prepare(task, root_edges, targets, accumulate_grad);

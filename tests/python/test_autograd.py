@@ -104,8 +104,15 @@ def main():
     weights = torch.tensor([1.0, 2.0, 3.0])
     ties = torch.autograd.grad((torch.maximum(a, b) * weights).sum() + (torch.minimum(a, b) * weights * 10).sum(),
                                [a, b])
+    # One tensor asked for twice, and a tensor with the result of an in-place call on it (the
+    # same object: ReLU(inplace=True) makes a layer's output the next layer's input).
+    repeated = torch.autograd.grad((x * weights).sum(), [x, x])
+    before_relu = x * 2
+    after_relu = torch.relu_(before_relu)
+    in_place = torch.autograd.grad((after_relu * weights).sum(), [before_relu, after_relu, x])
     return {"twice": twice, "second backward": second, "grad_tensors": with_grad_tensors,
             "inputs=": only_inputs, "allow_unused": list(unused), "maximum/minimum ties": list(ties),
+            "an input twice": list(repeated), "an input and its in-place result": list(in_place),
             "unused": outcome(lambda: torch.autograd.grad((x * 5).sum(), [x, u])),
             "non-scalar root": outcome(lambda: (x * 2).backward()),
             "no grad_fn": outcome(lambda: torch.tensor([1.0]).sum().backward())}
