@@ -481,12 +481,14 @@ struct Device::Impl {
     if (cancelled && held_check_in) held_check_in->TryCancel();
   }
 
-  Milliseconds backoff(int failures) {
-    auto ceiling = options.backoff.initial.count() << std::min(failures, 20);
-    ceiling = std::min<int64_t>(ceiling, options.backoff.maximum.count());
-    return Milliseconds(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(ceiling, 0))(jitter));
-  }
+  Milliseconds backoff(int failures) { return options.backoff.wait(failures, jitter); }
 };
+
+Milliseconds Backoff::wait(int failures, std::mt19937_64& random) const {
+  auto ceiling = initial.count() << std::clamp(failures, 0, 20);
+  ceiling = std::min<int64_t>(ceiling, maximum.count());
+  return Milliseconds(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(ceiling, 0))(random));
+}
 
 Device::Device(DeviceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Device::~Device() = default;

@@ -143,3 +143,31 @@ TEST_F(HostileRound, ADataPlaneOfTooManyRanksOrARankThatIsNotADevicesIsRefused) 
 }
 
 }  // namespace
+
+// Registration and CheckIn retries wait a jittered, exponentially growing time ("full jitter"):
+// uniformly in [0, min(maximum, initial * 2^failures)], so devices cut off together come back
+// apart, and the ceiling doubles per failure up to the maximum.
+TEST(Backoff, WaitsAreUniformUpToACeilingThatDoublesPerFailureUpToTheMaximum) {
+  const tn::client::Backoff backoff{std::chrono::milliseconds(200), std::chrono::milliseconds(30'000)};
+  std::mt19937_64 random(7);
+  for (int failures = 0; failures < 12; ++failures) {
+    const int64_t ceiling = std::min<int64_t>(200 << failures, 30'000);
+    int64_t least = ceiling, most = 0, sum = 0;
+    constexpr int kDraws = 2'000;
+    for (int i = 0; i < kDraws; ++i) {
+      const int64_t wait = backoff.wait(failures, random).count();
+      ASSERT_GE(wait, 0);
+      ASSERT_LE(wait, ceiling) << failures;
+      least = std::min(least, wait);
+      most = std::max(most, wait);
+      sum += wait;
+    }
+    // Spread over the whole range, not one value (the jitter), centred on half the ceiling.
+    EXPECT_LT(least, ceiling / 20) << failures;
+    EXPECT_GT(most, ceiling - ceiling / 20) << failures;
+    EXPECT_NEAR(double(sum) / kDraws, ceiling / 2.0, ceiling * 0.05) << failures;
+  }
+  // Past 20 doublings (and for a nonsense negative count) the ceiling stays bounded.
+  EXPECT_LE(backoff.wait(1'000, random).count(), 30'000);
+  EXPECT_LE(backoff.wait(-3, random).count(), 200);
+}

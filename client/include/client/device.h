@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <semaphore>
 #include <stop_token>
 #include <string>
@@ -32,6 +33,8 @@ using Milliseconds = std::chrono::milliseconds;
 struct Backoff {
   Milliseconds initial{200};
   Milliseconds maximum{30'000};
+  // The wait after `failures` failures before this one (0 for the first failure), drawn from `random`.
+  Milliseconds wait(int failures, std::mt19937_64& random) const;
 };
 
 struct DeviceOptions {
