@@ -374,18 +374,41 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& ts, const std::string& i
   return out;
 }
 
+// Tensor.view(dtype): the same bytes read as `to`. Between element sizes the last dim (stride 1)
+// holds ratio times more or fewer elements, the other strides and the offset scale by the
+// ratio, and upstream's checks (in its order, with its messages) refuse what would not line up.
+Tensor view_as_dtype(const Tensor& t, ScalarType to) {
+  int64_t from_size = int64_t(t.itemsize()), to_size = int64_t(element_size(to));
+  Shape sizes = t.sizes(), strides = t.strides();
+  int64_t offset = t.offset();
+  if (from_size != to_size) {
+    std::string what = std::string(" to view ") + upstream_type_name(t.dtype()) + " as " +
+                       upstream_type_name(to) + " (different element sizes)";
+    if (t.dim() == 0) throw Error("self.dim() cannot be 0" + what);
+    if (strides.back() != 1)
+      throw Error("self.stride(-1) must be 1" + what + ", but got " + std::to_string(strides.back()));
+    bool widening = to_size > from_size;
+    int64_t ratio = widening ? to_size / from_size : from_size / to_size;
+    auto divisible = [&](const std::string& name, int64_t value) {
+      if (widening && value % ratio != 0)
+        throw Error(name + " must be divisible by " + std::to_string(ratio) + what + ", but got " +
+                    std::to_string(value));
+      return widening ? value / ratio : value * ratio;
+    };
+    sizes.back() = divisible("self.size(-1)", sizes.back());
+    offset = divisible("self.storage_offset()", offset);
+    for (int64_t d = 0; d + 1 < t.dim(); ++d)
+      strides[size_t(d)] = divisible("self.stride(" + std::to_string(d) + ")", strides[size_t(d)]);
+  }
+  Tensor out = t.view_as_strided(sizes, strides, offset);
+  out.impl()->dtype = to;
+  return out;
+}
+
 }  // namespace
 
 TN_KERNEL("aten::view", { return view(a.tensor(0), a.int_list(1)); });
-TN_KERNEL("aten::view.dtype", {
-  const Tensor& t = a.tensor(0);
-  ScalarType to = ScalarType(a.integer(1));
-  if (element_size(to) != t.itemsize())
-    throw Error("torchnative: Tensor.view(dtype) between different element sizes is not implemented");
-  Tensor out = t.view_as_strided(t.sizes(), t.strides(), t.offset());
-  out.impl()->dtype = to;
-  return out;
-});
+TN_KERNEL("aten::view.dtype", { return view_as_dtype(a.tensor(0), ScalarType(a.integer(1))); });
 TN_KERNEL("aten::reshape", { return reshape(a.tensor(0), a.int_list(1)); });
 TN_KERNEL("aten::_reshape_alias",
           { return a.tensor(0).view_as_strided(a.int_list(1), a.int_list(2), a.tensor(0).offset()); });

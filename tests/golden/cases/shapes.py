@@ -309,7 +309,25 @@ VARIANTS = (
 )
 
 
+# Tensor.view(dtype) between element sizes: the same bytes, so compared bit-exactly (a float64
+# reference would reinterpret other bytes).
+VIEW_DTYPE = (
+    ("dtype_wider", lambda a: a.view(torch.float64), (A34,)),
+    ("dtype_narrower", lambda a: a.view(torch.uint8), (A34,)),
+    ("dtype_narrower_offset", lambda a: a[1:, 1:].view(torch.int16), (A34,)),
+    ("dtype_0d", lambda a: a.view(torch.int16), (Arg(()),)),
+    ("dtype_transposed", lambda a: a.view(torch.float64), (Arg((3, 4), layout=TRANSPOSED),)),
+    ("dtype_odd_last", lambda a: a[:, :3].view(torch.float64), (A34,)),
+    ("dtype_odd_offset", lambda a: a[:, 1:3].view(torch.float64), (A34,)),
+    ("dtype_odd_row_stride", lambda a: a[:, :2].view(torch.float64), (Arg((3, 5)),)),
+    ("dtype_even_row_stride", lambda a: a[:, :2].view(torch.float64), (A34,)),
+    ("dtype_empty", lambda a: a.view(torch.float64), (Arg((0, 4)),)),
+)
+
+
 def cases():
+    for name, call, args in VIEW_DTYPE:
+        yield Case("view/float32/" + name, call, args, "float32", exact=True)
     for name, call, args in DTYPE_SWEEP:
         op, variant = name.split("/", 1)
         dtypes = NUMERIC if op in ("topk", "sort", "argsort") else ALL
