@@ -1,6 +1,10 @@
 // Normalization layers: batch_norm, layer_norm, group_norm, instance_norm.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "common.h"
 #include "typed_ops.h"
@@ -26,40 +30,399 @@ Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional
   return y;
 }
 
-Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                  const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
-                  bool training, double momentum, double eps) {
+// ---- batch_norm: upstream's CPU kernels for float and double ----
+// aten/src/ATen/native/cpu/batch_norm_kernel.cpp (compiled for AVX2 with FMA: its compiler
+// contracts each multiply feeding an add) and Normalization.cpp's statistics update (compiled
+// without), at one thread, over contiguous memory. An (N, C, *) input is N x C planes of
+// `image` values; with image 1 (NC11) upstream takes its channels-last kernels, which see rows
+// of C values and accumulate in the storage type.
+struct BatchNormShape {
+  int64_t batch = 0, channels = 0, image = 0;
+  int64_t count() const { return batch * image; }  // values per channel
+};
+
+BatchNormShape batch_norm_shape(const Tensor& x) {
+  int64_t n = x.size(0), c = x.size(1);
+  return {n, c, n != 0 && c != 0 ? x.numel() / (n * c) : 0};
+}
+
+// The hot loops, cloned for x86-64-v3 (AVX2 + FMA: std::fma is one instruction; an "arch=haswell"
+// clone would be chosen only on a CPU that is a Haswell) and the baseline, with contraction off,
+// so both clones round exactly where upstream's kernels do: the FMAs its compiler forms are
+// written out as std::fma, nothing else is fused.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#define TN_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
+
+// Upstream's Vectorized<T> width on AVX2.
+template <typename T>
+constexpr int64_t kLanes = 32 / int64_t(sizeof(T));
+
+// A vector's lanes added up as upstream's vec_reduce_all does on AVX2: float across halves,
+// then pairs; double in order.
+template <typename T>
+[[gnu::always_inline]] inline T fold_lanes(const std::array<T, kLanes<T>>& l) {
+  if constexpr (kLanes<T> == 8)
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  else
+    return ((l[0] + l[1]) + l[2]) + l[3];
+}
+
+// Upstream's vec::reduce_all / map2_reduce_all over n values: none 0; fewer than a vector in
+// order; else the first vector's terms, each later whole vector through `accumulate(lane, j)`,
+// the last partial one into the first lanes, then the lanes folded.
+template <typename T, typename Term, typename Accumulate>
+[[gnu::always_inline]] inline T vector_reduce(int64_t n, Term term, Accumulate accumulate) {
+  constexpr int64_t width = kLanes<T>;
+  if (n == 0) return T(0);
+  if (n < width) {
+    T acc = term(0);
+    for (int64_t j = 1; j < n; ++j) acc += term(j);
+    return acc;
+  }
+  std::array<T, width> lanes;
+  for (int64_t l = 0; l < width; ++l) lanes[size_t(l)] = term(l);
+  int64_t d = width;
+  for (; d + width <= n; d += width)
+    for (int64_t l = 0; l < width; ++l) lanes[size_t(l)] = accumulate(lanes[size_t(l)], d + l);
+  for (int64_t l = 0; d + l < n; ++l) lanes[size_t(l)] = accumulate(lanes[size_t(l)], d + l);
+  return fold_lanes<T>(lanes);
+}
+
+// Rows (NC11): per channel, the sum and then the squared deviations, each accumulated down
+// the rows in the storage type (upstream's one-thread buffer), the squares as FMAs.
+template <typename T>
+TN_CLONES void row_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
+  int64_t channels = s.channels;
+  std::vector<T> acc(size_t(channels), T(0));
+  for (int64_t r = 0; r < s.batch; ++r)
+    for (int64_t c = 0; c < channels; ++c) acc[size_t(c)] += x[r * channels + c];
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = T(double(acc[size_t(c)]) / double(s.batch));
+    acc[size_t(c)] = T(0);
+  }
+  for (int64_t r = 0; r < s.batch; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      T d = x[r * channels + c] - mean[c];
+      acc[size_t(c)] = std::fma(d, d, acc[size_t(c)]);
+    }
+  std::copy(acc.begin(), acc.end(), var_sum);
+}
+
+// Planes: per channel, the sum in input order in double, the mean, then the squared deviations
+// in input order in double, each square rounded in the storage type first (upstream's compiler
+// does not contract the double kernel's, bits say).
+// Upstream walks one channel at a time, each sum a chain of dependent adds; these walk
+// kChains channels at once (the last group repeating its last channel), the same order per
+// channel, so the chains overlap in time.
+constexpr int64_t kChains = 4;
+
+template <typename T>
+TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, T* mean, T* var_sum) {
+  std::array<int64_t, kChains> channel;
+  for (int64_t k = 0; k < kChains; ++k) channel[size_t(k)] = std::min(first + k, s.channels - 1);
+  auto walk = [&](auto&& add) {
+    for (int64_t n = 0; n < s.batch; ++n) {
+      std::array<const T*, kChains> p;
+      for (size_t k = 0; k < size_t(kChains); ++k) p[k] = x + (n * s.channels + channel[k]) * s.image;
+      for (int64_t i = 0; i < s.image; ++i)
+        for (size_t k = 0; k < size_t(kChains); ++k) add(k, p[k][i]);
+    }
+  };
+  std::array<double, kChains> sum{}, squares{};
+  std::array<T, kChains> m;
+  walk([&](size_t k, T v) { sum[k] += double(v); });
+  for (size_t k = 0; k < size_t(kChains); ++k) m[k] = T(sum[k] / double(s.count()));
+  walk([&](size_t k, T v) {
+    T d = v - m[k];
+    squares[k] += double(d * d);
+  });
+  for (int64_t k = 0; k < kChains && first + k < s.channels; ++k) {
+    mean[first + k] = m[size_t(k)];
+    var_sum[first + k] = T(squares[size_t(k)]);
+  }
+}
+
+// Per channel: the mean and the sum of squared deviations from it.
+template <typename T>
+TN_CLONES void channel_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
+  if (s.image == 1) return row_moments(x, s, mean, var_sum);
+  for (int64_t c = 0; c < s.channels; c += kChains) plane_moments(x, s, c, mean, var_sum);
+}
+
+// y = x * alpha + beta per channel, one FMA as in upstream's vector loop.
+template <typename T>
+TN_CLONES void apply_affine(const T* x, T* y, BatchNormShape s, const T* alpha, const T* beta) {
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c) {
+      int64_t base = (n * s.channels + c) * s.image;
+      for (int64_t i = 0; i < s.image; ++i) y[base + i] = std::fma(x[base + i], alpha[c], beta[c]);
+    }
+}
+
+// The backward's operands over raw memory (weight, dx, grad_weight, grad_bias may be null).
+template <typename T>
+struct BackwardArgs {
+  const T *x, *dy, *weight, *mean, *invstd;
+  T *dx, *grad_weight, *grad_bias;
+  BatchNormShape s;
+  bool train;
+};
+
+// dx of one value as upstream's vector loops round it: training takes away the mean gradient
+// and the projection onto the normalized input (k), the latter in one FMA where `fused`;
+// evaluation only scales.
+template <typename T>
+[[gnu::always_inline]] inline T grad_input_value(const BackwardArgs<T>& a, T x, T dy, int64_t c, T k,
+                                                 T grad_mean, bool fused = true) {
+  T w = a.weight ? a.weight[c] : T(1);
+  if (!a.train) return dy * a.invstd[c] * w;
+  T centred = x - a.mean[c];
+  T rest = fused ? std::fma(-centred, k, dy - grad_mean) : (dy - grad_mean) - centred * k;
+  return rest * a.invstd[c] * w;
+}
+
+// Rows (NC11): sum(dy) and sum((x - mean) dy) accumulated down the rows in the storage type
+// (the second as FMAs), then k and the mean gradient in the storage type too.
+template <typename T>
+TN_CLONES void row_backward(const BackwardArgs<T>& a) {
+  int64_t channels = a.s.channels, rows = a.s.batch;
+  std::vector<T> sum(size_t(channels), T(0)), dotp(size_t(channels), T(0));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      int64_t i = r * channels + c;
+      sum[size_t(c)] += a.dy[i];
+      dotp[size_t(c)] = std::fma(a.x[i] - a.mean[c], a.dy[i], dotp[size_t(c)]);
+    }
+  // Upstream's compiler contracts the double kernel's whole vectors of channels but not its last
+  // partial one (bits say; float's both).
+  int64_t fused_channels = std::is_same_v<T, float> ? channels : channels - channels % kLanes<T>;
+  for (int64_t c = 0; a.dx && c < channels; ++c) {
+    T k = dotp[size_t(c)] * a.invstd[c] * a.invstd[c] / T(rows), grad_mean = sum[size_t(c)] / T(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t i = r * channels + c;
+      a.dx[i] = grad_input_value(a, a.x[i], a.dy[i], c, k, grad_mean, c < fused_channels);
+    }
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    if (a.grad_weight) a.grad_weight[c] = dotp[size_t(c)] * a.invstd[c];
+    if (a.grad_bias) a.grad_bias[c] = sum[size_t(c)];
+  }
+}
+
+// Planes: per channel and sample, sum(dy) and sum((x - mean) dy) in upstream's vector order
+// (the dot product's later vectors as FMAs), added over the samples in double.
+template <typename T>
+TN_CLONES void channel_backward(const BackwardArgs<T>& a) {
+  if (a.s.image == 1) return row_backward(a);
+  int64_t image = a.s.image, count = a.s.count();
+  for (int64_t c = 0; c < a.s.channels; ++c) {
+    T mean = a.mean[c];
+    double sum = 0, dotp = 0;
+    for (int64_t n = 0; n < a.s.batch; ++n) {
+      const T* x = a.x + (n * a.s.channels + c) * image;
+      const T* dy = a.dy + (n * a.s.channels + c) * image;
+      sum += double(vector_reduce<T>(
+          image, [&](int64_t j) { return dy[j]; }, [&](T acc, int64_t j) { return acc + dy[j]; }));
+      dotp += double(vector_reduce<T>(
+          image, [&](int64_t j) { return (x[j] - mean) * dy[j]; },
+          [&](T acc, int64_t j) { return std::fma(x[j] - mean, dy[j], acc); }));
+    }
+    T k = T(dotp) * a.invstd[c] * a.invstd[c] / T(count), grad_mean = T(sum / double(count));
+    for (int64_t n = 0; a.dx && n < a.s.batch; ++n) {
+      int64_t base = (n * a.s.channels + c) * image;
+      for (int64_t j = 0; j < image; ++j)
+        a.dx[base + j] = grad_input_value(a, a.x[base + j], a.dy[base + j], c, k, grad_mean);
+    }
+    if (a.grad_weight) a.grad_weight[c] = T(dotp * double(a.invstd[c]));
+    if (a.grad_bias) a.grad_bias[c] = T(sum);
+  }
+}
+
+#undef TN_CLONES
+#pragma GCC pop_options
+
+// Upstream's checks of the per-channel tensors, in its order: sizes, then its mixed-type rule
+// (a float32 parameter set for a bfloat16 input; anything else must match the input's dtype).
+void check_batch_norm_parameters(const Tensor& input,
+                                 const std::vector<std::pair<const char*, const Tensor*>>& params) {
+  int64_t channels = input.size(1);
+  bool mixed = false;
+  for (auto [name, p] : params) {
+    if (!p) continue;
+    if (p->numel() != channels)
+      throw Error(std::string(name) + " should contain " + std::to_string(channels) + " elements not " +
+                  std::to_string(p->numel()));
+    mixed = mixed || p->dtype() != input.dtype();
+  }
+  if (!mixed) return;
+  for (auto [name, p] : params)
+    if (p && p->dtype() != ScalarType::Float)
+      throw Error("mixed dtype (CPU): expect parameter to have scalar type of Float");
+  if (input.dtype() != ScalarType::BFloat16)
+    throw Error("mixed dtype (CPU): expect input to have scalar type of BFloat16");
+}
+
+// A [C] tensor's values as T (empty when absent).
+template <typename T>
+std::vector<T> channel_values(const std::optional<Tensor>& p, ScalarType t) {
+  if (!p) return {};
+  Tensor c = p->to(t).contiguous();
+  return std::vector<T>(c.data_as<T>(), c.data_as<T>() + c.numel());
+}
+
+// The running statistics' update from one batch's (Normalization.cpp, in its types: the
+// momentum as T, the unbiased variance divided in T and mixed in double), and save_invstd.
+template <typename T>
+void finish_statistics(BatchNormShape s, const std::vector<T>& var_sum, const Tensor& mean,
+                       const Tensor& invstd, const std::optional<Tensor>& running_mean,
+                       const std::optional<Tensor>& running_var, double momentum, double eps) {
+  ScalarType t = mean.dtype();
+  std::vector<T> rm = channel_values<T>(running_mean, t), rv = channel_values<T>(running_var, t);
+  T m = T(momentum);
+  for (int64_t c = 0; c < s.channels; ++c) {
+    double var = double(var_sum[size_t(c)] / T(s.count()));
+    invstd.data_as<T>()[c] = var != 0 || eps != 0 ? T(1 / std::sqrt(var + eps)) : T(0);
+    if (running_mean) rm[size_t(c)] = m * mean.data_as<T>()[c] + (1 - m) * rm[size_t(c)];
+    if (running_var) {
+      T unbiased = var_sum[size_t(c)] / T(s.count() - 1);
+      rv[size_t(c)] = T(double(m) * double(unbiased) + double((1 - m) * rv[size_t(c)]));
+    }
+  }
+  auto store = [&](const std::optional<Tensor>& target, const std::vector<T>& values) {
+    if (!target) return;
+    Tensor src = Tensor::empty({s.channels}, t);
+    std::copy(values.begin(), values.end(), src.data_as<T>());
+    target->copy_from(src);
+  };
+  store(running_mean, rm);
+  store(running_var, rv);
+}
+
+// native_batch_norm of a contiguous float or double input whose parameters share its dtype:
+// (output, save_mean, save_invstd), the saved ones empty in evaluation.
+template <typename T>
+std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::optional<Tensor>& weight,
+                                                    const std::optional<Tensor>& bias,
+                                                    const std::optional<Tensor>& running_mean,
+                                                    const std::optional<Tensor>& running_var, bool training,
+                                                    double momentum, double eps) {
+  ScalarType t = x.dtype();
+  BatchNormShape s = batch_norm_shape(x);
+  Tensor mean = Tensor::empty({training ? s.channels : 0}, t), invstd = Tensor::empty({mean.numel()}, t);
+  std::vector<T> means(size_t(s.channels)), invstds(size_t(s.channels));
+  if (training) {
+    std::vector<T> var_sum(size_t(s.channels));
+    channel_moments(x.data_as<T>(), s, mean.data_as<T>(), var_sum.data());
+    finish_statistics(s, var_sum, mean, invstd, running_mean, running_var, momentum, eps);
+    means.assign(mean.data_as<T>(), mean.data_as<T>() + s.channels);
+    invstds.assign(invstd.data_as<T>(), invstd.data_as<T>() + s.channels);
+  } else {
+    means = channel_values<T>(running_mean, t);
+    std::vector<T> rv = channel_values<T>(running_var, t);
+    for (int64_t c = 0; c < s.channels; ++c) invstds[size_t(c)] = T(1) / std::sqrt(rv[size_t(c)] + T(eps));
+  }
+  // Upstream's linear and constant terms: alpha = invstd w, beta = b - mean alpha (an FMA).
+  std::vector<T> alpha(size_t(s.channels)), beta(size_t(s.channels));
+  std::vector<T> w = channel_values<T>(weight, t), b = channel_values<T>(bias, t);
+  for (size_t c = 0; c < size_t(s.channels); ++c) {
+    alpha[c] = invstds[c] * (weight ? w[c] : T(1));
+    beta[c] = std::fma(-means[c], alpha[c], bias ? b[c] : T(0));
+  }
+  Tensor out = Tensor::empty(x.sizes(), t);
+  apply_affine(x.data_as<T>(), out.data_as<T>(), s, alpha.data(), beta.data());
+  return {out, mean, invstd};
+}
+
+// aten::native_batch_norm: float and double fused; bfloat16 computed in float and stored back.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias,
+                                                     const std::optional<Tensor>& running_mean,
+                                                     const std::optional<Tensor>& running_var, bool training,
+                                                     double momentum, double eps) {
   if (input.dim() < 2) throw Error("batch_norm: expected input with at least 2 dims");
-  int64_t channels = input.size(1), nd = input.dim();
-  Shape dims{0};
-  for (int64_t d = 2; d < nd; ++d) dims.push_back(d);
-  Tensor mean, var;
+  auto ptr = [](const std::optional<Tensor>& p) { return p ? &*p : nullptr; };
+  check_batch_norm_parameters(input, {{"weight", ptr(weight)},
+                                      {"bias", ptr(bias)},
+                                      {"running_mean", ptr(running_mean)},
+                                      {"running_var", ptr(running_var)}});
+  int64_t channels = input.size(1);
   if (training) {
     int64_t count = input.numel() / std::max<int64_t>(channels, 1);
     if (count <= 1)
       throw Error("Expected more than 1 value per channel when training, got input size " +
                   shape_str(input.sizes()));
-    // Upstream's per-channel statistics add in input order in double (not the cascade sum).
-    mean = sequential_mean(input, dims, false, input.dtype());
-    var = ops::var_correction(input, dims, int64_t{0}, false);
-    if (running_mean) {
-      running_mean->copy_from(
-          ops::add(ops::mul(*running_mean, Scalar(1 - momentum)), ops::mul(mean, Scalar(momentum))));
-    }
-    if (running_var) {
-      Tensor unbiased = ops::mul(var, Scalar(double(count) / double(count - 1)));
-      running_var->copy_from(
-          ops::add(ops::mul(*running_var, Scalar(1 - momentum)), ops::mul(unbiased, Scalar(momentum))));
-    }
-  } else {
-    if (!running_mean || !running_var)
-      throw Error("running_mean and running_var must be defined in evaluation mode");
-    mean = *running_mean;
-    var = *running_var;
+  } else if (!running_mean || !running_var) {
+    throw Error("running_mean and running_var must be defined in evaluation mode");
   }
-  Tensor invstd = ops::rsqrt(ops::add(var, float_number(eps)));
-  Tensor y = ops::mul(ops::sub(input, per_channel(mean, nd)), per_channel(invstd, nd));
-  return affine(y, weight, bias, nd, true);
+  ScalarType t = input.dtype();
+  if (t != ScalarType::Float && t != ScalarType::Double && t != ScalarType::BFloat16)
+    dtype_not_implemented("batch_norm", t);
+  if (t == ScalarType::Double)
+    return fused_batch_norm<double>(input.contiguous(), weight, bias, running_mean, running_var, training,
+                                    momentum, eps);
+  auto [out, mean, invstd] = fused_batch_norm<float>(input.to(ScalarType::Float).contiguous(), weight, bias,
+                                                     running_mean, running_var, training, momentum, eps);
+  // bfloat16: its statistics are kept in the parameters' dtype (float32 when mixed).
+  ScalarType saved = weight ? weight->dtype() : running_mean ? running_mean->dtype() : t;
+  return {out.to(t), mean.to(saved), invstd.to(saved)};
+}
+
+// native_batch_norm_backward of contiguous float or double tensors: training reads the saved
+// mean and invstd, evaluation the running statistics (invstd as upstream's backward makes it,
+// in double). Results where `mask` asks, in the input's dtype.
+template <typename T>
+std::tuple<Tensor, Tensor, Tensor> fused_batch_norm_backward(const Tensor& grad, const Tensor& x,
+                                                             const std::optional<Tensor>& weight,
+                                                             const std::optional<Tensor>& mean,
+                                                             const std::optional<Tensor>& invstd_or_var,
+                                                             bool train, double eps,
+                                                             const std::vector<bool>& mask) {
+  ScalarType t = x.dtype();
+  BatchNormShape s = batch_norm_shape(x);
+  std::vector<T> w = channel_values<T>(weight, t), means = channel_values<T>(mean, t);
+  std::vector<T> invstd = channel_values<T>(invstd_or_var, t);
+  if (!train)
+    for (T& v : invstd) v = T(1 / std::sqrt(double(v) + eps));
+  Tensor dx = mask[0] ? Tensor::empty(x.sizes(), t) : Tensor();
+  Tensor dw = mask[1] ? Tensor::empty({s.channels}, t) : Tensor();
+  Tensor db = mask[2] ? Tensor::empty({s.channels}, t) : Tensor();
+  auto data = [](const Tensor& r) { return r.defined() ? r.data_as<T>() : nullptr; };
+  channel_backward(BackwardArgs<T>{x.data_as<T>(), grad.data_as<T>(), weight ? w.data() : nullptr,
+                                   means.data(), invstd.data(), data(dx), data(dw), data(db), s, train});
+  return {dx, dw, db};
+}
+
+// aten::native_batch_norm_backward: float and double fused; bfloat16 computed in float.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
+    const Tensor& grad, const Tensor& input, const std::optional<Tensor>& weight,
+    const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+    const std::optional<Tensor>& save_mean, const std::optional<Tensor>& save_invstd, bool train, double eps,
+    const std::vector<bool>& mask) {
+  const std::optional<Tensor>& mean = train ? save_mean : running_mean;
+  const std::optional<Tensor>& spread = train ? save_invstd : running_var;
+  if (!mean || !spread)
+    throw Error(train ? "native_batch_norm_backward: training needs save_mean and save_invstd"
+                      : "native_batch_norm_backward: evaluation needs running_mean and running_var");
+  ScalarType t = input.dtype();
+  if (t != ScalarType::Float && t != ScalarType::Double && t != ScalarType::BFloat16)
+    dtype_not_implemented("batch_norm_backward_cpu", t);
+  if (t == ScalarType::Double)
+    return fused_batch_norm_backward<double>(grad.to(t).contiguous(), input.contiguous(), weight, mean,
+                                             spread, train, eps, mask);
+  ScalarType f = ScalarType::Float;
+  auto [dx, dw, db] = fused_batch_norm_backward<float>(grad.to(f).contiguous(), input.to(f).contiguous(),
+                                                       weight, mean, spread, train, eps, mask);
+  ScalarType params = weight ? weight->dtype() : mean->dtype();
+  auto cast = [](const Tensor& r, ScalarType to) { return r.defined() ? r.to(to) : r; };
+  return {cast(dx, t), cast(dw, params), cast(db, params)};
+}
+
+Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  bool training, double momentum, double eps) {
+  return std::get<0>(
+      native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps));
 }
 
 }  // namespace
@@ -79,6 +442,19 @@ TN_KERNEL("aten::layer_norm", {
 TN_KERNEL("aten::batch_norm", {
   return batch_norm(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2), a.optional_tensor(3),
                     a.optional_tensor(4), a.boolean(5), a.real(6), a.real(7));
+});
+TN_KERNEL("aten::native_batch_norm", {
+  auto [out, mean, invstd] =
+      native_batch_norm(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2), a.optional_tensor(3),
+                        a.optional_tensor(4), a.boolean(5), a.real(6), a.real(7));
+  return IValue::tuple({out, mean, invstd});
+});
+TN_KERNEL("aten::native_batch_norm_backward", {
+  auto [dx, dw, db] = native_batch_norm_backward(
+      a.tensor(0), a.tensor(1), a.optional_tensor(2), a.optional_tensor(3), a.optional_tensor(4),
+      a.optional_tensor(5), a.optional_tensor(6), a.boolean(7), a.real(8), a[9].get<std::vector<bool>>());
+  auto result = [](const Tensor& r) { return r.defined() ? IValue(r) : IValue(); };
+  return IValue::tuple({result(dx), result(dw), result(db)});
 });
 TN_KERNEL("aten::group_norm", {
   const Tensor& x = a.tensor(0);
