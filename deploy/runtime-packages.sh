@@ -8,14 +8,30 @@
 # Fails (status 1, naming it) when a library belongs to no package: the image would lack it.
 set -eu
 libraries=$(ldd "$@" | awk '/=> \// {print $3}' | sort -u)
-for library in $libraries; do
-  # dpkg knows a file by the path its package installed it at; on a merged /usr that may be
-  # /lib/... or /usr/lib/... whatever ldd printed.
-  real=$(readlink -f "$library")
+
+# dpkg knows a file by the path its package installed it at; on a merged /usr that may be
+# /lib/... or /usr/lib/... whatever ldd printed: the paths to ask about for $1, in order.
+candidates() {
+  real=$(readlink -f "$1")
+  printf '%s\n' "$1" "$real" "/usr$1" "${1#/usr}" "/usr$real" "${real#/usr}"
+}
+
+# One dpkg -S for every path at once ("PACKAGE[:ARCH][, ...]: PATH" lines, none for a path no
+# package holds): each call reads dpkg's whole database, which took over a minute, one call per
+# path, on a loaded machine.
+# shellcheck disable=SC2046 # the paths hold no spaces (ldd's output is split on them too)
+owners=$(dpkg -S $(for library in $libraries; do candidates "$library"; done | sort -u) 2>/dev/null || true)
+
+# Gathered before sorting, so that a library no package holds fails the script (in a pipeline
+# into sort, its exit status was sort's: 0).
+packages=$(for library in $libraries; do
   found=""
-  for candidate in "$library" "$real" "/usr$library" "${library#/usr}" "/usr$real" "${real#/usr}"; do
-    if owner=$(dpkg -S "$candidate" 2>/dev/null); then found=${owner%%:*}; break; fi
+  for candidate in $(candidates "$library"); do
+    owner=$(printf '%s\n' "$owners" |
+      awk -v path="$candidate" '{ at = index($0, ": /"); if (at && substr($0, at + 2) == path) { print substr($0, 1, at - 1); exit } }')
+    if [ -n "$owner" ]; then found=${owner%%:*}; break; fi
   done
   if [ -z "$found" ]; then echo "runtime-packages.sh: no Debian package holds $library" >&2; exit 1; fi
   echo "$found"
-done | sort -u
+done)
+printf '%s\n' "$packages" | sort -u

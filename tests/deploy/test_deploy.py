@@ -449,6 +449,20 @@ def test_runtime_packages_cover_the_executables():
     assert {"libgrpc++1.51", "libsodium23", "libstdc++6"} <= set(packages), packages
 
 
+def test_runtime_packages_fail_naming_a_library_no_package_holds(tmp_path):
+    """A library loaded from outside every package (here a copy of libsodium found first through
+    LD_LIBRARY_PATH) fails the script with status 1, naming it: the image would lack it."""
+    sodium = next(line.split()[2] for line in subprocess.run(
+        ["ldd", tool("torchnative-admin")], capture_output=True, text=True, check=True).stdout.splitlines()
+        if "libsodium" in line)
+    shutil.copy(sodium, tmp_path)
+    result = subprocess.run([str(DEPLOY / "runtime-packages.sh"), tool("torchnative-admin")], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path)})
+    assert result.returncode == 1, (result.returncode, result.stdout)
+    assert f"runtime-packages.sh: no Debian package holds {tmp_path / Path(sodium).name}" in result.stderr, \
+        result.stderr
+
+
 def test_compose_file():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
