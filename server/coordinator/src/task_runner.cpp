@@ -136,8 +136,8 @@ nlohmann::json started_fields(const RoundParams& params, size_t available, size_
         " (min_available " +
         std::to_string(params.devices_per_round) + " would make it)";
   }
-  // How the round ends: min_updates decides only at the deadline, since nothing beyond
-  // devices_per_round is selected (over_selection 1).
+  // How the round ends: min_updates decides whether it completes, never when it closes, since
+  // nothing beyond devices_per_round is selected (over_selection 1).
   fields["closes"] = "closes once each of the " + std::to_string(selected) +
                      " selected devices has contributed or been given up (silent past the liveness "
                      "window), or at its deadline, round_timeout_ms " +
