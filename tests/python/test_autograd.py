@@ -21,6 +21,10 @@ from test_training_apis import fashion_mnist_root  # noqa: F401 (a fixture: pyte
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 from compare import compare_values, network_difference  # noqa: E402
 
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
+sys.path.append(str(DEMO))
+import fortunes  # noqa: E402 (the demo's reading of Debian's fortunes)
+
 GRAPH = r'''
 def names(fn, depth=3):
     """fn's class name and, to `depth`, its next functions' (None for an edge to nothing)."""
@@ -365,6 +369,82 @@ def test_training_agrees_with_upstream(name, tmp_path):
 @pytest.mark.slow
 def test_batchnorm_cnn_on_fashion_mnist_agrees_with_upstream(fashion_mnist_root, tmp_path):
     body = f"ROOT = {str(fashion_mnist_root)!r}\n" + BATCHNORM_CNN_FASHION_MNIST
+    upstream, reference, ours = three_runs(body, tmp_path)
+    difference = compare_values(upstream, ours, reference, "[losses, first gradients, final parameters]")
+    assert difference is None, difference
+
+
+# The demo's GPT-style character model (examples/demo/gpt.py: token and position embeddings,
+# causal pre-norm TransformerEncoder blocks, LayerNorm, head tied to the token embedding),
+# imported by path with the demo's reading of Debian's fortunes (examples/demo/fortunes.py), for
+# 50 AdamW steps on batches of 8 consecutive 64-character windows of one fortune file, in file
+# order. Needs DEMO (examples/demo), TEXT (the fortune file) and AMSGRAD defined before it.
+GPT_FORTUNES_ADAMW = r"""
+import importlib.util
+
+STEPS, BATCH = 50, 8
+
+
+def demo_module(name):
+    spec = importlib.util.spec_from_file_location(name, f"{DEMO}/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpt, fortunes = demo_module("gpt"), demo_module("fortunes")
+
+
+def main():
+    inputs, targets = fortunes.sequences(fortunes.read_fortunes(TEXT), gpt.CONTEXT, STEPS * BATCH)
+    assert len(inputs) == STEPS * BATCH, f"{TEXT} holds {len(inputs)} windows of {gpt.CONTEXT} characters"
+    batches = zip(inputs.split(BATCH), targets.split(BATCH))
+    model = gpt.char_gpt(fortunes.VOCABULARY).to(DTYPE)
+    # CharGpt builds its causal mask in the default dtype at every forward: make it the model's.
+    torch.set_default_dtype(DTYPE)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, amsgrad=AMSGRAD)
+
+    def loss_on_next_batch(model):
+        ids, next_ids = next(batches)
+        return torch.nn.functional.cross_entropy(model(ids), next_ids)
+
+    return train(model, optimizer, loss_on_next_batch, steps=STEPS)
+"""
+
+# A file of Debian's fortunes package (not fortunes-min's 'fortunes': 383 windows, too few).
+FORTUNE_FILE = "computers"
+
+# Plain AdamW disagrees (2026-12-06): the loss of step 48 is 1.4e-5 from float64's, 2.27 times
+# upstream's largest loss error (K = 2), and final parameters differ too; the first gradients
+# agree. No wrong operator found: from float64's state at each step, the shim's one-step errors
+# are upstream's size (gradients 0.55-1.65 times upstream's). AdamW (eps 1e-8, lr 3e-3) makes a
+# gradient error up to lr / (4 eps) = 7.5e4 times larger in the parameter where a gradient is
+# near eps (in_proj_bias's key third is rounding noise: its exact gradient is 0), and steps
+# 44-49 amplify any difference about tenfold a step. Upstream with each batch's sequences
+# permuted (the same sums, another order; 8 seeds) is within 0.46-1.27 times its own loss error:
+# the shim's 2.27 lies outside that spread. docs/measurements.md, "GPT-style model, 50 AdamW
+# steps". amsgrad (the maximum of the second moments as denominator) agrees.
+GPT_CASES = {"adamw": pytest.param(False, marks=pytest.mark.xfail(
+                 strict=True, reason="loss of step 48 at 2.27 times upstream's error: test_autograd.py, "
+                 "the comment above GPT_CASES")),
+             "adamw_amsgrad": pytest.param(True)}
+
+
+@pytest.fixture(scope="module")
+def fortune_file():
+    try:
+        files = fortunes.fortune_files()
+    except fortunes.NotInstalled as missing:
+        pytest.skip(str(missing))
+    if FORTUNE_FILE not in files:
+        pytest.skip(f"Debian's fortunes has no file {FORTUNE_FILE!r}")
+    return files[FORTUNE_FILE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("amsgrad", list(GPT_CASES.values()), ids=list(GPT_CASES))
+def test_gpt_on_fortunes_agrees_with_upstream(fortune_file, amsgrad, tmp_path):
+    body = f"DEMO = {str(DEMO)!r}\nTEXT = {str(fortune_file)!r}\nAMSGRAD = {amsgrad}\n" + GPT_FORTUNES_ADAMW
     upstream, reference, ours = three_runs(body, tmp_path)
     difference = compare_values(upstream, ours, reference, "[losses, first gradients, final parameters]")
     assert difference is None, difference
