@@ -17,9 +17,9 @@ namespace tn::federated::privacy {
 // NaN or an infinity.
 double l2_norm(std::span<const double> values);
 
-// Scales `values` by min(1, bound / norm), so that their L2 norm is at most `bound` (McMahan et al.
-// 2018's flat clipping), and returns the norm before clipping. Refuses a bound that is not
-// positive and finite, and what l2_norm refuses, leaving `values` as they were.
+// Scales `values` by min(1, bound / norm), so that their L2 norm is at most `bound` to within a few
+// ulps of rounding (McMahan et al. 2018's flat clipping), and returns the norm before clipping. Refuses a
+// bound that is not positive and finite, and what l2_norm refuses, leaving `values` as they were.
 double clip_l2(std::span<double> values, double bound);
 
 // Central DP (DP-FedAvg, McMahan, Ramage, Talwar and Zhang 2018): the server sums the updates of
