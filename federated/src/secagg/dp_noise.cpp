@@ -3,6 +3,7 @@
 #include "federated/dp_noise.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -32,8 +33,12 @@ class Uniform {
  public:
   explicit Uniform(const Bytes32& seed) : stream_(seed) {}
 
-  // Uniform in [0, bound) by rejection of the draws below 2^128 mod bound; bound > 0.
+  // Uniform in [0, bound) by rejection of the draws below 2^128 mod bound; bound > 0. Most bounds
+  // (t, k in Bernoulli(gamma / k) for small gamma denominators) fit 32 bits: the keystream's own
+  // 32-bit rejection sampler spends a quarter of the words and no 128-bit division on them.
   u128 below(u128 bound) {
+    if (bound <= std::numeric_limits<uint32_t>::max())
+      return stream_.uniform_below(static_cast<uint32_t>(bound));
     const u128 rejected = (0 - bound) % bound;
     for (;;) {
       u128 x = 0;
