@@ -176,6 +176,11 @@ void Tensor::copy_from(const Tensor& src) const {
   Shape src_strides(nd, 0);
   for (int64_t d = 0; d < sd; ++d)
     if (source.sizes()[d] != 1) src_strides[nd - sd + d] = source.strides()[d];
+  // Row by row along the last dim (its strides fixed), the outer dims counted once per row.
+  const Shape& dst_strides = strides();
+  int64_t row = nd ? target[nd - 1] : 1, out_step = nd ? dst_strides[nd - 1] : 0,
+          in_step = nd ? src_strides[nd - 1] : 0;
+  Shape outer(target.begin(), target.end() - (nd ? 1 : 0));
   TN_DISPATCH_ALL_TYPES(dtype(), "copy_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using dst_t = scalar_t;
@@ -183,14 +188,14 @@ void Tensor::copy_from(const Tensor& src) const {
       using scalar_t = TN_TYPE(tag_);
       dst_t* out = data_as<dst_t>();
       const scalar_t* in = source.data_as<scalar_t>();
-      IndexCounter counter(target);
-      for (int64_t i = 0; i < n; ++i, counter.next()) {
+      IndexCounter counter(outer);
+      for (int64_t r = 0; r < n / row; ++r, counter.next()) {
         int64_t o = 0, s = 0;
-        for (int64_t d = 0; d < nd; ++d) {
-          o += counter.index()[d] * strides()[d];
+        for (size_t d = 0; d < outer.size(); ++d) {
+          o += counter.index()[d] * dst_strides[d];
           s += counter.index()[d] * src_strides[d];
         }
-        out[o] = convert<dst_t>(in[s]);
+        for (int64_t i = 0; i < row; ++i) out[o + i * out_step] = convert<dst_t>(in[s + i * in_step]);
       }
     });
   });

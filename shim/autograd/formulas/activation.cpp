@@ -15,7 +15,7 @@ Tensor where_positive(const Tensor& test, const Tensor& g, const Tensor& otherwi
 }  // namespace
 
 TN_DERIVATIVE("aten::relu", "ReluBackward0", SAVES_RESULT(),
-              { return {where_positive(s.result(), g[0], ops::zeros_like(g[0]))}; });
+              { return {ops::threshold_backward(g[0], s.result(), Scalar(int64_t{0}))}; });
 TN_DERIVATIVE("aten::hardtanh", "HardtanhBackward0", SAVES(0), {
   const Tensor& x = s.input(0);
   Tensor inside = ops::logical_and(ops::gt(x, s.args().scalar(1)), ops::lt(x, s.args().scalar(2)));
@@ -50,7 +50,7 @@ TN_DERIVATIVE("aten::celu", "EluBackward0", SAVES(0), {
 });
 // threshold: the gradient passes where x > threshold (where x was replaced, none).
 TN_DERIVATIVE("aten::threshold", "ThresholdBackward0", SAVES(0),
-              { return {ops::where(ops::le(s.input(0), s.args().scalar(1)), ops::zeros_like(g[0]), g[0])}; });
+              { return {ops::threshold_backward(g[0], s.input(0), s.args().scalar(1))}; });
 // hardshrink and softshrink: the gradient passes outside [-lambda, lambda] (a +0 inside).
 TN_DERIVATIVE("aten::hardshrink", "HardshrinkBackward0", SAVES(0),
               { return {shrunk_grad(g[0], s.input(0), s.args().real(1))}; });

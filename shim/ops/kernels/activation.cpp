@@ -61,6 +61,20 @@ TN_KERNEL("aten::threshold", {
   return float_unary(a.tensor(0), "threshold_cpu", [=](double v) { return v <= th ? value : v; })
       .to(a.tensor(0).dtype());
 });
+// threshold_backward(grad_output, self, threshold): the gradient where self > threshold, 0 where
+// not (a NaN self passes it: upstream's `self <= threshold ? 0 : grad`). relu's and threshold's
+// derivative in one loop, not a comparison, a zero tensor and a where.
+TN_KERNEL("aten::threshold_backward", {
+  const Tensor &grad = a.tensor(0), &self = a.tensor(1);
+  ScalarType t = result_type(grad, self);
+  if (t == ScalarType::Bool || t == ScalarType::Half) dtype_not_implemented("threshold_cpu", t);
+  return TN_DISPATCH_ALL_TYPES(t, "threshold_backward", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    c threshold = c(a.scalar(2).to<scalar_t>());  // in the operands' type, as upstream's kernel
+    return map_binary<scalar_t>(grad, self, t, t, [=](c g, c x) { return x <= threshold ? c(0) : g; });
+  });
+});
 TN_KERNEL("aten::leaky_relu", {
   double slope = a.scalar(1).to_double();
   return activation(a.tensor(0), "leaky_relu_cpu", [=](double v) { return v > 0 ? v : v * slope; });

@@ -44,27 +44,32 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& input, Shape kernel, Shape st
   TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool2d", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* in = x.template data_as<scalar_t>();
-    for (int64_t p = 0; p < n * c; ++p)
+    scalar_t* out_values = values.template data_as<scalar_t>();
+    int64_t* out_indices = indices.template data_as<int64_t>();
+    const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1], dh = dilation[0],
+                  dw = dilation[1];
+    for (int64_t p = 0; p < n * c; ++p) {
+      const scalar_t* plane = in + p * h * w;
       for (int64_t y = 0; y < oh; ++y)
         for (int64_t xx = 0; xx < ow; ++xx) {
           double best = -std::numeric_limits<double>::infinity();
           int64_t best_index = -1;
-          for (int64_t i = 0; i < kernel[0]; ++i)
-            for (int64_t j = 0; j < kernel[1]; ++j) {
-              int64_t iy = y * stride[0] - padding[0] + i * dilation[0],
-                      ix = xx * stride[1] - padding[1] + j * dilation[1];
-              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-              double v = double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
-              if (best_index < 0 || v > best || std::isnan(v)) {
-                if (!(best_index >= 0 && std::isnan(best))) {
-                  best = v;
-                  best_index = iy * w + ix;
-                }
+          for (int64_t i = 0, iy = y * sh - padding[0]; i < kh; ++i, iy += dh) {
+            if (iy < 0 || iy >= h) continue;
+            for (int64_t j = 0, ix = xx * sw - padding[1]; j < kw; ++j, ix += dw) {
+              if (ix < 0 || ix >= w) continue;
+              double v = double(compute_t<scalar_t>(plane[iy * w + ix]));
+              // The first maximum, or the first NaN, wins.
+              if ((best_index < 0 || v > best || std::isnan(v)) && !(best_index >= 0 && std::isnan(best))) {
+                best = v;
+                best_index = iy * w + ix;
               }
             }
-          values.template data_as<scalar_t>()[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(best));
-          indices.template data_as<int64_t>()[(p * oh + y) * ow + xx] = best_index;
+          }
+          out_values[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(best));
+          out_indices[(p * oh + y) * ow + xx] = best_index;
         }
+    }
   });
   if (!batched) return {ops::squeeze(values, int64_t{0}), ops::squeeze(indices, int64_t{0})};
   return {values, indices};
