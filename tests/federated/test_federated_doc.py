@@ -1,13 +1,15 @@
 """docs/federated.md against the code: its configuration table names exactly the keys the
 coordinator's parser accepts (the key sets it passes to refuse_unknown_keys in
 server/coordinator/src/config.cpp, nested ones as `section.key`), and its admin table names every
-command `torchnative-admin --help` lists. Reads files and runs one --help; builds nothing.
+command `torchnative-admin --help` lists, and its metrics table names exactly the series a running
+coordinator's /metrics declares (with their types) and every refusal reason the coordinator's sources
+count. Reads files, runs one --help and one coordinator; builds nothing.
 """
 import re
 import subprocess
 from pathlib import Path
 
-from federation import tool
+from federation import http_get, tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "federated.md"
@@ -64,3 +66,21 @@ def test_the_admin_table_names_every_command_of_the_help():
     documented = first_column(section("Admin commands"))
     assert not commands - documented, f"admin commands missing from the doc: {sorted(commands - documented)}"
     assert not documented - commands, f"commands in the doc the admin does not list: {sorted(documented - commands)}"
+
+
+def test_the_metrics_table_names_every_series_the_coordinator_exports_and_every_refusal_reason(coordinator):
+    status, metrics = http_get(coordinator, "/metrics")
+    assert status == 200
+    exported = dict(re.findall(r"^# TYPE (\S+) (\S+)$", metrics, re.M))
+    assert "torchnative_rounds_total" in exported, metrics
+    body = section("Health and metrics")
+    documented = {match.group(1): match.group(2)
+                  for match in re.finditer(r"^\| `([a-z_]+)[^`]*` \| (\w+) \|", body, re.M)}
+    assert documented == exported, (documented, exported)
+
+    sources = "".join(path.read_text() for path in sorted((ROOT / "server" / "coordinator" / "src").glob("*.cpp")))
+    counted = set(re.findall(r'\b(?:refuse|count_refusal)\("([a-z_]+)"', sources))
+    assert {"bad_signature", "contribution_refused", "tls_handshake_failed"} <= counted, counted
+    paragraph = body.split("The refusal reasons:", 1)[1].split("Tests that read", 1)[0]
+    listed = set(re.findall(r"`([a-z_]+)`", paragraph)) - {"request_timestamp_window_ms"}
+    assert listed == counted, (sorted(listed - counted), sorted(counted - listed))
