@@ -11,7 +11,7 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
                 dataset-fashion-mnist fortunes systemd openssl
 
-.PHONY: setup build demo test check zoo asan-venv asan-test asan-python bench system-packages clean
+.PHONY: setup build demo test check zoo cnn-epoch asan-venv asan-test asan-python bench system-packages clean
 
 setup: system-packages build $(VENV)/.assembled
 
@@ -86,6 +86,11 @@ test: setup asan-test asan-python
 # seven of them, of families the training steps of test_autograd do not reach (tests/zoo/test_zoo.py).
 zoo: setup
 	$(PYTHON) tests/zoo/zoo.py --shim $(VENV)/bin/python --upstream $(PYTHON) --report $(BUILD)/zoo.md
+
+# One epoch of the Fashion-MNIST BatchNorm CNN on upstream (float32, float64) and the shim, and
+# their test accuracy (issue 18 point 4; bench/cnn_epoch.py, docs/measurements.md). About 5 min.
+cnn-epoch: setup
+	$(PYTHON) bench/cnn_epoch.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 
 # The fast loop for a change (README): the release build's C++ tests, tests/python, a stratified
 # sample of the golden cases (every operator and aliasing family), the federated suites' quick cases.

@@ -1,0 +1,157 @@
+"""Real models, ours and upstream in one run, at each of --threads intra-op thread counts
+(torch.set_num_threads on both sides), every measure in a process of its own so that its peak RSS
+is that measure's (issue 18 point 6):
+
+- eval forward at batch 8: resnet18, mobilenet_v2 and efficientnet_b0 at 224x224, vit_b_16 at
+  image_size 64;
+- one training step (forward, cross_entropy, backward, SGD step with momentum) at batch 64:
+  resnet18 at 224x224 and the demo's BatchNorm CNN (examples/demo/cnn.py) at 28x28;
+- the demo's GPT-style character model (examples/demo/gpt.py): one AdamW training step on 16
+  sequences of 64 characters, and sampling: one token per step from the last position's
+  softmax (torch.multinomial under a seed), 32 steps, timed per token.
+
+Random weights and inputs from a seed (time does not depend on the values). Each figure is the
+median of --repeat timed calls after a warm-up call. Prints ours/upstream ratios; below 1 means
+ours is faster or smaller. Not a test: nothing here asserts a time.
+
+usage: models_bench.py --shim PY --upstream PY [--threads 1,2] [--repeat N] [-k REGEX]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "demo")
+
+SCRIPT = r"""
+import json, resource, sys, time
+import torch
+case, threads, repeat, demo = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+
+
+def median_time(step):
+    step()  # warm-up: first-call costs are not per-step costs
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def forward(model, x):
+    model.eval()
+
+    def step():
+        with torch.no_grad():
+            model(x)
+    return step
+
+
+def training_step(model, x, labels, optimizer):
+    model.train()
+
+    def step():
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), labels).backward()
+        optimizer.step()
+    return step
+
+
+def torchvision_model(name, **options):
+    import torchvision
+    return getattr(torchvision.models, name)(**options)
+
+
+def gpt():
+    sys.path.insert(0, demo)
+    from gpt import CONTEXT, char_gpt
+    model = char_gpt(96)
+    ids = torch.randint(0, 96, (16, CONTEXT + 1))
+    return model, ids[:, :-1], ids[:, 1:]
+
+
+def sampling(model, tokens):
+    model.eval()
+    prompt = torch.randint(0, 96, (1, 8))
+
+    def step():
+        generator = torch.Generator().manual_seed(1)
+        ids = prompt
+        with torch.no_grad():
+            for _ in range(tokens):
+                logits = model(ids[:, -64:])[:, :, -1]
+                ids = torch.cat([ids, torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)], 1)
+    return step
+
+
+def measure(case):
+    sgd = lambda model: torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)  # noqa: E731
+    if case.endswith("forward b8"):
+        name = case.split()[0]
+        size = 64 if name == "vit_b_16" else 224
+        options = {"image_size": 64} if name == "vit_b_16" else {}
+        return median_time(forward(torchvision_model(name, **options), torch.randn(8, 3, size, size)))
+    if case == "resnet18 training step b64":
+        model = torchvision_model("resnet18")
+        return median_time(training_step(model, torch.randn(64, 3, 224, 224), torch.arange(64) % 1000, sgd(model)))
+    if case == "CNN training step b64":
+        sys.path.insert(0, demo)
+        from cnn import batchnorm_cnn
+        model = batchnorm_cnn()
+        return median_time(training_step(model, torch.rand(64, 1, 28, 28), torch.arange(64) % 10, sgd(model)))
+    if case == "GPT training step b16x64":
+        model, inputs, targets = gpt()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return median_time(training_step(model, inputs, targets, optimizer))
+    if case == "GPT sampling, per token":
+        return median_time(sampling(gpt()[0], 32)) / 32
+    raise ValueError(case)
+
+
+seconds = measure(case)
+print(json.dumps({"seconds": seconds, "peak RSS MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CASES = ["resnet18 forward b8", "mobilenet_v2 forward b8", "efficientnet_b0 forward b8", "vit_b_16 forward b8",
+         "resnet18 training step b64", "CNN training step b64", "GPT training step b16x64", "GPT sampling, per token"]
+
+
+def run(python, case, threads, repeat):
+    result = subprocess.run([python, "-c", SCRIPT, case, str(threads), str(repeat), DEMO], capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        return {"error": lines[-1] if lines else "exit status %d" % result.returncode}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shim", required=True)
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--threads", default="1,2", help="intra-op thread counts, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3, help="timed calls per measure (the median is kept)")
+    parser.add_argument("-k", dest="pattern", help="only measures whose name matches this regular expression")
+    args = parser.parse_args()
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S')}  command: {' '.join(sys.argv)}")
+    print(f"{'measure':44s} {'threads':>7s} {'ours':>10s} {'upstream':>10s} {'ratio':>7s} "
+          f"{'ours MiB':>9s} {'up MiB':>9s} {'ratio':>7s}", flush=True)
+    for case in [c for c in CASES if not args.pattern or re.search(args.pattern, c)]:
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ours, up = (run(python, case, threads, args.repeat) for python in (args.shim, args.upstream))
+            if "error" in ours or "error" in up:
+                print(f"{case:44s} {threads:7d} ours: {ours.get('error', 'ran')}; upstream: {up.get('error', 'ran')}")
+                continue
+            print(f"{case:44s} {threads:7d} {ours['seconds']:10.4g} {up['seconds']:10.4g} "
+                  f"{ours['seconds'] / up['seconds']:7.3f} {ours['peak RSS MiB']:9.1f} {up['peak RSS MiB']:9.1f} "
+                  f"{ours['peak RSS MiB'] / up['peak RSS MiB']:7.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
