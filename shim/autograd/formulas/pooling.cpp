@@ -45,6 +45,50 @@ Tensor spread(const Tensor& grad, const Shape& input_sizes, const Window& window
   return ops::_to_copy(out, grad.dtype());
 }
 
+// Windows as the forward's: start o*stride - pad, clipped to the input; the divisor counts the
+// padding when count_include_pad (the window clipped to input + padding), else only the input.
+Tensor avg_pool2d_backward(const Tensor& grad, const Shape& sizes, const Shape& kernel, const Shape& stride,
+                           const Shape& padding, bool count_include_pad,
+                           std::optional<int64_t> divisor_override) {
+  int64_t h = sizes[sizes.size() - 2], w = sizes.back();
+  return spread(
+      grad, sizes,
+      [&](int64_t oy, int64_t ox, int64_t* y0, int64_t* y1, int64_t* x0, int64_t* x1, int64_t* divisor) {
+        *y0 = oy * stride[0] - padding[0];
+        *x0 = ox * stride[1] - padding[1];
+        *y1 = std::min(*y0 + kernel[0], h + padding[0]);
+        *x1 = std::min(*x0 + kernel[1], w + padding[1]);
+        int64_t pool_size = (*y1 - *y0) * (*x1 - *x0);
+        *y0 = std::max<int64_t>(*y0, 0);
+        *x0 = std::max<int64_t>(*x0, 0);
+        *y1 = std::min(*y1, h);
+        *x1 = std::min(*x1, w);
+        *divisor = divisor_override    ? *divisor_override
+                   : count_include_pad ? pool_size
+                                       : (*y1 - *y0) * (*x1 - *x0);
+      });
+}
+
+// Output cell i covers [floor(i in / out), ceil((i + 1) in / out)).
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Shape& sizes) {
+  int64_t h = sizes[sizes.size() - 2], w = sizes.back(), oh = grad.size(-2), ow = grad.size(-1);
+  return spread(
+      grad, sizes,
+      [&](int64_t oy, int64_t ox, int64_t* y0, int64_t* y1, int64_t* x0, int64_t* x1, int64_t* divisor) {
+        *y0 = oy * h / oh;
+        *y1 = ((oy + 1) * h + oh - 1) / oh;
+        *x0 = ox * w / ow;
+        *x1 = ((ox + 1) * w + ow - 1) / ow;
+        *divisor = (*y1 - *y0) * (*x1 - *x0);
+      });
+}
+
+// The sizes of a 1-D operator's input seen as 2-D over height 1.
+Shape with_height_one(Shape sizes) {
+  sizes.insert(sizes.end() - 1, 1);
+  return sizes;
+}
+
 }  // namespace
 
 TN_DERIVATIVE("aten::max_pool2d_with_indices", "MaxPool2DWithIndicesBackward0", SAVES_RESULT(),
@@ -67,46 +111,31 @@ TN_DERIVATIVE("aten::max_pool1d", "MaxPool1DWithIndicesBackward0", SAVES(0), {
 });
 TN_DERIVATIVE("aten::adaptive_max_pool2d", "AdaptiveMaxPool2DBackward0", SAVES_RESULT(),
               { return {to_chosen(g[0], s.result(1), s.input_sizes(0))}; });
-// Windows as the forward's: start o*stride - pad, clipped to the input; the divisor counts the
-// padding when count_include_pad (the window clipped to input + padding), else only the input.
 TN_DERIVATIVE("aten::avg_pool2d", "AvgPool2DBackward0", SAVES(), {
   auto a = s.args();
-  Shape kernel = pair(a.int_list(1)), stride = a.int_list(2).empty() ? kernel : pair(a.int_list(2)),
-        padding = pair(a.int_list(3));
-  bool count_include_pad = a.boolean(5);
-  auto divisor_override = a.optional_integer(6);
-  const Shape& sizes = s.input_sizes(0);
-  int64_t h = sizes[sizes.size() - 2], w = sizes.back();
-  return {spread(
-      g[0], sizes,
-      [&](int64_t oy, int64_t ox, int64_t* y0, int64_t* y1, int64_t* x0, int64_t* x1, int64_t* divisor) {
-        *y0 = oy * stride[0] - padding[0];
-        *x0 = ox * stride[1] - padding[1];
-        *y1 = std::min(*y0 + kernel[0], h + padding[0]);
-        *x1 = std::min(*x0 + kernel[1], w + padding[1]);
-        int64_t pool_size = (*y1 - *y0) * (*x1 - *x0);
-        *y0 = std::max<int64_t>(*y0, 0);
-        *x0 = std::max<int64_t>(*x0, 0);
-        *y1 = std::min(*y1, h);
-        *x1 = std::min(*x1, w);
-        *divisor = divisor_override    ? *divisor_override
-                   : count_include_pad ? pool_size
-                                       : (*y1 - *y0) * (*x1 - *x0);
-      })};
+  Shape kernel = pair(a.int_list(1));
+  return {avg_pool2d_backward(g[0], s.input_sizes(0), kernel,
+                              a.int_list(2).empty() ? kernel : pair(a.int_list(2)), pair(a.int_list(3)),
+                              a.boolean(5), a.optional_integer(6))};
 });
-// Output cell i covers [floor(i in / out), ceil((i + 1) in / out)).
-TN_DERIVATIVE("aten::adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", SAVES(), {
-  const Shape& sizes = s.input_sizes(0);
-  int64_t h = sizes[sizes.size() - 2], w = sizes.back(), oh = g[0].size(-2), ow = g[0].size(-1);
-  return {spread(
-      g[0], sizes,
-      [&](int64_t oy, int64_t ox, int64_t* y0, int64_t* y1, int64_t* x0, int64_t* x1, int64_t* divisor) {
-        *y0 = oy * h / oh;
-        *y1 = ((oy + 1) * h + oh - 1) / oh;
-        *x0 = ox * w / ow;
-        *x1 = ((ox + 1) * w + ow - 1) / ow;
-        *divisor = (*y1 - *y0) * (*x1 - *x0);
-      })};
+// The 1-D operators are upstream's 2-D ones over height 1 (its nodes are the 2-D ones').
+TN_DERIVATIVE("aten::avg_pool1d", "AvgPool2DBackward0", SAVES(), {
+  auto a = s.args();
+  Shape kernel{1, a.int_list(1)[0]}, stride = a.int_list(2).empty() ? kernel : Shape{1, a.int_list(2)[0]};
+  Tensor grad = avg_pool2d_backward(ops::unsqueeze(g[0], -2), with_height_one(s.input_sizes(0)), kernel,
+                                    stride, {0, a.int_list(3)[0]}, a.boolean(5), std::nullopt);
+  return {ops::squeeze(grad, -2)};
+});
+TN_DERIVATIVE("aten::max_pool1d_with_indices", "MaxPool2DWithIndicesBackward0", SAVES_RESULT(), {
+  Tensor grad =
+      to_chosen(ops::unsqueeze(g[0], -2), ops::unsqueeze(s.result(1), -2), with_height_one(s.input_sizes(0)));
+  return {ops::squeeze(grad, -2)};
+});
+TN_DERIVATIVE("aten::adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", SAVES(),
+              { return {adaptive_avg_pool2d_backward(g[0], s.input_sizes(0))}; });
+TN_DERIVATIVE("aten::adaptive_avg_pool1d", "AdaptiveAvgPool2DBackward0", SAVES(), {
+  Tensor grad = adaptive_avg_pool2d_backward(ops::unsqueeze(g[0], -2), with_height_one(s.input_sizes(0)));
+  return {ops::squeeze(grad, -2)};
 });
 
 }  // namespace tn::autograd

@@ -1,4 +1,5 @@
-// Pooling: max_pool1d/2d (with indices), avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d.
+// Pooling: max_pool1d/2d (with indices), avg_pool1d/2d, adaptive_avg_pool1d/2d, adaptive_max_pool2d.
+// The 1-D operators are the 2-D kernels over height 1, as upstream computes them.
 #include <cmath>
 #include <limits>
 
@@ -82,11 +83,15 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel, Shape stride, Shape padding
   stride = pool_stride(stride, kernel);
   if (stride.size() == 1) stride.push_back(stride[0]);
   if (padding.size() == 1) padding.push_back(padding[0]);
+  if (padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1])
+    throw Error("pad should be at most half of kernel size, but got pad=" + std::to_string(padding[0]) +
+                " and kernel_size=" + std::to_string(kernel[0]));
   bool batched = input.dim() == 4;
   Tensor x = (batched ? input : ops::unsqueeze(input, int64_t{0})).contiguous();
   int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   int64_t oh = pool_out(h, kernel[0], padding[0], stride[0], 1, ceil),
           ow = pool_out(w, kernel[1], padding[1], stride[1], 1, ceil);
+  if (oh <= 0 || ow <= 0) throw Error("Output size is too small");
   Tensor out = Tensor::empty({n, c, oh, ow}, x.dtype());
   TN_DISPATCH_ALL_TYPES(x.dtype(), "avg_pool2d", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -154,8 +159,38 @@ std::pair<Tensor, Tensor> adaptive_pool2d(const Tensor& input, const Shape& outp
   return {out, indices};
 }
 
+// A 1-D pooling's input: (N, C, L) or (C, L), as upstream's checkDimRange and check1d refuse others.
+Tensor as_height_one(const Tensor& input, const char* name, const std::vector<Shape>& one_element_lists) {
+  if (input.dim() != 2 && input.dim() != 3)
+    throw Error(std::string("Expected 2 to 3 dimensions, but got ") + std::to_string(input.dim()) +
+                "-dimensional tensor for argument #1 'self' (while checking arguments for " + name + ")");
+  for (const Shape& list : one_element_lists)
+    if (list.size() != 1)
+      throw Error(std::string(name) + "() argument must contain one int (got " + std::to_string(list.size()) +
+                  ")");
+  return ops::unsqueeze(input, int64_t{-2});
+}
+
 }  // namespace
 
+TN_KERNEL("aten::max_pool1d_with_indices", {
+  Shape stride = a.int_list(2);
+  Tensor x = as_height_one(a.tensor(0), "max_pool1d", {a.int_list(1), a.int_list(3), a.int_list(4)});
+  auto [v, i] = max_pool2d(x, {1, a.int_list(1)[0]}, stride.empty() ? Shape{} : Shape{1, stride[0]},
+                           {0, a.int_list(3)[0]}, {1, a.int_list(4)[0]}, a.boolean(5));
+  return IValue::tuple({ops::squeeze(v, int64_t{-2}), ops::squeeze(i, int64_t{-2})});
+});
+TN_KERNEL("aten::avg_pool1d", {
+  Shape kernel = a.int_list(1), stride = a.int_list(2).empty() ? kernel : a.int_list(2);
+  Tensor x = as_height_one(a.tensor(0), "avg_pool1d", {kernel, stride, a.int_list(3)});
+  return ops::squeeze(avg_pool2d(x, {1, kernel[0]}, {1, stride[0]}, {0, a.int_list(3)[0]}, a.boolean(4),
+                                 a.boolean(5), std::nullopt),
+                      int64_t{-2});
+});
+TN_KERNEL("aten::adaptive_avg_pool1d", {
+  Tensor x = as_height_one(a.tensor(0), "adaptive_avg_pool1d", {a.int_list(1)});
+  return ops::squeeze(adaptive_pool2d<false>(x, {1, a.int_list(1)[0]}).first, int64_t{-2});
+});
 TN_KERNEL("aten::max_pool2d", {
   return max_pool2d(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4), a.boolean(5))
       .first;

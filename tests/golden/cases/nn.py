@@ -291,3 +291,40 @@ def cases():
     yield from _dropout_cases()
     yield from _training_attention_cases()
     yield from _transformer_cases()
+    yield from _pool1d_cases()
+
+
+def _pool1d_cases():
+    """The 1-D poolings (upstream's 2-D kernels over height 1): batched, unbatched, transposed
+    (non-contiguous), an empty batch, and what upstream refuses."""
+    signal = Arg((2, 3, 7))
+    entries = (
+        ("max_pool1d/indices_ceil", lambda x: F.max_pool1d(x, 3, 2, 1, return_indices=True, ceil_mode=True),
+         (signal,)),
+        ("max_pool1d/indices_unbatched", lambda x: F.max_pool1d(x, 2, return_indices=True), (Arg((3, 7)),)),
+        ("max_pool1d/indices_dilation_transposed",
+         lambda x: F.max_pool1d(x, 2, 1, dilation=2, return_indices=True), (Arg((2, 3, 7), layout=TRANSPOSED),)),
+        ("max_pool1d/indices_empty_batch", lambda x: F.max_pool1d(x, 2, return_indices=True), (Arg((0, 3, 7)),)),
+        ("max_pool1d/indices_4d", lambda x: F.max_pool1d(x, 2, return_indices=True), (Arg((1, 2, 3, 7)),)),
+        ("max_pool1d/indices_pad_too_big", lambda x: F.max_pool1d(x, 2, padding=2, return_indices=True),
+         (signal,)),
+        ("avg_pool1d/k3", lambda x: F.avg_pool1d(x, 3), (signal,)),
+        ("avg_pool1d/ceil_pad_exclude", lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+         (signal,)),
+        ("avg_pool1d/ceil_pad_include", lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), (signal,)),
+        ("avg_pool1d/unbatched", lambda x: F.avg_pool1d(x, 2, 1), (Arg((3, 7)),)),
+        ("avg_pool1d/transposed", lambda x: F.avg_pool1d(x, 2), (Arg((2, 3, 7), layout=TRANSPOSED),)),
+        ("avg_pool1d/empty_batch", lambda x: F.avg_pool1d(x, 2), (Arg((0, 3, 7)),)),
+        ("avg_pool1d/4d", lambda x: F.avg_pool1d(x, 2), (Arg((1, 2, 3, 7)),)),
+        ("avg_pool1d/pad_too_big", lambda x: F.avg_pool1d(x, 2, padding=2), (signal,)),
+        ("adaptive_avg_pool1d/4", lambda x: F.adaptive_avg_pool1d(x, 4), (signal,)),
+        ("adaptive_avg_pool1d/up_9", lambda x: F.adaptive_avg_pool1d(x, 9), (signal,)),
+        ("adaptive_avg_pool1d/unbatched", lambda x: F.adaptive_avg_pool1d(x, 3), (Arg((3, 7)),)),
+        ("adaptive_avg_pool1d/transposed", lambda x: F.adaptive_avg_pool1d(x, 5), (Arg((2, 3, 7), layout=TRANSPOSED),)),
+        ("adaptive_avg_pool1d/empty_batch", lambda x: F.adaptive_avg_pool1d(x, 2), (Arg((0, 3, 7)),)),
+        ("adaptive_avg_pool1d/4d", lambda x: F.adaptive_avg_pool1d(x, 2), (Arg((1, 2, 3, 7)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
