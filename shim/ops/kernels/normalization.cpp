@@ -294,18 +294,22 @@ std::vector<T> channel_values(const std::optional<Tensor>& p, ScalarType t) {
   return std::vector<T>(c.data_as<T>(), c.data_as<T>() + c.numel());
 }
 
-// The running statistics' update from one batch's (Normalization.cpp, in its types: the
-// momentum as T, the unbiased variance divided in T and mixed in double), and save_invstd.
+// One batch's statistics of a contiguous float or double input: the mean and the biased
+// variance (the sum of squares divided in T, as upstream divides it), with the running
+// statistics updated as Normalization.cpp does (in its types: the momentum as T, the unbiased
+// variance divided in T and mixed in double).
 template <typename T>
-void finish_statistics(BatchNormShape s, const std::vector<T>& var_sum, const Tensor& mean,
-                       const Tensor& invstd, const std::optional<Tensor>& running_mean,
-                       const std::optional<Tensor>& running_var, double momentum, double eps) {
-  ScalarType t = mean.dtype();
+std::pair<Tensor, Tensor> batch_statistics(const Tensor& x, const std::optional<Tensor>& running_mean,
+                                           const std::optional<Tensor>& running_var, double momentum) {
+  ScalarType t = x.dtype();
+  BatchNormShape s = batch_norm_shape(x);
+  Tensor mean = Tensor::empty({s.channels}, t), var = Tensor::empty({s.channels}, t);
+  std::vector<T> var_sum(size_t(s.channels));
+  channel_moments(x.data_as<T>(), s, mean.data_as<T>(), var_sum.data());
   std::vector<T> rm = channel_values<T>(running_mean, t), rv = channel_values<T>(running_var, t);
   T m = T(momentum);
   for (int64_t c = 0; c < s.channels; ++c) {
-    double var = double(var_sum[size_t(c)] / T(s.count()));
-    invstd.data_as<T>()[c] = var != 0 || eps != 0 ? T(1 / std::sqrt(var + eps)) : T(0);
+    var.data_as<T>()[c] = var_sum[size_t(c)] / T(s.count());
     if (running_mean) rm[size_t(c)] = m * mean.data_as<T>()[c] + (1 - m) * rm[size_t(c)];
     if (running_var) {
       T unbiased = var_sum[size_t(c)] / T(s.count() - 1);
@@ -320,6 +324,7 @@ void finish_statistics(BatchNormShape s, const std::vector<T>& var_sum, const Te
   };
   store(running_mean, rm);
   store(running_var, rv);
+  return {mean, var};
 }
 
 // native_batch_norm of a contiguous float or double input whose parameters share its dtype:
@@ -332,12 +337,16 @@ std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::
                                                     double momentum, double eps) {
   ScalarType t = x.dtype();
   BatchNormShape s = batch_norm_shape(x);
-  Tensor mean = Tensor::empty({training ? s.channels : 0}, t), invstd = Tensor::empty({mean.numel()}, t);
+  Tensor mean = Tensor::empty({0}, t), invstd = Tensor::empty({0}, t);
   std::vector<T> means(size_t(s.channels)), invstds(size_t(s.channels));
   if (training) {
-    std::vector<T> var_sum(size_t(s.channels));
-    channel_moments(x.data_as<T>(), s, mean.data_as<T>(), var_sum.data());
-    finish_statistics(s, var_sum, mean, invstd, running_mean, running_var, momentum, eps);
+    Tensor var;
+    std::tie(mean, var) = batch_statistics<T>(x, running_mean, running_var, momentum);
+    invstd = Tensor::empty({s.channels}, t);
+    for (int64_t c = 0; c < s.channels; ++c) {
+      double v = double(var.data_as<T>()[c]);  // upstream's InvStd, in double
+      invstd.data_as<T>()[c] = v != 0 || eps != 0 ? T(1 / std::sqrt(v + eps)) : T(0);
+    }
     means.assign(mean.data_as<T>(), mean.data_as<T>() + s.channels);
     invstds.assign(invstd.data_as<T>(), invstd.data_as<T>() + s.channels);
   } else {
@@ -357,21 +366,18 @@ std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::
   return {out, mean, invstd};
 }
 
-// aten::native_batch_norm: float and double fused; bfloat16 computed in float and stored back.
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const std::optional<Tensor>& weight,
-                                                     const std::optional<Tensor>& bias,
-                                                     const std::optional<Tensor>& running_mean,
-                                                     const std::optional<Tensor>& running_var, bool training,
-                                                     double momentum, double eps) {
+// Upstream's checks of a batch_norm call, in its order; float, double and bfloat16 pass.
+void check_batch_norm_call(const Tensor& input, const std::optional<Tensor>& weight,
+                           const std::optional<Tensor>& bias, const std::optional<Tensor>& running_mean,
+                           const std::optional<Tensor>& running_var, bool training) {
   if (input.dim() < 2) throw Error("batch_norm: expected input with at least 2 dims");
   auto ptr = [](const std::optional<Tensor>& p) { return p ? &*p : nullptr; };
   check_batch_norm_parameters(input, {{"weight", ptr(weight)},
                                       {"bias", ptr(bias)},
                                       {"running_mean", ptr(running_mean)},
                                       {"running_var", ptr(running_var)}});
-  int64_t channels = input.size(1);
   if (training) {
-    int64_t count = input.numel() / std::max<int64_t>(channels, 1);
+    int64_t count = input.numel() / std::max<int64_t>(input.size(1), 1);
     if (count <= 1)
       throw Error("Expected more than 1 value per channel when training, got input size " +
                   shape_str(input.sizes()));
@@ -381,14 +387,43 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
   ScalarType t = input.dtype();
   if (t != ScalarType::Float && t != ScalarType::Double && t != ScalarType::BFloat16)
     dtype_not_implemented("batch_norm", t);
+}
+
+// bfloat16's statistics are kept in its parameters' dtype (float32 when mixed).
+ScalarType statistics_dtype(const Tensor& input, const std::optional<Tensor>& param) {
+  return param ? param->dtype() : input.dtype();
+}
+
+// aten::native_batch_norm: float and double fused; bfloat16 computed in float and stored back.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias,
+                                                     const std::optional<Tensor>& running_mean,
+                                                     const std::optional<Tensor>& running_var, bool training,
+                                                     double momentum, double eps) {
+  check_batch_norm_call(input, weight, bias, running_mean, running_var, training);
+  ScalarType t = input.dtype();
   if (t == ScalarType::Double)
     return fused_batch_norm<double>(input.contiguous(), weight, bias, running_mean, running_var, training,
                                     momentum, eps);
   auto [out, mean, invstd] = fused_batch_norm<float>(input.to(ScalarType::Float).contiguous(), weight, bias,
                                                      running_mean, running_var, training, momentum, eps);
-  // bfloat16: its statistics are kept in the parameters' dtype (float32 when mixed).
-  ScalarType saved = weight ? weight->dtype() : running_mean ? running_mean->dtype() : t;
+  ScalarType saved = statistics_dtype(input, weight ? weight : running_mean);
   return {out.to(t), mean.to(saved), invstd.to(saved)};
+}
+
+// aten::batch_norm_update_stats: the batch's mean and biased variance, the running statistics
+// updated; native_batch_norm's training statistics without its output.
+std::tuple<Tensor, Tensor> batch_norm_update_stats(const Tensor& input,
+                                                   const std::optional<Tensor>& running_mean,
+                                                   const std::optional<Tensor>& running_var,
+                                                   double momentum) {
+  check_batch_norm_call(input, std::nullopt, std::nullopt, running_mean, running_var, true);
+  if (input.dtype() == ScalarType::Double)
+    return batch_statistics<double>(input.contiguous(), running_mean, running_var, momentum);
+  auto [mean, var] =
+      batch_statistics<float>(input.to(ScalarType::Float).contiguous(), running_mean, running_var, momentum);
+  ScalarType saved = statistics_dtype(input, running_mean);
+  return {mean.to(saved), var.to(saved)};
 }
 
 // native_batch_norm_backward of contiguous float or double tensors: training reads the saved
@@ -471,6 +506,11 @@ TN_KERNEL("aten::native_batch_norm", {
       native_batch_norm(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2), a.optional_tensor(3),
                         a.optional_tensor(4), a.boolean(5), a.real(6), a.real(7));
   return IValue::tuple({out, mean, invstd});
+});
+TN_KERNEL("aten::batch_norm_update_stats", {
+  auto [mean, var] =
+      batch_norm_update_stats(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2), a.real(3));
+  return IValue::tuple({mean, var});
 });
 TN_KERNEL("aten::native_batch_norm_backward", {
   auto [dx, dw, db] = native_batch_norm_backward(
