@@ -292,6 +292,7 @@ def cases():
     yield from _training_attention_cases()
     yield from _transformer_cases()
     yield from _pool1d_cases()
+    yield from _pixel_shuffle_cases()
 
 
 def _pool1d_cases():
@@ -323,6 +324,30 @@ def _pool1d_cases():
         ("adaptive_avg_pool1d/transposed", lambda x: F.adaptive_avg_pool1d(x, 5), (Arg((2, 3, 7), layout=TRANSPOSED),)),
         ("adaptive_avg_pool1d/empty_batch", lambda x: F.adaptive_avg_pool1d(x, 2), (Arg((0, 3, 7)),)),
         ("adaptive_avg_pool1d/4d", lambda x: F.adaptive_avg_pool1d(x, 2), (Arg((1, 2, 3, 7)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _pixel_shuffle_cases():
+    """pixel_shuffle and pixel_unshuffle: batched, unbatched, extra leading dims, transposed,
+    empty, and the shapes upstream refuses."""
+    entries = (
+        ("pixel_shuffle/r2", lambda x: F.pixel_shuffle(x, 2), (Arg((2, 8, 3, 2)),)),
+        ("pixel_shuffle/r3_unbatched", lambda x: F.pixel_shuffle(x, 3), (Arg((9, 2, 3)),)),
+        ("pixel_shuffle/two_batch_dims", lambda x: F.pixel_shuffle(x, 2), (Arg((2, 1, 4, 2, 3)),)),
+        ("pixel_shuffle/transposed", lambda x: F.pixel_shuffle(x, 2), (Arg((1, 4, 3, 2), layout=TRANSPOSED),)),
+        ("pixel_shuffle/empty", lambda x: F.pixel_shuffle(x, 2), (Arg((0, 4, 3, 2)),)),
+        ("pixel_shuffle/channels_do_not_divide", lambda x: F.pixel_shuffle(x, 2), (Arg((1, 6, 3, 2)),)),
+        ("pixel_shuffle/2d", lambda x: F.pixel_shuffle(x, 2), (Arg((4, 3)),)),
+        ("pixel_unshuffle/r2", lambda x: F.pixel_unshuffle(x, 2), (Arg((2, 3, 4, 6)),)),
+        ("pixel_unshuffle/r3_unbatched", lambda x: F.pixel_unshuffle(x, 3), (Arg((2, 3, 6)),)),
+        ("pixel_unshuffle/transposed", lambda x: F.pixel_unshuffle(x, 2), (Arg((1, 2, 4, 6), layout=TRANSPOSED),)),
+        ("pixel_unshuffle/empty", lambda x: F.pixel_unshuffle(x, 2), (Arg((0, 2, 4, 2)),)),
+        ("pixel_unshuffle/height_does_not_divide", lambda x: F.pixel_unshuffle(x, 2), (Arg((1, 2, 3, 4)),)),
+        ("pixel_unshuffle/zero_factor", lambda x: F.pixel_unshuffle(x, 0), (Arg((1, 2, 4, 4)),)),
     )
     for name, call, args in entries:
         op, variant = name.split("/", 1)
