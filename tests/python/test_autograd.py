@@ -22,8 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
 from compare import compare_values, network_difference  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo"
-sys.path.append(str(DEMO))
-import fortunes  # noqa: E402 (the demo's reading of Debian's fortunes)
 
 GRAPH = r'''
 def names(fn, depth=3):
@@ -432,6 +430,9 @@ GPT_CASES = {"adamw": pytest.param(False, marks=pytest.mark.xfail(
 
 @pytest.fixture(scope="module")
 def fortune_file():
+    if str(DEMO) not in sys.path:
+        sys.path.append(str(DEMO))
+    import fortunes  # the demo's reading of Debian's fortunes (it imports torch: not at collection)
     try:
         files = fortunes.fortune_files()
     except fortunes.NotInstalled as missing:
