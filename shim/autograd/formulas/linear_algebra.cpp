@@ -4,11 +4,11 @@
 namespace tn::autograd {
 
 namespace {
-Tensor mT(const Tensor& t) { return ops::transpose(t, -2, -1); }
+Tensor mT(const Tensor &t) { return ops::transpose(t, -2, -1); }
 
 // matmul's gradients for any ranks: 1-D operands become matrices (a row on the left, a
 // column on the right) as in the forward, batch dimensions are summed back by sum_to.
-Stack matmul_grads(const Saved& s, const Tensor& grad) {
+Stack matmul_grads(const Saved &s, const Tensor &grad) {
   const Tensor &x = s.input(0), &y = s.input(1);
   Tensor xm = x.dim() == 1 ? ops::unsqueeze(x, 0) : x, ym = y.dim() == 1 ? ops::unsqueeze(y, 1) : y;
   Tensor g = grad;
@@ -104,6 +104,40 @@ TN_DERIVATIVE("aten::linalg_cross", "LinalgCrossBackward0", SAVES(0, 1), {
   int64_t dim = s.args().integer(2);
   return {s.needs_grad(0) ? IValue(ops::linalg_cross(s.input(1), g[0], dim)) : none(),
           s.needs_grad(1) ? IValue(ops::linalg_cross(g[0], s.input(0), dim)) : none()};
+});
+
+// _trilinear's gradient for each input is _trilinear again, the gradient taking that input's
+// place, its expand dims becoming the summed ones and the summed ones the gradient's expand dims.
+TN_DERIVATIVE("aten::_trilinear", "TrilinearBackward0", SAVES(0, 1, 2), {
+  auto a = s.args();
+  std::vector<std::vector<int64_t>> expand{a.int_list(3), a.int_list(4), a.int_list(5)};
+  std::vector<int64_t> sumdim = a.int_list(6);
+  Stack out(3);
+  for (size_t i = 0; i < 3; ++i) {
+    if (!s.needs_grad(i)) continue;
+    std::vector<Tensor> inputs{s.input(0), s.input(1), s.input(2)};
+    std::vector<std::vector<int64_t>> dims = expand;
+    inputs[i] = g[0];
+    dims[i] = sumdim;
+    out[i] = ops::_trilinear(inputs[0], inputs[1], inputs[2], dims[0], dims[1], dims[2], expand[i], 1);
+  }
+  return out;
+});
+// bilinear is upstream's _trilinear(rows1, W, rows2, [1, 3], [0], [1, 2], [2, 3]) plus the bias:
+// the same gradients, over the rows.
+TN_DERIVATIVE("aten::bilinear", "TrilinearBackward0", SAVES(0, 1, 2), {
+  const Tensor &x1 = s.input(0), &x2 = s.input(1), &w = s.input(2);
+  Tensor rows1 = ops::reshape(x1, {-1, w.size(1)}), rows2 = ops::reshape(x2, {-1, w.size(2)});
+  Tensor grad = ops::reshape(g[0], {-1, w.size(0)});
+  Stack out(4);
+  if (s.needs_grad(0))
+    out[0] = ops::reshape(ops::_trilinear(grad, w, rows2, {2, 3}, {0}, {1, 2}, {1, 3}, 1), x1.sizes());
+  if (s.needs_grad(1))
+    out[1] = ops::reshape(ops::_trilinear(rows1, w, grad, {1, 3}, {0}, {2, 3}, {1, 2}, 1), x2.sizes());
+  if (s.needs_grad(2)) out[2] = ops::_trilinear(rows1, grad, rows2, {1, 3}, {2, 3}, {1, 2}, {0}, 1);
+  if (s.needs_grad(3))
+    out[3] = ops::reshape(ops::sum(grad, std::vector<int64_t>{0}, false, std::nullopt), s.input_sizes(3));
+  return out;
 });
 
 }  // namespace tn::autograd

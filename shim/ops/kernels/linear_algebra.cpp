@@ -680,4 +680,134 @@ TN_KERNEL("aten::linear", {
   return out;
 });
 
+namespace {
+
+// (left * right).sum(sum_dims, keepdim) over operands of equal rank, broadcast where a size is 1,
+// as one bmm of (both, left only, summed) by (both, summed, right only): upstream's
+// sumproduct_pair, whose grouping decides which products a BLAS or loop call rounds.
+Tensor sumproduct_pair(Tensor left, Tensor right, const std::vector<int64_t>& sum_dims) {
+  if (left.dim() != right.dim()) throw Error("number of dimensions must match");
+  if (sum_dims.empty()) return ops::mul(left, right);
+  int64_t dim = left.dim(), both_size = 1, left_size = 1, right_size = 1, sum_size = 1;
+  std::vector<bool> summed(size_t(dim), false);
+  for (int64_t d : sum_dims) summed[size_t(d)] = true;
+  std::vector<int64_t> both, left_only, right_only;
+  for (int64_t i = 0; i < dim; ++i) {
+    bool sl = left.size(i) > 1, sr = right.size(i) > 1;
+    if (sl && sr && left.size(i) != right.size(i)) throw Error("non-broadcast dimensions must match");
+    if (summed[size_t(i)]) {
+      if (sl && sr) sum_size *= left.size(i);
+      if (sl && !sr) left = ops::sum(left, std::vector<int64_t>{i}, true, std::nullopt);
+      if (sr && !sl) right = ops::sum(right, std::vector<int64_t>{i}, true, std::nullopt);
+    } else if (sl && sr) {
+      both.push_back(i), both_size *= left.size(i);
+    } else if (sl) {
+      left_only.push_back(i), left_size *= left.size(i);
+    } else {
+      right_only.push_back(i), right_size *= right.size(i);
+    }
+  }
+  Shape out_size;
+  for (int64_t d : both) out_size.push_back(left.size(d));
+  for (int64_t d : left_only) out_size.push_back(left.size(d));
+  out_size.insert(out_size.end(), sum_dims.size(), 1);
+  for (int64_t d : right_only) out_size.push_back(right.size(d));
+  auto joined = [](std::initializer_list<const std::vector<int64_t>*> parts) {
+    std::vector<int64_t> out;
+    for (const auto* part : parts) out.insert(out.end(), part->begin(), part->end());
+    return out;
+  };
+  std::vector<int64_t> out_order = joined({&both, &left_only, &sum_dims, &right_only}),
+                       inverse(out_order.size());
+  for (size_t i = 0; i < out_order.size(); ++i) inverse[size_t(out_order[i])] = int64_t(i);
+  left = ops::reshape(ops::permute(left, out_order), {both_size, left_size, sum_size});
+  right = ops::reshape(ops::permute(right, joined({&both, &sum_dims, &right_only, &left_only})),
+                       {both_size, sum_size, right_size});
+  return ops::permute(ops::reshape(ops::bmm(left, right), out_size), inverse);
+}
+
+std::vector<bool> dim_flags(const std::vector<int64_t>& dims, int64_t total) {
+  std::vector<bool> flags(size_t(total), false);
+  for (int64_t d : dims) {
+    if (d < -total || d >= total) throw IndexError("Dimension out of range in _trilinear");
+    flags[size_t(d < 0 ? d + total : d)] = true;
+  }
+  return flags;
+}
+
+// The sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims, one slice of
+// unroll_dim at a time (two sumproduct_pairs per slice), as upstream's _trilinear.
+Tensor trilinear(Tensor i1, Tensor i2, Tensor i3, const std::vector<std::vector<int64_t>>& expands,
+                 const std::vector<int64_t>& sumdim_list, int64_t unroll_dim) {
+  int64_t total = i1.dim() + int64_t(expands[0].size());
+  if (unroll_dim < 0 || unroll_dim >= total)
+    throw Error("unroll_dim must be in [0," + std::to_string(total - 1) + "]");
+  std::vector<Tensor*> inputs{&i1, &i2, &i3};
+  std::vector<std::vector<bool>> expand;
+  for (size_t t = 0; t < 3; ++t) {
+    if (inputs[t]->dim() + int64_t(expands[t].size()) != total)
+      throw Error("number of dimensions must match");
+    expand.push_back(dim_flags(expands[t], total));
+  }
+  std::vector<bool> sumdim = dim_flags(sumdim_list, total);
+  Shape output_size;
+  std::vector<int64_t> sum12, sum23;
+  int64_t unroll_size = -1;
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t size = 0;
+    for (size_t t = 0; t < 3; ++t)
+      if (expand[t][size_t(i)])
+        *inputs[t] = ops::unsqueeze(*inputs[t], i);
+      else
+        size = inputs[t]->size(i);
+    // A dim summed and absent from i3 is summed with i1 i2's product, else with i3.
+    if (sumdim[size_t(i)] && i != unroll_dim) (expand[2][size_t(i)] ? sum12 : sum23).push_back(i);
+    output_size.push_back(sumdim[size_t(i)] ? 1 : size);
+    if (i == unroll_dim) unroll_size = size;
+  }
+  Tensor output = ops::zeros(output_size, i1.dtype());
+  if (i1.numel() != 0 && i2.numel() != 0 && i3.numel() != 0)
+    for (int64_t k = 0; k < unroll_size; ++k) {
+      auto slice = [&](const Tensor& t, size_t which) {
+        return ops::narrow(t, unroll_dim, expand[which][size_t(unroll_dim)] ? 0 : k, 1);
+      };
+      Tensor buf = sumproduct_pair(sumproduct_pair(slice(i1, 0), slice(i2, 1), sum12), slice(i3, 2), sum23);
+      ops::add_(sumdim[size_t(unroll_dim)] ? output : ops::narrow(output, unroll_dim, k, 1), buf);
+    }
+  for (int64_t i = total - 1; i >= 0; --i)
+    if (sumdim[size_t(i)]) output = ops::squeeze(output, i);
+  return output;
+}
+
+}  // namespace
+
+TN_KERNEL("aten::_trilinear", {
+  return trilinear(a.tensor(0), a.tensor(1), a.tensor(2), {a.int_list(3), a.int_list(4), a.int_list(5)},
+                   a.int_list(6), a.integer(7));
+});
+// bilinear(x1, x2, W, b)[..., k] = x1 W[k] x2 + b[k]: upstream's _trilinear over the rows of x1
+// and x2, then the bias added.
+TN_KERNEL("aten::bilinear", {
+  const Tensor &x1 = a.tensor(0), &x2 = a.tensor(1), &w = a.tensor(2);
+  auto bias = a.optional_tensor(3);
+  if (x1.dim() != x2.dim())
+    throw Error("bilinear(): input dimensions do not match: got " + std::to_string(x1.dim()) + " and " +
+                std::to_string(x2.dim()));
+  for (int64_t i = 0; i + 1 < x1.dim(); ++i)
+    if (x1.size(i) != x2.size(i))
+      throw Error("bilinear(): input batch dimensions do not match at dim " + std::to_string(i) + ": got " +
+                  std::to_string(x1.size(i)) + " and " + std::to_string(x2.size(i)));
+  if (w.dim() < 3) throw IndexError("Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  if (w.dim() > 3) throw Error("number of dimensions must match");
+  if (x1.size(-1) != w.size(1) || x2.size(-1) != w.size(2) || (bias && bias->size(0) != w.size(0)))
+    throw Error("bilinear(): input1, input2 or bias size does not match weight size");
+  if (x1.dtype() != x2.dtype() || x1.dtype() != w.dtype())
+    throw Error("expected scalar type of input1, input2 and weight to be the same");
+  Shape out_size(x1.sizes().begin(), x1.sizes().end() - 1);
+  out_size.push_back(w.size(0));
+  Tensor rows1 = ops::reshape(x1, {-1, x1.size(-1)}), rows2 = ops::reshape(x2, {-1, x2.size(-1)});
+  Tensor out = ops::reshape(trilinear(rows1, w, rows2, {{1, 3}, {0}, {1, 2}}, {2, 3}, 1), out_size);
+  return bias ? ops::add(out, *bias, Scalar(int64_t{1})) : out;
+});
+
 }  // namespace tn

@@ -293,6 +293,7 @@ def cases():
     yield from _transformer_cases()
     yield from _pool1d_cases()
     yield from _pixel_shuffle_cases()
+    yield from _bilinear_cases()
 
 
 def _pool1d_cases():
@@ -348,6 +349,31 @@ def _pixel_shuffle_cases():
         ("pixel_unshuffle/empty", lambda x: F.pixel_unshuffle(x, 2), (Arg((0, 2, 4, 2)),)),
         ("pixel_unshuffle/height_does_not_divide", lambda x: F.pixel_unshuffle(x, 2), (Arg((1, 2, 3, 4)),)),
         ("pixel_unshuffle/zero_factor", lambda x: F.pixel_unshuffle(x, 0), (Arg((1, 2, 4, 4)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _bilinear_cases():
+    """F.bilinear: batched with and without bias, extra batch dims, unbatched, transposed,
+    an empty batch, and what upstream refuses."""
+    weight, bias = Arg((6, 4, 5)), Arg((6,))
+    entries = (
+        ("bilinear/bias", F.bilinear, (Arg((3, 4)), Arg((3, 5)), weight, bias)),
+        ("bilinear/no_bias", F.bilinear, (Arg((3, 4)), Arg((3, 5)), weight)),
+        ("bilinear/two_batch_dims", F.bilinear, (Arg((2, 3, 4)), Arg((2, 3, 5)), weight, bias)),
+        ("bilinear/unbatched", F.bilinear, (Arg((4,)), Arg((5,)), weight, bias)),
+        ("bilinear/transposed", F.bilinear, (Arg((3, 4), layout=TRANSPOSED), Arg((3, 5)), weight, bias)),
+        ("bilinear/empty", F.bilinear, (Arg((0, 4)), Arg((0, 5)), weight, bias)),
+        ("bilinear/batch_mismatch", F.bilinear, (Arg((3, 4)), Arg((2, 5)), weight, bias)),
+        ("bilinear/dtype_mismatch", lambda a, b, w: F.bilinear(a, b.to(torch.float16), w),
+         (Arg((3, 4)), Arg((3, 5)), weight)),
+        ("_trilinear/unroll_summed_dim", lambda a, w, b: torch._trilinear(a, w, b, [1, 3], [0], [1, 2], [2, 3], 2),
+         (Arg((3, 4)), weight, Arg((3, 5)))),
+        ("_trilinear/unroll_out_of_range", lambda a, w, b: torch._trilinear(a, w, b, [1, 3], [0], [1, 2], [2, 3], 4),
+         (Arg((3, 4)), weight, Arg((3, 5)))),
     )
     for name, call, args in entries:
         op, variant = name.split("/", 1)
