@@ -294,6 +294,7 @@ def cases():
     yield from _pool1d_cases()
     yield from _pixel_shuffle_cases()
     yield from _bilinear_cases()
+    yield from _feature_dropout_cases()
 
 
 def _pool1d_cases():
@@ -379,3 +380,38 @@ def _bilinear_cases():
         op, variant = name.split("/", 1)
         for dtype in ("float32", "float64"):
             yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _feature_dropout_cases():
+    """dropout2d/3d (feature_dropout), alpha_dropout and feature_alpha_dropout in training, seeded
+    inside the call as _dropout_cases: batched, unbatched, transposed, empty, and refusals."""
+    entries = (
+        ("feature_dropout/2d", seeded(3, partial(F.dropout2d, p=0.4, training=True)), Arg((2, 3, 2, 2))),
+        ("feature_dropout/2d_unbatched", seeded(3, partial(F.dropout2d, p=0.4, training=True)), Arg((3, 2, 2))),
+        ("feature_dropout/3d", seeded(4, partial(F.dropout3d, p=0.5, training=True)), Arg((2, 3, 1, 2, 2))),
+        ("feature_dropout/2d_transposed", seeded(3, partial(F.dropout2d, p=0.4, training=True)),
+         Arg((2, 3, 2, 3), layout=TRANSPOSED)),
+        ("feature_dropout/2d_inplace", seeded(3, lambda a: (F.dropout2d(a, 0.4, True, inplace=True), a)),
+         Arg((2, 3, 2, 2))),
+        ("feature_dropout/empty", seeded(3, partial(F.dropout2d, p=0.4, training=True)), Arg((0, 3, 2, 2))),
+        ("feature_dropout/p1", seeded(3, partial(F.dropout2d, p=1.0, training=True)), Arg((2, 3, 2, 2))),
+        ("feature_dropout/eval", partial(F.dropout2d, p=0.4, training=False), Arg((2, 3, 2, 2))),
+        ("feature_dropout/1d_refused", seeded(3, lambda a: torch.feature_dropout(a, 0.4, True)), Arg((5,))),
+        ("feature_dropout/p_out_of_range", lambda a: torch.feature_dropout(a, 1.5, True), Arg((2, 3))),
+        ("alpha_dropout/train", seeded(5, partial(F.alpha_dropout, p=0.3, training=True)), Arg((4, 5))),
+        ("alpha_dropout/unbatched_transposed", seeded(5, partial(F.alpha_dropout, p=0.3, training=True)),
+         Arg((4, 5), layout=TRANSPOSED)),
+        ("alpha_dropout/inplace", seeded(5, lambda a: (F.alpha_dropout(a, 0.3, True, inplace=True), a)),
+         Arg((4, 5))),
+        ("alpha_dropout/empty", seeded(5, partial(F.alpha_dropout, p=0.3, training=True)), Arg((0, 5))),
+        ("alpha_dropout/p1", seeded(5, partial(F.alpha_dropout, p=1.0, training=True)), Arg((4, 5))),
+        ("alpha_dropout/p_out_of_range", lambda a: torch.alpha_dropout(a, -0.5, True), Arg((4, 5))),
+        ("feature_alpha_dropout/train", seeded(6, partial(F.feature_alpha_dropout, p=0.3, training=True)),
+         Arg((2, 3, 4))),
+        ("feature_alpha_dropout/inplace",
+         seeded(6, lambda a: (F.feature_alpha_dropout(a, 0.3, True, inplace=True), a)), Arg((2, 3, 4))),
+    )
+    for name, call, arg in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, (arg,), dtype)

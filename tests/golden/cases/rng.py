@@ -114,6 +114,17 @@ INPUT_DRAWS = (
 )
 
 
+# Feature dropout draws one bernoulli per (sample, channel); alpha dropout one per element.
+FEATURE_DROPOUT_DRAWS = (
+    ("feature_dropout/dropout2d", partial(F.dropout2d, p=0.5, training=True), (Arg((3, 4, 2, 2)),)),
+    ("feature_dropout/dropout3d_inplace", lambda a: (F.dropout3d(a, 0.3, True, inplace=True), a),
+     (Arg((2, 5, 1, 2, 2)),)),
+    ("feature_dropout/then_rand", lambda a: (F.dropout2d(a, 0.5, True), torch.rand(3)), (Arg((2, 3, 2, 2)),)),
+    ("alpha_dropout/train", partial(F.alpha_dropout, p=0.5, training=True), (Arg((17, 3)),)),
+    ("feature_alpha_dropout/train", partial(F.feature_alpha_dropout, p=0.5, training=True), (Arg((3, 4, 5)),)),
+)
+
+
 def cases():
     for seed in SEEDS:
         for name, draw in DRAWS:
@@ -129,4 +140,8 @@ def cases():
     for name, draw, args in INPUT_DRAWS:
         op, variant = name.split("/", 1)
         yield Case("%s/%s/seed0" % (op, variant), seeded(0, draw), args, dtype="float32", exact=True)
+    for name, draw, args in FEATURE_DROPOUT_DRAWS:
+        op, variant = name.split("/", 1)
+        for seed in SEEDS:
+            yield Case("%s/%s/seed%d" % (op, variant, seed), seeded(seed, draw), args, dtype="float32", exact=True)
     yield Case("manual_seed/large/seed", seeded(2 ** 40 + 3, lambda: torch.rand(4)), (), exact=True)
