@@ -88,7 +88,7 @@ zoo: setup
 	$(PYTHON) tests/zoo/zoo.py --shim $(VENV)/bin/python --upstream $(PYTHON) --report $(BUILD)/zoo.md
 
 # One epoch of the Fashion-MNIST BatchNorm CNN on upstream (float32, float64) and the shim, and
-# their test accuracy (issue 18 point 4; bench/cnn_epoch.py, docs/measurements.md). About 5 min.
+# their test accuracy (issue 18 point 4; bench/cnn_epoch.py, docs/measurements.md). About 3 min.
 cnn-epoch: setup
 	$(PYTHON) bench/cnn_epoch.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 
