@@ -171,6 +171,14 @@ Tensor as_height_one(const Tensor& input, const char* name, const std::vector<Sh
   return ops::unsqueeze(input, int64_t{-2});
 }
 
+// Upstream's adaptive_avg_pool2d: a (1, 1) output is the mean over the last two dims (its
+// cascade sum, so its bits: the global pooling ending every torchvision classifier), any other
+// size the windows of the pooling kernel.
+Tensor adaptive_avg_pool2d(const Tensor& x, const Shape& output_size) {
+  if (output_size == Shape{1, 1}) return ops::mean(x, std::vector<int64_t>{-1, -2}, true, std::nullopt);
+  return adaptive_pool2d<false>(x, output_size).first;
+}
+
 }  // namespace
 
 TN_KERNEL("aten::max_pool1d_with_indices", {
@@ -189,7 +197,7 @@ TN_KERNEL("aten::avg_pool1d", {
 });
 TN_KERNEL("aten::adaptive_avg_pool1d", {
   Tensor x = as_height_one(a.tensor(0), "adaptive_avg_pool1d", {a.int_list(1)});
-  return ops::squeeze(adaptive_pool2d<false>(x, {1, a.int_list(1)[0]}).first, int64_t{-2});
+  return ops::squeeze(adaptive_avg_pool2d(x, {1, a.int_list(1)[0]}), int64_t{-2});
 });
 TN_KERNEL("aten::max_pool2d", {
   return max_pool2d(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4), a.boolean(5))
@@ -211,7 +219,7 @@ TN_KERNEL("aten::avg_pool2d", {
   return avg_pool2d(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.boolean(4), a.boolean(5),
                     a.optional_integer(6));
 });
-TN_KERNEL("aten::adaptive_avg_pool2d", { return adaptive_pool2d<false>(a.tensor(0), a.int_list(1)).first; });
+TN_KERNEL("aten::adaptive_avg_pool2d", { return adaptive_avg_pool2d(a.tensor(0), a.int_list(1)); });
 TN_KERNEL("aten::adaptive_max_pool2d", {
   auto [v, i] = adaptive_pool2d<true>(a.tensor(0), a.int_list(1));
   return IValue::tuple({v, i});
