@@ -13,22 +13,13 @@ import subprocess
 import sys
 import time
 
-SCRIPT = r"""
+from timing import MEDIAN_TIME
+
+SCRIPT = MEDIAN_TIME + r"""
 import json, resource, sys, time
 import torch
 repeat, case, threads = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(threads)
-
-
-def median_time(step, runs):
-    step()  # warm-up: first-call costs are not per-step costs
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def chain(requires_grad, backward):

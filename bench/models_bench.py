@@ -24,24 +24,16 @@ import subprocess
 import sys
 import time
 
+from timing import MEDIAN_TIME
+
 DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "demo")
 
-SCRIPT = r"""
+SCRIPT = MEDIAN_TIME + r"""
 import json, resource, sys, time
 import torch
 case, threads, repeat, demo = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 torch.set_num_threads(threads)
 torch.manual_seed(0)
-
-
-def median_time(step):
-    step()  # warm-up: first-call costs are not per-step costs
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
 
 
 def forward(model, x):
@@ -96,21 +88,24 @@ def measure(case):
         name = case.split()[0]
         size = 64 if name == "vit_b_16" else 224
         options = {"image_size": 64} if name == "vit_b_16" else {}
-        return median_time(forward(torchvision_model(name, **options), torch.randn(8, 3, size, size)))
+        model = torchvision_model(name, **options)
+        return median_time(forward(model, torch.randn(8, 3, size, size)), repeat)
     if case == "resnet18 training step b64":
         model = torchvision_model("resnet18")
-        return median_time(training_step(model, torch.randn(64, 3, 224, 224), torch.arange(64) % 1000, sgd(model)))
+        step = training_step(model, torch.randn(64, 3, 224, 224), torch.arange(64) % 1000, sgd(model))
+        return median_time(step, repeat)
     if case == "CNN training step b64":
         sys.path.insert(0, demo)
         from cnn import batchnorm_cnn
         model = batchnorm_cnn()
-        return median_time(training_step(model, torch.rand(64, 1, 28, 28), torch.arange(64) % 10, sgd(model)))
+        step = training_step(model, torch.rand(64, 1, 28, 28), torch.arange(64) % 10, sgd(model))
+        return median_time(step, repeat)
     if case == "GPT training step b16x64":
         model, inputs, targets = gpt()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        return median_time(training_step(model, inputs, targets, optimizer))
+        return median_time(training_step(model, inputs, targets, optimizer), repeat)
     if case == "GPT sampling, per token":
-        return median_time(sampling(gpt()[0], 32)) / 32
+        return median_time(sampling(gpt()[0], 32), repeat) / 32
     raise ValueError(case)
 
 
