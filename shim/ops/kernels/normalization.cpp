@@ -183,15 +183,17 @@ struct BackwardArgs {
   bool train;
 };
 
-// One channel's dx as upstream's vector loops round it: training takes away the mean gradient
-// and the projection onto the normalized input (k), the latter in one FMA where `fused`;
-// evaluation only scales. n values at restrict pointers, so the compiler may vectorize.
+// What one channel's dx is made from: its statistics and weight, and in training the
+// projection factor k and the mean gradient; `fused` where upstream's compiler made an FMA.
 template <typename T>
 struct ChannelGrad {
   T mean, invstd, w, k, grad_mean;
   bool train, fused;
 };
 
+// One channel's dx as upstream's vector loops round it: training takes away the mean gradient
+// and the projection onto the normalized input, evaluation only scales. n values `stride` apart
+// at restrict pointers, so the compiler may vectorize.
 template <typename T>
 [[gnu::always_inline]] inline void channel_grad_input(const T* __restrict x, const T* __restrict dy,
                                                       T* __restrict dx, int64_t n, int64_t stride,
@@ -222,9 +224,9 @@ TN_CLONES void row_backward(const BackwardArgs<T>& a) {
   // partial one (bits say; float's both).
   int64_t fused_channels = std::is_same_v<T, float> ? channels : channels - channels % kLanes<T>;
   for (int64_t c = 0; a.dx && c < channels; ++c) {
-    T k = dotp[size_t(c)] * a.invstd[c] * a.invstd[c] / T(rows), grad_mean = sum[size_t(c)] / T(rows);
-    ChannelGrad<T> g{a.mean[c], a.invstd[c],       a.weight ? a.weight[c] : T(1), k, grad_mean,
-                     a.train,   c < fused_channels};
+    T invstd = a.invstd[c], w = a.weight ? a.weight[c] : T(1);
+    T k = dotp[size_t(c)] * invstd * invstd / T(rows), grad_mean = sum[size_t(c)] / T(rows);
+    ChannelGrad<T> g{a.mean[c], invstd, w, k, grad_mean, a.train, c < fused_channels};
     channel_grad_input(a.x + c, a.dy + c, a.dx + c, rows, channels, g);
   }
   for (int64_t c = 0; c < channels; ++c) {
