@@ -295,6 +295,7 @@ def cases():
     yield from _pixel_shuffle_cases()
     yield from _bilinear_cases()
     yield from _feature_dropout_cases()
+    yield from _embedding_max_norm_cases()
 
 
 def _pool1d_cases():
@@ -415,3 +416,28 @@ def _feature_dropout_cases():
         op, variant = name.split("/", 1)
         for dtype in ("float32", "float64"):
             yield Case("%s/%s/%s" % (op, dtype, variant), call, (arg,), dtype)
+
+
+def _embedding_max_norm_cases():
+    """F.embedding with max_norm: the looked-up rows renormalised in place (embedding_renorm_,
+    under no_grad), then looked up; the result and the renormalised weight both compared."""
+    def renormed(**options):
+        def call(indices, weight):
+            return F.embedding(indices, weight, **options), weight
+        return call
+    indices = Arg((2, 3), ("index", 5), "int64")
+    entries = (
+        ("embedding/max_norm", renormed(max_norm=1.0), (indices, Arg((5, 3)))),
+        ("embedding/max_norm_p1_padding", renormed(max_norm=2.0, norm_type=1.0, padding_idx=1), (indices, Arg((5, 3)))),
+        ("embedding/max_norm_unbatched", renormed(max_norm=1.0), (Arg((4,), ("index", 5), "int64"), Arg((5, 3)))),
+        ("embedding/max_norm_transposed", renormed(max_norm=1.5), (indices, Arg((5, 3), layout=TRANSPOSED))),
+        ("embedding/max_norm_empty", renormed(max_norm=1.0), (Arg((0,), ("index", 5), "int64"), Arg((5, 3)))),
+        ("embedding/max_norm_out_of_range", lambda w: F.embedding(torch.tensor([1, 7]), w, max_norm=1.0),
+         (Arg((5, 3)),)),
+        ("embedding_renorm_/3d_weight", lambda w: torch.embedding_renorm_(w, torch.tensor([1]), 1.0, 2.0),
+         (Arg((5, 3, 1)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
