@@ -27,6 +27,10 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
     c al = scalar_argument<scalar_t>(alpha);
     if constexpr (std::is_same_v<scalar_t, bool>)
       return map_binary<scalar_t>(a, b, t, t, [al](c x, c y) { return x || (al && y); });
+    // Upstream's fused y * 1 + x rounds once, as x + y does: the plain sum's loop vectorizes
+    // (gradient accumulation, residual connections) where a libm fma call per element would not.
+    else if (al == c(1))
+      return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return x + y; });
     else
       return map_binary<scalar_t>(a, b, t, t,
                                   [al](c x, c y) -> c { return multiply_add<scalar_t>(al, y, x); });
@@ -44,7 +48,8 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     c al = scalar_argument<scalar_t>(alpha);
-    // Upstream subtracts by adding -alpha * y.
+    // Upstream subtracts by adding -alpha * y (for alpha 1 the same bits as x - y, as in add).
+    if (al == c(1)) return map_binary<scalar_t>(a, b, t, t, [](c x, c y) -> c { return x - y; });
     return map_binary<scalar_t>(a, b, t, t,
                                 [al](c x, c y) -> c { return multiply_add<scalar_t>(c(-al), y, x); });
   });
