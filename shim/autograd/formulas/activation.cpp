@@ -1,7 +1,6 @@
 // Derivatives of the activations (kernels/activation.cpp). relu6 is differentiated through
 // hardtanh, as upstream's composite relu6 is (record.cpp, kDecomposed).
 #include <cmath>
-#include <numbers>
 
 #include "formulas.h"
 
@@ -82,18 +81,9 @@ TN_DERIVATIVE("aten::silu", "SiluBackward0", SAVES(0), {
     return sig * (1 + x * (1 - sig));
   })};
 });
+// Upstream's gelu_backward kernel (kernels/activation.cpp), its bits.
 TN_DERIVATIVE("aten::gelu", "GeluBackward0", SAVES(0), {
-  if (s.args().optional_string(1).value_or("none") == "tanh")
-    return {pointwise_grad(g[0], s.input(0), [](double x) {
-      const double beta = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, kappa = 0.044715;
-      double inner = std::tanh(beta * (x + kappa * x * x * x));
-      return 0.5 * (1 + inner) + 0.5 * x * (1 - inner * inner) * beta * (1 + 3 * kappa * x * x);
-    })};
-  return {pointwise_grad(g[0], s.input(0), [](double x) {
-    double cdf = 0.5 * (1 + std::erf(x * std::numbers::sqrt2 / 2));
-    double pdf = std::exp(-0.5 * x * x) * std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-    return cdf + x * pdf;
-  })};
+  return {ops::gelu_backward(g[0], s.input(0), s.args().optional_string(1).value_or("none"))};
 });
 // Above the threshold softplus is the identity, as in the forward.
 TN_DERIVATIVE("aten::softplus", "SoftplusBackward0", SAVES(0), {

@@ -1,9 +1,13 @@
 // Activation functions: relu relu6 hardtanh threshold leaky_relu elu celu selu silu mish gelu hardsigmoid
 // hardswish hardshrink softshrink softplus log_sigmoid glu prelu rrelu.
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "common.h"
+#include "settings.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -40,6 +44,106 @@ Tensor elu(const Tensor& x, const Scalar& alpha, const Scalar& scale, const Scal
 }
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+bool gelu_tanh(const std::optional<std::string>& approximate) {
+  std::string name = approximate.value_or("none");
+  if (name != "none" && name != "tanh") throw Error("approximate argument must be either none or tanh.");
+  return name == "tanh";
+}
+
+// Upstream's scalar gelu, in the storage type (libm's erf and tanh); its compiler fused the
+// tanh form's x + kappa x^3 into one FMA.
+template <typename T>
+T gelu_scalar(T x, bool tanh) {
+  using C = GeluConstants<T>;
+  if (!tanh) return x * T(0.5) * (T(1) + std::erf(x * C::alpha));
+  return T(0.5) * x * (T(1) + std::tanh(C::beta * std::fma(C::kappa, x * x * x, x)));
+}
+
+// Upstream's scalar gelu gradient dy gelu'(x), in the storage type; in the tanh form its
+// compiler fused x + kappa x^3, 1 - t^2 and 1 + 3 kappa x^2 (not the erf form's sum).
+template <typename T>
+T gelu_backward_scalar(T dy, T x, bool tanh) {
+  using C = GeluConstants<T>;
+  if (!tanh) {
+    T cdf = T(0.5) * (T(1) + std::erf(x * C::alpha));
+    T pdf = C::pdf_scale * std::exp(x * x * T(-0.5));
+    return dy * (cdf + x * pdf);
+  }
+  T square = x * x;
+  T t = std::tanh(C::beta * std::fma(C::kappa, square * x, x));
+  T left_derivative = T(0.5) * (T(1) + t);
+  T tanh_derivative = std::fma(-t, t, T(1)),
+    inner_derivative = C::beta * std::fma(T(3) * C::kappa, square, T(1));
+  return dy * (left_derivative + T(0.5) * x * tanh_derivative * inner_derivative);
+}
+
+// Upstream's use_mkldnn for gelu and its gradient: float32 approximate='none' of a contiguous
+// input of more than one element is computed by oneDNN's gelu_erf, not GeluKernelImpl.
+bool gelu_takes_onednn(const Tensor& x, bool tanh) {
+  return !tanh && onednn_enabled() && x.dtype() == ScalarType::Float && x.is_contiguous() && x.numel() > 1;
+}
+
+// oneDNN's gelu_erf forward (no `dy`) or backward, as ideep's eltwise_forward/backward::compute
+// call it (forward_training, alpha = beta = 0), on float32 tensors of x's shape.
+Tensor onednn_gelu(const Tensor& x, const std::optional<Tensor>& dy) {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  using dnnl::algorithm, dnnl::memory;
+  Shape dense = contiguous_strides(x.sizes());
+  memory::desc desc(memory::dims(x.sizes().begin(), x.sizes().end()), memory::data_type::f32,
+                    memory::dims(dense.begin(), dense.end()));
+  dnnl::eltwise_forward::primitive_desc forward(
+      {dnnl::prop_kind::forward_training, algorithm::eltwise_gelu_erf, desc}, engine);
+  Tensor out = Tensor::empty(x.sizes(), ScalarType::Float), grad = dy ? dy->contiguous() : Tensor();
+  memory src(desc, engine, x.data()), result(desc, engine, out.data());
+  omp_set_num_threads(intra_op_threads());  // as convolution's oneDNN calls
+  dnnl::stream stream(engine);
+  if (!dy) {
+    dnnl::eltwise_forward(forward).execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, result}});
+  } else {
+    dnnl::eltwise_backward::primitive_desc backward({algorithm::eltwise_gelu_erf, desc, desc}, engine,
+                                                    forward);
+    memory diff_dst(desc, engine, grad.data());
+    dnnl::eltwise_backward(backward).execute(
+        stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, result}});
+  }
+  stream.wait();
+  return out;
+}
+
+// gelu as upstream's CPU kernel computes each element: oneDNN where it takes it, else
+// GeluKernelImpl's vectorized or scalar lambda (cpu_kernel_vec) for float32 and float64.
+Tensor gelu(const Tensor& x, bool tanh) {
+  if (gelu_takes_onednn(x, tanh)) return onednn_gelu(x, std::nullopt);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    return cpu_kernel_vec<T>(
+        std::array{x}, [=](T v) { return gelu_scalar(v, tanh); },
+        [=](const T* in, T* out, int64_t n) { vml_gelu(in, out, n, tanh); });
+  };
+  if (x.dtype() == ScalarType::Double) return run(0.0);
+  if (x.dtype() == ScalarType::Float) return run(0.0f);
+  return activation(x, "GeluKernelImpl", [tanh](double v) { return gelu_scalar(v, tanh); });
+}
+
+// gelu's gradient as upstream's gelu_backward kernel: oneDNN where its forward takes it, else
+// GeluBackwardKernelImpl's lambdas (cpu_kernel_vec over dy and x).
+Tensor gelu_backward(const Tensor& dy, const Tensor& x, bool tanh) {
+  ScalarType t = result_type(dy, x);
+  if (gelu_takes_onednn(x, tanh) && dy.dtype() == ScalarType::Float && dy.sizes() == x.sizes())
+    return onednn_gelu(x, dy);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    return cpu_kernel_vec<T>(
+        std::array{dy, x}, [=](T g, T v) { return gelu_backward_scalar(g, v, tanh); },
+        [=](const T* g, const T* in, T* out, int64_t n) { vml_gelu_backward(g, in, out, n, tanh); });
+  };
+  if (t == ScalarType::Double) return run(0.0);
+  if (t == ScalarType::Float) return run(0.0f);
+  if (!is_floating(t)) dtype_not_implemented("GeluBackwardKernelImpl", t);
+  return float_binary(dy, x, "GeluBackwardKernelImpl",
+                      [tanh](double g, double v) { return gelu_backward_scalar(g, v, tanh); });
+}
 
 }  // namespace
 
@@ -95,16 +199,9 @@ TN_KERNEL("aten::mish", {
   if (a.tensor(0).dtype() == ScalarType::BFloat16) dtype_not_implemented("mish_cpu", ScalarType::BFloat16);
   return activation(a.tensor(0), "mish_cpu", [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });
 });
-TN_KERNEL("aten::gelu", {
-  std::string approximate = a.optional_string(1).value_or("none");
-  if (approximate != "none" && approximate != "tanh")
-    throw Error("approximate argument must be either none or tanh.");
-  bool tanh = approximate == "tanh";
-  return activation(a.tensor(0), "GeluKernelImpl", [tanh](double v) {
-    if (tanh) return 0.5 * v * (1 + std::tanh(std::sqrt(2 / kPi) * (v + 0.044715 * v * v * v)));
-    return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-  });
-});
+TN_KERNEL("aten::gelu", { return gelu(a.tensor(0), gelu_tanh(a.optional_string(1))); });
+TN_KERNEL("aten::gelu_backward",
+          { return gelu_backward(a.tensor(0), a.tensor(1), gelu_tanh(a.optional_string(2))); });
 TN_KERNEL("aten::hardsigmoid", {
   return activation(a.tensor(0), "hardsigmoid_cpu",
                     [](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; });

@@ -195,7 +195,14 @@ TN_VML_UNARY("log10", Log10, std::log10(x))
 TN_VML_UNARY("log1p", Log1p, std::log1p(x))
 TN_FLOAT_UNARY("sqrt", "sqrt_vml_cpu", std::sqrt(x))
 
-TN_FLOAT_UNARY("rsqrt", "rsqrt_cpu", decltype(x)(1) / std::sqrt(x))
+// Upstream's rsqrt, vectorized and scalar alike, divides 1 by the square root rounded to the
+// storage type: float32 in float, not a double quotient rounded once.
+TN_KERNEL("aten::rsqrt", {
+  const Tensor& x = a.tensor(0);
+  if (float_type(x.dtype()) == ScalarType::Float)
+    return float_unary(x, nullptr, [](double v) { return double(1.0f / std::sqrt(float(v))); });
+  return float_unary(x, "rsqrt_cpu", [](auto v) -> decltype(v) { return decltype(v)(1) / std::sqrt(v); });
+});
 
 TN_VML_UNARY("sin", Sin, std::sin(x))
 TN_VML_UNARY("cos", Cos, std::cos(x))

@@ -76,6 +76,7 @@ struct Double4 {
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static V sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V abs(V a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
   static V neg(V a) { return _mm256_xor_pd(_mm256_set1_pd(-0.0), a); }
   // IEEE maximum: a NaN in either lane gives NaN (all-ones bits).
@@ -86,6 +87,8 @@ struct Double4 {
   static V select(V mask, V yes, V no) { return _mm256_blendv_pd(no, yes, mask); }
   static V exp(V a) { return Sleef_expd4_u10(a); }
   static V log(V a) { return Sleef_logd4_u10(a); }
+  static V erf(V a) { return Sleef_erfd4_u10(a); }
+  static V tanh(V a) { return Sleef_tanhd4_u10(a); }
 };
 
 struct Float8 {
@@ -98,6 +101,7 @@ struct Float8 {
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
   static V neg(V a) { return _mm256_xor_ps(_mm256_set1_ps(-0.0f), a); }
   static V maximum(V a, V b) { return _mm256_or_ps(_mm256_max_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }
@@ -107,6 +111,8 @@ struct Float8 {
   static V select(V mask, V yes, V no) { return _mm256_blendv_ps(no, yes, mask); }
   static V exp(V a) { return Sleef_expf8_u10(a); }
   static V log(V a) { return Sleef_logf8_u10(a); }
+  static V erf(V a) { return Sleef_erff8_u10(a); }
+  static V tanh(V a) { return Sleef_tanhf8_u10(a); }
 };
 
 // out[i] = f(in_0[i], ...) a vector at a time. Full vectors are loaded and stored in
@@ -165,6 +171,59 @@ void elu_lanes(const typename L::T* x, typename L::T* out, int64_t n, typename L
   });
 }
 
+// Upstream's vectorized gelu: x 0.5 (1 + erf(x alpha)), or 0.5 x (1 + tanh(beta (x + kappa x^3)))
+// with x + kappa x^3 one FMA, as its compiler fused it.
+template <typename L>
+void gelu_lanes(const typename L::T* x, typename L::T* out, int64_t n, bool tanh) {
+  using V = typename L::V;
+  using T = typename L::T;
+  using C = GeluConstants<T>;
+  const V half = L::splat(T(0.5)), one = L::splat(T(1));
+  if (!tanh)
+    return map_lanes<L, 1>({x}, out, n, [=](V v) {
+      return L::mul(L::mul(v, half), L::add(one, L::erf(L::mul(v, L::splat(C::alpha)))));
+    });
+  map_lanes<L, 1>({x}, out, n, [=](V v) {
+    V inner = L::mul(L::splat(C::beta), L::fmadd(L::splat(C::kappa), L::mul(L::mul(v, v), v), v));
+    return L::mul(L::mul(half, v), L::add(one, L::tanh(inner)));
+  });
+}
+
+// A product the compiler may not fuse into an addition that takes it (-ffp-contract): where
+// upstream's compiler left a multiply and an add apart.
+template <typename V>
+V unfused(V product) {
+  asm("" : "+x"(product));
+  return product;
+}
+
+// Upstream's vectorized gelu gradient dy gelu'(x): dy (cdf + x pdf) with x pdf + cdf one FMA; for
+// tanh dy (0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa x^2)), t = tanh(beta (x + kappa x^3)),
+// with the inner sum, 1 - t^2 and 1 + 3 kappa x^2 FMAs (what its compiler fused).
+template <typename L>
+void gelu_backward_lanes(const typename L::T* dy, const typename L::T* x, typename L::T* out, int64_t n,
+                         bool tanh) {
+  using V = typename L::V;
+  using T = typename L::T;
+  using C = GeluConstants<T>;
+  const V half = L::splat(T(0.5)), one = L::splat(T(1));
+  if (!tanh)
+    return map_lanes<L, 2>({dy, x}, out, n, [=](V g, V v) {
+      V cdf = L::mul(half, L::add(one, L::erf(L::mul(v, L::splat(C::alpha)))));
+      V pdf = L::mul(L::splat(C::pdf_scale), L::exp(L::mul(L::mul(v, v), L::splat(T(-0.5)))));
+      return L::mul(g, L::fmadd(v, pdf, cdf));
+    });
+  map_lanes<L, 2>({dy, x}, out, n, [=](V g, V v) {
+    V square = L::mul(v, v);
+    V t = L::tanh(L::mul(L::splat(C::beta), L::fmadd(L::splat(C::kappa), L::mul(square, v), v)));
+    V left_derivative = L::mul(half, L::add(one, t));
+    V tanh_derivative = L::fmadd(L::neg(t), t, one);
+    V inner_derivative = L::mul(L::splat(C::beta), L::fmadd(L::splat(T(3) * C::kappa), square, one));
+    V right_derivative = L::mul(L::mul(L::mul(half, v), tanh_derivative), inner_derivative);
+    return L::mul(g, L::add(unfused(left_derivative), unfused(right_derivative)));
+  });
+}
+
 }  // namespace
 
 void vml_apply(VmlOp op, const double* in, double* out, int64_t n) {
@@ -187,6 +246,16 @@ void vml_elu(const double* x, double* out, int64_t n, double negcoef, double pos
 }
 void vml_elu(const float* x, float* out, int64_t n, float negcoef, float poscoef, float negiptcoef) {
   elu_lanes<Float8>(x, out, n, negcoef, poscoef, negiptcoef);
+}
+
+void vml_gelu(const double* x, double* out, int64_t n, bool tanh) { gelu_lanes<Double4>(x, out, n, tanh); }
+void vml_gelu(const float* x, float* out, int64_t n, bool tanh) { gelu_lanes<Float8>(x, out, n, tanh); }
+
+void vml_gelu_backward(const double* dy, const double* x, double* out, int64_t n, bool tanh) {
+  gelu_backward_lanes<Double4>(dy, x, out, n, tanh);
+}
+void vml_gelu_backward(const float* dy, const float* x, float* out, int64_t n, bool tanh) {
+  gelu_backward_lanes<Float8>(dy, x, out, n, tanh);
 }
 
 }  // namespace tn

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace tn {
@@ -38,5 +39,20 @@ void vml_logaddexp(const float* a, const float* b, float* out, int64_t n);
 // negiptcoef = input_scale, each in the storage type.
 void vml_elu(const double* x, double* out, int64_t n, double negcoef, double poscoef, double negiptcoef);
 void vml_elu(const float* x, float* out, int64_t n, float negcoef, float poscoef, float negiptcoef);
+
+// GeluKernelImpl's constants, each its double expression rounded to T as upstream's.
+template <typename T>
+struct GeluConstants {
+  static constexpr T alpha = T(M_SQRT1_2);                         // 1 / sqrt 2, erf's scale
+  static constexpr T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5);         // sqrt(2 / pi), the tanh form's
+  static constexpr T kappa = T(0.044715);                          // the tanh form's cubic coefficient
+  static constexpr T pdf_scale = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi)
+};
+// gelu (approximate 'none', or 'tanh' when `tanh`) and its gradient dy gelu'(x) as
+// GeluKernelImpl's and GeluBackwardKernelImpl's vectorized lambdas.
+void vml_gelu(const double* x, double* out, int64_t n, bool tanh);
+void vml_gelu(const float* x, float* out, int64_t n, bool tanh);
+void vml_gelu_backward(const double* dy, const double* x, double* out, int64_t n, bool tanh);
+void vml_gelu_backward(const float* dy, const float* x, float* out, int64_t n, bool tanh);
 
 }  // namespace tn
