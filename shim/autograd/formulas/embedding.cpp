@@ -22,4 +22,23 @@ TN_DERIVATIVE("aten::embedding", "EmbeddingBackward0", SAVES(0, 1).without_deriv
 // Upstream's not_implemented("embedding_renorm"): F.embedding calls it under no_grad.
 TN_NO_DERIVATIVE_UPSTREAM("aten::embedding_renorm_", "embedding_renorm");
 
+// _embedding_bag's weight gets each bag's gradient back at its rows, the per-sample weights
+// each their row's dot product with their bag's gradient (upstream's two backward operators).
+TN_DERIVATIVE("aten::_embedding_bag", "EmbeddingBagBackward0",
+              SAVES_RESULT(0, 1, 2, 6).without_derivative({1, 2}), {
+                auto a = s.args();
+                const Tensor &weight = s.input(0), &indices = s.input(1), &offsets = s.input(2);
+                auto psw = s.input_defined(6) ? std::optional<Tensor>(s.input(6)) : std::nullopt;
+                int64_t mode = a.integer(4), padding_idx = a.integer(8);
+                Stack out(7);
+                if (s.needs_grad(0))
+                  out[0] = ops::_embedding_bag_backward(g[0], indices, offsets, s.result(1), s.result(2),
+                                                        s.result(3), weight.size(0), a.boolean(3), mode,
+                                                        a.boolean(5), psw, padding_idx);
+                if (psw && s.needs_grad(6))
+                  out[6] = ops::_embedding_bag_per_sample_weights_backward(g[0], weight, indices, offsets,
+                                                                           s.result(1), mode, padding_idx);
+                return out;
+              });
+
 }  // namespace tn::autograd

@@ -296,6 +296,7 @@ def cases():
     yield from _bilinear_cases()
     yield from _feature_dropout_cases()
     yield from _embedding_max_norm_cases()
+    yield from _embedding_bag_cases()
 
 
 def _pool1d_cases():
@@ -437,6 +438,40 @@ def _embedding_max_norm_cases():
         ("embedding_renorm_/3d_weight", lambda w: torch.embedding_renorm_(w, torch.tensor([1]), 1.0, 2.0),
          (Arg((5, 3, 1)),)),
     )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _embedding_bag_cases():
+    """F.embedding_bag: modes sum/mean/max over 1-D indices with offsets (an empty bag among
+    them) and 2-D fixed-length bags, include_last_offset, per_sample_weights, padding_idx, a
+    transposed weight, no indices, and refusals."""
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 0, 4])
+    offsets = torch.tensor([0, 2, 2, 5])
+    weight = Arg((6, 3))
+
+    def bag(**options):
+        return lambda w: F.embedding_bag(indices, w, offsets, **options)
+    entries = [("embedding_bag/%s" % mode, bag(mode=mode), (weight,)) for mode in ("sum", "mean", "max")]
+    entries += [("embedding_bag/%s_padding" % mode, bag(mode=mode, padding_idx=4), (weight,))
+                for mode in ("sum", "mean", "max")]
+    entries += [
+        ("embedding_bag/2d_mean", lambda w: F.embedding_bag(indices[:8].reshape(2, 4), w, mode="mean"), (weight,)),
+        ("embedding_bag/include_last_offset", lambda w: F.embedding_bag(
+            indices, w, torch.tensor([0, 2, 2, 5, 9]), include_last_offset=True, mode="max"), (weight,)),
+        ("embedding_bag/per_sample_weights", lambda w, p: F.embedding_bag(indices, w, offsets, per_sample_weights=p),
+         (weight, Arg((9,)))),
+        ("embedding_bag/per_sample_weights_padding", lambda w, p: F.embedding_bag(
+            indices, w, offsets, per_sample_weights=p, padding_idx=-2), (weight, Arg((9,)))),
+        ("embedding_bag/transposed_weight", bag(mode="mean"), (Arg((6, 3), layout=TRANSPOSED),)),
+        ("embedding_bag/no_indices", lambda w: F.embedding_bag(indices[:0], w, torch.tensor([0, 0])), (weight,)),
+        ("embedding_bag/offsets_not_from_0", lambda w: F.embedding_bag(indices, w, torch.tensor([1, 3])), (weight,)),
+        ("embedding_bag/index_out_of_range", lambda w: F.embedding_bag(torch.tensor([1, 9]), w, torch.tensor([0])),
+         (weight,)),
+        ("embedding_bag/padding_idx_out_of_range", bag(padding_idx=7), (weight,)),
+    ]
     for name, call, args in entries:
         op, variant = name.split("/", 1)
         for dtype in ("float32", "float64"):
