@@ -478,13 +478,6 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   return {cast(dx, t), cast(dw, params), cast(db, params)};
 }
 
-Tensor batch_norm(const Tensor& input, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                  const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
-                  bool training, double momentum, double eps) {
-  return std::get<0>(
-      native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps));
-}
-
 }  // namespace
 
 TN_KERNEL("aten::layer_norm", {
@@ -499,9 +492,12 @@ TN_KERNEL("aten::layer_norm", {
   return affine(normalize_rows(x, outer, a.real(4)), a.optional_tensor(2), a.optional_tensor(3), x.dim(),
                 false);
 });
+// Decomposed for autograd (record.cpp): native_batch_norm's node saves the batch statistics the
+// output was normalized with, as upstream's, so the backward need not recompute them.
 TN_KERNEL("aten::batch_norm", {
-  return batch_norm(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2), a.optional_tensor(3),
-                    a.optional_tensor(4), a.boolean(5), a.real(6), a.real(7));
+  return std::get<0>(ops::native_batch_norm(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2),
+                                            a.optional_tensor(3), a.optional_tensor(4), a.boolean(5),
+                                            a.real(6), a.real(7)));
 });
 TN_KERNEL("aten::native_batch_norm", {
   auto [out, mean, invstd] =
@@ -535,8 +531,9 @@ TN_KERNEL("aten::group_norm", {
 TN_KERNEL("aten::instance_norm", {
   const Tensor& x = a.tensor(0);
   if (!a.boolean(5)) {
-    return batch_norm(x, a.optional_tensor(1), a.optional_tensor(2), a.optional_tensor(3),
-                      a.optional_tensor(4), false, a.real(6), a.real(7));
+    // Through the door, so that the running statistics' normalization is differentiated too.
+    return ops::batch_norm(x, a.optional_tensor(1), a.optional_tensor(2), a.optional_tensor(3),
+                           a.optional_tensor(4), false, a.real(6), a.real(7), false);
   }
   int64_t n = x.size(0), c = x.size(1);
   return affine(normalize_rows(x, n * c, a.real(7)), a.optional_tensor(1), a.optional_tensor(2), x.dim(),
