@@ -38,9 +38,8 @@ const std::set<std::string> kNotDifferentiable = words(
 // (SortBackward0) and upstream's other CompositeImplicitAutograd operators listed; the norms' are
 // their parts' (mean, var, sub, div ...) where upstream has one Native*NormBackward0 node.
 const std::set<std::string> kDecomposed = words(
-    "batch_norm cross_entropy_loss relu6 dropout feature_dropout alpha_dropout feature_alpha_dropout embedding_bag "
-    "layer_norm "
-    "group_norm instance_norm kl_div column_stack hstack "
+    "batch_norm cross_entropy_loss relu6 dropout feature_dropout alpha_dropout feature_alpha_dropout "
+    "embedding_bag layer_norm group_norm instance_norm kl_div column_stack hstack "
     "vstack dstack pairwise_distance inner kron tensordot msort take_along_dim "
     "linalg_matrix_power linalg_norm linalg_matrix_norm meshgrid tensor_split repeat_interleave "
     "combinations einsum cosine_similarity logdet diagflat atleast_1d.Sequence atleast_2d.Sequence "
