@@ -26,4 +26,11 @@ TN_DERIVATIVE("aten::upsample_bilinear2d.vec", "UpsampleBilinear2DBackward1", SA
                                             scale_factors(a, 3))};
 });
 
+// upsample_bicubic2d.vec(input, output_size, align_corners, scale_factors)
+TN_DERIVATIVE("aten::upsample_bicubic2d.vec", "UpsampleBicubic2DBackward1", SAVES(), {
+  auto a = s.args();
+  return {ops::upsample_bicubic2d_backward(g[0], grad_size(g[0]), s.input_sizes(0), a.boolean(2),
+                                           scale_factors(a, 3))};
+});
+
 }  // namespace tn::autograd

@@ -1,4 +1,4 @@
-// Upsampling: upsample_nearest2d, upsample_bilinear2d and their backward kernels.
+// Upsampling: upsample_nearest2d, upsample_bilinear2d, upsample_bicubic2d and their backward kernels.
 #include <cmath>
 #include <limits>
 
@@ -174,6 +174,125 @@ Tensor upsample_bilinear2d_backward(const Tensor& grad_output, const Shape& size
       });
 }
 
+// Upstream's get_cubic_upsample_coefficients (Keys' cubic convolution, A = -0.75) in opmath:
+// the weights of the four sources around a fractional position t.
+template <typename opmath_t>
+void cubic_coefficients(opmath_t coeffs[4], opmath_t t) {
+  const opmath_t A = -0.75;
+  auto near = [&](opmath_t x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+  auto far = [&](opmath_t x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+  coeffs[0] = far(opmath_t(double(t) + 1.0));
+  coeffs[1] = near(t);
+  opmath_t t2 = opmath_t(1.0 - double(t));
+  coeffs[2] = near(t2);
+  coeffs[3] = far(opmath_t(double(t2) + 1.0));
+}
+
+// Upstream's area_pixel_compute_source_index for cubic: never clamped at 0.
+template <typename opmath_t>
+opmath_t cubic_source(opmath_t ratio, int64_t dst, bool align_corners) {
+  return align_corners ? opmath_t(ratio * opmath_t(dst)) : opmath_t(ratio * (double(dst) + 0.5) - 0.5);
+}
+
+void check_bicubic(const Shape& input_size, const Shape& size) {
+  if (input_size.size() != 4)
+    throw Error("upsample_bicubic2d: expected a 4-D input, but got " + std::to_string(input_size.size()) +
+                "-D");
+  if (input_size[1] * input_size[2] * input_size[3] == 0)
+    throw Error("Non-empty 4D data tensor expected but got a tensor with sizes " + shape_str(input_size));
+  if (size.size() != 2 || size[0] <= 0 || size[1] <= 0 || input_size[2] <= 0 || input_size[3] <= 0)
+    throw Error("Input and output sizes should be greater than 0");
+}
+
+// Each output element is sum_i wy_i (sum_j wx_j x[y_i, x_j]) over the 4 x 4 sources around it
+// (clamped to the input), in the input's type, rows outer, as upstream's separable Interpolate;
+// its sums fused multiply-adds (the compiler contracts them in upstream's AVX2 kernel: fused,
+// 2 of 35 float64 align_corners values differ from upstream's, unfused 8).
+Tensor upsample_bicubic2d(const Tensor& input, const Shape& size, bool align_corners,
+                          const std::optional<std::vector<double>>& scales) {
+  check_bicubic(input.sizes(), size);
+  Tensor x = input.contiguous();
+  int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), oh = size[0], ow = size[1];
+  Tensor out = Tensor::empty({x.size(0), x.size(1), oh, ow}, x.dtype());
+  TN_DISPATCH_ALL_TYPES(x.dtype(), "upsample_bicubic2d", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      // The taps of every output row or column: four clamped sources and their weights.
+      auto taps = [&](int64_t in, int64_t out_size, size_t axis, std::vector<int64_t>& at,
+                      std::vector<scalar_t>& weight) {
+        scalar_t ratio = linear_ratio<scalar_t>(in, out_size, align_corners, axis_scale(scales, axis));
+        for (int64_t o = 0; o < out_size; ++o) {
+          scalar_t real = cubic_source(ratio, o, align_corners);
+          int64_t base = int64_t(floorf(float(real)));
+          scalar_t coeffs[4];
+          cubic_coefficients<scalar_t>(coeffs, scalar_t(real - scalar_t(base)));
+          for (int64_t k = 0; k < 4; ++k) {
+            at.push_back(std::clamp<int64_t>(base - 1 + k, 0, in - 1));
+            weight.push_back(coeffs[k]);
+          }
+        }
+      };
+      std::vector<int64_t> ys, xs;
+      std::vector<scalar_t> wy, wx;
+      taps(h, oh, 0, ys, wy);
+      taps(w, ow, 1, xs, wx);
+      const scalar_t* in = x.data_as<scalar_t>();
+      scalar_t* o = out.data_as<scalar_t>();
+      for (int64_t p = 0; p < planes; ++p)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            scalar_t total = 0;
+            for (int64_t a = 0; a < 4; ++a) {
+              const scalar_t* row = in + (p * h + ys[size_t(i * 4 + a)]) * w;
+              scalar_t t = row[xs[size_t(j * 4)]] * wx[size_t(j * 4)];
+              for (int64_t b = 1; b < 4; ++b)
+                t = std::fma(row[xs[size_t(j * 4 + b)]], wx[size_t(j * 4 + b)], t);
+              total = a == 0 ? t * wy[size_t(i * 4)] : std::fma(t, wy[size_t(i * 4 + a)], total);
+            }
+            o[(p * oh + i) * ow + j] = total;
+          }
+    } else {
+      dtype_not_implemented("upsample_bicubic2d", x.dtype());
+    }
+  });
+  return out;
+}
+
+// Each output's gradient g spread over its 4 x 4 sources as g wy_jj wx_ii (columns outer),
+// indices and fractions guarded as upstream's guard_index_and_lambda.
+Tensor upsample_bicubic2d_backward(const Tensor& grad_output, const Shape& size, const Shape& input_size,
+                                   bool align_corners, const std::optional<std::vector<double>>& scales) {
+  check_bicubic(input_size, size);
+  int64_t h = input_size[2], w = input_size[3], oh = size[0], ow = size[1];
+  return upsample_backward(
+      grad_output, input_size, "upsample_bicubic2d_backward",
+      [&]<typename scalar_t>(int64_t c, Tensor& grad_input, const Tensor& g) {
+        using opmath_t = scalar_t;
+        opmath_t rh = linear_ratio<opmath_t>(h, oh, align_corners, axis_scale(scales, 0));
+        opmath_t rw = linear_ratio<opmath_t>(w, ow, align_corners, axis_scale(scales, 1));
+        scalar_t* in = grad_input.data_as<scalar_t>() + c * h * w;
+        const scalar_t* out = g.data_as<scalar_t>() + c * oh * ow;
+        auto guarded = [](opmath_t real, int64_t in_size, int64_t* index) {
+          *index = std::min(int64_t(floorf(float(real))), in_size - 1);
+          return std::min(std::max(real - opmath_t(*index), opmath_t(0)), opmath_t(1));
+        };
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            int64_t x0, y0;
+            opmath_t tx = guarded(cubic_source(rw, j, align_corners), w, &x0);
+            opmath_t ty = guarded(cubic_source(rh, i, align_corners), h, &y0);
+            opmath_t cx[4], cy[4];
+            cubic_coefficients<opmath_t>(cx, tx);
+            cubic_coefficients<opmath_t>(cy, ty);
+            opmath_t v = out[i * ow + j];
+            for (int64_t ii = 0; ii < 4; ++ii)
+              for (int64_t jj = 0; jj < 4; ++jj)
+                in[std::clamp<int64_t>(y0 - 1 + jj, 0, h - 1) * w +
+                   std::clamp<int64_t>(x0 - 1 + ii, 0, w - 1)] += v * cy[jj] * cx[ii];
+          }
+      });
+}
+
 }  // namespace
 
 TN_KERNEL("aten::upsample_nearest2d_backward.vec", {
@@ -199,6 +318,21 @@ TN_KERNEL("aten::upsample_bilinear2d.vec", {
   std::optional<std::vector<double>> scales;
   if (!a[3].is_none()) scales = a[3].get<std::vector<double>>();
   return upsample_bilinear2d(x, output_size_of(x, a.optional_int_list(1), scales), a.boolean(2), scales);
+});
+
+TN_KERNEL("aten::upsample_bicubic2d.vec", {
+  const Tensor& x = a.tensor(0);
+  std::optional<std::vector<double>> scales;
+  if (!a[3].is_none()) scales = a[3].get<std::vector<double>>();
+  if (x.dim() != 4)
+    throw Error("upsample_bicubic2d: expected a 4-D input, but got " + std::to_string(x.dim()) + "-D");
+  return upsample_bicubic2d(x, output_size_of(x, a.optional_int_list(1), scales), a.boolean(2), scales);
+});
+TN_KERNEL("aten::upsample_bicubic2d_backward.vec", {
+  std::optional<std::vector<double>> scales;
+  if (!a[4].is_none()) scales = a[4].get<std::vector<double>>();
+  return upsample_bicubic2d_backward(a.tensor(0), backward_output_size(a.tensor(0), a.optional_int_list(1)),
+                                     a.int_list(2), a.boolean(3), scales);
 });
 
 }  // namespace tn

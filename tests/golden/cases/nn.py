@@ -297,6 +297,7 @@ def cases():
     yield from _feature_dropout_cases()
     yield from _embedding_max_norm_cases()
     yield from _embedding_bag_cases()
+    yield from _bicubic_cases()
 
 
 def _pool1d_cases():
@@ -471,6 +472,35 @@ def _embedding_bag_cases():
         ("embedding_bag/index_out_of_range", lambda w: F.embedding_bag(torch.tensor([1, 9]), w, torch.tensor([0])),
          (weight,)),
         ("embedding_bag/padding_idx_out_of_range", bag(padding_idx=7), (weight,)),
+    ]
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _bicubic_cases():
+    """F.interpolate(mode="bicubic"): up and down, by size and by scale factor, align_corners
+    both ways, transposed, an empty batch, and refusals."""
+    def bicubic(**options):
+        return lambda x: F.interpolate(x, mode="bicubic", **options)
+    image = Arg((2, 2, 3, 4))
+    entries = []
+    for corners in (False, True):
+        tag = "align_corners" if corners else "half_pixel"
+        entries += [
+            ("interpolate_bicubic/%s_size" % tag, bicubic(size=(5, 7), align_corners=corners), (image,)),
+            ("interpolate_bicubic/%s_scale2" % tag, bicubic(scale_factor=2, align_corners=corners), (image,)),
+            ("interpolate_bicubic/%s_down" % tag, bicubic(size=(2, 3), align_corners=corners), (Arg((1, 2, 5, 7)),)),
+            ("interpolate_bicubic/%s_scale1.7" % tag, bicubic(scale_factor=1.7, align_corners=corners), (image,)),
+        ]
+    entries += [
+        ("interpolate_bicubic/one_row_out", bicubic(size=(1, 5), align_corners=True), (image,)),
+        ("interpolate_bicubic/transposed", bicubic(size=(4, 5)), (Arg((1, 2, 4, 3), layout=TRANSPOSED),)),
+        ("interpolate_bicubic/empty_batch", bicubic(size=(4, 5)), (Arg((0, 2, 3, 4)),)),
+        ("interpolate_bicubic/3d_input", bicubic(size=(4, 5)), (Arg((2, 3, 4)),)),
+        ("interpolate_bicubic/zero_output", bicubic(size=(0, 5)), (image,)),
+        ("interpolate_bicubic/empty_channels", bicubic(size=(4, 5)), (Arg((1, 0, 3, 4)),)),
     ]
     for name, call, args in entries:
         op, variant = name.split("/", 1)
