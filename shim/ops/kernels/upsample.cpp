@@ -175,12 +175,18 @@ Tensor upsample_bilinear2d_backward(const Tensor& grad_output, const Shape& size
 }
 
 // Upstream's get_cubic_upsample_coefficients (Keys' cubic convolution, A = -0.75) in opmath:
-// the weights of the four sources around a fractional position t.
-template <typename opmath_t>
+// the weights of the four sources around a fractional position t. Fused: as the forward's AVX2
+// kernel computes them, where the compiler contracted the inner multiply-adds (read off
+// upstream's weights by interpolating one-hot inputs); the backward's are unfused.
+template <bool Fused, typename opmath_t>
 void cubic_coefficients(opmath_t coeffs[4], opmath_t t) {
   const opmath_t A = -0.75;
-  auto near = [&](opmath_t x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
-  auto far = [&](opmath_t x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+  auto near = [&](opmath_t x) {
+    return (Fused ? std::fma(A + 2, x, -(A + 3)) : (A + 2) * x - (A + 3)) * x * x + 1;
+  };
+  auto far = [&](opmath_t x) {
+    return (Fused ? std::fma(std::fma(A, x, -5 * A), x, 8 * A) : (A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  };
   coeffs[0] = far(opmath_t(double(t) + 1.0));
   coeffs[1] = near(t);
   opmath_t t2 = opmath_t(1.0 - double(t));
@@ -188,10 +194,13 @@ void cubic_coefficients(opmath_t coeffs[4], opmath_t t) {
   coeffs[3] = far(opmath_t(double(t2) + 1.0));
 }
 
-// Upstream's area_pixel_compute_source_index for cubic: never clamped at 0.
-template <typename opmath_t>
+// Upstream's area_pixel_compute_source_index for cubic: never clamped at 0, in double (its
+// dst + 0.5 promotes), fused as the coefficients.
+template <bool Fused, typename opmath_t>
 opmath_t cubic_source(opmath_t ratio, int64_t dst, bool align_corners) {
-  return align_corners ? opmath_t(ratio * opmath_t(dst)) : opmath_t(ratio * (double(dst) + 0.5) - 0.5);
+  if (align_corners) return opmath_t(ratio * opmath_t(dst));
+  double half = double(dst) + 0.5;
+  return opmath_t(Fused ? std::fma(double(ratio), half, -0.5) : ratio * half - 0.5);
 }
 
 void check_bicubic(const Shape& input_size, const Shape& size) {
@@ -206,8 +215,8 @@ void check_bicubic(const Shape& input_size, const Shape& size) {
 
 // Each output element is sum_i wy_i (sum_j wx_j x[y_i, x_j]) over the 4 x 4 sources around it
 // (clamped to the input), in the input's type, rows outer, as upstream's separable Interpolate;
-// its sums fused multiply-adds (the compiler contracts them in upstream's AVX2 kernel: fused,
-// 2 of 35 float64 align_corners values differ from upstream's, unfused 8).
+// its sums fused multiply-adds as the compiler contracted them in upstream's AVX2 kernel
+// (measured: fused, 4 of 40 float64 values differ from upstream's; unfused sums, 7 to 16).
 Tensor upsample_bicubic2d(const Tensor& input, const Shape& size, bool align_corners,
                           const std::optional<std::vector<double>>& scales) {
   check_bicubic(input.sizes(), size);
@@ -222,10 +231,10 @@ Tensor upsample_bicubic2d(const Tensor& input, const Shape& size, bool align_cor
                       std::vector<scalar_t>& weight) {
         scalar_t ratio = linear_ratio<scalar_t>(in, out_size, align_corners, axis_scale(scales, axis));
         for (int64_t o = 0; o < out_size; ++o) {
-          scalar_t real = cubic_source(ratio, o, align_corners);
+          scalar_t real = cubic_source<true>(ratio, o, align_corners);
           int64_t base = int64_t(floorf(float(real)));
           scalar_t coeffs[4];
-          cubic_coefficients<scalar_t>(coeffs, scalar_t(real - scalar_t(base)));
+          cubic_coefficients<true, scalar_t>(coeffs, scalar_t(real - scalar_t(base)));
           for (int64_t k = 0; k < 4; ++k) {
             at.push_back(std::clamp<int64_t>(base - 1 + k, 0, in - 1));
             weight.push_back(coeffs[k]);
@@ -279,11 +288,11 @@ Tensor upsample_bicubic2d_backward(const Tensor& grad_output, const Shape& size,
         for (int64_t i = 0; i < oh; ++i)
           for (int64_t j = 0; j < ow; ++j) {
             int64_t x0, y0;
-            opmath_t tx = guarded(cubic_source(rw, j, align_corners), w, &x0);
-            opmath_t ty = guarded(cubic_source(rh, i, align_corners), h, &y0);
+            opmath_t tx = guarded(cubic_source<false>(rw, j, align_corners), w, &x0);
+            opmath_t ty = guarded(cubic_source<false>(rh, i, align_corners), h, &y0);
             opmath_t cx[4], cy[4];
-            cubic_coefficients<opmath_t>(cx, tx);
-            cubic_coefficients<opmath_t>(cy, ty);
+            cubic_coefficients<false, opmath_t>(cx, tx);
+            cubic_coefficients<false, opmath_t>(cy, ty);
             opmath_t v = out[i * ow + j];
             for (int64_t ii = 0; ii < 4; ++ii)
               for (int64_t jj = 0; jj < 4; ++jj)
