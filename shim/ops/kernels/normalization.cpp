@@ -1,12 +1,14 @@
 // Normalization layers: batch_norm, layer_norm, group_norm, instance_norm.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <tuple>
 #include <vector>
 
 #include "common.h"
+#include "settings.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -478,19 +480,243 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   return {cast(dx, t), cast(dw, params), cast(db, params)};
 }
 
-}  // namespace
+// ---- layer_norm: upstream's CPU kernels (layer_norm_kernel.cpp, moments_utils.h) for float and
+// double, row by row in the storage type. Its compiler contracted some multiplies into the adds
+// that take them (where std::fma stands below) and not others: found against its bits.
 
-TN_KERNEL("aten::layer_norm", {
-  const Tensor& x = a.tensor(0);
-  Shape normalized = a.int_list(1);
+// Upstream's AddMoments: the count, mean and sum of squared deviations of a part merged into
+// another's.
+template <typename T>
+void add_moments(int64_t count_add, T mean_add, T m2_add, int64_t& count, T& mean, T& m2) {
+  int64_t n = count + count_add;
+  T c = n == 0 ? T(0) : T(count_add) / T(n);
+  T delta = mean_add - mean;
+  mean += c * delta;
+  m2 += m2_add + delta * delta * c * T(count);
+  count = n;
+}
+
+// Upstream's RowwiseMoments of n values: a Welford pass per vector lane over chunks of 16
+// vectors, each chunk merged into a binary cascade (depth ceil(log2(chunks))); the tail values
+// by a scalar Welford pass into which the lanes are merged last. The mean and biased variance.
+template <typename T>
+std::pair<T, T> rowwise_moments(const T* x, int64_t n) {
+  constexpr int64_t width = kLanes<T>, chunk_vectors = 16;
+  struct Part {
+    int64_t count = 0;
+    std::array<T, width> mean{}, m2{};
+  };
+  auto merge = [](const Part& from, Part& into) {
+    for (size_t l = 0; l < width; ++l) {
+      int64_t count = into.count;
+      add_moments(from.count, from.mean[l], from.m2[l], count, into.mean[l], into.m2[l]);
+    }
+    into.count += from.count;
+  };
+  int64_t vectors = n / width, chunks = (vectors + chunk_vectors - 1) / chunk_vectors;
+  int64_t depth = chunks <= 2 ? 1 : int64_t(std::bit_width(uint64_t(chunks - 1)));
+  auto cascade = std::vector<Part>(size_t(depth));
+  for (int64_t i = 0; i < chunks; ++i) {
+    Part part{std::min(chunk_vectors, vectors - i * chunk_vectors)};
+    const T* p = x + i * chunk_vectors * width;
+    for (int64_t j = 0; j < part.count; ++j)
+      for (size_t l = 0; l < width; ++l) {
+        T v = p[j * width + int64_t(l)], delta = v - part.mean[l];
+        part.mean[l] += delta * (T(1) / T(j + 1));
+        part.m2[l] += delta * (v - part.mean[l]);
+      }
+    merge(part, cascade[0]);
+    for (int64_t j = 1, carry = i + 1; j < depth && (carry & 1) == 0; ++j, carry >>= 1) {
+      merge(cascade[size_t(j - 1)], cascade[size_t(j)]);
+      cascade[size_t(j - 1)] = Part{};
+    }
+  }
+  for (int64_t j = 1; j < depth; ++j) merge(cascade[size_t(j)], cascade[0]);
+  int64_t count = 0;
+  T mean = 0, m2 = 0;
+  for (int64_t i = vectors * width; i < n; ++i) {
+    T delta = x[i] - mean;
+    mean += delta / T(++count);
+    m2 += delta * (x[i] - mean);
+  }
+  for (size_t l = 0; l < width; ++l)
+    add_moments(vectors, cascade[0].mean[l], cascade[0].m2[l], count, mean, m2);
+  return {mean, m2 / T(n)};
+}
+
+// Rows of n values with what upstream's layer_norm kernels read of them.
+template <typename T>
+struct LayerNormRows {
+  const T *x, *gamma, *beta;  // gamma and beta null where absent
+  int64_t rows, n;
+};
+
+// Upstream's LayerNormKernelImplInternal: per row y = (x rstd + (-rstd mean)) gamma + beta, two
+// FMAs (gamma 1 and beta 0 where absent).
+template <typename T>
+void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, T* rstd) {
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const T* x = a.x + i * a.n;
+    auto [mu, var] = rowwise_moments(x, a.n);
+    T r = T(1) / std::sqrt(var + eps), shift = -r * mu;
+    for (int64_t j = 0; j < a.n; ++j)
+      y[i * a.n + j] =
+          std::fma(std::fma(x[j], r, shift), a.gamma ? a.gamma[j] : T(1), a.beta ? a.beta[j] : T(0));
+    mean[i] = mu;
+    rstd[i] = r;
+  }
+}
+
+// Upstream's input gradient per row: ds = sum dy x gamma and db = sum dy gamma as its vectorized
+// reductions, b = (db mean - ds) rstd^3 / n, c = -b mean - db rstd / n, dx = rstd dy gamma + b x + c.
+template <typename T>
+void layer_norm_input_grad(const LayerNormRows<T>& a, const T* grad, const T* mean, const T* rstd, T* dx) {
+  const T scale = T(1) / T(a.n), *w = a.gamma;
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const T *dy = grad + i * a.n, *x = a.x + i * a.n;
+    T ds, db;
+    if (w) {
+      ds = vector_reduce<T>(
+          a.n, [&](int64_t j) { return dy[j] * x[j] * w[j]; },
+          [&](T acc, int64_t j) { return std::fma(dy[j] * x[j], w[j], acc); });
+      db = vector_reduce<T>(
+          a.n, [&](int64_t j) { return dy[j] * w[j]; },
+          [&](T acc, int64_t j) { return std::fma(dy[j], w[j], acc); });
+    } else {
+      ds = vector_reduce<T>(
+          a.n, [&](int64_t j) { return dy[j] * x[j]; },
+          [&](T acc, int64_t j) { return std::fma(dy[j], x[j], acc); });
+      db = vector_reduce<T>(
+          a.n, [&](int64_t j) { return dy[j]; }, [&](T acc, int64_t j) { return acc + dy[j]; });
+    }
+    T r = rstd[i], b = std::fma(db, mean[i], -ds) * r * r * r * scale,
+      c = std::fma(-b, mean[i], -(db * r * scale));
+    for (int64_t j = 0; j < a.n; ++j) dx[i * a.n + j] = std::fma(b, x[j], r * dy[j] * (w ? w[j] : T(1))) + c;
+  }
+}
+
+// Upstream's weight and bias gradients: each thread of its parallel_for over the rows (split as
+// it splits them among torch.get_num_threads() threads) adds dy (rstd x - rstd mean) and dy
+// into its own buffer, row by row; the buffers are added in thread order after.
+template <typename T>
+void layer_norm_parameter_grads(const LayerNormRows<T>& a, const T* grad, const T* mean, const T* rstd,
+                                T* dgamma, T* dbeta) {
+  if (dgamma) std::fill_n(dgamma, a.n, T(0));
+  if (dbeta) std::fill_n(dbeta, a.n, T(0));
+  if (a.rows == 0) return;
+  int64_t threads = std::min<int64_t>(intra_op_threads(), a.rows), per = (a.rows + threads - 1) / threads;
+  std::vector<T> gamma_part(size_t(a.n)), beta_part(size_t(a.n));
+  for (int64_t first = 0; first < a.rows; first += per) {
+    std::fill(gamma_part.begin(), gamma_part.end(), T(0));
+    std::fill(beta_part.begin(), beta_part.end(), T(0));
+    for (int64_t i = first; i < std::min(a.rows, first + per); ++i) {
+      const T *dy = grad + i * a.n, *x = a.x + i * a.n;
+      T r = rstd[i], shift = -r * mean[i];
+      for (int64_t j = 0; j < a.n; ++j) {
+        gamma_part[size_t(j)] = std::fma(dy[j], std::fma(r, x[j], shift), gamma_part[size_t(j)]);
+        beta_part[size_t(j)] += dy[j];
+      }
+    }
+    for (int64_t j = 0; j < a.n; ++j) {
+      if (dgamma) dgamma[j] += gamma_part[size_t(j)];
+      if (dbeta) dbeta[j] += beta_part[size_t(j)];
+    }
+  }
+}
+
+// The rows and row length of layer_norm's input: normalized_shape must be its trailing dims.
+std::pair<int64_t, int64_t> layer_norm_shape(const Tensor& x, const Shape& normalized) {
   int64_t k = int64_t(normalized.size());
   if (k > x.dim() || !std::equal(normalized.begin(), normalized.end(), x.sizes().end() - k))
     throw Error("Given normalized_shape=" + shape_str(normalized) + ", expected input with shape [*, " +
                 shape_str(normalized).substr(1) + ", but got input of size" + shape_str(x.sizes()));
-  int64_t outer = 1;
-  for (int64_t d = 0; d < x.dim() - k; ++d) outer *= x.size(d);
-  return affine(normalize_rows(x, outer, a.real(4)), a.optional_tensor(2), a.optional_tensor(3), x.dim(),
-                false);
+  int64_t rows = 1, n = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < x.dim() - k ? rows : n) *= x.size(d);
+  return {rows, n};
+}
+
+// layer_norm's float and double kernels; bfloat16 computed in float. The type they compute in.
+ScalarType layer_norm_compute_type(ScalarType t) {
+  if (t != ScalarType::Float && t != ScalarType::Double && t != ScalarType::BFloat16)
+    dtype_not_implemented("LayerNormKernelImpl", t);
+  return t == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+}
+
+// A dense copy in type `t` of an optional tensor (undefined where absent), and its data or null.
+Tensor dense_or_undefined(const std::optional<Tensor>& p, ScalarType t) {
+  return p ? p->to(t).contiguous() : Tensor();
+}
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data_as<T>() : nullptr;
+}
+
+// aten::native_layer_norm -> (output, mean, rstd), the statistics shaped as the input with the
+// normalized dims 1.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, const Shape& normalized,
+                                                     const std::optional<Tensor>& weight,
+                                                     const std::optional<Tensor>& bias, double eps) {
+  auto [rows, n] = layer_norm_shape(input, normalized);
+  ScalarType t = input.dtype(), c = layer_norm_compute_type(t);
+  Tensor x = input.to(c).contiguous(), w = dense_or_undefined(weight, c), b = dense_or_undefined(bias, c);
+  Tensor y = Tensor::empty(input.sizes(), c), mean = Tensor::empty({rows}, c),
+         rstd = Tensor::empty({rows}, c);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    layer_norm_rows<T>({x.data_as<T>(), data_or_null<T>(w), data_or_null<T>(b), rows, n}, T(eps),
+                       y.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>());
+  };
+  c == ScalarType::Double ? run(0.0) : run(0.0f);
+  Shape statistics(input.sizes().begin(), input.sizes().end() - int64_t(normalized.size()));
+  statistics.resize(size_t(input.dim()), 1);
+  return {y.to(t), ops::reshape(mean, statistics).to(t), ops::reshape(rstd, statistics).to(t)};
+}
+
+// aten::native_layer_norm_backward -> (input, weight, bias gradients) where `mask` asks for them.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
+    const Tensor& grad, const Tensor& input, const Shape& normalized, const Tensor& mean, const Tensor& rstd,
+    const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, const std::vector<bool>& mask) {
+  auto [rows, n] = layer_norm_shape(input, normalized);
+  ScalarType t = input.dtype(), c = layer_norm_compute_type(t);
+  Tensor x = input.to(c).contiguous(), dy = grad.to(c).contiguous(), w = dense_or_undefined(weight, c);
+  Tensor mu = mean.to(c).contiguous(), r = rstd.to(c).contiguous();
+  Tensor dx = mask[0] ? Tensor::empty(input.sizes(), c) : Tensor();
+  Tensor dw = mask[1] && weight ? Tensor::empty({n}, c) : Tensor();
+  Tensor db = mask[2] ? Tensor::empty({n}, c) : Tensor();
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    LayerNormRows<T> a{x.data_as<T>(), data_or_null<T>(w), nullptr, rows, n};
+    const T *g = dy.data_as<T>(), *m = mu.data_as<T>(), *s = r.data_as<T>();
+    if (dx.defined()) layer_norm_input_grad(a, g, m, s, dx.data_as<T>());
+    if (dw.defined() || db.defined())
+      layer_norm_parameter_grads(a, g, m, s, data_or_null<T>(dw), data_or_null<T>(db));
+  };
+  c == ScalarType::Double ? run(0.0) : run(0.0f);
+  auto shaped = [&](const Tensor& p, const std::optional<Tensor>& like) {
+    return p.defined() ? ops::reshape(p, like ? like->sizes() : normalized).to(like ? like->dtype() : t) : p;
+  };
+  return {dx.defined() ? dx.to(t) : dx, shaped(dw, weight), shaped(db, bias)};
+}
+
+}  // namespace
+
+// Upstream's layer_norm is native_layer_norm's output; called through the door, so the call
+// records NativeLayerNormBackward0 (record.cpp, kDecomposed).
+TN_KERNEL("aten::layer_norm", {
+  return std::get<0>(ops::native_layer_norm(a.tensor(0), a.int_list(1), a.optional_tensor(2),
+                                            a.optional_tensor(3), a.real(4)));
+});
+TN_KERNEL("aten::native_layer_norm", {
+  auto [y, mean, rstd] =
+      native_layer_norm(a.tensor(0), a.int_list(1), a.optional_tensor(2), a.optional_tensor(3), a.real(4));
+  return IValue::tuple({y, mean, rstd});
+});
+TN_KERNEL("aten::native_layer_norm_backward", {
+  auto [dx, dw, db] =
+      native_layer_norm_backward(a.tensor(0), a.tensor(1), a.int_list(2), a.tensor(3), a.tensor(4),
+                                 a.optional_tensor(5), a.optional_tensor(6), a[7].get<std::vector<bool>>());
+  auto result = [](const Tensor& r) { return r.defined() ? IValue(r) : IValue(); };
+  return IValue::tuple({result(dx), result(dw), result(db)});
 });
 // Decomposed for autograd (record.cpp): native_batch_norm's node saves the batch statistics the
 // output was normalized with, as upstream's, so the backward need not recompute them.
