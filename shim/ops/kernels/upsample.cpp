@@ -42,7 +42,7 @@ Tensor upsample_nearest2d(const Tensor& input, const Shape& size,
 }
 
 // The gradient planes (N C, oh, ow) of an upsampling of (N, C, H, W) and the zeroed planes of
-// its input's gradient; `accumulate(c, in, out)` adds one plane's gradient in upstream's loop
+// its input's gradient; `accumulate(in, out)` adds one plane's gradient in upstream's loop
 // order, in the gradient's dtype (float32 sums in float, as upstream's kernels).
 template <typename Accumulate>
 Tensor upsample_backward(const Tensor& grad_output, const Shape& input_size, const char* kernel_name,
@@ -55,7 +55,10 @@ Tensor upsample_backward(const Tensor& grad_output, const Shape& input_size, con
   TN_DISPATCH_ALL_TYPES(g.dtype(), kernel_name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      for (int64_t c = 0; c < planes; ++c) accumulate.template operator()<scalar_t>(c, grad_input, g);
+      int64_t in_plane = input_size[2] * input_size[3], out_plane = g.size(2) * g.size(3);
+      for (int64_t c = 0; c < planes; ++c)
+        accumulate.template operator()<scalar_t>(grad_input.data_as<scalar_t>() + c * in_plane,
+                                                 g.data_as<scalar_t>() + c * out_plane);
     } else {
       dtype_not_implemented(kernel_name, g.dtype());
     }
@@ -133,9 +136,7 @@ Tensor upsample_nearest2d_backward(const Tensor& grad_output, const Shape& size,
                                    const std::optional<std::vector<double>>& scales) {
   int64_t h = input_size[2], w = input_size[3], oh = size[0], ow = size[1];
   return upsample_backward(grad_output, input_size, "upsample_nearest2d_backward",
-                           [&]<typename scalar_t>(int64_t c, Tensor& grad_input, const Tensor& g) {
-                             scalar_t* in = grad_input.data_as<scalar_t>() + c * h * w;
-                             const scalar_t* out = g.data_as<scalar_t>() + c * oh * ow;
+                           [&]<typename scalar_t>(scalar_t* in, const scalar_t* out) {
                              for (int64_t i = 0; i < oh; ++i) {
                                int64_t y = nearest_source(i, h, oh, axis_scale(scales, 0));
                                for (int64_t j = 0; j < ow; ++j)
@@ -152,12 +153,10 @@ Tensor upsample_bilinear2d_backward(const Tensor& grad_output, const Shape& size
   int64_t h = input_size[2], w = input_size[3], oh = size[0], ow = size[1];
   return upsample_backward(
       grad_output, input_size, "upsample_bilinear2d_backward",
-      [&]<typename scalar_t>(int64_t c, Tensor& grad_input, const Tensor& g) {
+      [&]<typename scalar_t>(scalar_t* in, const scalar_t* out) {
         using opmath_t = scalar_t;
         opmath_t rh = linear_ratio<opmath_t>(h, oh, align_corners, axis_scale(scales, 0));
         opmath_t rw = linear_ratio<opmath_t>(w, ow, align_corners, axis_scale(scales, 1));
-        scalar_t* in = grad_input.data_as<scalar_t>() + c * h * w;
-        const scalar_t* out = g.data_as<scalar_t>() + c * oh * ow;
         int64_t y0, y1, x0, x1;
         opmath_t ly0, ly1, lx0, lx1;
         for (int64_t i = 0; i < oh; ++i) {
@@ -275,12 +274,10 @@ Tensor upsample_bicubic2d_backward(const Tensor& grad_output, const Shape& size,
   int64_t h = input_size[2], w = input_size[3], oh = size[0], ow = size[1];
   return upsample_backward(
       grad_output, input_size, "upsample_bicubic2d_backward",
-      [&]<typename scalar_t>(int64_t c, Tensor& grad_input, const Tensor& g) {
+      [&]<typename scalar_t>(scalar_t* in, const scalar_t* out) {
         using opmath_t = scalar_t;
         opmath_t rh = linear_ratio<opmath_t>(h, oh, align_corners, axis_scale(scales, 0));
         opmath_t rw = linear_ratio<opmath_t>(w, ow, align_corners, axis_scale(scales, 1));
-        scalar_t* in = grad_input.data_as<scalar_t>() + c * h * w;
-        const scalar_t* out = g.data_as<scalar_t>() + c * oh * ow;
         auto guarded = [](opmath_t real, int64_t in_size, int64_t* index) {
           *index = std::min(int64_t(floorf(float(real))), in_size - 1);
           return std::min(std::max(real - opmath_t(*index), opmath_t(0)), opmath_t(1));
