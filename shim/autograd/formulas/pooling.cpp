@@ -99,8 +99,9 @@ TN_DERIVATIVE("aten::max_pool2d", "MaxPool2DWithIndicesBackward0", SAVES(0), {
                                              a.int_list(4), a.boolean(5));
   return {to_chosen(g[0], std::get<1>(chosen), s.input_sizes(0))};
 });
-// A 1-D max pool is a 2-D one over height 1, as the forward computes it.
-TN_DERIVATIVE("aten::max_pool1d", "MaxPool1DWithIndicesBackward0", SAVES(0), {
+// A 1-D max pool is a 2-D one over height 1, as the forward computes it. Upstream's node has
+// the 2-D name (its graph adds a SqueezeBackward1 above it; one node here).
+TN_DERIVATIVE("aten::max_pool1d", "MaxPool2DWithIndicesBackward0", SAVES(0), {
   auto a = s.args();
   Shape stride = a.int_list(2);
   Tensor x = ops::unsqueeze(s.input(0), -2);
