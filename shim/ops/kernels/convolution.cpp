@@ -1,4 +1,5 @@
-// Convolution: convolution, conv1d, conv2d, conv_transpose2d, im2col, col2im.
+// Convolution: convolution, conv1d, conv2d, conv3d (padding='same' included), conv_transpose1d,
+// conv_transpose2d, convolution_backward, im2col, col2im.
 #include "convolution.h"
 
 #include <omp.h>
@@ -178,8 +179,10 @@ bool channels_last(const Tensor& t) {
 }
 
 // Upstream's ConvParams::use_mkldnn for a valid, non-transposed, non-empty float32 convolution
-// of a 4-D input (1-D viewed as 2-D), torch.backends.mkldnn.enabled and torch.get_num_threads()
-// included: a small 1x1 convolution takes oneDNN only on more than one thread.
+// of a 4-D (1-D viewed as 2-D) or 5-D input, torch.backends.mkldnn.enabled and
+// torch.get_num_threads() included: a small 1x1 convolution takes oneDNN only on more than one
+// thread. Its sizes are the last two of the kernel and the first four of the input, whatever
+// the rank.
 bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                           const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
                           const Shape& out_sizes) {
@@ -187,13 +190,14 @@ bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::
     return false;
   if (input.numel() == 0 || weight.numel() == 0) return false;
   // What upstream refuses (negative padding, no output) is refused by the other path's checks.
-  if (std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; }) || out_sizes[2] <= 0 ||
-      out_sizes[3] <= 0)
+  if (std::any_of(padding.begin(), padding.end(), [](int64_t p) { return p < 0; }) ||
+      std::any_of(out_sizes.begin() + 2, out_sizes.end(), [](int64_t s) { return s <= 0; }))
     return false;
-  int64_t n = input.size(0), kh = weight.size(2), kw = weight.size(3);
+  int64_t n = input.size(0), kh = weight.size(-2), kw = weight.size(-1);
   bool not_a_small_1x1 =
       any_not_one(stride) || any_not_one(dilation) || n >= 16 || kh != 1 || kw != 1 || intra_op_threads() > 1;
-  bool native_not_faster = groups > 1 || (kh > 3 && kw > 3) || n > 1 || input.numel() > 20480;
+  bool native_not_faster = groups > 1 || (kh > 3 && kw > 3) || n > 1 ||
+                           input.size(0) * input.size(1) * input.size(2) * input.size(3) > 20480;
   return not_a_small_1x1 && native_not_faster;
 }
 
@@ -214,9 +218,10 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
-// A batched 2-D convolution as oneDNN takes it: the weights grouped (g, oc/g, ic/g, kh, kw)
-// when groups > 1, the dilation oneDNN's (ours minus one), the padding symmetric; source and
-// destination nhwc when upstream's are channels-last (mkldnn_conv_use_channels_last).
+// A batched 2-D or 3-D convolution as oneDNN takes it: the weights grouped (g, oc/g, ic/g,
+// [kd,] kh, kw) when groups > 1, the dilation oneDNN's (ours minus one), the padding symmetric;
+// source and destination nhwc when upstream's are channels-last (mkldnn_conv_use_channels_last,
+// 2-D only: upstream keeps a 3-D convolution's memory contiguous).
 struct Geometry {
   Shape src, weights, dst;
   dnnl::memory::dims stride, dilates, padding;
@@ -226,7 +231,11 @@ struct Geometry {
 
 Geometry geometry(const Shape& input, const Shape& weight, const Shape& out, const Shape& stride,
                   const Shape& padding, const Shape& dilation, int64_t groups, bool nhwc = false) {
-  Shape weights = groups > 1 ? Shape{groups, weight[0] / groups, weight[1], weight[2], weight[3]} : weight;
+  Shape weights = weight;
+  if (groups > 1) {
+    weights = {groups, weight[0] / groups};
+    weights.insert(weights.end(), weight.begin() + 1, weight.end());
+  }
   dnnl::memory::dims dilates;
   for (int64_t d : dilation) dilates.push_back(d - 1);
   return Geometry{input, weights, out, dims_of(stride), dilates, dims_of(padding), nhwc};
@@ -296,9 +305,9 @@ void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& s
   stream.wait();
 }
 
-// 2-D convolution of a batched input through oneDNN, as upstream's mkldnn_convolution.
-Tensor onednn_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
-                     const Geometry& g) {
+// 2-D or 3-D convolution of a batched input through oneDNN, as upstream's mkldnn_convolution.
+Tensor onednn_convolution(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                          const Geometry& g) {
   auto pd = forward_primitive(g, bias.has_value());
   // Channels-last: NHWC memory seen as NCHW, which upstream's output is too.
   auto nhwc = [](const Tensor& t) {
@@ -358,7 +367,7 @@ std::pair<Tensor, Tensor> onednn_grad_weight(const Tensor& grad, const Tensor& i
   return {grad_weight, grad_bias};
 }
 
-// 2-D convolution as im2col + GEMM per group, one GEMM per sample as upstream's slow_conv2d:
+// 2-D convolution as im2col + GEMM per group, one GEMM per sample into the bias as upstream's slow_conv2d:
 // a batched matmul would go through bmm, whose small-matrix kernel rounds differently from the
 // BLAS GEMM upstream calls.
 Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
@@ -377,22 +386,283 @@ Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optiona
                                     : im2col(xg, kernel, dilation, padding, stride);
     Tensor wg =
         ops::reshape(ops::narrow(weight, int64_t{0}, g * og, og), Shape{og, cg * kernel[0] * kernel[1]});
+    // The output holds the bias first, and the GEMM adds to it (beta 1), as upstream's.
+    std::optional<Tensor> bg;
+    if (bias) bg = ops::unsqueeze(ops::narrow(bias->to(input.dtype()), int64_t{0}, g * og, og), int64_t{1});
     std::vector<Tensor> per_sample;
-    for (int64_t i = 0; i < n; ++i) per_sample.push_back(ops::mm(wg, ops::select(cols, int64_t{0}, i)));
+    for (int64_t i = 0; i < n; ++i) {
+      Tensor columns = ops::select(cols, int64_t{0}, i);
+      per_sample.push_back(bg ? ops::addmm(*bg, wg, columns, Scalar(int64_t{1}), Scalar(int64_t{1}))
+                              : ops::mm(wg, columns));
+    }
     outputs.push_back(ops::stack(per_sample, int64_t{0}));  // (N, og, L)
   }
-  Tensor out = ops::reshape(ops::cat(outputs, int64_t{1}), out_sizes);
-  return bias ? ops::add(out, per_channel(*bias, 4)) : out;
+  return ops::reshape(ops::cat(outputs, int64_t{1}), out_sizes);
 }
 
-// The output's sizes of a batched 2-D convolution (stride and dilation positive).
-Shape conv2d_output_sizes(const Tensor& input, const Tensor& weight, const Shape& stride,
-                          const Shape& padding, const Shape& dilation) {
+// The output's sizes of a batched convolution (stride and dilation positive).
+Shape conv_output_sizes(const Tensor& input, const Tensor& weight, const Shape& stride, const Shape& padding,
+                        const Shape& dilation) {
   Shape sizes{input.size(0), weight.size(0)};
-  for (size_t i = 0; i < 2; ++i)
-    sizes.push_back(
-        window_positions(input.size(2 + i), weight.size(2 + i), padding[i], dilation[i], stride[i]));
+  for (size_t i = 0; i + 2 < size_t(weight.dim()); ++i)
+    sizes.push_back(window_positions(input.size(int64_t(2 + i)), weight.size(int64_t(2 + i)), padding[i],
+                                     dilation[i], stride[i]));
   return sizes;
+}
+
+std::string joined(const Shape& values, const char* separator) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
+  return out;
+}
+
+// Upstream's check_shape_forward's last check: the dilated kernel fits the padded input.
+void check_kernel_fits(const Tensor& input, const Tensor& weight, const Shape& padding,
+                       const Shape& dilation) {
+  Shape padded, kernel;
+  bool fits = true;
+  for (size_t i = 0; i + 2 < size_t(weight.dim()); ++i) {
+    padded.push_back(input.size(int64_t(2 + i)) + 2 * padding[i]);
+    kernel.push_back(dilation[i] * (weight.size(int64_t(2 + i)) - 1) + 1);
+    fits = fits && padded.back() >= kernel.back();
+  }
+  if (!fits)
+    throw Error("Calculated padded input size per channel: (" + joined(padded, " x ") + "). Kernel size: (" +
+                joined(kernel, " x ") + "). Kernel size can't be greater than actual input size");
+}
+
+// Upstream's Empty backend: a batch of no samples, or an input of no channels, reaches no
+// kernel; the output has the convolution's sizes (no channels for an input of none).
+Tensor empty_convolution(const Tensor& input, const Tensor& weight, const Shape& stride, const Shape& padding,
+                         const Shape& dilation) {
+  check_kernel_fits(input, weight, padding, dilation);
+  Shape sizes = conv_output_sizes(input, weight, stride, padding, dilation);
+  if (input.size(1) == 0) sizes[1] = 0;
+  return Tensor::empty(sizes, input.dtype());
+}
+
+// Upstream's expand_param_if_needed: one value for every spatial dim, or one per dim.
+Shape expand_param(const Shape& values, const char* name, int64_t dims) {
+  if (values.size() == 1) return Shape(size_t(dims), values[0]);
+  if (int64_t(values.size()) != dims)
+    throw Error(std::string("expected ") + name + " to be a single integer value or a list of " +
+                std::to_string(dims) + " values to match the convolution dimensions, but got " + name + "=" +
+                shape_str(values));
+  return values;
+}
+
+// Upstream's _convolution checks of a batched, not transposed convolution, in its order and
+// words (groups, then check_shape_forward).
+void check_convolution(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                       const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  auto any = [](const Shape& v, auto predicate) { return std::any_of(v.begin(), v.end(), predicate); };
+  if (any(padding, [](int64_t p) { return p < 0; })) throw Error("negative padding is not supported");
+  if (any(stride, [](int64_t s) { return s <= 0; })) throw Error("non-positive stride is not supported");
+  if (any(dilation, [](int64_t d) { return d <= 0; })) throw Error("non-positive dilation is not supported");
+  std::string w = shape_str(weight.sizes()), g = std::to_string(groups);
+  if (weight.dim() != input.dim())
+    throw Error("Expected " + std::to_string(weight.dim()) + "-dimensional input for " +
+                std::to_string(weight.dim()) + "-dimensional weight " + w + ", but got " +
+                std::to_string(input.dim()) + "-dimensional input of size " + shape_str(input.sizes()) +
+                " instead");
+  if (weight.size(0) < groups)
+    throw Error("Given groups=" + g + ", expected weight to be at least " + g +
+                " at dimension 0, but got weight of size " + w + " instead");
+  if (weight.size(0) % groups != 0)
+    throw Error("Given groups=" + g + ", expected weight to be divisible by " + g +
+                " at dimension 0, but got weight of size " + w + " instead");
+  if (input.size(1) != weight.size(1) * groups)
+    throw Error("Given groups=" + g + ", weight of size " + w + ", expected input" +
+                shape_str(input.sizes()) + " to have " + std::to_string(weight.size(1) * groups) +
+                " channels, but got " + std::to_string(input.size(1)) + " channels instead");
+  if (bias && !(bias->dim() == 1 && bias->size(0) == weight.size(0)))
+    throw Error("Given weight of size " + w + ", expected bias to be 1-dimensional with " +
+                std::to_string(weight.size(0)) + " elements, but got bias of size " +
+                shape_str(bias->sizes()) + " instead");
+  check_kernel_fits(input, weight, padding, dilation);
+}
+
+// One sample's sliding blocks of a 3-D convolution, (C, D, H, W) against columns
+// (C*kd*kh*kw, od*oh*ow): `visit(column, voxel)` for each column element in upstream's loop
+// order (Unfold3dCopy/Unfold3dAcc, vol2col/col2vol: block row, then block position), voxel the
+// volume element's offset or -1 in the padding.
+struct Volume {
+  int64_t c;
+  const Shape &size, &out, &kernel, &dilation, &padding, &stride;
+  template <typename Visit>
+  void for_each(Visit&& visit) const {
+    int64_t taps = kernel[0] * kernel[1] * kernel[2], cells = out[0] * out[1] * out[2];
+    for (int64_t r = 0; r < c * taps; ++r) {
+      int64_t ch = r / taps, kd = (r / (kernel[1] * kernel[2])) % kernel[0], kh = (r / kernel[2]) % kernel[1],
+              kw = r % kernel[2];
+      for (int64_t z = 0; z < out[0]; ++z) {
+        int64_t iz = z * stride[0] - padding[0] + kd * dilation[0];
+        for (int64_t y = 0; y < out[1]; ++y) {
+          int64_t iy = y * stride[1] - padding[1] + kh * dilation[1];
+          for (int64_t x = 0; x < out[2]; ++x) {
+            int64_t ix = x * stride[2] - padding[2] + kw * dilation[2];
+            bool inside = iz >= 0 && iz < size[0] && iy >= 0 && iy < size[1] && ix >= 0 && ix < size[2];
+            visit(r * cells + (z * out[1] + y) * out[2] + x,
+                  inside ? ((ch * size[0] + iz) * size[1] + iy) * size[2] + ix : -1);
+          }
+        }
+      }
+    }
+  }
+};
+
+// vol2col of one contiguous sample (C, D, H, W): its columns (C*kd*kh*kw, od*oh*ow), zero in the padding.
+Tensor vol2col(const Tensor& sample, const Shape& out, const Shape& kernel, const Shape& dilation,
+               const Shape& padding, const Shape& stride) {
+  Shape size{sample.size(1), sample.size(2), sample.size(3)};
+  Volume volume{sample.size(0), size, out, kernel, dilation, padding, stride};
+  Tensor columns = Tensor::empty(
+      {sample.size(0) * kernel[0] * kernel[1] * kernel[2], out[0] * out[1] * out[2]}, sample.dtype());
+  TN_DISPATCH_ALL_TYPES(sample.dtype(), "vol2col", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* in = sample.template data_as<scalar_t>();
+    scalar_t* o = columns.template data_as<scalar_t>();
+    volume.for_each([&](int64_t column, int64_t voxel) { o[column] = voxel >= 0 ? in[voxel] : scalar_t(0); });
+  });
+  return columns;
+}
+
+// col2vol into one contiguous sample `target` (C, D, H, W): zeroed, then every column element
+// added at its place in upstream's order, in the dtype.
+void col2vol(const Tensor& columns, const Tensor& target, const Shape& kernel, const Shape& dilation,
+             const Shape& padding, const Shape& stride, const Shape& out) {
+  Shape size{target.size(1), target.size(2), target.size(3)};
+  Volume volume{target.size(0), size, out, kernel, dilation, padding, stride};
+  TN_DISPATCH_ALL_TYPES(target.dtype(), "col2vol", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    const scalar_t* source = columns.template data_as<scalar_t>();
+    scalar_t* t = target.template data_as<scalar_t>();
+    std::fill(t, t + target.numel(), scalar_t(0));
+    volume.for_each([&](int64_t column, int64_t voxel) {
+      if (voxel >= 0)
+        t[voxel] = scalar_t(compute_t<scalar_t>(t[voxel]) + compute_t<scalar_t>(source[column]));
+    });
+  });
+}
+
+// The spatial part of a 3-D convolution's sizes.
+Shape spatial_of(const Shape& sizes) { return Shape(sizes.begin() + 2, sizes.end()); }
+
+int64_t product(const Shape& values) {
+  int64_t p = 1;
+  for (int64_t v : values) p *= v;
+  return p;
+}
+
+// 3-D convolution as upstream's slow_conv3d (and slow_conv_dilated3d: the same products):
+// per sample its columns (vol2col), and per group one GEMM into the output, which holds the
+// bias first when there is one (beta 1), as upstream's.
+Tensor gemm_conv3d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                   const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
+                   const Shape& out_sizes) {
+  int64_t n = input.size(0), oc = weight.size(0), og = oc / groups;
+  Shape kernel = spatial_of(weight.sizes()), out = spatial_of(out_sizes);
+  int64_t rows = weight.size(1) * product(kernel), cells = product(out);
+  Tensor x = input.contiguous(), w2 = ops::reshape(weight.contiguous(), Shape{oc, rows});
+  // Upstream copies the bias into the output: in the input's dtype.
+  std::optional<Tensor> b;
+  if (bias) b = ops::unsqueeze(bias->to(input.dtype()), int64_t{1});
+  Tensor result = Tensor::empty({n, oc, cells}, input.dtype());
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor columns = vol2col(ops::select(x, int64_t{0}, i), out, kernel, dilation, padding, stride);
+    for (int64_t g = 0; g < groups; ++g) {
+      Tensor wg = ops::narrow(w2, int64_t{0}, g * og, og),
+             cg = ops::narrow(columns, int64_t{0}, g * rows, rows);
+      Tensor block = b ? ops::addmm(ops::narrow(*b, int64_t{0}, g * og, og), wg, cg, Scalar(int64_t{1}),
+                                    Scalar(int64_t{1}))
+                       : ops::mm(wg, cg);
+      ops::narrow(ops::select(result, int64_t{0}, i), int64_t{0}, g * og, og).copy_from(block);
+    }
+  }
+  return ops::reshape(result, out_sizes);
+}
+
+// The bias's gradient as upstream's slow backends sum it: over all but the channels, per group
+// where the backend takes the groups one by one (each its own call on the group's channels,
+// made contiguous), the groups' sums concatenated.
+Tensor bias_grad(const Tensor& grad, int64_t groups, bool per_group) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < grad.dim(); ++d) dims.push_back(d);
+  if (!per_group || groups == 1) return ops::sum(grad, dims, false, std::nullopt);
+  int64_t og = grad.size(1) / groups;
+  std::vector<Tensor> parts;
+  for (int64_t g = 0; g < groups; ++g)
+    parts.push_back(
+        ops::sum(ops::narrow(grad, int64_t{1}, g * og, og).contiguous(), dims, false, std::nullopt));
+  return ops::cat(parts, int64_t{0});
+}
+
+// The gradients of gemm_conv3d as upstream's slow_conv3d_backward (slow_conv_dilated3d's when
+// dilated), those `mask` asks for: the input's per sample, W^T g summed back into place
+// (col2vol, in the dtype); the weight's g columns^T accumulated sample after sample by GEMMs
+// with beta 1; the bias's as bias_grad sums it.
+std::array<Tensor, 3> gemm_conv3d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                                           const Shape& stride, const Shape& padding, const Shape& dilation,
+                                           int64_t groups, const std::vector<bool>& mask) {
+  int64_t n = input.size(0), oc = weight.size(0), og = oc / groups;
+  Shape kernel = spatial_of(weight.sizes()), out = spatial_of(grad.sizes());
+  int64_t rows = weight.size(1) * product(kernel), cells = product(out);
+  ScalarType dtype = input.dtype();
+  Tensor x = input.contiguous(), w2 = ops::reshape(weight.contiguous(), Shape{oc, rows}),
+         g3 = ops::reshape(grad.contiguous(), Shape{n, oc, cells});
+  auto grad_of = [&](int64_t i, int64_t g) {
+    return ops::narrow(ops::select(g3, int64_t{0}, i), int64_t{0}, g * og, og);
+  };
+  std::array<Tensor, 3> result;
+  if (mask[0]) {
+    result[0] = Tensor::empty(input.sizes(), dtype);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<Tensor> parts;
+      for (int64_t g = 0; g < groups; ++g)
+        parts.push_back(ops::mm(ops::t(ops::narrow(w2, int64_t{0}, g * og, og)), grad_of(i, g)));
+      Tensor columns = groups == 1 ? parts[0] : ops::cat(parts, int64_t{0});
+      col2vol(columns, ops::select(result[0], int64_t{0}, i), kernel, dilation, padding, stride, out);
+    }
+  }
+  if (mask[1]) {
+    Tensor gw = ops::zeros({oc, rows}, dtype);
+    for (int64_t i = 0; i < n; ++i) {
+      Tensor columns = vol2col(ops::select(x, int64_t{0}, i), out, kernel, dilation, padding, stride);
+      for (int64_t g = 0; g < groups; ++g) {
+        Tensor part = ops::narrow(gw, int64_t{0}, g * og, og);
+        part.copy_from(ops::addmm(part, grad_of(i, g),
+                                  ops::t(ops::narrow(columns, int64_t{0}, g * rows, rows)),
+                                  Scalar(int64_t{1}), Scalar(int64_t{1})));
+      }
+    }
+    result[1] = ops::reshape(gw, weight.sizes());
+  }
+  // slow_conv_dilated3d takes the groups one by one; slow_conv3d all at once.
+  if (mask[2]) result[2] = bias_grad(grad, groups, any_not_one(dilation));
+  return result;
+}
+
+// 3-D convolution of a batched input: through oneDNN where upstream's use_mkldnn sends it, else
+// as upstream's slow_conv3d; an empty batch as upstream's Empty backend.
+Tensor conv3d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+              const Shape& stride_in, const Shape& padding_in, const Shape& dilation_in, int64_t groups) {
+  if (groups <= 0) throw Error("non-positive groups is not supported");
+  Shape stride = expand_param(stride_in, "stride", 3), padding = expand_param(padding_in, "padding", 3),
+        dilation = expand_param(dilation_in, "dilation", 3);
+  check_convolution(input, weight, bias, stride, padding, dilation, groups);
+  if (input.size(0) == 0 || input.size(1) == 0)
+    return empty_convolution(input, weight, stride, padding, dilation);
+  if (input.dtype() != weight.dtype())
+    throw Error(std::string("expected scalar type ") + upstream_type_name(input.dtype()) + " but found " +
+                upstream_type_name(weight.dtype()));
+  if (input.dtype() == ScalarType::Half || input.dtype() == ScalarType::Bool)
+    dtype_not_implemented("compute_columns3d", input.dtype());
+  Shape out_sizes = conv_output_sizes(input, weight, stride, padding, dilation);
+  if (upstream_uses_onednn(input, weight, bias, stride, padding, dilation, groups, out_sizes))
+    return onednn_convolution(
+        input, weight, bias,
+        geometry(input.sizes(), weight.sizes(), out_sizes, stride, padding, dilation, groups));
+  return gemm_conv3d(input, weight, bias, stride, padding, dilation, groups, out_sizes);
 }
 
 // 2-D convolution: through oneDNN where upstream's is, else im2col + GEMM.
@@ -417,16 +687,21 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight, const std::optional<
   if (groups <= 0) throw Error("non-positive groups is not supported");
   require_positive(stride, "non-positive stride is not supported");
   require_positive(dilation, "dilation should be greater than zero");
-  Shape out_sizes = conv2d_output_sizes(input, weight, stride, padding, dilation);
-  Tensor out = upstream_uses_onednn(input, weight, bias, stride, padding, dilation, groups, out_sizes)
-                   ? onednn_conv2d(input, weight, bias,
-                                   geometry(input.sizes(), weight.sizes(), out_sizes, stride, padding,
-                                            dilation, groups, channels_last(input) || channels_last(weight)))
-                   : gemm_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes);
+  if (input.size(0) == 0 || c == 0) {
+    Tensor out = empty_convolution(input, weight, stride, padding, dilation);
+    return batched ? out : ops::squeeze(out, int64_t{0});
+  }
+  Shape out_sizes = conv_output_sizes(input, weight, stride, padding, dilation);
+  Tensor out =
+      upstream_uses_onednn(input, weight, bias, stride, padding, dilation, groups, out_sizes)
+          ? onednn_convolution(input, weight, bias,
+                               geometry(input.sizes(), weight.sizes(), out_sizes, stride, padding, dilation,
+                                        groups, channels_last(input) || channels_last(weight)))
+          : gemm_conv2d(input, weight, bias, stride, padding, dilation, groups, out_sizes);
   return batched ? out : ops::squeeze(out, int64_t{0});
 }
 
-// Transposed 2-D convolution: per group, W^T @ X gives columns that col2im scatters
+// Transposed 2-D convolution: per sample and group, W^T @ X gives columns that col2im scatters
 // (sums) into the output.
 Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias,
                         Shape stride, Shape padding, Shape output_padding, int64_t groups, Shape dilation) {
@@ -441,62 +716,308 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight, const std:
     throw Error("Given transposed=1, weight of size " + shape_str(weight.sizes()) + ", expected input" +
                 shape_str(input.sizes()) + " to have " + std::to_string(weight.size(0)) +
                 " channels, but got " + std::to_string(cin) + " channels instead");
+  // Upstream's slow_conv_transpose2d_shape_check (an empty batch never reaches it).
+  if (n > 0 && !((output_padding[1] < stride[1] || output_padding[1] < dilation[1]) &&
+                 (output_padding[0] < stride[0] || output_padding[0] < dilation[0])))
+    throw Error(
+        "output padding must be smaller than either stride or dilation, but got output_padding_height: " +
+        std::to_string(output_padding[0]) + " output_padding_width: " + std::to_string(output_padding[1]) +
+        " stride_height: " + std::to_string(stride[0]) + " stride_width: " + std::to_string(stride[1]) +
+        " dilation_height: " + std::to_string(dilation[0]) +
+        " dilation_width: " + std::to_string(dilation[1]));
   int64_t kh = weight.size(2), kw = weight.size(3), cog = weight.size(1), cig = cin / groups;
   int64_t oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1;
   int64_t ow = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1;
-  // Each group's columns summed into its output channels in double, rounded once.
-  std::vector<Tensor> outputs;
+  // As upstream's slow_conv_transpose2d: per sample and group, the columns W^T x (one GEMM)
+  // summed into place by col2im in the dtype; the bias added after.
+  Tensor result = Tensor::empty({n, weight.size(1) * groups, oh, ow}, input.dtype());
   for (int64_t g = 0; g < groups; ++g) {
     Tensor wg = ops::reshape(ops::narrow(weight, int64_t{0}, g * cig, cig), Shape{cig, cog * kh * kw});
     Tensor xg = ops::reshape(ops::narrow(input, int64_t{1}, g * cig, cig), Shape{n, cig, h * w});
-    Tensor cols = ops::matmul(ops::t(wg), xg);  // (n, cog*kh*kw, h*w)
-    outputs.push_back(col2im(cols, {oh, ow}, {kh, kw}, dilation, padding, stride, ScalarType::Double));
+    for (int64_t i = 0; i < n; ++i) {
+      Tensor cols = ops::unsqueeze(ops::mm(ops::t(wg), ops::select(xg, int64_t{0}, i)), int64_t{0});
+      ops::narrow(ops::select(result, int64_t{0}, i), int64_t{0}, g * cog, cog)
+          .copy_from(ops::squeeze(col2im(cols, {oh, ow}, {kh, kw}, dilation, padding, stride, input.dtype()),
+                                  int64_t{0}));
+    }
   }
-  Tensor out = ops::cat(outputs, int64_t{1});
-  Tensor result = out.to(input.dtype());
   if (bias) result = ops::add(result, per_channel(*bias, 4));
   return batched ? result : ops::squeeze(result, int64_t{0});
 }
 
-Shape same_padding(const Tensor& weight, const Shape& dilation, int64_t spatial) {
-  Shape p;
-  for (int64_t i = 0; i < spatial; ++i) {
-    int64_t total = dilation[size_t(i)] * (weight.size(2 + i) - 1);
-    if (total % 2 != 0)
-      throw NotImplemented("torchnative: conv padding='same' with asymmetric padding is not implemented");
-    p.push_back(total / 2);
-  }
-  return p;
+// A 1-D convolution, transposed or not, as a 2-D one over height 1, of a contiguous input as
+// upstream's (so never channels-last).
+Tensor over_height_one(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                       const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
+                       bool transposed = false, const Shape& output_padding = {0}) {
+  Tensor x2 = ops::unsqueeze(input.contiguous(), int64_t{-2}), w2 = ops::unsqueeze(weight, int64_t{-2});
+  Shape s2{1, stride[0]}, p2{0, padding[0]}, d2{1, dilation[0]},
+      o2{0, output_padding.empty() ? 0 : output_padding[0]};
+  Tensor out = transposed ? conv_transpose2d(x2, w2, bias, s2, p2, o2, groups, d2)
+                          : conv2d(x2, w2, bias, s2, p2, d2, groups);
+  return ops::squeeze(out, int64_t{-2});
 }
 
-// Whether upstream's convolution_backward takes the oneDNN path for these (2-D) arguments,
-// the shapes consistent with a forward call.
+// A batched convolution of weight.dim() - 2 spatial dims.
+Tensor convolution_nd(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                      const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  switch (weight.dim()) {
+    case 3:
+      return over_height_one(input, weight, bias, stride, padding, dilation, groups);
+    case 4:
+      return conv2d(input, weight, bias, stride, padding, dilation, groups);
+    case 5:
+      return conv3d(input, weight, bias, stride, padding, dilation, groups);
+    default:
+      throw NotImplemented("torchnative implements convolutions of 1, 2 and 3 spatial dims only (weight of " +
+                           std::to_string(weight.dim()) + " dims)");
+  }
+}
+
+// Upstream's batchify: an input of one dim fewer than a batch is a batch of one.
+std::pair<Tensor, bool> batchify(const Tensor& input, int64_t spatial, const char* name) {
+  bool batched = input.dim() == spatial + 2;
+  if (!batched && input.dim() != spatial + 1)
+    throw Error("Expected " + std::to_string(spatial + 1) + "D (unbatched) or " +
+                std::to_string(spatial + 2) + "D (batched) input to " + name +
+                ", but got input of size: " + shape_str(input.sizes()));
+  return {batched ? input : ops::unsqueeze(input, int64_t{0}), batched};
+}
+
+// conv1d/conv2d/conv3d with padding named, as upstream's _convolution_mode: 'valid' is none,
+// 'same' (stride 1 only) is convolution_same: dilation * (kernel - 1) in all, and where that
+// is odd the input padded at the end by one first, so that the convolution pads symmetrically.
+Tensor convolution_mode(const Tensor& input_in, const Tensor& weight, const std::optional<Tensor>& bias,
+                        const Shape& stride, const std::string& padding, const Shape& dilation,
+                        int64_t groups, int64_t spatial, const char* name) {
+  auto [input, batched] = batchify(input_in, spatial, name);
+  Tensor out;
+  if (padding == "same") {
+    if (weight.dim() != input.dim())
+      throw Error("Expected " + std::to_string(weight.dim()) + "-dimensional input for " +
+                  std::to_string(weight.dim()) + "-dimensional weight" + shape_str(weight.sizes()) +
+                  ", but got " + std::to_string(input.dim()) + "-dimensional input of size " +
+                  shape_str(input.sizes()) + " instead");
+    if (std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s != 1; }))
+      throw Error("padding='same' is not supported for strided convolutions");
+    SamePadding same = same_padding(weight.sizes(), dilation);
+    out = convolution_nd(pad_for_same(input, same), weight, bias, stride, same.left, dilation, groups);
+  } else if (padding == "valid") {
+    out = convolution_nd(input, weight, bias, stride, Shape(size_t(spatial), 0), dilation, groups);
+  } else {
+    throw Error("Invalid padding string: '" + padding + "'");
+  }
+  return batched ? out : ops::squeeze(out, int64_t{0});
+}
+
+// Whether upstream's convolution_backward takes the oneDNN path for these (2-D or 3-D)
+// arguments, the shapes consistent with a forward call.
 bool onednn_backward_applies(const Tensor& grad, const Tensor& input, const Tensor& weight, bool transposed,
                              const Shape& stride, const Shape& padding, const Shape& dilation,
                              int64_t groups) {
   auto positive = [](const Shape& v) {
     return std::all_of(v.begin(), v.end(), [](int64_t x) { return x > 0; });
   };
-  if (transposed || input.dim() != 4 || weight.dim() != 4 || grad.dtype() != ScalarType::Float ||
-      weight.dtype() != ScalarType::Float || groups <= 0 || input.size(1) != weight.size(1) * groups ||
-      weight.size(0) % groups != 0 || !positive(stride) || !positive(dilation))
+  size_t spatial = size_t(weight.dim()) - 2;
+  if (transposed || (input.dim() != 4 && input.dim() != 5) || weight.dim() != input.dim() ||
+      grad.dtype() != ScalarType::Float || weight.dtype() != ScalarType::Float || groups <= 0 ||
+      input.size(1) != weight.size(1) * groups || weight.size(0) % groups != 0 || stride.size() != spatial ||
+      padding.size() != spatial || dilation.size() != spatial || !positive(stride) || !positive(dilation))
     return false;
-  Shape out_sizes = conv2d_output_sizes(input, weight, stride, padding, dilation);
+  Shape out_sizes = conv_output_sizes(input, weight, stride, padding, dilation);
   return grad.sizes() == out_sizes &&
          upstream_uses_onednn(input, weight, std::nullopt, stride, padding, dilation, groups, out_sizes);
 }
 
-}  // namespace
-
-bool onednn_convolution_backward(const Tensor& grad, const Tensor& input, const Tensor& weight,
-                                 const Shape& stride, const Shape& padding, const Shape& dilation,
-                                 int64_t groups) {
-  return onednn_backward_applies(grad, input, weight, false, stride, padding, dilation, groups) &&
-         !channels_last(input) && !channels_last(weight);
+// oneDNN's gradients (upstream's mkldnn_convolution_backward) of a batched 2-D or 3-D
+// convolution, contiguous tensors, those `mask` asks for; the weight's also when only the bias's
+// is asked for, as upstream's.
+Stack onednn_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Shape& stride,
+                      const Shape& padding, const Shape& dilation, int64_t groups,
+                      const std::vector<bool>& mask) {
+  Geometry g = geometry(input.sizes(), weight.sizes(), grad.sizes(), stride, padding, dilation, groups);
+  Stack out{IValue(), IValue(), IValue()};
+  if (mask[0]) out[0] = onednn_grad_input(grad, weight, g);
+  if (mask[1] || mask[2]) {
+    auto [grad_weight, grad_bias] = onednn_grad_weight(grad, input, weight.sizes(), g, mask[2]);
+    out[1] = grad_weight;
+    if (mask[2]) out[2] = grad_bias;
+  }
+  return out;
 }
 
-TN_KERNEL("aten::im2col",
-          { return im2col(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4)); });
+// convolution_backward of a 3-D convolution as upstream's: oneDNN where its use_mkldnn says,
+// its Empty backend's zeros for an empty batch, else slow_conv3d's (slow_conv_dilated3d's).
+Stack conv3d_backward(const Tensor& grad_in, const Tensor& input_in, const Tensor& weight_in,
+                      const std::optional<Shape>& bias_sizes, const Shape& stride_in, const Shape& padding_in,
+                      const Shape& dilation_in, bool transposed, int64_t groups,
+                      const std::vector<bool>& mask) {
+  if (transposed)
+    throw NotImplemented(
+        "torchnative does not implement aten::convolution_backward for 3-D transposed convolutions "
+        "(aten::conv_transpose3d) yet");
+  if (groups <= 0) throw Error("non-positive groups is not supported");
+  Shape stride = expand_param(stride_in, "stride", 3), padding = expand_param(padding_in, "padding", 3),
+        dilation = expand_param(dilation_in, "dilation", 3);
+  check_convolution(input_in, weight_in, std::nullopt, stride, padding, dilation, groups);
+  Stack out{IValue(), IValue(), IValue()};
+  if (input_in.size(0) == 0 || input_in.size(1) == 0) {
+    if (mask[0]) out[0] = ops::zeros_like(input_in);
+    if (mask[1]) out[1] = ops::zeros_like(weight_in);
+    if (mask[2]) out[2] = ops::zeros(bias_sizes ? *bias_sizes : Shape{weight_in.size(0)}, weight_in.dtype());
+    return out;
+  }
+  Shape out_sizes = conv_output_sizes(input_in, weight_in, stride, padding, dilation);
+  if (grad_in.sizes() != out_sizes)
+    throw Error("Expected grad_output of size " + shape_str(out_sizes) +
+                " (the convolution's output), but got " + shape_str(grad_in.sizes()));
+  if (grad_in.dtype() != input_in.dtype() || weight_in.dtype() != input_in.dtype())
+    throw Error(
+        std::string("expected scalar type ") + upstream_type_name(input_in.dtype()) + " but found " +
+        upstream_type_name(grad_in.dtype() != input_in.dtype() ? grad_in.dtype() : weight_in.dtype()));
+  if (input_in.dtype() == ScalarType::Half || !is_floating(input_in.dtype()))
+    dtype_not_implemented("slow_conv3d_cpu_grad_input", input_in.dtype());
+  Tensor grad = grad_in.contiguous(), input = input_in.contiguous(), weight = weight_in.contiguous();
+  if (upstream_uses_onednn(input, weight, std::nullopt, stride, padding, dilation, groups, out_sizes))
+    return onednn_backward(grad, input, weight, stride, padding, dilation, groups, mask);
+  auto grads = gemm_conv3d_backward(grad, input, weight, stride, padding, dilation, groups, mask);
+  for (size_t i = 0; i < 3; ++i)
+    if (mask[i]) out[i] = grads[i];
+  return out;
+}
+
+// convolution_backward of a 1-D or 2-D convolution as upstream's (1-D as 2-D over height 1, as
+// upstream views it): oneDNN where its use_mkldnn says, its Empty backend's zeros for an empty
+// batch, else its slow kernels' (slow_conv2d, slow_conv_dilated2d, slow_conv_transpose2d), whose
+// products are gemm_conv3d's over depth 1. Channels-last memory is refused by name (upstream's
+// nhwc kernels are not reproduced): the derivative keeps its own formula there.
+Stack conv2d_backward(const Tensor& grad_in, const Tensor& input_in, const Tensor& weight_in,
+                      const std::optional<Shape>& bias_sizes, Shape stride, Shape padding, Shape dilation,
+                      bool transposed, int64_t groups, const std::vector<bool>& mask) {
+  bool one_dimensional = weight_in.dim() == 3;
+  auto is_4d_channels_last = [](const Tensor& t) { return t.dim() == 4 && channels_last(t); };
+  if (is_4d_channels_last(input_in) || is_4d_channels_last(weight_in))
+    throw NotImplemented(
+        "torchnative does not implement aten::convolution_backward for channels-last tensors yet (upstream's "
+        "nhwc kernels)");
+  if (weight_in.dim() != 3 && weight_in.dim() != 4)
+    throw NotImplemented(
+        "torchnative implements aten::convolution_backward for 1-D, 2-D and 3-D convolutions");
+  // A 1-D convolution's tensors contiguous first, as upstream's (no accidental channels-last view).
+  auto as_2d = [&](const Tensor& t) {
+    return one_dimensional ? ops::unsqueeze(t.contiguous(), int64_t{-2}) : t;
+  };
+  auto as_given = [&](const Tensor& t) { return one_dimensional ? ops::squeeze(t, int64_t{-2}) : t; };
+  Tensor grad = as_2d(grad_in).contiguous(), input = as_2d(input_in).contiguous(),
+         weight = as_2d(weight_in).contiguous();
+  if (one_dimensional) stride = {1, stride[0]}, padding = {0, padding[0]}, dilation = {1, dilation[0]};
+  Stack out{IValue(), IValue(), IValue()};
+  if (!transposed && onednn_backward_applies(grad, input, weight, false, stride, padding, dilation, groups)) {
+    out = onednn_backward(grad, input, weight, stride, padding, dilation, groups, mask);
+    if (mask[0]) out[0] = as_given(out[0].get<Tensor>());
+    // Upstream returns the weight's also when only the bias's was asked for, then as oneDNN's 2-D one.
+    if (mask[1]) out[1] = as_given(out[1].get<Tensor>());
+    return out;
+  }
+  if (groups <= 0) throw Error("non-positive groups is not supported");
+  if (input.size(0) == 0 || input.size(1) == 0) {
+    if (mask[0]) out[0] = ops::zeros_like(input_in);
+    if (mask[1]) out[1] = ops::zeros_like(weight_in);
+    if (mask[2])
+      out[2] =
+          ops::zeros(bias_sizes ? *bias_sizes : Shape{transposed ? weight.size(1) * groups : weight.size(0)},
+                     weight.dtype());
+    return out;
+  }
+  if (!is_floating(input.dtype()) || input.dtype() == ScalarType::Half)
+    dtype_not_implemented(
+        transposed ? "slow_conv_transpose2d_backward_out_cpu" : "slow_conv2d_cpu_grad_input", input.dtype());
+  if (grad.dtype() != input.dtype() || weight.dtype() != input.dtype())
+    throw Error(std::string("expected scalar type ") + upstream_type_name(input.dtype()) + " but found " +
+                upstream_type_name(grad.dtype() != input.dtype() ? grad.dtype() : weight.dtype()));
+  auto as_3d = [](const Tensor& t) { return ops::unsqueeze(t, int64_t{2}); };
+  auto as_4d = [](const Tensor& t) { return ops::squeeze(t, int64_t{2}); };
+  Shape s3{1, stride[0], stride[1]}, p3{0, padding[0], padding[1]}, d3{1, dilation[0], dilation[1]};
+  if (!transposed) {
+    Shape out_sizes = conv_output_sizes(input, weight, stride, padding, dilation);
+    if (input.size(1) != weight.size(1) * groups || weight.size(0) % groups != 0 || grad.sizes() != out_sizes)
+      throw Error("convolution_backward: grad_output of size " + shape_str(grad.sizes()) + ", input " +
+                  shape_str(input.sizes()) + " and weight " + shape_str(weight.sizes()) +
+                  " are not those of a convolution with groups=" + std::to_string(groups));
+    auto grads = gemm_conv3d_backward(as_3d(grad), as_3d(input), as_3d(weight), s3, p3, d3, groups,
+                                      {mask[0], mask[1], false});
+    if (mask[0]) out[0] = as_given(as_4d(grads[0]));
+    if (mask[1]) out[1] = as_given(as_4d(grads[1]));
+  } else {
+    // A transposed convolution's input gradient is the convolution of grad_output by its weight
+    // (slow_conv_transpose2d: im2col of grad_output, one GEMM per sample and group); its weight's,
+    // the products input columns(grad_output)^T accumulated sample after sample.
+    if (weight.size(0) != input.size(1) || input.size(1) % groups != 0 ||
+        grad.size(1) != weight.size(1) * groups ||
+        conv_output_sizes(grad, weight, stride, padding, dilation) !=
+            Shape{grad.size(0), weight.size(0), input.size(2), input.size(3)})
+      throw Error("convolution_backward: grad_output of size " + shape_str(grad.sizes()) + ", input " +
+                  shape_str(input.sizes()) + " and weight " + shape_str(weight.sizes()) +
+                  " are not those of a transposed convolution with groups=" + std::to_string(groups));
+    if (mask[0])
+      out[0] = as_given(as_4d(
+          gemm_conv3d(as_3d(grad), as_3d(weight), std::nullopt, s3, p3, d3, groups, as_3d(input).sizes())));
+    if (mask[1]) {
+      auto grads = gemm_conv3d_backward(as_3d(input), as_3d(grad), as_3d(weight), s3, p3, d3, groups,
+                                        {false, true, false});
+      out[1] = as_given(as_4d(grads[1]));
+    }
+  }
+  if (mask[2]) out[2] = bias_grad(grad, groups, true);  // the 2-D slow kernels take groups one by one
+  return out;
+}
+
+// A kernel's result as a tensor of its own: what the kernel built through a view operator
+// (reshape, squeeze of an internal tensor) the dispatcher marked a view of that internal tensor,
+// and an in-place write into the result would then go through a base without history,
+// dropping the gradient (upstream's non-view operators never return views).
+Tensor unaliased(const Tensor& t) {
+  return t.impl()->view_base ? t.view_as_strided(t.sizes(), t.strides(), t.offset()) : t;
+}
+
+Stack unaliased(Stack results) {
+  for (IValue& r : results)
+    if (r.is<Tensor>() && r.get<Tensor>().defined()) r = unaliased(r.get<Tensor>());
+  return results;
+}
+
+}  // namespace
+
+bool convolution_backward_implemented(const Tensor& input, const Tensor& weight) {
+  return !(input.dim() == 4 && channels_last(input)) && !(weight.dim() == 4 && channels_last(weight));
+}
+
+bool SamePadding::symmetric() const {
+  return std::all_of(extra.begin(), extra.end(), [](int64_t e) { return e == 0; });
+}
+
+SamePadding same_padding(const Shape& weight_sizes, const Shape& dilation) {
+  SamePadding p;
+  for (size_t i = 0; i + 2 < weight_sizes.size(); ++i) {
+    int64_t d = dilation.size() == 1 ? dilation[0] : dilation.at(i);
+    int64_t total = d * (weight_sizes[2 + i] - 1);  // upstream's pooling_same_mode_padding_lr at stride 1
+    p.left.push_back(total / 2);
+    p.extra.push_back(total - 2 * (total / 2));
+  }
+  return p;
+}
+
+Tensor pad_for_same(const Tensor& input, const SamePadding& padding) {
+  if (padding.symmetric()) return input;
+  size_t spatial = padding.extra.size();
+  std::vector<int64_t> pad(2 * spatial, 0);  // as F.pad's: the last dim first, (before, after)
+  for (size_t i = 0; i < spatial; ++i) pad[2 * (spatial - 1 - i) + 1] = padding.extra[i];
+  return ops::pad(input, pad, "constant", 0.0);
+}
+
+TN_KERNEL("aten::im2col", {
+  return unaliased(im2col(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4)));
+});
 TN_KERNEL("aten::col2im", {
   const Tensor& input = a.tensor(0);
   Shape size = a.int_list(1), kernel = a.int_list(2), dilation = a.int_list(3), padding = a.int_list(4),
@@ -504,28 +1025,38 @@ TN_KERNEL("aten::col2im", {
   check_col2im(input, size, kernel, dilation, padding, stride);
   if (!is_floating(input.dtype())) dtype_not_implemented("col2im_out_cpu", input.dtype());
   if (input.dim() == 2)
-    return ops::squeeze(
-        col2im(ops::unsqueeze(input, 0), size, kernel, dilation, padding, stride, input.dtype()), 0);
+    return unaliased(ops::squeeze(
+        col2im(ops::unsqueeze(input, 0), size, kernel, dilation, padding, stride, input.dtype()), 0));
   return col2im(input, size, kernel, dilation, padding, stride, input.dtype());
 });
+TN_KERNEL("aten::conv1d", {
+  auto [input, batched] = batchify(a.tensor(0), 1, "conv1d");
+  Tensor out = over_height_one(input, a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4),
+                               a.int_list(5), a.integer(6));
+  return unaliased(batched ? out : ops::squeeze(out, int64_t{0}));
+});
 TN_KERNEL("aten::conv2d", {
-  return conv2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4), a.int_list(5),
-                a.integer(6));
+  return unaliased(conv2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4),
+                          a.int_list(5), a.integer(6)));
+});
+TN_KERNEL("aten::conv3d", {
+  auto [input, batched] = batchify(a.tensor(0), 3, "conv3d");
+  Tensor out = conv3d(input, a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4), a.int_list(5),
+                      a.integer(6));
+  return unaliased(batched ? out : ops::squeeze(out, int64_t{0}));
+});
+// conv{1,2,3}d.padding(input, weight, bias, stride, str padding, dilation, groups)
+TN_KERNEL("aten::conv1d.padding", {
+  return unaliased(convolution_mode(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3),
+                                    *a.optional_string(4), a.int_list(5), a.integer(6), 1, "conv1d"));
 });
 TN_KERNEL("aten::conv2d.padding", {
-  std::string padding = *a.optional_string(4);
-  Shape p = padding == "same" ? same_padding(a.tensor(1), a.int_list(5), 2) : Shape{0, 0};
-  return conv2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), p, a.int_list(5),
-                a.integer(6));
+  return unaliased(convolution_mode(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3),
+                                    *a.optional_string(4), a.int_list(5), a.integer(6), 2, "conv2d"));
 });
-TN_KERNEL("aten::conv1d", {
-  // A 1-D convolution is a 2-D one over height 1, of a contiguous input as upstream's (so never
-  // channels-last).
-  Tensor x2 = ops::unsqueeze(a.tensor(0).contiguous(), int64_t{-2});
-  Tensor w2 = ops::unsqueeze(a.tensor(1), int64_t{-2});
-  Tensor out = conv2d(x2, w2, a.optional_tensor(2), {1, a.int_list(3)[0]}, {0, a.int_list(4)[0]},
-                      {1, a.int_list(5)[0]}, a.integer(6));
-  return ops::squeeze(out, int64_t{-2});
+TN_KERNEL("aten::conv3d.padding", {
+  return unaliased(convolution_mode(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3),
+                                    *a.optional_string(4), a.int_list(5), a.integer(6), 3, "conv3d"));
 });
 // The generic entry point the functional convolutions decompose into upstream.
 TN_KERNEL("aten::convolution", {
@@ -536,57 +1067,42 @@ TN_KERNEL("aten::convolution", {
   bool transposed = a.boolean(6);
   int64_t groups = a.integer(8);
   int64_t spatial = weight.dim() - 2;
-  if (spatial == 1) {
-    Tensor x2 = ops::unsqueeze(x.contiguous(), int64_t{-2}), w2 = ops::unsqueeze(weight, int64_t{-2});
-    Shape s2{1, stride[0]}, p2{0, padding[0]}, d2{1, dilation[0]},
-        o2{0, output_padding.empty() ? 0 : output_padding[0]};
-    Tensor out = transposed ? conv_transpose2d(x2, w2, bias, s2, p2, o2, groups, d2)
-                            : conv2d(x2, w2, bias, s2, p2, d2, groups);
-    return ops::squeeze(out, int64_t{-2});
-  }
+  if (spatial == 1)
+    return unaliased(
+        over_height_one(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding));
+  if (spatial == 3 && transposed)
+    throw NotImplemented(
+        "torchnative does not implement 3-D transposed convolutions (aten::conv_transpose3d) yet");
+  if (spatial == 3) return unaliased(conv3d(x, weight, bias, stride, padding, dilation, groups));
   if (spatial != 2)
-    throw NotImplemented("torchnative implements aten::convolution for 1-D and 2-D only (got " +
+    throw NotImplemented("torchnative implements aten::convolution for 1-D, 2-D and 3-D only (got " +
                          std::to_string(spatial) + "-D)");
-  if (transposed) return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
-  return conv2d(x, weight, bias, stride, padding, dilation, groups);
+  if (transposed)
+    return unaliased(conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation));
+  return unaliased(conv2d(x, weight, bias, stride, padding, dilation, groups));
 });
 // convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
-// transposed, output_padding, groups, output_mask) where upstream's backend is oneDNN: its
-// mkldnn_convolution_backward, 1-D as 2-D over height 1 as upstream views it.
+// transposed, output_padding, groups, output_mask), as upstream's backends compute it.
 TN_KERNEL("aten::convolution_backward", {
-  bool one_dimensional = a.tensor(2).dim() == 3;
-  auto is_4d_channels_last = [](const Tensor& t) { return t.dim() == 4 && channels_last(t); };
-  if (is_4d_channels_last(a.tensor(1)) || is_4d_channels_last(a.tensor(2)))
-    throw NotImplemented(
-        "torchnative does not implement aten::convolution_backward for channels-last tensors yet (upstream's "
-        "oneDNN nhwc path)");
-  auto as_2d = [&](const Tensor& t) { return one_dimensional ? ops::unsqueeze(t, int64_t{-2}) : t; };
-  Tensor grad = as_2d(a.tensor(0)).contiguous(), input = as_2d(a.tensor(1)).contiguous(),
-         weight = as_2d(a.tensor(2)).contiguous();
-  Shape stride = a.int_list(4), padding = a.int_list(5), dilation = a.int_list(6);
-  if (one_dimensional) stride = {1, stride[0]}, padding = {0, padding[0]}, dilation = {1, dilation[0]};
-  int64_t groups = a.integer(9);
-  if (!onednn_backward_applies(grad, input, weight, a.boolean(7), stride, padding, dilation, groups))
-    throw NotImplemented(
-        "torchnative implements aten::convolution_backward only where upstream's backend is oneDNN (float32, "
-        "not transposed, upstream's use_mkldnn); the other convolutions' gradients come from their "
-        "derivatives");
-  Geometry g = geometry(input.sizes(), weight.sizes(), grad.sizes(), stride, padding, dilation, groups);
-  auto as_given = [&](const Tensor& t) { return one_dimensional ? ops::squeeze(t, int64_t{-2}) : t; };
   const auto& mask = a[10].get<std::vector<bool>>();
-  Stack out{IValue(), IValue(), IValue()};
-  if (mask[0]) out[0] = as_given(onednn_grad_input(grad, weight, g));
-  if (mask[1] || mask[2]) {
-    auto [grad_weight, grad_bias] = onednn_grad_weight(grad, input, weight.sizes(), g, mask[2]);
-    // Upstream returns it also when only the bias's was asked for, then as oneDNN's 2-D one.
-    out[1] = mask[1] ? as_given(grad_weight) : grad_weight;
-    if (mask[2]) out[2] = grad_bias;
-  }
-  return IValue::tuple(out);
+  const Tensor &grad = a.tensor(0), &input = a.tensor(1), &weight = a.tensor(2);
+  auto bias_sizes = a.optional_int_list(3);
+  Stack grads = weight.dim() == 5
+                    ? conv3d_backward(grad, input, weight, bias_sizes, a.int_list(4), a.int_list(5),
+                                      a.int_list(6), a.boolean(7), a.integer(9), mask)
+                    : conv2d_backward(grad, input, weight, bias_sizes, a.int_list(4), a.int_list(5),
+                                      a.int_list(6), a.boolean(7), a.integer(9), mask);
+  return IValue::tuple(unaliased(grads));
+});
+TN_KERNEL("aten::conv_transpose1d", {
+  auto [input, batched] = batchify(a.tensor(0), 1, "conv_transpose1d");
+  Tensor out = over_height_one(input, a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4),
+                               a.int_list(7), a.integer(6), true, a.int_list(5));
+  return unaliased(batched ? out : ops::squeeze(out, int64_t{0}));
 });
 TN_KERNEL("aten::conv_transpose2d.input", {
-  return conv_transpose2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3), a.int_list(4),
-                          a.int_list(5), a.integer(6), a.int_list(7));
+  return unaliased(conv_transpose2d(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.int_list(3),
+                                    a.int_list(4), a.int_list(5), a.integer(6), a.int_list(7)));
 });
 
 }  // namespace tn
