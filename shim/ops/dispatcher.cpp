@@ -162,15 +162,38 @@ void mark_view(const Tensor& result, const Tensor& input) {
 
 // Results of view operators become views of their input (upstream's rule for Tensor._base):
 // every operator returning a read-only alias of an input, but detach, whose result autograd
-// does not track as a view.
-void record_views(const Operator& op, const std::vector<Tensor>& viewed, const Stack& stack) {
+// does not track as a view. Any other result is no view, even when its kernel made it as a
+// view of a tensor of its own (linear's reshape of its matmul): autograd records the result's
+// history on the result, so an in-place write on it must not move that history to a base
+// that has none (the gradients would be lost). `inputs` are the call's tensor arguments,
+// which a result may be itself.
+void record_views(const Operator& op, const std::vector<Tensor>& viewed, const std::vector<Tensor>& inputs,
+                  const Stack& stack) {
   if (op.schema.name == "detach") return;
+  auto mark = [&](const Tensor& result, const Tensor& input) {
+    if (input.defined()) {
+      mark_view(result, input);
+    } else if (result.defined() && result.impl()->view_base &&
+               std::none_of(inputs.begin(), inputs.end(), [&](const Tensor& t) { return t.same(result); })) {
+      result.impl()->view_base = nullptr;
+    }
+  };
   for (size_t r = 0; r < viewed.size() && r < stack.size(); ++r) {
-    if (!viewed[r].defined()) continue;
-    if (stack[r].is<Tensor>()) mark_view(stack[r].get<Tensor>(), viewed[r]);
+    if (stack[r].is<Tensor>()) mark(stack[r].get<Tensor>(), viewed[r]);
     if (stack[r].is<std::vector<Tensor>>())
-      for (const Tensor& t : stack[r].get<std::vector<Tensor>>()) mark_view(t, viewed[r]);
+      for (const Tensor& t : stack[r].get<std::vector<Tensor>>()) mark(t, viewed[r]);
   }
+}
+
+// The call's tensor arguments (Tensor and Tensor[]), before the kernel replaces them by results.
+std::vector<Tensor> tensor_arguments(const Stack& stack) {
+  std::vector<Tensor> tensors;
+  for (const IValue& v : stack) {
+    if (v.is<Tensor>()) tensors.push_back(v.get<Tensor>());
+    if (v.is<std::vector<Tensor>>())
+      for (const Tensor& t : v.get<std::vector<Tensor>>()) tensors.push_back(t);
+  }
+  return tensors;
 }
 
 // Shim tensors never carry dimension names, so a lookup by name fails exactly as it
@@ -256,9 +279,10 @@ void Dispatcher::call_below_autograd(const Operator& op, Stack& stack) const {
   check_writes(op, stack);
   std::vector<Tensor> written = written_tensors(op, stack);
   std::vector<Tensor> viewed = viewed_tensors(op, stack);
+  std::vector<Tensor> inputs = tensor_arguments(stack);
   run(op, stack);
   for (const Tensor& t : written) t.bump_version();
-  record_views(op, viewed, stack);
+  record_views(op, viewed, inputs, stack);
 }
 
 void Dispatcher::run(const Operator& op, Stack& stack) const {

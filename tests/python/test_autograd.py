@@ -151,7 +151,15 @@ def main():
     after = x * 2
     after.relu_()
     after.mul_(2)  # overwrites what relu_ saved for its backward
-    return {"residual": residual, "write after a saved result": outcome(lambda: after.sum().backward())}
+    # In place on the result of an operator whose kernel made it as a view of its own tensor
+    # (linear of a 3-D input, a 1-D pool): the gradients still reach the inputs.
+    w = torch.tensor([[1.0, -2.0], [0.5, 3.0], [-1.0, 1.0]], requires_grad=True)
+    rows = torch.tensor([[[1.0, 2.0], [-3.0, 0.5]]], requires_grad=True)
+    torch.nn.functional.linear(rows, w).relu_().sum().backward()
+    pooled = torch.nn.functional.max_pool1d(rows, 2).relu_()
+    return {"residual": residual, "write after a saved result": outcome(lambda: after.sum().backward()),
+            "linear of 3-D, then relu_": [w.grad, rows.grad],
+            "max_pool1d, then relu_": torch.autograd.grad(pooled.sum(), [rows])}
 '''
 
 
