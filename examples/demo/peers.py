@@ -95,7 +95,8 @@ def central_average_matches(checks):
 def launch(shards, test_images, test_labels, settings, directory):
     """One peer process per shard, each with its slice of the test set."""
     processes = []
-    rendezvous = f"file://{directory / 'rendezvous'}"
+    # A file:// URL takes an absolute path: file://build/demo/... names host "build".
+    rendezvous = f"file://{(directory / 'rendezvous').resolve()}"
     for rank, ((images, labels), test_part, label_part) in enumerate(
             zip(shards, test_images.tensor_split(len(shards)), test_labels.tensor_split(len(shards)))):
         shard = directory / f"peer-{rank}.pt"
