@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <iomanip>
 #include <sstream>
 
 namespace tn::server {
@@ -37,6 +38,11 @@ void Metrics::set_devices_registered(uint64_t count) {
   devices_registered_ = count;
 }
 
+void Metrics::set_task_epsilon(const std::string& task, double epsilon) {
+  std::lock_guard lock(mutex_);
+  task_epsilon_[task] = epsilon;
+}
+
 std::string Metrics::render(uint64_t devices_checked_in) const {
   std::lock_guard lock(mutex_);
   std::ostringstream out;
@@ -71,6 +77,11 @@ std::string Metrics::render(uint64_t devices_checked_in) const {
          "# TYPE torchnative_requests_refused_total counter\n";
   for (const auto& [reason, count] : refusals_)
     out << "torchnative_requests_refused_total{reason=\"" << reason << "\"} " << count << "\n";
+  out << "# HELP torchnative_task_privacy_epsilon A central DP task's epsilon after its completed rounds.\n"
+         "# TYPE torchnative_task_privacy_epsilon gauge\n"
+      << std::setprecision(17);  // the accountant's value, not 6 digits of it
+  for (const auto& [task, epsilon] : task_epsilon_)
+    out << "torchnative_task_privacy_epsilon{task=\"" << task << "\"} " << epsilon << "\n";
   return out.str();
 }
 

@@ -19,6 +19,8 @@ class Metrics {
   void add_bytes_broadcast(uint64_t bytes);
   void add_bytes_reduced(uint64_t bytes);
   void set_devices_registered(uint64_t count);
+  // A central DP task's epsilon after its completed rounds (privacy accountant's, at its delta).
+  void set_task_epsilon(const std::string& task, double epsilon);
 
   // Everything, with the number of devices checked in right now (a gauge the caller reads).
   std::string render(uint64_t devices_checked_in) const;
@@ -37,6 +39,7 @@ class Metrics {
   uint64_t bytes_broadcast_ = 0;
   uint64_t bytes_reduced_ = 0;
   uint64_t devices_registered_ = 0;
+  std::map<std::string, double> task_epsilon_;
 };
 
 }  // namespace tn::server

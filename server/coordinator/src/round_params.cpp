@@ -43,6 +43,7 @@ RoundParams RoundParams::from_header(const v1::CreateTaskHeader& header, const s
   params.min_available_devices = header.min_available_devices();
   params.min_updates = header.min_updates();
   params.seed = seed_from(task_id);
+  params.central_dp = CentralDpParams::from_header(header);
   return params;
 }
 
@@ -58,6 +59,8 @@ RoundParams RoundParams::from_json(const nlohmann::json& stored, const std::stri
     params.min_updates = stored.at("min_updates").get<uint32_t>();
     params.max_retries = stored.at("max_retries").get<uint32_t>();
     params.seed = stored.at("seed").get<uint64_t>();
+    if (stored.contains("central_dp"))
+      params.central_dp = CentralDpParams::from_json(stored.at("central_dp"));
     return params;
   } catch (const nlohmann::json::exception& error) {
     throw federated::ParameterRefused("task '" + task_id + "': the stored round parameters " + stored.dump() +
@@ -66,15 +69,17 @@ RoundParams RoundParams::from_json(const nlohmann::json& stored, const std::stri
 }
 
 nlohmann::json RoundParams::to_json() const {
-  return {{"devices_per_round", devices_per_round},
-          {"required_labels", required_labels},
-          {"min_memory_bytes", min_memory_bytes},
-          {"round_timeout_ms", round_timeout.count()},
-          {"deadline_unix_ms", deadline_unix_ms},
-          {"min_available_devices", min_available_devices},
-          {"min_updates", min_updates},
-          {"max_retries", max_retries},
-          {"seed", seed}};
+  nlohmann::json stored = {{"devices_per_round", devices_per_round},
+                           {"required_labels", required_labels},
+                           {"min_memory_bytes", min_memory_bytes},
+                           {"round_timeout_ms", round_timeout.count()},
+                           {"deadline_unix_ms", deadline_unix_ms},
+                           {"min_available_devices", min_available_devices},
+                           {"min_updates", min_updates},
+                           {"max_retries", max_retries},
+                           {"seed", seed}};
+  if (central_dp) stored["central_dp"] = central_dp->to_json();
+  return stored;
 }
 
 federated::TaskConfig RoundParams::task_config(const std::string& task_id,

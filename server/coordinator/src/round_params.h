@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "central_dp.h"
 #include "federated/round.h"
 #include "torchnative/federated/v1/admin.pb.h"
 
@@ -27,10 +28,12 @@ struct RoundParams {
   // Abandoned attempts of one round tolerated in a row (federated::TaskConfig::max_retries).
   uint32_t max_retries = 3;
   uint64_t seed = 0;
+  std::optional<CentralDpParams> central_dp;  // stored as "central_dp" only when set
 
   // Refuses (federated::ParameterRefused naming the field) rounds, devices_per_round, min_updates
-  // or round_timeout_ms of 0, and min_updates above devices_per_round. The seed derives from the
-  // task id, so two tasks do not select alike.
+  // or round_timeout_ms of 0, min_updates above devices_per_round, and what
+  // CentralDpParams::from_header refuses. The seed derives from the task id, so two tasks do not
+  // select alike.
   static RoundParams from_header(const v1::CreateTaskHeader& header, const std::string& task_id);
   static RoundParams from_json(const nlohmann::json& stored, const std::string& task_id);
   nlohmann::json to_json() const;

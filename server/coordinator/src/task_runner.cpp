@@ -180,6 +180,9 @@ struct TaskRunner::Hosted {
   std::optional<federated::WeightedSumReader> sum;
   std::optional<federated::UpdatesReader> updates;
   std::string abandon_reason;  // when it may not
+  // Central DP: what clipping found, and the round's secret noise seed (never stored).
+  std::optional<CentralDp::Clipped> clipped;
+  federated::secagg::Bytes32 noise_seed{};
   // Once the reduce is over: its phases' wall times and bytes for the round_data_plane log line,
   // and the time the aggregation spends folding or reading the contributions as it reads them.
   nlohmann::json data_plane;
@@ -199,6 +202,10 @@ TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams para
       params_(std::move(params)),
       rounds_planned_(rounds_planned),
       next_round_id_(next_round_id) {
+  if (params_.central_dp) {
+    central_dp_.emplace(*params_.central_dp, params_.devices_per_round, task_.model_version());
+    services_.metrics.set_task_epsilon(task_.name(), central_dp_->spent().epsilon());
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -259,6 +266,11 @@ void TaskRunner::run() {
                                          " ms since the epoch) passed with " +
                                          std::to_string(task_.model_version()) + " of " +
                                          std::to_string(rounds_planned_) + " rounds completed");
+        break;
+      }
+      if (std::optional<std::string> over_budget =
+              central_dp_ ? central_dp_->budget_refusal() : std::nullopt) {
+        end_task(TaskState::Stopped, *over_budget);
         break;
       }
       if (!run_round()) break;
@@ -660,6 +672,18 @@ TaskRunner::Hosted TaskRunner::aggregate(Round& round, size_t plane_contributors
     }
     *fold_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
+  if (central_dp_) {  // each contribution clipped, then summed with the noise
+    std::vector<ContributionSource> clipped_sources;
+    for (const auto& source : sources)
+      clipped_sources.push_back([read = source.second, timed](uint64_t first, uint64_t count, double* out) {
+        timed([&] { read(first, count, out); });
+      });
+    hosted.noise_seed = random_noise_seed();
+    hosted.clipped.emplace();
+    hosted.sum = central_dp_->noised_sum(round.layout, round.model, std::move(clipped_sources),
+                                         hosted.noise_seed, *hosted.clipped);
+    return std::move(hosted);
+  }
   if (round.kind == federated::ContributionKind::Values) {
     hosted.updates = round.layout.updates_reader(
         sources.size(), [sources, timed](size_t update, size_t first, std::span<double> out) {
@@ -754,6 +778,14 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
     return false;
   }
   set_phase(v1::ROUND_STATE_UNSPECIFIED, 0);  // the stored round says how it closed
+  nlohmann::json round_fields = {{"model_version_in", plan.model_version},
+                                 {"model_version", task_.model_version()},
+                                 {"contributors", result.contributors},
+                                 {"missing", result.missing}};
+  std::string completed_words = "model version " + std::to_string(task_.model_version()) + " from " +
+                                std::to_string(result.contributors.size()) + " contributions";
+  if (completed && central_dp_)
+    completed_words += "; " + charge_privacy(*hosted.clipped, hosted.noise_seed, round_fields);
   const auto now = SteadyClock::now();
   const double seconds = std::chrono::duration<double>(now - started).count();
   if (!hosted.data_plane.is_null()) {
@@ -762,16 +794,9 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
     log_event(LogLevel::Info, "round_data_plane", std::move(hosted.data_plane));
   }
   services_.metrics.count_round(completed ? "completed" : "abandoned", seconds);
+  round_fields["seconds"] = seconds;
   services_.events.publish(completed ? v1::EVENT_KIND_ROUND_COMPLETED : v1::EVENT_KIND_ROUND_FAILED, id,
-                           plan.round_id, "",
-                           completed ? "model version " + std::to_string(task_.model_version()) + " from " +
-                                           std::to_string(result.contributors.size()) + " contributions"
-                                     : reason,
-                           {{"model_version_in", plan.model_version},
-                            {"model_version", task_.model_version()},
-                            {"contributors", result.contributors},
-                            {"missing", result.missing},
-                            {"seconds", seconds}});
+                           plan.round_id, "", completed ? completed_words : reason, std::move(round_fields));
   if (!result.task_end) return true;
   services_.events.publish(
       result.task_end->state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED
@@ -779,6 +804,23 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
       id, 0, "", std::string(task_state_name(result.task_end->state)) + ": " + result.task_end->reason);
   end_held_check_ins_if_no_task_runs(services_);
   return false;
+}
+
+std::string TaskRunner::charge_privacy(const CentralDp::Clipped& clipped,
+                                       const federated::secagg::Bytes32& seed, nlohmann::json& fields) {
+  const double clip_norm = central_dp_->clip_norm();
+  central_dp_->round_completed(clipped, seed);
+  const v1::PrivacySpent spent = central_dp_->spent();
+  services_.metrics.set_task_epsilon(task_.name(), spent.epsilon());
+  fields["privacy"] = {{"epsilon", spent.epsilon()},
+                       {"delta", spent.delta()},
+                       {"epsilon_budget", spent.epsilon_budget()},
+                       {"order", spent.order()},
+                       {"rounds_charged", spent.rounds_charged()},
+                       {"clip_norm", clip_norm},
+                       {"unclipped", clipped.unclipped},
+                       {"next_clip_norm", central_dp_->clip_norm()}};
+  return central_dp_->spent_words();
 }
 
 void TaskRunner::log_waiting(size_t available, size_t eligible) {

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "central_dp.h"
 #include "federated/round.h"
 #include "round_params.h"
 #include "services.h"
@@ -99,6 +100,11 @@ class TaskRunner {
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,
                    std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);
+  // A completed round of a central DP task: charges it (and moves an adaptive clipping bound),
+  // sets the task's epsilon in /metrics and the round_completed event's "privacy" fields; returns
+  // the event message's words for it.
+  std::string charge_privacy(const CentralDp::Clipped& clipped, const federated::secagg::Bytes32& seed,
+                             nlohmann::json& fields);
   // A round_waiting line once a wait has lasted a second, then when what is waiting changes (at
   // most every 5 s) or every minute: not a line per poll.
   void log_waiting(size_t available, size_t eligible);
@@ -110,6 +116,7 @@ class TaskRunner {
   Services services_;
   federated::Task task_;
   RoundParams params_;
+  std::optional<CentralDp> central_dp_;  // for a task with central DP
   uint64_t rounds_planned_;
   mutable std::mutex mutex_;
   bool draining_ = false;

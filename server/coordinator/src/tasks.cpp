@@ -51,8 +51,10 @@ void Tasks::resume_all() {
 }
 
 void Tasks::check(const v1::CreateTaskHeader& header) const {
-  RoundParams::from_header(header, "unnamed");
-  federated::make_strategy(header.strategy(), strategy_parameters(header));
+  const RoundParams params = RoundParams::from_header(header, "unnamed");
+  const std::unique_ptr<federated::Strategy> strategy =
+      federated::make_strategy(header.strategy(), strategy_parameters(header));
+  if (params.central_dp) check_strategy_takes_central_dp(*strategy);
 }
 
 std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model initial_model) {
@@ -66,6 +68,7 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
   RoundParams params = RoundParams::from_header(header, id);
   std::unique_ptr<federated::Strategy> strategy =
       federated::make_strategy(header.strategy(), strategy_parameters(header));
+  if (params.central_dp) check_strategy_takes_central_dp(*strategy);
   if (federated::ContributionLayout(initial_model.spec()).elements() == 1)
     throw federated::ParameterRefused("CreateTask: the model has no floating-point tensor to train");
   TaskDefinition definition;
@@ -77,10 +80,11 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
   federated::Task task(params.task_config(id, services_.config.update_limits), initial_model,
                        std::move(strategy), steady_clock());
   services_.state.with([&](StateStore& store) { return store.create_task(definition, initial_model); });
-  services_.events.publish(v1::EVENT_KIND_TASK_CREATED, id, 0, "",
-                           definition.strategy + ", " + std::to_string(definition.rounds_planned) +
-                               " rounds of " + std::to_string(params.devices_per_round) +
-                               " devices, initial model " + model_version_name(id, 0));
+  services_.events.publish(
+      v1::EVENT_KIND_TASK_CREATED, id, 0, "",
+      definition.strategy + ", " + std::to_string(definition.rounds_planned) + " rounds of " +
+          std::to_string(params.devices_per_round) + " devices, initial model " + model_version_name(id, 0) +
+          (params.central_dp ? "; " + params.central_dp->planned_words(definition.rounds_planned) : ""));
   start(std::move(task), std::move(params), definition.rounds_planned, 1);
   return id;
 }
