@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from cases.common import method
 from cases.rng import seeded
-from spec import STEPPED, TRANSPOSED, Arg, Case
+from spec import CONTIGUOUS, STEPPED, TRANSPOSED, Arg, Case
 
 ACTIVATION_DTYPES = ("float32", "float64", "bfloat16")
 
@@ -51,6 +51,32 @@ def _softmax_cases():
         yield Case("%s/float32/large/dim1" % name, lambda a, f=function: f(a * 30, 1),
                    (Arg((3, 40)),), "float32")
     yield Case("softmin/float32/3x4/dim0", partial(F.softmin, dim=0), (Arg((3, 4)),), "float32")
+
+
+# Upstream's kernels along a dim that is not last run the columns on vectors of 8 floats (4
+# doubles), its last inner % 8 columns one by one (libm's exp, contracted products); along the
+# last dim a row sums on vector lanes. Shapes that take each path, forward and (twins) backward.
+SOFTMAX_ORDER_SHAPES = (
+    ("2x9x11/dim1", (2, 9, 11), 1, CONTIGUOUS), ("3x20x8/dim1", (3, 20, 8), 1, CONTIGUOUS),
+    ("13x4/dim0", (13, 4), 0, CONTIGUOUS), ("4x37/dim0_transposed", (4, 37), 0, TRANSPOSED),
+    ("5x37/dim1_transposed", (5, 37), 1, TRANSPOSED), ("3x7x6/dim2_stepped", (3, 7, 6), 2, STEPPED),
+    ("6x5/dim1", (6, 5), 1, CONTIGUOUS), ("0x3/dim0", (0, 3), 0, CONTIGUOUS),
+)
+
+
+def _softmax_order_cases():
+    for name in ("softmax", "log_softmax"):
+        function = getattr(torch, name)
+        backward = getattr(torch, "_%s_backward_data" % name)
+        for dtype in ("float32", "float64"):
+            for tag, shape, dim, layout in SOFTMAX_ORDER_SHAPES:
+                yield Case("%s/%s/%s" % (name, dtype, tag), partial(function, dim=dim),
+                           (Arg(shape, layout=layout),), dtype)
+            # The backward kernel called itself: its twin differentiates it (upstream's formulas).
+            for tag, shape, dim in (("2x9x11/dim1", (2, 9, 11), 1), ("5x37/dim1", (5, 37), 1)):
+                yield Case("_%s_backward_data/%s/%s" % (name, dtype, tag),
+                           lambda g, x, f=function, b=backward, d=dim: b(g, f(x, d), d, x.dtype),
+                           (Arg(shape), Arg(shape)), dtype)
 
 
 def _normalization_cases():
@@ -369,6 +395,7 @@ def cases():
             yield Case("F.%s/%s/5x13_transposed" % (name, dtype), call, (Arg((5, 13), layout=TRANSPOSED),), dtype)
             yield Case("F.%s/%s/5x13_stepped" % (name, dtype), call, (Arg((5, 13), layout=STEPPED),), dtype)
     yield from _softmax_cases()
+    yield from _softmax_order_cases()
     yield from _normalization_cases()
     yield from _loss_cases()
     yield from _conv_pool_cases()

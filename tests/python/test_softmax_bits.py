@@ -1,0 +1,69 @@
+"""softmax, log_softmax, nll_loss and cross_entropy, forward and gradients, bit for bit as
+upstream's CPU kernels give them: along the last dim (a row summed on vector lanes) and along
+other dims (columns on vectors, the last inner % 8 one by one), float32 and float64, and
+cross_entropy in the demo GPT's layout (logits batch x vocabulary x positions, a transposed view).
+Each side builds the same inputs from integers (Python's random module), so no value comes from
+either torch's generator."""
+import pytest
+
+from test_training_apis import assert_agree, run_both
+
+BODY = r'''
+import random
+
+import torch.nn.functional as F
+
+
+def floats(shape, seed, scale=3.0):
+    draw = random.Random(seed)
+    count = 1
+    for size in shape:
+        count *= size
+    return torch.tensor([draw.uniform(-scale, scale) for _ in range(count)]).reshape(shape)
+
+
+def classes(count, seed, n):
+    draw = random.Random(seed)
+    return torch.tensor([draw.randrange(n) for _ in range(count)])
+
+
+def forward_and_gradient(function, x, seed):
+    x = x.detach().requires_grad_()
+    y = function(x)
+    weights = floats(y.shape, seed)
+    gradient, = torch.autograd.grad(y, x, weights.to(y.dtype))
+    return [y, gradient]
+'''
+
+SOFTMAX = BODY + r'''
+SHAPES = [((37,), 0), ((), 0), ((6, 5), 1), ((3, 64), 1), ((5, 37), 1), ((5, 37), 0), ((2, 9, 11), 1),
+          ((8, 97, 64), 1), ((3, 20, 8), 1), ((2, 9, 3, 5), 2), ((4, 300, 17), 1), ((600, 50), 0)]
+
+
+def main():
+    results = {}
+    for dtype in (torch.float32, torch.float64):
+        for index, (shape, dim) in enumerate(SHAPES):
+            x = floats(shape, index, 5.0).to(dtype)
+            for name in ("softmax", "log_softmax"):
+                call = lambda t, f=getattr(torch, name), d=dim: f(t, d)
+                results[f"{name}/{dtype}/{shape}/{dim}"] = forward_and_gradient(call, x, 100 + index)
+    transposed = floats((64, 97), 7).t()
+    results["log_softmax/transposed"] = forward_and_gradient(lambda t: torch.log_softmax(t, 0), transposed, 8)
+    return results
+'''
+
+CROSS_ENTROPY = BODY + r'''
+def main():
+    logits = floats((8, 64, 97), 1).transpose(1, 2)  # the demo GPT's head output
+    targets = classes(8 * 64, 2, 97).reshape(8, 64)
+    x = logits.detach().requires_grad_()
+    loss = F.cross_entropy(x, targets)
+    gradient, = torch.autograd.grad(loss, x)
+    return [loss, gradient]
+'''
+
+
+@pytest.mark.parametrize("body", [SOFTMAX, CROSS_ENTROPY], ids=["softmax", "cross_entropy_gpt_layout"])
+def test_bits_equal_upstream(body, tmp_path):
+    assert_agree(*run_both(body, tmp_path))
