@@ -328,6 +328,12 @@ void call_recorded(const Operator& op, Stack& stack, const std::function<void(St
     throw NotImplemented("torchnative has no derivative for " + op.schema.full_name() + " yet");
   }
   bool inplace = op.is_inplace();
+  // Upstream's in-place foreach operators (the optimizers' steps) record nothing: the lists'
+  // tensors keep their histories, and a leaf that requires grad may be written.
+  if (inplace && op.schema.name.rfind("_foreach_", 0) == 0) {
+    run_below(run, stack);
+    return;
+  }
   // dropout_ and kin: the decomposed functional result, then copied in, each recorded.
   if (inplace && op.functional && kDecomposed.count(op.functional->schema.name)) {
     Tensor self = stack.at(0).get<Tensor>();

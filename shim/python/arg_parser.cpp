@@ -167,7 +167,7 @@ bool convert_int_list(PyObject* obj, const SchemaType& type, IValue* out) {
   return true;
 }
 
-// A list argument (int[], Tensor[], Tensor?[], float[], bool[], Dimname[]).
+// A list argument (int[], Tensor[], Tensor?[], float[], bool[], Scalar[], Dimname[]).
 bool convert_list(PyObject* obj, const SchemaType& type, IValue* out) {
   using K = SchemaType::Kind;
   switch (type.kind) {
@@ -229,6 +229,18 @@ bool convert_list(PyObject* obj, const SchemaType& type, IValue* out) {
         PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
         if (!PyBool_Check(item)) return false;
         items.push_back(item == Py_True);
+      }
+      out->value = std::move(items);
+      return true;
+    }
+    case K::Scalar: {  // Scalar[]: the foreach operators' per-tensor scalars
+      if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+      Ref seq(PySequence_Fast(obj, ""));
+      Stack items;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
+        Scalar item;
+        if (!python_to_scalar(PySequence_Fast_GET_ITEM(seq.get(), i), &item)) return false;
+        items.emplace_back(item);
       }
       out->value = std::move(items);
       return true;

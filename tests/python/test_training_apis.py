@@ -441,23 +441,31 @@ OPTIMIZERS = {
     "SGD momentum": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
     "SGD nesterov weight_decay": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True,
                                                     "weight_decay": 0.01}),
+    "SGD dampening maximize": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.5, "dampening": 0.3, "maximize": True}),
     "Adam": (torch.optim.Adam, {"lr": 0.1}),
     "Adam amsgrad weight_decay": (torch.optim.Adam, {"lr": 0.1, "amsgrad": True, "weight_decay": 0.01}),
     "AdamW": (torch.optim.AdamW, {"lr": 0.1}),
+    "AdamW amsgrad": (torch.optim.AdamW, {"lr": 0.1, "amsgrad": True, "weight_decay": 0.1}),
     "RMSprop": (torch.optim.RMSprop, {"lr": 0.01}),
+    "RMSprop centered momentum": (torch.optim.RMSprop, {"lr": 0.01, "centered": True, "momentum": 0.9,
+                                                        "weight_decay": 0.01}),
     "Adagrad": (torch.optim.Adagrad, {"lr": 0.1}),
+    "Adagrad lr_decay weight_decay": (torch.optim.Adagrad, {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.01}),
 }
 
 
 def train(optimizer_class, options):
+    # Two parameters of different shapes and dtypes: foreach=True steps lists of both.
     p = torch.nn.Parameter(torch.arange(6.).reshape(2, 3))
-    optimizer = optimizer_class([p], **options)
+    q = torch.nn.Parameter(torch.linspace(-1, 1, 4, dtype=torch.float64))
+    optimizer = optimizer_class([p, q], **options)
     for step in range(3):
         # Gradients set by hand, so only the optimizer runs (no autograd); a different one each
         # step so every step's update shows in the result.
         p.grad = torch.full_like(p, 0.5 * (step + 1))
+        q.grad = torch.cos(q.detach() * (step + 1))
         optimizer.step()
-    result = {"p": p, "state_dict": optimizer.state_dict()}
+    result = {"p": p, "q": q, "state_dict": optimizer.state_dict()}
     optimizer.zero_grad()
     result["grad after zero_grad()"] = p.grad
     optimizer.zero_grad(set_to_none=True)
@@ -466,8 +474,9 @@ def train(optimizer_class, options):
 
 
 def main():
+    # foreach=None is the single-tensor path on CPU; True the _foreach_* operators.
     return {f"{name} foreach={foreach}": outcome(lambda: train(optimizer_class, dict(options, foreach=foreach)))
-            for name, (optimizer_class, options) in OPTIMIZERS.items() for foreach in (False, None)}
+            for name, (optimizer_class, options) in OPTIMIZERS.items() for foreach in (False, None, True)}
 '''
 
 DATALOADER_PRELUDE = r'''
