@@ -8,7 +8,9 @@
 // `torchnative-admin --help` lists the commands, `torchnative-admin help COMMAND` a command's flags.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +51,9 @@ struct CreateTaskFlags {
   std::map<std::string, std::string> labels;
   std::optional<std::string> model, stored_model;
   std::string digest;  // 32 bytes, or empty: not checked
+  // Central DP (CreateTaskHeader.central_dp); NaN: not given.
+  double dp_noise_multiplier = NAN, dp_clip_norm = NAN, dp_delta = NAN, dp_epsilon_budget = NAN;
+  double dp_target_quantile = NAN, dp_clip_learning_rate = NAN, dp_count_stddev = NAN;
 };
 
 // What the command line says, for every command.
@@ -93,6 +98,63 @@ tn::federated::Model read_model_file(const std::string& path) {
   }
 }
 
+void declare_central_dp(tn::cli::Command& command, CreateTaskFlags& flags) {
+  const auto dp_flag = [&](const char* name, const char* placeholder, const char* meaning, double& target) {
+    command.flag(name, placeholder, meaning).default_text("not given").into(target);
+  };
+  dp_flag(
+      "--dp-noise-multiplier", "Z",
+      "central DP (docs/privacy.md): the noise's standard deviation on the sum of clipped updates, in clip "
+      "norms; with --dp-clip-norm, --dp-delta and --dp-epsilon-budget",
+      flags.dp_noise_multiplier);
+  dp_flag("--dp-clip-norm", "C",
+          "central DP: the L2 bound each update is clipped to (the initial one, adaptive)",
+          flags.dp_clip_norm);
+  dp_flag("--dp-delta", "D", "central DP: the delta epsilon is accounted at", flags.dp_delta);
+  dp_flag("--dp-epsilon-budget", "E",
+          "central DP: the task stops before a round would take epsilon past this", flags.dp_epsilon_budget);
+  dp_flag(
+      "--dp-target-quantile", "Q",
+      "adaptive clipping (with --dp-clip-learning-rate): the quantile of the update norms the bound follows",
+      flags.dp_target_quantile);
+  dp_flag("--dp-clip-learning-rate", "ETA", "adaptive clipping: the bound's geometric step rate",
+          flags.dp_clip_learning_rate);
+  dp_flag("--dp-count-stddev", "S",
+          "adaptive clipping: the noise on the count of unclipped updates (default devices per round / 20)",
+          flags.dp_count_stddev);
+}
+
+// The header's central_dp from the --dp-* flags, when any is given: all four of central DP's, and
+// both of adaptive clipping's when either is.
+void put_central_dp(const CreateTaskFlags& flags, v1::CreateTaskHeader& header) {
+  const std::pair<const char*, double> fixed[] = {{"--dp-noise-multiplier", flags.dp_noise_multiplier},
+                                                  {"--dp-clip-norm", flags.dp_clip_norm},
+                                                  {"--dp-delta", flags.dp_delta},
+                                                  {"--dp-epsilon-budget", flags.dp_epsilon_budget}};
+  const std::pair<const char*, double> adaptive[] = {
+      {"--dp-target-quantile", flags.dp_target_quantile},
+      {"--dp-clip-learning-rate", flags.dp_clip_learning_rate}};
+  const auto given = [](const auto& flag) { return !std::isnan(flag.second); };
+  const bool any_adaptive = std::ranges::any_of(adaptive, given) || !std::isnan(flags.dp_count_stddev);
+  if (!std::ranges::any_of(fixed, given) && !any_adaptive) return;
+  const auto require_all = [&](const auto& group, const char* what) {
+    for (const auto& flag : group)
+      if (!given(flag)) throw UsageError(std::string(what) + " needs " + flag.first);
+  };
+  require_all(fixed, "central DP");
+  v1::CentralDp& dp = *header.mutable_central_dp();
+  dp.set_noise_multiplier(flags.dp_noise_multiplier);
+  dp.set_clip_norm(flags.dp_clip_norm);
+  dp.set_delta(flags.dp_delta);
+  dp.set_epsilon_budget(flags.dp_epsilon_budget);
+  if (!any_adaptive) return;
+  require_all(adaptive, "adaptive clipping");
+  v1::AdaptiveClipping& clipping = *dp.mutable_adaptive_clipping();
+  clipping.set_target_quantile(flags.dp_target_quantile);
+  clipping.set_learning_rate(flags.dp_clip_learning_rate);
+  if (!std::isnan(flags.dp_count_stddev)) clipping.set_count_stddev(flags.dp_count_stddev);
+}
+
 void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
   command.flag("--strategy", "NAME", "the aggregation strategy (fedavg, krum, ...)")
       .required()
@@ -133,6 +195,7 @@ void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
             "the initial model, a version the coordinator has (instead of --model)")
       .into(flags.stored_model);
   digest_flag(command, flags.digest, "the stored model's BLAKE2b-256, checked when given");
+  declare_central_dp(command, flags);
 }
 
 void declare(tn::cli::Command& program, Words& words) {
@@ -221,6 +284,17 @@ json duration_ms(const v1::RoundInfo& round) {
   return round.closed_unix_ms() - round.started_unix_ms();
 }
 
+// What a central DP task's completed rounds spent; null for a task without central DP.
+json privacy_json(const v1::TaskInfo& task) {
+  if (!task.has_privacy()) return nullptr;
+  const v1::PrivacySpent& spent = task.privacy();
+  return {{"epsilon", spent.epsilon()},
+          {"delta", spent.delta()},
+          {"epsilon_budget", spent.epsilon_budget()},
+          {"rounds_charged", spent.rounds_charged()},
+          {"order", spent.order()}};
+}
+
 json task_json(const v1::TaskInfo& task) {
   json current = nullptr;
   if (task.has_current_round()) {
@@ -243,7 +317,8 @@ json task_json(const v1::TaskInfo& task) {
           {"created_unix_ms", task.created_unix_ms()},
           {"current_round", current},
           {"latest_model_version", task.latest_model_version()},
-          {"mean_completed_round_ms", task.mean_completed_round_ms()}};
+          {"mean_completed_round_ms", task.mean_completed_round_ms()},
+          {"privacy", privacy_json(task)}};
 }
 
 json event_json(const v1::Event& event) {
@@ -282,6 +357,7 @@ class Admin {
     header.set_min_available_devices(flags.min_available);
     header.set_round_timeout_ms(flags.round_timeout_ms);
     header.set_deadline_unix_ms(flags.deadline_unix_ms);
+    put_central_dp(flags, header);
 
     std::optional<tn::proto::ModelChunker> chunker;
     if (const auto& path = flags.model) {
@@ -420,8 +496,9 @@ class Admin {
     if (refusal) throw std::runtime_error("FetchModelVersion: the stream was refused: " + *refusal);
     check("FetchModelVersion", status);
     tn::federated::Model model = assembler.finish();
-    const bool torch = format == ModelFormat::Torch ||
-                       (format == ModelFormat::ByExtension && (out_path.ends_with(".pt") || out_path.ends_with(".pth")));
+    const bool torch =
+        format == ModelFormat::Torch ||
+        (format == ModelFormat::ByExtension && (out_path.ends_with(".pt") || out_path.ends_with(".pth")));
     const std::string bytes =
         torch ? tn::admin::encode_torch_file(model) : tn::server::encode_safetensors(model);
     // Written aside and renamed, so a reader never sees half a file.

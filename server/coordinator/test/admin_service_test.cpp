@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "proto/signing.h"
@@ -28,7 +29,7 @@ class AdminTaskViews : public StateStoreTest {
     StateStoreTest::SetUp();
     {
       StateStore store = open();
-      populate_with_a_resumable_task(store);
+      populate(store);
     }
     tn::server::CoordinatorConfig config;
     config.listen = "127.0.0.1:0";
@@ -44,6 +45,8 @@ class AdminTaskViews : public StateStoreTest {
     coordinator_.reset();
     StateStoreTest::TearDown();
   }
+
+  virtual void populate(StateStore& store) { populate_with_a_resumable_task(store); }
 
   // Devices a, b and c; task "mnist" (2 devices a round, 5 rounds planned): round 1 completed in
   // kRoundOneMs, round 2 open when the store closes.
@@ -122,6 +125,7 @@ TEST_F(AdminTaskViews, GetTaskSaysWhereTheTaskStands) {
   EXPECT_EQ(task.devices_per_round(), 2u);
   EXPECT_EQ(task.latest_model_version(), "mnist/1");
   EXPECT_EQ(task.mean_completed_round_ms(), uint64_t(kRoundOneMs));
+  EXPECT_FALSE(task.has_privacy());  // a task without central DP
   // No device checks in: the task waits to start round 3, which is not recorded yet.
   const v1::RoundInfo& current = task.current_round();
   EXPECT_EQ(current.state(), v1::ROUND_STATE_WAITING_FOR_DEVICES);
@@ -157,7 +161,8 @@ TEST_F(AdminTaskViews, ARoundCutOffByARestartIsInterrupted) {
 // loop next looks (up to 250 ms later before: this test, catching the loop at the start of its
 // wait, found it stopped after 251-254 ms).
 TEST_F(AdminTaskViews, StopTaskEndsATaskWaitingForDevicesAtOnce) {
-  ASSERT_EQ(get_task_once_waiting("mnist").task().current_round().state(), v1::ROUND_STATE_WAITING_FOR_DEVICES);
+  ASSERT_EQ(get_task_once_waiting("mnist").task().current_round().state(),
+            v1::ROUND_STATE_WAITING_FOR_DEVICES);
   v1::StopTaskPayload payload;
   payload.set_task_id("mnist");
   payload.set_reason("enough");
@@ -208,6 +213,72 @@ TEST_F(AdminTaskViews, StreamEventsReplaysStoredEventsAfterASequence) {
   EXPECT_EQ(event.message(), "2 devices");
   context.TryCancel();
   reader->Finish();
+}
+
+// Two central DP tasks written to the store with completed rounds: "dp-going" (2 rounds of a
+// budget that allows many more) and "dp-spent" (3 rounds, whose budget a fourth would pass).
+class CentralDpTaskViews : public AdminTaskViews {
+ protected:
+  void populate(StateStore& store) override {
+    for (int i = 0; i < 3; ++i) store.register_device(std::string(1, char('a' + i)), public_key(i), {});
+    add_dp_task(store, "dp-going", 1e6, 2);
+    add_dp_task(store, "dp-spent", 2.3, 3);
+  }
+
+  void add_dp_task(StateStore& store, const std::string& id, double epsilon_budget, uint64_t rounds) {
+    tn::server::RoundParams params;
+    params.devices_per_round = 2;
+    params.min_available_devices = 2;
+    params.min_updates = 1;
+    params.round_timeout = std::chrono::minutes(1);
+    params.central_dp = tn::server::CentralDpParams{4.0, 1.0, 1e-5, epsilon_budget, std::nullopt};
+    TaskDefinition task = definition(id);
+    task.round_params = params.to_json();
+    task.rounds_planned = 10;
+    store.create_task(task, small_model());
+    for (uint64_t round = 1; round <= rounds; ++round) {
+      store.begin_round(id, {round, round - 1, {"a", "b"}, now_ms_ + 60'000});
+      store.close_round(id, round, completed({"a", "b"}, {}, small_model(float(round + 1)), round));
+    }
+  }
+
+  v1::GetTaskResponse get_task_once_stopped(const std::string& id) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    v1::GetTaskResponse response = get_task(id);
+    while (response.task().state() == v1::TASK_STATE_RUNNING && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      response = get_task(id);
+    }
+    return response;
+  }
+};
+
+// Epsilon at delta 1e-5 after R rounds of the Gaussian mechanism at z 4: min over the orders of
+// R alpha / 32 + log(1e5) / (alpha - 1), worked out by hand over TF Privacy's usual orders: for
+// R = 2 the best is alpha 15 (14 and 16 give 1.7606 and 1.7675), for R = 3 alpha 12 (11 and 13
+// give 2.1825 and 2.1782); R = 4 gives 2.524 (alpha 10.6), past the budget 2.3.
+const double kEpsilonTwoRounds = 2 * 15 / 32.0 + std::log(1e5) / 14;
+const double kEpsilonThreeRounds = 3 * 12 / 32.0 + std::log(1e5) / 11;
+
+TEST_F(CentralDpTaskViews, GetTaskReportsTheAccountantsEpsilonForTheCompletedRounds) {
+  const v1::TaskInfo task = get_task_once_waiting("dp-going").task();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);
+  EXPECT_NEAR(task.privacy().epsilon(), kEpsilonTwoRounds, 1e-12);
+  EXPECT_EQ(task.privacy().order(), 15.0);
+  EXPECT_EQ(task.privacy().rounds_charged(), 2u);
+  EXPECT_EQ(task.privacy().delta(), 1e-5);
+  EXPECT_EQ(task.privacy().epsilon_budget(), 1e6);
+}
+
+TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
+  const v1::TaskInfo task = get_task_once_stopped("dp-spent").task();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_STOPPED);
+  EXPECT_NE(task.state_reason().find("the privacy budget: round 4 would take epsilon from 2.17"),
+            std::string::npos)
+      << task.state_reason();
+  EXPECT_NE(task.state_reason().find("past the budget 2.3"), std::string::npos) << task.state_reason();
+  EXPECT_NEAR(task.privacy().epsilon(), kEpsilonThreeRounds, 1e-12);
+  EXPECT_EQ(task.rounds_completed(), 3u);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "federated/errors.h"
 #include "federated/strategy.h"
+#include "metrics.h"
 #include "round_params.h"
 #include "test_support.h"
 
@@ -258,6 +259,19 @@ TEST(CentralDp, TheTaskStopsBeforeTheRoundThatWouldPassTheBudget) {
   EXPECT_LE(dp.spent().epsilon(), params.epsilon_budget);
   const std::string why = dp.budget_refusal().value_or("");
   EXPECT_NE(why.find("privacy budget: round 12 would take epsilon"), std::string::npos) << why;
+}
+
+TEST(CentralDp, MetricsGiveTheEpsilonToTheDouble) {
+  Metrics metrics;
+  const double epsilon = CentralDpParams{3.0, 1.0, 1e-5, 100, std::nullopt}.spent(4).epsilon();
+  metrics.set_task_epsilon("task-1", epsilon);
+  const std::string text = metrics.render(0);
+  EXPECT_NE(text.find("# TYPE torchnative_task_privacy_epsilon gauge\n"), std::string::npos) << text;
+  const std::string series = "torchnative_task_privacy_epsilon{task=\"task-1\"} ";
+  const size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(std::stod(text.substr(at + series.size())), epsilon);
+  EXPECT_NEAR(epsilon, gaussian_epsilon(3.0, 4, 1e-5), 1e-12 * epsilon);
 }
 
 v1::CreateTaskHeader dp_header() {
