@@ -187,10 +187,11 @@ void check_strategy_takes_central_dp(const federated::Strategy& strategy) {
                          "fedavgm, fedadagrad, fedadam, fedyogi)");
 }
 
-CentralDp::CentralDp(CentralDpParams params, uint32_t devices_per_round, uint64_t rounds_completed)
+CentralDp::CentralDp(CentralDpParams params, uint32_t devices_per_round, uint64_t rounds_completed,
+                     std::optional<double> clip_norm)
     : params_(params),
       expected_devices_(devices_per_round),
-      clip_norm_(params.clip_norm),
+      clip_norm_(clip_norm.value_or(params.clip_norm)),
       rounds_charged_(rounds_completed) {}
 
 std::optional<std::string> CentralDp::budget_refusal() const {
@@ -219,6 +220,7 @@ federated::WeightedSumReader CentralDp::noised_sum(const federated::Contribution
   auto examples = std::make_shared<std::vector<double>>();
   auto scales = std::make_shared<std::vector<double>>();
   std::vector<double> chunk;
+  clipped.clip_norm = clip_norm_;
   for (const ContributionSource& source : sources) {
     double n = 0;
     source(weight_at, 1, &n);
@@ -260,6 +262,19 @@ void CentralDp::round_completed(const Clipped& clipped, const Bytes32& seed) {
   clip_norm_ = privacy::next_clip_norm(
       {clip_norm_, adaptive.target_quantile, adaptive.learning_rate, adaptive.count_stddev},
       clipped.unclipped, count_noise, expected_devices_);
+}
+
+void store_clip_norm(double clip_norm, federated::StrategyState& state) {
+  state.meta["central_dp"] = {{"clip_norm", clip_norm}};
+}
+
+std::optional<double> stored_clip_norm(const federated::StrategyState& state) {
+  const auto found = state.meta.find("central_dp");
+  if (found == state.meta.end()) return std::nullopt;
+  const nlohmann::json& stored = found->value("clip_norm", nlohmann::json());
+  if (!stored.is_number() || !(stored.get<double>() > 0) || !std::isfinite(stored.get<double>()))
+    throw ParameterRefused("the stored central DP state " + found->dump() + " has no positive clip_norm");
+  return stored.get<double>();
 }
 
 Bytes32 random_noise_seed() {

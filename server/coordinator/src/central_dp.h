@@ -76,9 +76,10 @@ using ContributionSource = std::function<void(uint64_t first, uint64_t count, do
 // One task's central DP state: its parameters, the clipping bound, the rounds charged.
 class CentralDp {
  public:
-  // `rounds_completed`: what the task has already spent (a resumed task). The adaptive bound
-  // starts again at the configured clip_norm after a restart: it is in memory only.
-  CentralDp(CentralDpParams params, uint32_t devices_per_round, uint64_t rounds_completed);
+  // `rounds_completed`: what the task has already spent (a resumed task); `clip_norm`: the bound
+  // stored with it (stored_clip_norm), or none for params.clip_norm.
+  CentralDp(CentralDpParams params, uint32_t devices_per_round, uint64_t rounds_completed,
+            std::optional<double> clip_norm = std::nullopt);
 
   // Why the next round may not start (its epsilon would pass the budget), or nothing.
   std::optional<std::string> budget_refusal() const;
@@ -89,6 +90,7 @@ class CentralDp {
 
   // What one round's clipping found, for round_completed.
   struct Clipped {
+    double clip_norm = 0;       // the bound they were clipped to
     std::vector<double> norms;  // the updates' L2 norms, in device-id order
     uint64_t unclipped = 0;     // of them, at most the bound
   };
@@ -111,6 +113,14 @@ class CentralDp {
   double clip_norm_;
   uint64_t rounds_charged_;
 };
+
+// The clipping bound the next round uses, kept in the strategy state's meta (under "central_dp")
+// so that it is committed with the model it follows and resumed with it; Strategy::restore_state
+// reads only its own keys.
+void store_clip_norm(double clip_norm, federated::StrategyState& state);
+// The stored bound, or none (a task without central DP, or before its first round). Refuses
+// (federated::ParameterRefused) a stored value that is not a positive finite number.
+std::optional<double> stored_clip_norm(const federated::StrategyState& state);
 
 // A fresh secret seed for a round's noise, from libsodium's CSPRNG.
 federated::secagg::Bytes32 random_noise_seed();

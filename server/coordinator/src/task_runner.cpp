@@ -196,14 +196,14 @@ struct TaskRunner::Hosted {
 };
 
 TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned,
-                       uint64_t next_round_id)
+                       uint64_t next_round_id, std::optional<double> clip_norm)
     : services_(services),
       task_(std::move(task)),
       params_(std::move(params)),
       rounds_planned_(rounds_planned),
       next_round_id_(next_round_id) {
   if (params_.central_dp) {
-    central_dp_.emplace(*params_.central_dp, params_.devices_per_round, task_.model_version());
+    central_dp_.emplace(*params_.central_dp, params_.devices_per_round, task_.model_version(), clip_norm);
     services_.metrics.set_task_epsilon(task_.name(), central_dp_->spent().epsilon());
   }
   thread_ = std::thread([this] { run(); });
@@ -759,6 +759,10 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   if (completed) {
     result.new_model = task_.global_model();
     result.strategy_state = task_.strategy().export_state();
+    if (central_dp_) {  // charged with the model, and the next bound stored with it
+      central_dp_->round_completed(*hosted.clipped, hosted.noise_seed);
+      store_clip_norm(central_dp_->clip_norm(), *result.strategy_state);
+    }
     if (task_.model_version() >= rounds_planned_)
       result.task_end =
           TaskEnd{TaskState::Completed, "all " + std::to_string(rounds_planned_) + " rounds completed"};
@@ -784,8 +788,7 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
                                  {"missing", result.missing}};
   std::string completed_words = "model version " + std::to_string(task_.model_version()) + " from " +
                                 std::to_string(result.contributors.size()) + " contributions";
-  if (completed && central_dp_)
-    completed_words += "; " + charge_privacy(*hosted.clipped, hosted.noise_seed, round_fields);
+  if (completed && central_dp_) completed_words += "; " + report_privacy(*hosted.clipped, round_fields);
   const auto now = SteadyClock::now();
   const double seconds = std::chrono::duration<double>(now - started).count();
   if (!hosted.data_plane.is_null()) {
@@ -806,10 +809,7 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   return false;
 }
 
-std::string TaskRunner::charge_privacy(const CentralDp::Clipped& clipped,
-                                       const federated::secagg::Bytes32& seed, nlohmann::json& fields) {
-  const double clip_norm = central_dp_->clip_norm();
-  central_dp_->round_completed(clipped, seed);
+std::string TaskRunner::report_privacy(const CentralDp::Clipped& clipped, nlohmann::json& fields) {
   const v1::PrivacySpent spent = central_dp_->spent();
   services_.metrics.set_task_epsilon(task_.name(), spent.epsilon());
   fields["privacy"] = {{"epsilon", spent.epsilon()},
@@ -817,7 +817,7 @@ std::string TaskRunner::charge_privacy(const CentralDp::Clipped& clipped,
                        {"epsilon_budget", spent.epsilon_budget()},
                        {"order", spent.order()},
                        {"rounds_charged", spent.rounds_charged()},
-                       {"clip_norm", clip_norm},
+                       {"clip_norm", clipped.clip_norm},
                        {"unclipped", clipped.unclipped},
                        {"next_clip_norm", central_dp_->clip_norm()}};
   return central_dp_->spent_words();

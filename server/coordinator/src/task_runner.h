@@ -52,9 +52,10 @@ void end_held_check_ins_if_no_task_runs(const Services& services);
 class TaskRunner {
  public:
   // Starts the loop at once. `task` is fresh or restored at the state store's resume point, whose
-  // next round is `next_round_id`.
+  // next round is `next_round_id`; `clip_norm`: a central DP task's adaptive clipping bound as
+  // stored with that point (stored_clip_norm), none for the configured one.
   TaskRunner(Services services, federated::Task task, RoundParams params, uint64_t rounds_planned,
-             uint64_t next_round_id);
+             uint64_t next_round_id, std::optional<double> clip_norm = std::nullopt);
   ~TaskRunner();  // drains and joins
   TaskRunner(const TaskRunner&) = delete;
   TaskRunner& operator=(const TaskRunner&) = delete;
@@ -100,11 +101,9 @@ class TaskRunner {
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,
                    std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);
-  // A completed round of a central DP task: charges it (and moves an adaptive clipping bound),
-  // sets the task's epsilon in /metrics and the round_completed event's "privacy" fields; returns
-  // the event message's words for it.
-  std::string charge_privacy(const CentralDp::Clipped& clipped, const federated::secagg::Bytes32& seed,
-                             nlohmann::json& fields);
+  // A central DP task's round, completed and charged: sets the task's epsilon in /metrics and the
+  // round_completed event's "privacy" fields; returns the event message's words for it.
+  std::string report_privacy(const CentralDp::Clipped& clipped, nlohmann::json& fields);
   // A round_waiting line once a wait has lasted a second, then when what is waiting changes (at
   // most every 5 s) or every minute: not a line per poll.
   void log_waiting(size_t available, size_t eligible);

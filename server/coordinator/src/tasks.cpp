@@ -43,7 +43,8 @@ void Tasks::resume_all() {
           LogLevel::Info, "task_resumed",
           {{"task", id}, {"model_version", point.model_version}, {"next_round", point.next_round_number}});
       std::lock_guard lock(mutex_);
-      start(std::move(task), std::move(params), record.definition.rounds_planned, point.next_round_number);
+      start(std::move(task), std::move(params), record.definition.rounds_planned, point.next_round_number,
+            stored_clip_norm(point.strategy_state));
     } catch (const std::exception& error) {
       log_event(LogLevel::Error, "task_not_resumed", {{"task", id}, {"error", error.what()}});
     }
@@ -125,10 +126,11 @@ TaskRunner::Phase Tasks::phase(const std::string& task_id) {
   return found == runners_.end() ? TaskRunner::Phase{} : found->second->phase();
 }
 
-void Tasks::start(federated::Task task, RoundParams params, uint64_t rounds_planned, uint64_t next_round_id) {
+void Tasks::start(federated::Task task, RoundParams params, uint64_t rounds_planned, uint64_t next_round_id,
+                  std::optional<double> clip_norm) {
   std::string id = task.name();
   runners_[id] = std::make_unique<TaskRunner>(services_, std::move(task), std::move(params), rounds_planned,
-                                              next_round_id);
+                                              next_round_id, clip_norm);
 }
 
 }  // namespace tn::server

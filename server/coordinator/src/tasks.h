@@ -38,7 +38,8 @@ class Tasks {
   TaskRunner::Phase phase(const std::string& task_id);
 
  private:
-  void start(federated::Task task, RoundParams params, uint64_t rounds_planned, uint64_t next_round_id);
+  void start(federated::Task task, RoundParams params, uint64_t rounds_planned, uint64_t next_round_id,
+             std::optional<double> clip_norm = std::nullopt);
 
   Services services_;
   std::mutex mutex_;

@@ -232,6 +232,24 @@ TEST(CentralDp, AdaptiveClippingRaisesTheBoundWhenEveryUpdateIsClipped) {
   EXPECT_EQ(dp.spent().rounds_charged(), 1u);
 }
 
+// The adaptive bound is stored in the strategy state committed with the model and read back at a
+// restart; the strategy's own restore ignores it.
+TEST(CentralDp, TheAdaptiveBoundIsStoredWithTheStrategyStateAndResumed) {
+  const auto fedadam = federated::make_strategy("fedadam", nlohmann::json::object());
+  federated::StrategyState state = fedadam->export_state();
+  EXPECT_FALSE(stored_clip_norm(state));
+  store_clip_norm(0.375, state);
+  EXPECT_EQ(stored_clip_norm(state), 0.375);
+  federated::restore_strategy(state);  // does not throw
+  CentralDpParams params = fixed_clipping(1.0, 2.0);
+  params.adaptive = CentralDpParams::Adaptive{0.5, 0.2, 1.0};
+  EXPECT_EQ(CentralDp(params, 20, 3, stored_clip_norm(state)).clip_norm(), 0.375);
+  EXPECT_EQ(CentralDp(params, 20, 0).clip_norm(), 2.0);
+  state.meta["central_dp"] = {{"clip_norm", -1}};
+  const std::string why = message_of<federated::ParameterRefused>([&] { stored_clip_norm(state); });
+  EXPECT_NE(why.find("has no positive clip_norm"), std::string::npos) << why;
+}
+
 TEST(CentralDp, EpsilonIsTheAccountantsForTheRoundsCharged) {
   CentralDpParams params = fixed_clipping(3.0, 1.0);
   CentralDp dp(params, 10, 2);  // resumed after two completed rounds
