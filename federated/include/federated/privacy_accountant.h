@@ -10,7 +10,7 @@
 // fractional ones, both in log space. These are the quantities TF Privacy's and Opacus'
 // compute_rdp return.
 //
-// Not wired into the coordinator yet: nothing calls this but its tests (docs/privacy.md).
+// The coordinator keeps one per central DP task (server/coordinator/src/central_dp.h; docs/privacy.md).
 #pragma once
 
 #include <cstdint>

@@ -156,18 +156,33 @@ double CentralDpParams::updates_noise_multiplier() const {
                   : noise_multiplier;
 }
 
-v1::PrivacySpent CentralDpParams::spent(uint64_t rounds) const {
+namespace {
+
+// Every round is charged as the Gaussian mechanism at the task's multiplier, unsampled (sampling
+// rate 1: central_dp.h says why).
+void charge(privacy::RdpAccountant& accountant, const CentralDpParams& params, uint64_t rounds) {
+  if (rounds > 0) accountant.add_rounds(1.0, params.noise_multiplier, rounds);
+}
+
+v1::PrivacySpent report(const privacy::RdpAccountant& accountant, const CentralDpParams& params,
+                        uint64_t rounds) {
   v1::PrivacySpent out;
-  out.set_delta(delta);
-  out.set_epsilon_budget(epsilon_budget);
+  out.set_delta(params.delta);
+  out.set_epsilon_budget(params.epsilon_budget);
   out.set_rounds_charged(rounds);
   if (rounds == 0) return out;  // nothing released: epsilon 0, not the conversion's slack
-  privacy::RdpAccountant accountant;
-  accountant.add_rounds(1.0, noise_multiplier, rounds);
-  const privacy::PrivacySpent spent = accountant.spent(delta);
+  const privacy::PrivacySpent spent = accountant.spent(params.delta);
   out.set_epsilon(spent.epsilon);
   out.set_order(spent.order);
   return out;
+}
+
+}  // namespace
+
+v1::PrivacySpent CentralDpParams::spent(uint64_t rounds) const {
+  privacy::RdpAccountant accountant;
+  charge(accountant, *this, rounds);
+  return report(accountant, *this, rounds);
 }
 
 std::string CentralDpParams::planned_words(uint64_t rounds_planned) const {
@@ -192,10 +207,16 @@ CentralDp::CentralDp(CentralDpParams params, uint32_t devices_per_round, uint64_
     : params_(params),
       expected_devices_(devices_per_round),
       clip_norm_(clip_norm.value_or(params.clip_norm)),
-      rounds_charged_(rounds_completed) {}
+      rounds_charged_(rounds_completed) {
+  charge(accountant_, params_, rounds_completed);
+}
+
+v1::PrivacySpent CentralDp::spent() const { return report(accountant_, params_, rounds_charged_); }
 
 std::optional<std::string> CentralDp::budget_refusal() const {
-  const v1::PrivacySpent next = params_.spent(rounds_charged_ + 1);
+  privacy::RdpAccountant after = accountant_;
+  charge(after, params_, 1);
+  const v1::PrivacySpent next = report(after, params_, rounds_charged_ + 1);
   if (next.epsilon() <= params_.epsilon_budget) return std::nullopt;
   return "the privacy budget: round " + std::to_string(rounds_charged_ + 1) + " would take epsilon from " +
          text(spent().epsilon()) + " to " + text(next.epsilon()) + " at delta " + text(params_.delta) +
@@ -254,6 +275,7 @@ federated::WeightedSumReader CentralDp::noised_sum(const federated::Contribution
 }
 
 void CentralDp::round_completed(const Clipped& clipped, const Bytes32& seed) {
+  charge(accountant_, params_, 1);
   ++rounds_charged_;
   if (!params_.adaptive) return;
   const CentralDpParams::Adaptive& adaptive = *params_.adaptive;

@@ -83,7 +83,7 @@ class CentralDp {
 
   // Why the next round may not start (its epsilon would pass the budget), or nothing.
   std::optional<std::string> budget_refusal() const;
-  v1::PrivacySpent spent() const { return params_.spent(rounds_charged_); }
+  v1::PrivacySpent spent() const;
   // "epsilon E of the budget B at delta D after N rounds"
   std::string spent_words() const;
   double clip_norm() const { return clip_norm_; }
@@ -112,6 +112,7 @@ class CentralDp {
   double expected_devices_;
   double clip_norm_;
   uint64_t rounds_charged_;
+  federated::privacy::RdpAccountant accountant_;  // the rounds charged
 };
 
 // The clipping bound the next round uses, kept in the strategy state's meta (under "central_dp")

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -187,6 +188,8 @@ void expect_calibrated(const std::vector<double>& noise, double stddev) {
   }
   EXPECT_NEAR(double(sum / n), 0.0, 5 * stddev / std::sqrt(n));
   const double variance = double(squares / n);
+  std::printf("noise on the mean over %zu coordinates: mean %.4g, stddev %.6g, calibrated %.6g\n",
+              noise.size(), double(sum / n), std::sqrt(variance), stddev);
   EXPECT_NEAR(variance, stddev * stddev, 5 * std::sqrt(2 / n) * stddev * stddev)
       << "measured stddev " << std::sqrt(variance) << ", calibrated " << stddev;
 }
