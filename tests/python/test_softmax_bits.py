@@ -1,7 +1,9 @@
 """softmax, log_softmax, nll_loss and cross_entropy, forward and gradients, bit for bit as
 upstream's CPU kernels give them: along the last dim (a row summed on vector lanes) and along
-other dims (columns on vectors, the last inner % 8 one by one), float32 and float64, and
-cross_entropy in the demo GPT's layout (logits batch x vocabulary x positions, a transposed view).
+other dims (columns on vectors, the last inner % 8 one by one), float32 and float64;
+cross_entropy in the demo GPT's layout (logits batch x vocabulary x positions, a transposed view);
+nll_loss's cascade sums of the loss and the total weight (1-, 2- and 3-d inputs, weights, ignored
+samples, each reduction).
 Each side builds the same inputs from integers (Python's random module), so no value comes from
 either torch's generator."""
 import pytest
@@ -63,7 +65,25 @@ def main():
     return [loss, gradient]
 '''
 
+NLL_LOSS = BODY + r'''
+def main():
+    results = {}
+    weight = floats((7,), 3).abs() + 0.1
+    for count in (1, 17, 300, 5000):  # the cascade's blocks of 16 samples, and levels above
+        for name, shape, target_shape in (("2d", (count, 7), (count,)), ("3d", (5, 7, count), (5, count))):
+            x = floats(shape, count)
+            targets = classes(len(x.flatten()) // 7, count + 1, 8).reshape(target_shape)
+            targets[targets == 7] = -100  # ignored
+            for reduction in ("mean", "sum", "none"):
+                for weighted in (False, True):
+                    call = lambda t, r=reduction, w=weight if weighted else None: F.nll_loss(t, targets, w, reduction=r)
+                    results[f"{name}/{count}/{reduction}/{weighted}"] = forward_and_gradient(call, x, 7)
+    one = lambda t: F.nll_loss(t, torch.tensor(2), weight)
+    results["1d"] = forward_and_gradient(one, floats((7,), 4), 5)
+    return results
+'''
 
-@pytest.mark.parametrize("body", [SOFTMAX, CROSS_ENTROPY], ids=["softmax", "cross_entropy_gpt_layout"])
+
+@pytest.mark.parametrize("body", [SOFTMAX, CROSS_ENTROPY, NLL_LOSS], ids=["softmax", "cross_entropy_gpt_layout", "nll_loss"])
 def test_bits_equal_upstream(body, tmp_path):
     assert_agree(*run_both(body, tmp_path))

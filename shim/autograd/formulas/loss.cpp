@@ -1,5 +1,7 @@
 // Derivatives of the losses (kernels/loss.cpp). cross_entropy_loss is differentiated
 // through its decomposition (log_softmax, nll_loss), as upstream's composite is.
+#include "loss.h"  // nll_loss_backward, which sums the total weight as the kernel does
+
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -7,34 +9,6 @@ namespace tn::autograd {
 namespace {
 enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
 
-// -w[c] at each row's target class (0 for ignored rows), divided by the total weight for
-// a mean; rows are the input with its class dimension last.
-Tensor nll_loss_grad(const Saved& s, const Tensor& grad) {
-  const Tensor &x = s.input(0), &target = s.input(1);
-  auto weight = s.input_defined(2) ? std::optional<Tensor>(s.input(2)) : std::nullopt;
-  int64_t reduction = s.args().integer(3), ignore = s.args().integer(4);
-  Tensor input = x.dim() == 1 ? ops::unsqueeze(x, 0) : x;
-  int64_t classes = input.size(1);
-  Tensor t = ops::reshape(target, {-1}).contiguous();
-  Tensor w = weight ? ops::_to_copy(*weight, ScalarType::Double).contiguous() : Tensor();
-  Tensor g =
-      ops::_to_copy(ops::reshape(grad, {reduction == kNone ? -1 : 1}), ScalarType::Double).contiguous();
-  int64_t rows = t.numel();
-  Tensor out = ops::zeros({rows, classes}, ScalarType::Double);
-  double total_weight = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    int64_t c = t.data_as<int64_t>()[i];
-    if (c == ignore) continue;
-    double wc = weight ? w.data_as<double>()[c] : 1.0;
-    total_weight += wc;
-    out.data_as<double>()[i * classes + c] = -wc * g.data_as<double>()[reduction == kNone ? i : 0];
-  }
-  if (reduction == kMean && total_weight != 0) out = ops::div(out, Scalar(total_weight));
-  // Back to the input's layout: rows were its class dimension moved last, the rest flattened.
-  Tensor moved = ops::movedim(input, int64_t{1}, int64_t{-1});
-  Tensor shaped = ops::movedim(ops::reshape(out, moved.sizes()), int64_t{-1}, int64_t{1});
-  return ops::_to_copy(ops::reshape(shaped, x.sizes()), x.dtype());
-}
 // d loss / d x elementwise, times the incoming gradient (one per element, or one for a
 // reduced loss), over the element count for a mean.
 Tensor reduced_grad(const Tensor& elementwise, const Tensor& g, int64_t reduction) {
@@ -57,8 +31,11 @@ std::string nll_loss_function(const Stack& args) {
 }  // namespace
 
 TN_DERIVATIVE("aten::nll_loss_nd", "NllLossBackward0",
-              SAVES(0, 1, 2).without_derivative({1, 2}).refused_as(nll_loss_function),
-              { return {nll_loss_grad(s, g[0])}; });
+              SAVES(0, 1, 2).without_derivative({1, 2}).refused_as(nll_loss_function), {
+                auto weight = s.input_defined(2) ? std::optional<Tensor>(s.input(2)) : std::nullopt;
+                return {nll_loss_backward(g[0], s.input(0), s.input(1), weight, s.args().integer(3),
+                                          s.args().integer(4))};
+              });
 // 2 (x - t) g, over the count for a mean.
 TN_DERIVATIVE("aten::mse_loss", "MseLossBackward0", SAVES(0, 1), {
   const Tensor &x = s.input(0), &t = s.input(1);

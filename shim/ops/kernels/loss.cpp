@@ -1,5 +1,8 @@
 // Loss functions: mse, l1, smooth_l1, huber, soft_margin, binary_cross_entropy(_with_logits), kl_div,
 // nll_loss, cross_entropy.
+#include "loss.h"
+
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -43,7 +46,154 @@ Tensor pointwise_loss(const Tensor& input, const Tensor& target, int64_t reducti
   return reduce(loss, reduction);
 }
 
+// nll_loss's samples: the input's rows with its class dim last (a 1-d input is one row), and
+// their targets in the same order.
+struct NllSamples {
+  Tensor rows;     // (samples, classes), contiguous
+  Tensor targets;  // (samples,), contiguous int64
+  int64_t classes = 0;
+  int64_t count() const { return targets.numel(); }
+};
+
+NllSamples nll_samples(const Tensor& x, const Tensor& target) {
+  if (x.dim() < 1) throw Error("input tensor should be 1D or more");
+  if (target.dtype() != ScalarType::Long)
+    throw Error("expected scalar type Long but found " + std::string(upstream_type_name(target.dtype())));
+  Tensor input = x.dim() == 1 ? ops::unsqueeze(x, int64_t{0}) : x;
+  Tensor tgt = x.dim() == 1 ? ops::unsqueeze(target, int64_t{0}) : target;
+  int64_t classes = input.size(1);
+  Tensor rows = ops::reshape(ops::movedim(input, int64_t{1}, int64_t{-1}), Shape{-1, classes}).contiguous();
+  Tensor targets = ops::reshape(tgt, Shape{-1}).contiguous();
+  if (rows.size(0) != targets.numel())
+    throw Error("Expected input batch_size (" + std::to_string(input.size(0)) +
+                ") to match target batch_size (" + std::to_string(tgt.size(0)) + ").");
+  return {rows, targets, classes};
+}
+
+// The class of sample i, or -1 when ignored.
+int64_t nll_class(const NllSamples& samples, int64_t i, int64_t ignore_index) {
+  int64_t c = samples.targets.data_as<int64_t>()[i];
+  if (c == ignore_index) return -1;
+  if (c < 0 || c >= samples.classes) throw IndexError("Target " + std::to_string(c) + " is out of bounds.");
+  return c;
+}
+
+// What upstream's arithmetic on T computes in: c10's Half and BFloat16 compute in float and round
+// each result back (T(...) here).
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Upstream's reduced nll_loss in the storage type T: each kept sample's -x[t] w[t] (and w[t])
+// goes into the first of 8 partial sums; after sample i, each level whose block of
+// 2^(power (j + 1)) samples i starts is added into the next and cleared (a cascade sum that
+// keeps long sums accurate); the levels are added in order at the end. The loss and the total
+// weight (the count of kept samples without weights).
+template <typename T>
+std::pair<T, T> nll_loss_sums(const NllSamples& samples, const T* weight, int64_t ignore_index) {
+  constexpr int levels = 8;
+  int64_t n = samples.count();
+  int64_t power = std::max<int64_t>(4, n <= 2 ? 1 : std::bit_width(uint64_t(n - 1)) / levels), ignored = 0;
+  int64_t mask = (int64_t{1} << power) - 1;
+  T loss[levels] = {}, weights[levels] = {};
+  const T* x = samples.rows.data_as<T>();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t c = nll_class(samples, i, ignore_index);
+    if (c < 0) {
+      ++ignored;
+      continue;
+    }
+    T value = x[i * samples.classes + c];
+    loss[0] = weight ? T(loss[0] - T(value * weight[c])) : T(loss[0] - value);
+    if (weight) weights[0] = T(weights[0] + weight[c]);
+    for (int j = 0; j + 1 < levels && (i & (mask << (j * power))) == 0; ++j) {
+      loss[j + 1] = T(loss[j + 1] + loss[j]), weights[j + 1] = T(weights[j + 1] + weights[j]);
+      loss[j] = weights[j] = T(Acc<T>(0));
+    }
+  }
+  T total_loss = T(Acc<T>(0)), total_weight = T(Acc<T>(0));
+  for (int j = 0; j < levels; ++j)
+    total_loss = T(total_loss + loss[j]), total_weight = T(total_weight + weights[j]);
+  return {total_loss, weight ? total_weight : T(Acc<T>(n - ignored))};
+}
+
+// Runs f(tag) for the floating dtypes upstream's nll_loss kernels take; refuses the others.
+template <typename F>
+void nll_dispatch(const Tensor& x, F f) {
+  ScalarType t = x.dtype();
+  if (!is_floating(t))
+    dtype_not_implemented(x.dim() <= 2 ? "nll_loss_out_frame" : "nll_loss2d_forward_out_frame", t);
+  TN_DISPATCH_ALL_TYPES(t, "nll_loss", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (!std::is_integral_v<scalar_t>) f(tag_);
+  });
+}
+
+std::optional<Tensor> contiguous_weight(const std::optional<Tensor>& weight, ScalarType type) {
+  if (!weight) return std::nullopt;
+  return weight->to(type).contiguous();
+}
+
+Tensor nll_loss(const Tensor& x, const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
+                int64_t ignore_index) {
+  NllSamples samples = nll_samples(x, target);
+  std::optional<Tensor> w = contiguous_weight(weight, x.dtype());
+  Tensor out = Tensor::empty(reduction == 0 ? samples.targets.sizes() : Shape{}, x.dtype());
+  nll_dispatch(x, [&](auto tag_) {
+    using T = TN_TYPE(tag_);
+    const T* wd = w ? w->template data_as<T>() : nullptr;
+    T* o = out.template data_as<T>();
+    if (reduction == 0) {
+      const T* x = samples.rows.template data_as<T>();
+      for (int64_t i = 0; i < samples.count(); ++i) {
+        int64_t c = nll_class(samples, i, ignore_index);
+        o[i] =
+            c < 0 ? T(Acc<T>(0)) : T(-Acc<T>(x[i * samples.classes + c]) * (wd ? Acc<T>(wd[c]) : Acc<T>(1)));
+      }
+      return;
+    }
+    if (samples.count() == 0) {
+      *o = T(reduction == 1 ? std::numeric_limits<Acc<T>>::quiet_NaN() : Acc<T>(0));
+      return;
+    }
+    auto [loss, total_weight] = nll_loss_sums<T>(samples, wd, ignore_index);
+    *o = reduction == 1 ? T(loss / total_weight) : loss;
+  });
+  if (reduction != 0) return out;
+  return out.view_as_strided(target.sizes(), contiguous_strides(target.sizes()), 0);
+}
+
 }  // namespace
+
+Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
+                         const std::optional<Tensor>& weight, int64_t reduction, int64_t ignore_index) {
+  NllSamples samples = nll_samples(input, target);
+  std::optional<Tensor> w = contiguous_weight(weight, input.dtype());
+  Tensor g = grad.to(input.dtype()).contiguous();
+  Tensor rows = ops::zeros({samples.count(), samples.classes}, input.dtype());
+  nll_dispatch(input, [&](auto tag_) {
+    using T = TN_TYPE(tag_);
+    const T *wd = w ? w->template data_as<T>() : nullptr, *gd = g.template data_as<T>();
+    T* out = rows.template data_as<T>();
+    auto weight_of = [wd](int64_t c) { return wd ? Acc<T>(wd[c]) : Acc<T>(1); };
+    if (reduction == 0) {
+      for (int64_t i = 0; i < samples.count(); ++i)
+        if (int64_t c = nll_class(samples, i, ignore_index); c >= 0)
+          out[i * samples.classes + c] = T(-weight_of(c) * Acc<T>(gd[i]));
+      return;
+    }
+    if (samples.count() == 0) return;
+    T total_weight = nll_loss_sums<T>(samples, wd, ignore_index).second;
+    T share = T(-Acc<T>(reduction == 1 ? T(Acc<T>(gd[0]) / Acc<T>(total_weight)) : gd[0]));
+    for (int64_t i = 0; i < samples.count(); ++i)
+      if (int64_t c = nll_class(samples, i, ignore_index); c >= 0)
+        out[i * samples.classes + c] = wd ? T(weight_of(c) * Acc<T>(share)) : share;
+  });
+  // Back to the input's layout: the rows were its class dim moved last, the rest flattened.
+  Tensor batched = input.dim() == 1 ? ops::unsqueeze(input, int64_t{0}) : input;
+  Tensor moved = ops::movedim(batched, int64_t{1}, int64_t{-1});
+  Tensor shaped = ops::movedim(ops::reshape(rows, moved.sizes()), int64_t{-1}, int64_t{1});
+  return ops::reshape(shaped, input.sizes()).contiguous();
+}
 
 TN_KERNEL("aten::mse_loss", {
   check_same_size(a.tensor(0), a.tensor(1), "mse_loss");
@@ -117,48 +267,8 @@ TN_KERNEL("aten::kl_div", {
       a.boolean(3) ? ops::mul(ops::exp(t), ops::sub(t, x)) : ops::sub(ops::xlogy(t, t), ops::mul(t, x));
   return reduce(loss, a.integer(2));
 });
-TN_KERNEL("aten::nll_loss_nd", {
-  const Tensor& x = a.tensor(0);
-  const Tensor& target = a.tensor(1);
-  auto weight = a.optional_tensor(2);
-  int64_t reduction = a.integer(3), ignore = a.integer(4);
-  if (x.dim() < 1) throw Error("input tensor should be 1D or more");
-  if (target.dtype() != ScalarType::Long)
-    throw Error("expected scalar type Long but found " + std::string(upstream_type_name(target.dtype())));
-  bool single = x.dim() == 1;
-  Tensor input = single ? ops::unsqueeze(x, int64_t{0}) : x;
-  Tensor tgt = single ? ops::unsqueeze(target, int64_t{0}) : target;
-  int64_t classes = input.size(1);
-  // Class dim last, everything else flattened: (M, C) and (M,).
-  Tensor moved = ops::movedim(input, int64_t{1}, int64_t{-1});
-  Tensor rows = ops::reshape(moved, Shape{-1, classes}).to(ScalarType::Double).contiguous();
-  Tensor t = ops::reshape(tgt, Shape{-1}).contiguous();
-  if (rows.size(0) != t.numel())
-    throw Error("Expected input batch_size (" + std::to_string(input.size(0)) +
-                ") to match target batch_size (" + std::to_string(tgt.size(0)) + ").");
-  Tensor w = weight ? weight->to(ScalarType::Double).contiguous() : Tensor();
-  Tensor losses = Tensor::empty({t.numel()}, ScalarType::Double);
-  double total = 0, total_weight = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    int64_t c = t.data_as<int64_t>()[i];
-    double l = 0;
-    if (c != ignore) {
-      if (c < 0 || c >= classes) throw IndexError("Target " + std::to_string(c) + " is out of bounds.");
-      double wc = weight ? w.data_as<double>()[c] : 1.0;
-      l = -rows.data_as<double>()[i * classes + c] * wc;
-      total_weight += wc;
-    }
-    losses.data_as<double>()[i] = l;
-    total += l;
-  }
-  ScalarType out_type = x.dtype();
-  if (reduction == 0)
-    return ops::reshape(losses.to(out_type), tgt.sizes())
-        .view_as_strided(target.sizes(), contiguous_strides(target.sizes()), 0);
-  Tensor result = Tensor::empty({}, ScalarType::Double);
-  *result.data_as<double>() = reduction == 2 ? total : total / total_weight;
-  return result.to(out_type);
-});
+TN_KERNEL("aten::nll_loss_nd",
+          { return nll_loss(a.tensor(0), a.tensor(1), a.optional_tensor(2), a.integer(3), a.integer(4)); });
 TN_KERNEL("aten::cross_entropy_loss", {
   const Tensor& x = a.tensor(0);
   const Tensor& target = a.tensor(1);

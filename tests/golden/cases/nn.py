@@ -106,6 +106,8 @@ def _loss_cases():
     pair = (Arg((3, 4)), Arg((3, 4)))
     probabilities = (Arg((3, 4), "prob"), Arg((3, 4), "prob"))
     logits_target = (Arg((3, 4)), Arg((3,), ("index", 4), "int64"))
+    long_target = (Arg((40, 4)), Arg((40,), ("index", 4), "int64"))
+    spatial_target = (Arg((3, 4, 5)), Arg((3, 5), ("index", 4), "int64"))
     entries = [
         ("cosine_similarity/dim1", F.cosine_similarity, pair),
         ("pairwise_distance/default", F.pairwise_distance, pair),
@@ -130,6 +132,19 @@ def _loss_cases():
         ("cross_entropy/sum", partial(F.cross_entropy, reduction="sum"), logits_target),
         ("cross_entropy/none_smoothing", partial(F.cross_entropy, reduction="none", label_smoothing=0.3),
          logits_target),
+        # Upstream sums a reduced loss and its total weight in the dtype through 8 cascading partial
+        # sums (blocks of 16 samples): more samples than a block, inputs of 1, 3 and 4 dims.
+        ("nll_loss/40_weight_mean", lambda x, t: F.nll_loss(x, t, _class_weights(x), ignore_index=1), long_target),
+        ("nll_loss/40_weight_sum", lambda x, t: F.nll_loss(x, t, _class_weights(x), reduction="sum"), long_target),
+        ("nll_loss/40_mean", F.nll_loss, long_target),
+        ("nll_loss/1d_weight", lambda x: F.nll_loss(x, torch.tensor(2), _class_weights(x)), (Arg((4,)),)),
+        ("nll_loss/3d_weight_mean", lambda x, t: F.nll_loss(x, t, _class_weights(x), ignore_index=0), spatial_target),
+        ("nll_loss/3d_none", lambda x, t: F.nll_loss(x, t, _class_weights(x), reduction="none"), spatial_target),
+        ("nll_loss/4d_sum", lambda x, t: F.nll_loss(x, t, reduction="sum"),
+         (Arg((2, 4, 3, 5)), Arg((2, 3, 5), ("index", 4), "int64"))),
+        ("nll_loss/empty_mean", F.nll_loss, (Arg((0, 4)), Arg((0,), ("index", 4), "int64"))),
+        ("cross_entropy/3d_transposed", F.cross_entropy,
+         (Arg((3, 4, 5), layout=TRANSPOSED), Arg((3, 5), ("index", 4), "int64"))),
         ("binary_cross_entropy/mean", F.binary_cross_entropy, probabilities),
         ("binary_cross_entropy/weight_sum", lambda p, q: F.binary_cross_entropy(p, q, _class_weights(p),
                                                                                 reduction="sum"), probabilities),
