@@ -124,8 +124,9 @@ TN_CLONES void row_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
 }
 
 // Planes: per channel, the sum in input order in double, the mean, then the squared deviations
-// in input order in double, each square rounded in the storage type first (upstream's compiler
-// does not contract the double kernel's, bits say).
+// in input order in double, each square rounded in the storage type first. Upstream's compiler
+// vectorizes the double kernel's plane loop in vectors of 4, then 2, and contracts only the
+// scalar square left over: a plane of odd length adds its last square as an FMA (bits say).
 // Upstream walks one channel at a time, each sum a chain of dependent adds; these walk
 // kChains channels at once (the last group repeating its last channel), the same order per
 // channel, so the chains overlap in time.
@@ -139,17 +140,22 @@ TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, T* mea
     for (int64_t n = 0; n < s.batch; ++n) {
       std::array<const T*, kChains> p;
       for (size_t k = 0; k < size_t(kChains); ++k) p[k] = x + (n * s.channels + channel[k]) * s.image;
-      for (int64_t i = 0; i < s.image; ++i)
-        for (size_t k = 0; k < size_t(kChains); ++k) add(k, p[k][i]);
+      for (int64_t i = 0; i < s.image; ++i) {
+        bool last_of_odd_plane = s.image % 2 == 1 && i == s.image - 1;
+        for (size_t k = 0; k < size_t(kChains); ++k) add(k, p[k][i], last_of_odd_plane);
+      }
     }
   };
   std::array<double, kChains> sum{}, squares{};
   std::array<T, kChains> m;
-  walk([&](size_t k, T v) { sum[k] += double(v); });
+  walk([&](size_t k, T v, bool) { sum[k] += double(v); });
   for (size_t k = 0; k < size_t(kChains); ++k) m[k] = T(sum[k] / double(s.count()));
-  walk([&](size_t k, T v) {
+  walk([&](size_t k, T v, bool last_of_odd_plane) {
     T d = v - m[k];
-    squares[k] += double(d * d);
+    if constexpr (std::is_same_v<T, double>)
+      squares[k] = last_of_odd_plane ? std::fma(d, d, squares[k]) : squares[k] + d * d;
+    else
+      squares[k] += double(d * d);
   });
   for (int64_t k = 0; k < kChains && first + k < s.channels; ++k) {
     mean[first + k] = m[size_t(k)];
