@@ -1,7 +1,8 @@
 """softmax, log_softmax, nll_loss and cross_entropy, forward and gradients, bit for bit as
 upstream's CPU kernels give them: along the last dim (a row summed on vector lanes) and along
 other dims (columns on vectors, the last inner % 8 one by one), float32 and float64;
-cross_entropy in the demo GPT's layout (logits batch x vocabulary x positions, a transposed view);
+cross_entropy in the demo GPT's layout (logits batch x vocabulary x positions, a transposed view)
+and with class probabilities as targets;
 nll_loss's cascade sums of the loss and the total weight (1-, 2- and 3-d inputs, weights, ignored
 samples, each reduction); nn.MultiheadAttention's training path in the demo GPT's shape (every
 gradient, given one output gradient), whose softmax backward is a last-dim row.
@@ -63,7 +64,15 @@ def main():
     x = logits.detach().requires_grad_()
     loss = F.cross_entropy(x, targets)
     gradient, = torch.autograd.grad(loss, x)
-    return [loss, gradient]
+    results = {"gpt": [loss, gradient]}
+    probabilities = torch.softmax(floats((6, 5, 3), 3), 1)  # class probabilities as targets
+    weight = floats((5,), 4).abs() + 0.1
+    for reduction in ("mean", "sum", "none"):
+        for weighted in (False, True):
+            call = lambda t, r=reduction, w=weight if weighted else None: F.cross_entropy(
+                t, probabilities, w, reduction=r)
+            results[f"probabilities/{reduction}/{weighted}"] = forward_and_gradient(call, floats((6, 5, 3), 5), 6)
+    return results
 '''
 
 NLL_LOSS = BODY + r'''

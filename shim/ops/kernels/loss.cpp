@@ -284,13 +284,14 @@ TN_KERNEL("aten::cross_entropy_loss", {
                              : target;
     Tensor product = ops::mul(logp, t);
     if (weight) product = ops::mul(product, x.dim() == 1 ? *weight : per_channel(*weight, x.dim()));
-    Tensor loss = ops::neg(ops::sum(product, std::vector<int64_t>{class_dim}, false, std::nullopt));
-    if (reduction == 1)
-      return ops::div(
-          ops::sum(loss),
-          Scalar(x.dim() == 1 ? int64_t{1}
-                              : x.size(0) * (x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1))));
-    return reduce(loss, reduction);
+    // Upstream sums the products of every element for a reduced loss (not the rows' sums).
+    if (reduction == 0)
+      return ops::neg(ops::sum(product, std::vector<int64_t>{class_dim}, false, std::nullopt));
+    Tensor total = ops::neg(ops::sum(product));
+    if (reduction == 2) return total;
+    return ops::div(
+        total, Scalar(x.dim() == 1 ? int64_t{1}
+                                   : x.size(0) * (x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1))));
   }
   Tensor nll = ops::nll_loss_nd(logp, target, weight, reduction, ignore);
   if (smoothing <= 0) return nll;
