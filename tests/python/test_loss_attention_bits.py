@@ -5,7 +5,8 @@ cross_entropy in the demo GPT's layout (logits batch x vocabulary x positions, a
 and with class probabilities as targets;
 nll_loss's cascade sums of the loss and the total weight (1-, 2- and 3-d inputs, weights, ignored
 samples, each reduction); nn.MultiheadAttention's training path in the demo GPT's shape (every
-gradient, given one output gradient), whose softmax backward is a last-dim row.
+gradient, given one output gradient), whose softmax backward is a last-dim row, and as
+cross-attention with dropout, bias_k/bias_v and a key padding mask.
 Each side builds the same inputs from integers (Python's random module), so no value comes from
 either torch's generator."""
 import pytest
@@ -108,6 +109,19 @@ def main():
         out = attention(x, x, x, attn_mask=mask, need_weights=False)[0]
         inputs = [x] + list(attention.parameters())
         results[name] = [out, torch.autograd.grad(out, inputs, floats(out.shape, 2, 0.01))]
+    # Cross-attention with dropout (one seeded mask), bias_k/bias_v, a key padding mask and the
+    # averaged weights: the other pieces of F.multi_head_attention_forward's backward.
+    attention = torch.nn.MultiheadAttention(16, 2, dropout=0.25, batch_first=True, add_bias_kv=True)
+    with torch.no_grad():
+        for index, parameter in enumerate(attention.parameters()):
+            parameter.copy_(floats(parameter.shape, 200 + index, 0.3))
+    query, memory = floats((3, 5, 16), 3).requires_grad_(), floats((3, 7, 16), 4).requires_grad_()
+    padding = torch.zeros(3, 7, dtype=torch.bool)
+    padding[1, 5:] = True
+    torch.manual_seed(0)
+    out, weights = attention(query, memory, memory, key_padding_mask=padding)
+    total = (out * floats(out.shape, 5, 0.1)).sum() + (weights * floats(weights.shape, 6)).sum()
+    results["cross_dropout"] = [out, weights, torch.autograd.grad(total, [query, memory] + list(attention.parameters()))]
     return results
 '''
 
