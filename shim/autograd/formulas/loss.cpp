@@ -2,6 +2,7 @@
 // through its decomposition (log_softmax, nll_loss), as upstream's composite is.
 #include "loss.h"  // nll_loss_backward, which sums the total weight as the kernel does
 
+#include "common.h"  // vectorized_elements: which lambda upstream's pointwise loss backwards take
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -24,6 +25,62 @@ Tensor weighted(const Saved& s, size_t weight_argument, const Tensor& t) {
   return s.input_defined(weight_argument) ? ops::mul(t, s.input(weight_argument)) : t;
 }
 
+// The pointwise losses' backward kernels (mse, smooth_l1, huber) scale by norm = k / numel for
+// a mean (k otherwise), held in the input's dtype.
+Tensor loss_norm(const Tensor& x, int64_t reduction, double k) {
+  return ops::scalar_tensor(Scalar(reduction == kMean ? k / double(x.numel()) : k), x.dtype());
+}
+
+// Upstream's smooth_l1 and huber backward kernels are cpu_kernel_vec over (x, t, g) whose
+// vectorized and scalar lambdas round differently: true where the vectorized one runs. Their
+// output is allocated contiguous beforehand, so its layout leads the iterator's (a transposed
+// x takes the scalar lambda throughout).
+Tensor vectorized_mask(const Tensor& x, const Tensor& t, const Tensor& g) {
+  Shape shape = broadcast_shapes(broadcast_shapes(x.sizes(), t.sizes()), g.sizes());
+  Tensor output = Tensor::empty(shape, x.dtype());
+  std::vector<bool> lanes =
+      vectorized_elements(shape, {output, x, t, g}, x.dtype(), 64 / int64_t(x.itemsize()));
+  Tensor mask = Tensor::empty(shape, ScalarType::Bool);
+  std::copy(lanes.begin(), lanes.end(), mask.data_as<bool>());
+  return mask;
+}
+
+// +v where d > 0, -v elsewhere: the kernels' side outside the quadratic zone (d = 0 is there
+// only at beta 0, where upstream's comparisons give it the negative side).
+Tensor signed_by(const Tensor& d, const Tensor& v) {
+  return ops::where(ops::gt(d, Scalar(int64_t{0})), v, ops::neg(v));
+}
+
+// smooth_l1_loss_backward(g, x, t): with d = x - t, outside |d| >= beta the side's norm g;
+// inside, the vectorized lambda's norm (d / beta) g, the scalar one's norm d g divided by the
+// double beta. The scalar lambda compares d with the double beta, the vectorized with its
+// rounding.
+Tensor smooth_l1_grad(const Tensor& x, const Tensor& t, const Tensor& g, const Tensor& norm, double beta) {
+  Tensor d = ops::sub(x, t);
+  Tensor outside = signed_by(d, ops::mul(norm, g));
+  Tensor vector_inside = ops::mul(ops::mul(norm, ops::div(d, Scalar(beta))), g);
+  Tensor scalar_inside =
+      ops::div(ops::mul(ops::mul(norm, d), g).to(ScalarType::Double), Scalar(beta)).to(d.dtype());
+  Tensor vector_outside = ops::ge(ops::abs(d), Scalar(beta));
+  Tensor scalar_outside = ops::ge(ops::abs(d).to(ScalarType::Double), Scalar(beta));
+  return ops::where(vectorized_mask(x, t, g), ops::where(vector_outside, outside, vector_inside),
+                    ops::where(scalar_outside, outside, scalar_inside));
+}
+
+// huber_loss_backward(g, x, t): with d = x - t, inside delta norm d g; outside, the vectorized
+// lambda's norm (+-delta) g, the scalar one's (+-norm g) times the double delta.
+Tensor huber_grad(const Tensor& x, const Tensor& t, const Tensor& g, const Tensor& norm, double delta) {
+  Tensor d = ops::sub(x, t);
+  Tensor inside = ops::mul(ops::mul(norm, d), g);
+  Tensor vector_outside = signed_by(d, ops::mul(ops::mul(norm, Scalar(delta)), g));
+  Tensor scalar_outside =
+      signed_by(d, ops::mul(ops::mul(norm, g).to(ScalarType::Double), Scalar(delta)).to(d.dtype()));
+  Tensor vector_grad = ops::where(ops::ge(ops::abs(d), Scalar(delta)), vector_outside, inside);
+  Tensor scalar_grad =
+      ops::where(ops::ge(ops::abs(d).to(ScalarType::Double), Scalar(delta)), scalar_outside, inside);
+  return ops::where(vectorized_mask(x, t, g), vector_grad, scalar_grad);
+}
+
 // Upstream computes 1- and 2-d inputs with nll_loss, others with nll_loss2d.
 std::string nll_loss_function(const Stack& args) {
   return args.at(0).get<Tensor>().dim() <= 2 ? "nll_loss_forward" : "nll_loss2d_forward";
@@ -36,39 +93,32 @@ TN_DERIVATIVE("aten::nll_loss_nd", "NllLossBackward0",
                 return {nll_loss_backward(g[0], s.input(0), s.input(1), weight, s.args().integer(3),
                                           s.args().integer(4))};
               });
-// 2 (x - t) g, over the count for a mean.
+// Upstream's mse_loss_backward(g, x, t): norm (x - t) g, both lambdas alike. Each gradient
+// is the kernel's own call (the target's with x and t swapped), so a zero keeps its sign.
 TN_DERIVATIVE("aten::mse_loss", "MseLossBackward0", SAVES(0, 1), {
   const Tensor &x = s.input(0), &t = s.input(1);
-  int64_t reduction = s.args().integer(2);
-  Tensor d = ops::mul(ops::sub(x, t), Scalar(int64_t{2}));
-  Tensor grad = ops::mul(d, g[0]);
-  if (reduction == kMean) grad = ops::div(grad, Scalar(ops::expand(x, t.sizes(), false).numel()));
-  return {grad, ops::neg(grad)};
+  Tensor norm = loss_norm(x, s.args().integer(2), 2.0);
+  auto grad = [&](const Tensor& a, const Tensor& b) {
+    return ops::mul(ops::mul(norm, ops::sub(a, b)), g[0]);
+  };
+  return {grad(x, t), grad(t, x)};
 });
 
 TN_DERIVATIVE("aten::l1_loss", "L1LossBackward0", SAVES(0, 1), {
   Tensor grad = reduced_grad(ops::sgn(difference(s)), g[0], s.args().integer(2));
   return {grad, ops::neg(grad)};
 });
-// |d| < beta: d / beta, else sign(d) (beta = 0 is l1).
 TN_DERIVATIVE("aten::smooth_l1_loss", "SmoothL1LossBackward0", SAVES(0, 1), {
-  Tensor d = difference(s);
+  const Tensor &x = s.input(0), &t = s.input(1);
+  Tensor norm = loss_norm(x, s.args().integer(2), 1.0);
   double beta = s.args().real(3);
-  Tensor inside = ops::lt(ops::abs(d), Scalar(beta));
-  Tensor elementwise = beta == 0 ? ops::sgn(d) : ops::where(inside, ops::div(d, Scalar(beta)), ops::sgn(d));
-  Tensor grad = reduced_grad(elementwise, g[0], s.args().integer(2));
-  return {grad, ops::neg(grad)};
+  return {smooth_l1_grad(x, t, g[0], norm, beta), smooth_l1_grad(t, x, g[0], norm, beta)};
 });
-// |d| < delta: d, else delta sign(d).
 TN_DERIVATIVE("aten::huber_loss", "HuberLossBackward0", SAVES(0, 1), {
-  // Upstream scales by 1/N (not divides by N): norm x g, or +-norm g delta outside delta.
-  Tensor d = difference(s);
+  const Tensor &x = s.input(0), &t = s.input(1);
+  Tensor norm = loss_norm(x, s.args().integer(2), 1.0);
   double delta = s.args().real(3);
-  double norm = s.args().integer(2) == kMean ? 1.0 / double(d.numel()) : 1.0;
-  Tensor inside = ops::mul(ops::mul(d, Scalar(norm)), g[0]);
-  Tensor outside = ops::mul(ops::mul(g[0], Scalar(norm)), ops::mul(ops::sgn(d), Scalar(delta)));
-  Tensor grad = ops::where(ops::lt(ops::abs(d), Scalar(delta)), inside, outside);
-  return {grad, ops::neg(grad)};
+  return {huber_grad(x, t, g[0], norm, delta), huber_grad(t, x, g[0], norm, delta)};
 });
 // -t exp(-t x) / (1 + exp(-t x)) g, over the count for a mean, in upstream's steps.
 TN_DERIVATIVE("aten::soft_margin_loss", "SoftMarginLossBackward0",
