@@ -54,6 +54,12 @@ struct CreateTaskFlags {
   // Central DP (CreateTaskHeader.central_dp); NaN: not given.
   double dp_noise_multiplier = NAN, dp_clip_norm = NAN, dp_delta = NAN, dp_epsilon_budget = NAN;
   double dp_target_quantile = NAN, dp_clip_learning_rate = NAN, dp_count_stddev = NAN;
+  // Secure aggregation (CreateTaskHeader.secure_aggregation); NaN, 0 or none: not given.
+  double secagg_corrupt_fraction = NAN, secagg_dropout_fraction = NAN, secagg_clip_range = NAN;
+  double secagg_l2_bound = NAN;
+  uint32_t secagg_max_weight = 0, secagg_bits = 0, secagg_levels = 0;
+  uint32_t secagg_security_bits = 0, secagg_correctness_bits = 0;
+  std::optional<bool> secagg_active_coordinator;
 };
 
 // What the command line says, for every command.
@@ -100,7 +106,7 @@ tn::federated::Model read_model_file(const std::string& path) {
 
 void declare_central_dp(tn::cli::Command& command, CreateTaskFlags& flags) {
   const auto dp_flag = [&](const char* name, const char* placeholder, const char* meaning, double& target) {
-    command.flag(name, placeholder, meaning).default_text("not given").into(target);
+    command.flag(name, placeholder, meaning).into(target).default_text("not given");
   };
   dp_flag(
       "--dp-noise-multiplier", "Z",
@@ -155,6 +161,77 @@ void put_central_dp(const CreateTaskFlags& flags, v1::CreateTaskHeader& header) 
   if (!std::isnan(flags.dp_count_stddev)) clipping.set_count_stddev(flags.dp_count_stddev);
 }
 
+void declare_secure_aggregation(tn::cli::Command& command, CreateTaskFlags& flags) {
+  const auto fraction = [&](const char* name, const char* meaning, double& target) {
+    command.flag(name, "F", meaning).into(target).default_text("not given");
+  };
+  fraction("--secagg-corrupt-fraction",
+           "secure aggregation (docs/secure_aggregation.md): the fraction of a round's devices that may "
+           "collude with the coordinator; with --secagg-dropout-fraction, --secagg-clip-range and "
+           "--secagg-max-weight",
+           flags.secagg_corrupt_fraction);
+  fraction("--secagg-dropout-fraction",
+           "secure aggregation: the fraction of a round's devices that may vanish",
+           flags.secagg_dropout_fraction);
+  command.flag("--secagg-clip-range", "R", "secure aggregation: each update coordinate is clamped to [-R, R]")
+      .into(flags.secagg_clip_range)
+      .default_text("not given");
+  command.flag("--secagg-max-weight", "N", "secure aggregation: example counts above N weigh N")
+      .into(flags.secagg_max_weight)
+      .default_text("not given");
+  command.flag("--secagg-l2-bound", "B", "secure aggregation: the update's L2 norm is clipped to B first")
+      .into(flags.secagg_l2_bound)
+      .default_text("none");
+  command.flag("--secagg-bits", "B", "secure aggregation: sums modulo 2^B, B in [2, 32]")
+      .into(flags.secagg_bits, 1u, 32u)
+      .default_text("32");
+  command.flag("--secagg-levels", "L", "secure aggregation: steps in the clip range at weight 1")
+      .into(flags.secagg_levels, 1u)
+      .default_text("the most that fit");
+  command
+      .flag("--secagg-security-bits", "S",
+            "secure aggregation: the coordinator learns more with probability < 2^-S")
+      .into(flags.secagg_security_bits, 1u)
+      .default_text("40");
+  command.flag("--secagg-correctness-bits", "C", "secure aggregation: a round fails with probability < 2^-C")
+      .into(flags.secagg_correctness_bits, 1u)
+      .default_text("20");
+  command
+      .flag("--secagg-coordinator", "KIND",
+            "secure aggregation: semi-honest, or active (may send devices inconsistent views: higher "
+            "threshold)")
+      .default_text("semi-honest")
+      .choice(flags.secagg_active_coordinator, {{"semi-honest", false}, {"active", true}});
+}
+
+// The header's secure_aggregation from the --secagg-* flags, when any is given: the threat model's
+// two fractions, the clip range and the weight cap are then required.
+void put_secure_aggregation(const CreateTaskFlags& flags, v1::CreateTaskHeader& header) {
+  const std::pair<const char*, double> required[] = {
+      {"--secagg-corrupt-fraction", flags.secagg_corrupt_fraction},
+      {"--secagg-dropout-fraction", flags.secagg_dropout_fraction},
+      {"--secagg-clip-range", flags.secagg_clip_range},
+      {"--secagg-max-weight", flags.secagg_max_weight ? 1.0 : NAN}};
+  const bool any = std::ranges::any_of(required, [](const auto& flag) { return !std::isnan(flag.second); }) ||
+                   !std::isnan(flags.secagg_l2_bound) || flags.secagg_bits || flags.secagg_levels ||
+                   flags.secagg_security_bits || flags.secagg_correctness_bits ||
+                   flags.secagg_active_coordinator.has_value();
+  if (!any) return;
+  for (const auto& [name, value] : required)
+    if (std::isnan(value)) throw UsageError(std::string("secure aggregation needs ") + name);
+  v1::SecureAggregation& secure = *header.mutable_secure_aggregation();
+  secure.set_corrupt_fraction(flags.secagg_corrupt_fraction);
+  secure.set_dropout_fraction(flags.secagg_dropout_fraction);
+  secure.set_clip_range(flags.secagg_clip_range);
+  secure.set_max_weight(flags.secagg_max_weight);
+  if (!std::isnan(flags.secagg_l2_bound)) secure.set_l2_bound(flags.secagg_l2_bound);
+  secure.set_bits(flags.secagg_bits);
+  secure.set_levels(flags.secagg_levels);
+  secure.set_security_bits(flags.secagg_security_bits);
+  secure.set_correctness_bits(flags.secagg_correctness_bits);
+  secure.set_active_coordinator(flags.secagg_active_coordinator.value_or(false));
+}
+
 void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
   command.flag("--strategy", "NAME", "the aggregation strategy (fedavg, krum, ...)")
       .required()
@@ -196,6 +273,7 @@ void declare_create_task(tn::cli::Command& command, CreateTaskFlags& flags) {
       .into(flags.stored_model);
   digest_flag(command, flags.digest, "the stored model's BLAKE2b-256, checked when given");
   declare_central_dp(command, flags);
+  declare_secure_aggregation(command, flags);
 }
 
 void declare(tn::cli::Command& program, Words& words) {
@@ -358,6 +436,7 @@ class Admin {
     header.set_round_timeout_ms(flags.round_timeout_ms);
     header.set_deadline_unix_ms(flags.deadline_unix_ms);
     put_central_dp(flags, header);
+    put_secure_aggregation(flags, header);
 
     std::optional<tn::proto::ModelChunker> chunker;
     if (const auto& path = flags.model) {

@@ -44,6 +44,7 @@ RoundParams RoundParams::from_header(const v1::CreateTaskHeader& header, const s
   params.min_updates = header.min_updates();
   params.seed = seed_from(task_id);
   params.central_dp = CentralDpParams::from_header(header);
+  params.secure_aggregation = SecureAggregationParams::from_header(header);
   return params;
 }
 
@@ -61,6 +62,8 @@ RoundParams RoundParams::from_json(const nlohmann::json& stored, const std::stri
     params.seed = stored.at("seed").get<uint64_t>();
     if (stored.contains("central_dp"))
       params.central_dp = CentralDpParams::from_json(stored.at("central_dp"));
+    if (stored.contains("secure_aggregation"))
+      params.secure_aggregation = SecureAggregationParams::from_json(stored.at("secure_aggregation"));
     return params;
   } catch (const nlohmann::json::exception& error) {
     throw federated::ParameterRefused("task '" + task_id + "': the stored round parameters " + stored.dump() +
@@ -79,6 +82,7 @@ nlohmann::json RoundParams::to_json() const {
                            {"max_retries", max_retries},
                            {"seed", seed}};
   if (central_dp) stored["central_dp"] = central_dp->to_json();
+  if (secure_aggregation) stored["secure_aggregation"] = secure_aggregation->to_json();
   return stored;
 }
 

@@ -11,6 +11,7 @@
 
 #include "central_dp.h"
 #include "federated/round.h"
+#include "secure_aggregation_params.h"
 #include "torchnative/federated/v1/admin.pb.h"
 
 namespace tn::server {
@@ -29,11 +30,13 @@ struct RoundParams {
   uint32_t max_retries = 3;
   uint64_t seed = 0;
   std::optional<CentralDpParams> central_dp;  // stored as "central_dp" only when set
+  // Stored as "secure_aggregation" only when set.
+  std::optional<SecureAggregationParams> secure_aggregation;
 
   // Refuses (federated::ParameterRefused naming the field) rounds, devices_per_round, min_updates
   // or round_timeout_ms of 0, min_updates above devices_per_round, and what
-  // CentralDpParams::from_header refuses. The seed derives from the task id, so two tasks do not
-  // select alike.
+  // CentralDpParams::from_header and SecureAggregationParams::from_header refuse. The seed derives from the
+  // task id, so two tasks do not select alike.
   static RoundParams from_header(const v1::CreateTaskHeader& header, const std::string& task_id);
   static RoundParams from_json(const nlohmann::json& stored, const std::string& task_id);
   nlohmann::json to_json() const;

@@ -273,6 +273,10 @@ void TaskRunner::run() {
         end_task(TaskState::Stopped, *over_budget);
         break;
       }
+      if (params_.secure_aggregation) {  // never in the clear: refused until the stages run
+        end_task(TaskState::Failed, kSecureRoundsNotRunYet);
+        break;
+      }
       if (!run_round()) break;
     }
   } catch (const std::exception& error) {

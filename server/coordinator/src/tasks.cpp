@@ -56,6 +56,7 @@ void Tasks::check(const v1::CreateTaskHeader& header) const {
   const std::unique_ptr<federated::Strategy> strategy =
       federated::make_strategy(header.strategy(), strategy_parameters(header));
   if (params.central_dp) check_strategy_takes_central_dp(*strategy);
+  if (params.secure_aggregation) check_strategy_takes_secure_aggregation(*strategy);
 }
 
 std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model initial_model) {
@@ -70,6 +71,7 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
   std::unique_ptr<federated::Strategy> strategy =
       federated::make_strategy(header.strategy(), strategy_parameters(header));
   if (params.central_dp) check_strategy_takes_central_dp(*strategy);
+  if (params.secure_aggregation) check_strategy_takes_secure_aggregation(*strategy);
   if (federated::ContributionLayout(initial_model.spec()).elements() == 1)
     throw federated::ParameterRefused("CreateTask: the model has no floating-point tensor to train");
   TaskDefinition definition;
@@ -85,7 +87,8 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
       v1::EVENT_KIND_TASK_CREATED, id, 0, "",
       definition.strategy + ", " + std::to_string(definition.rounds_planned) + " rounds of " +
           std::to_string(params.devices_per_round) + " devices, initial model " + model_version_name(id, 0) +
-          (params.central_dp ? "; " + params.central_dp->planned_words(definition.rounds_planned) : ""));
+          (params.central_dp ? "; " + params.central_dp->planned_words(definition.rounds_planned) : "") +
+          (params.secure_aggregation ? "; " + params.secure_aggregation->planned_words() : ""));
   start(std::move(task), std::move(params), definition.rounds_planned, 1);
   return id;
 }

@@ -109,6 +109,17 @@ class AdminTaskViews : public StateStoreTest {
     return response;
   }
 
+  // GetTask once the task's loop has ended it (or after 30 s, still running).
+  v1::GetTaskResponse get_task_once_ended(const std::string& id) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    v1::GetTaskResponse response = get_task(id);
+    while (response.task().state() == v1::TASK_STATE_RUNNING && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      response = get_task(id);
+    }
+    return response;
+  }
+
   SigningKey admin_ = SigningKey::generate();
   std::unique_ptr<tn::server::Coordinator> coordinator_;
   std::unique_ptr<v1::AdminService::Stub> admin_stub_;
@@ -241,16 +252,6 @@ class CentralDpTaskViews : public AdminTaskViews {
       store.close_round(id, round, completed({"a", "b"}, {}, small_model(float(round + 1)), round));
     }
   }
-
-  v1::GetTaskResponse get_task_once_stopped(const std::string& id) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    v1::GetTaskResponse response = get_task(id);
-    while (response.task().state() == v1::TASK_STATE_RUNNING && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      response = get_task(id);
-    }
-    return response;
-  }
 };
 
 // Epsilon at delta 1e-5 after R rounds of the Gaussian mechanism at z 4: min over the orders of
@@ -271,7 +272,7 @@ TEST_F(CentralDpTaskViews, GetTaskReportsTheAccountantsEpsilonForTheCompletedRou
 }
 
 TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
-  const v1::TaskInfo task = get_task_once_stopped("dp-spent").task();
+  const v1::TaskInfo task = get_task_once_ended("dp-spent").task();
   EXPECT_EQ(task.state(), v1::TASK_STATE_STOPPED);
   EXPECT_NE(task.state_reason().find("the privacy budget: round 4 would take epsilon from 2.17"),
             std::string::npos)
@@ -279,6 +280,35 @@ TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
   EXPECT_NE(task.state_reason().find("past the budget 2.3"), std::string::npos) << task.state_reason();
   EXPECT_NEAR(task.privacy().epsilon(), kEpsilonThreeRounds, 1e-12);
   EXPECT_EQ(task.rounds_completed(), 3u);
+}
+
+// A secure aggregation task written to the store as CreateTask would write it (its round
+// parameters from a CreateTaskHeader): its rounds are not run yet,
+// so the task fails by name before its first round rather than aggregate in the clear.
+class SecureAggregationTaskViews : public AdminTaskViews {
+ protected:
+  void populate(StateStore& store) override {
+    for (int i = 0; i < 3; ++i) store.register_device(std::string(1, char('a' + i)), public_key(i), {});
+    v1::CreateTaskHeader header;
+    header.set_strategy("fedavg");
+    header.set_rounds(5);
+    header.mutable_selection()->set_devices_per_round(3);
+    header.set_min_available_devices(3);
+    header.set_min_updates(2);
+    header.set_round_timeout_ms(60'000);
+    header.mutable_secure_aggregation()->set_clip_range(1.0);
+    header.mutable_secure_aggregation()->set_max_weight(10);
+    TaskDefinition task = definition("secure");
+    task.round_params = tn::server::RoundParams::from_header(header, "secure").to_json();
+    store.create_task(task, small_model());
+  }
+};
+
+TEST_F(SecureAggregationTaskViews, ASecureTaskFailsByNameBeforeItsFirstRound) {
+  const v1::TaskInfo task = get_task_once_ended("secure").task();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(task.state_reason(), tn::server::kSecureRoundsNotRunYet);
+  EXPECT_EQ(task.rounds_completed(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,160 @@
+#include "secure_aggregation_params.h"
+
+#include <cmath>
+#include <sstream>
+#include <string_view>
+
+#include "federated/contribution.h"
+#include "federated/errors.h"
+
+namespace tn::server {
+
+const char* const kSecureRoundsNotRunYet =
+    "secure aggregation rounds are not run yet: the coordinator does not run SecAgg+'s stages "
+    "(docs/secure_aggregation.md, what is wired), and a secure task's updates are never aggregated "
+    "in the clear";
+
+namespace {
+
+using federated::ParameterRefused;
+using federated::secagg::SecAggRefused;
+
+constexpr const char* kLabel = "CreateTask: secure_aggregation";
+
+void require_positive_finite(double value, const char* field) {
+  if (std::isfinite(value) && value > 0) return;
+  std::ostringstream why;
+  why << kLabel << '.' << field << ' ' << value << " must be positive and finite";
+  throw ParameterRefused(why.str());
+}
+
+// The task's rounds select exactly devices_per_round devices, the n the graph and the headroom are
+// derived for.
+void check_selection(const v1::CreateTaskHeader& header) {
+  if (header.has_central_dp())
+    throw ParameterRefused(std::string(kLabel) +
+                           " with central_dp: central DP clips each update on the coordinator, which "
+                           "secure aggregation keeps from it (distributed DP, noised on the devices, is "
+                           "not wired)");
+  const uint32_t devices = header.selection().devices_per_round();
+  if (header.min_available_devices() < devices)
+    throw ParameterRefused(std::string(kLabel) + " needs min_available_devices (" +
+                           std::to_string(header.min_available_devices()) +
+                           ") at least selection.devices_per_round (" + std::to_string(devices) +
+                           "): the neighbour graph and the fixed point's headroom are derived for that "
+                           "many devices, so every round must select them");
+}
+
+federated::secagg::ThreatModel threat_of(const v1::SecureAggregation& block) {
+  federated::secagg::ThreatModel threat;
+  threat.corrupt_fraction = block.corrupt_fraction();
+  threat.dropout_fraction = block.dropout_fraction();
+  if (block.security_bits() != 0) threat.security_bits = block.security_bits();
+  if (block.correctness_bits() != 0) threat.correctness_bits = block.correctness_bits();
+  threat.active_coordinator = block.active_coordinator();
+  return threat;
+}
+
+federated::secagg::FixedPointParameters fixed_point_of(const v1::SecureAggregation& block, uint32_t devices) {
+  require_positive_finite(block.clip_range(), "clip_range");
+  if (block.l2_bound() != 0) require_positive_finite(block.l2_bound(), "l2_bound");
+  if (block.max_weight() == 0)
+    throw ParameterRefused(std::string(kLabel) + ".max_weight must be at least 1 (the example count's cap)");
+  federated::secagg::FixedPointParameters p;
+  p.bits = block.bits() != 0 ? block.bits() : 32;
+  if (block.l2_bound() != 0) p.l2_bound = block.l2_bound();
+  p.range = block.clip_range();
+  p.max_weight = block.max_weight();
+  p.max_devices = devices;
+  p.levels = block.levels() != 0 ? block.levels()
+                                 : federated::secagg::largest_levels(p.bits, devices, p.max_weight, 0);
+  federated::secagg::check_fixed_point(p);
+  return p;
+}
+
+}  // namespace
+
+std::optional<SecureAggregationParams> SecureAggregationParams::from_header(
+    const v1::CreateTaskHeader& header) {
+  if (!header.has_secure_aggregation()) return std::nullopt;
+  check_selection(header);
+  const v1::SecureAggregation& block = header.secure_aggregation();
+  SecureAggregationParams params;
+  params.threat = threat_of(block);
+  const uint32_t devices = header.selection().devices_per_round();
+  try {
+    params.fixed_point = fixed_point_of(block, devices);
+    const federated::secagg::GraphParameters graph = params.graph();
+    if (header.min_updates() < graph.threshold)
+      throw ParameterRefused(std::string(kLabel) + " needs min_updates (" +
+                             std::to_string(header.min_updates()) + ") at least the threshold " +
+                             std::to_string(graph.threshold) + " derived for " + std::to_string(devices) +
+                             " devices: a sum over fewer survivors would hide too few devices, and the "
+                             "dropped ones' secrets need that many surviving neighbours");
+  } catch (const SecAggRefused& error) {  // the graph's or the fixed point's refusal, by name
+    std::string_view why = error.what();
+    if (why.starts_with("secure aggregation: "))
+      why.remove_prefix(std::string_view("secure aggregation: ").size());
+    throw ParameterRefused(std::string(kLabel) + ": " + std::string(why));
+  }
+  return params;
+}
+
+SecureAggregationParams SecureAggregationParams::from_json(const nlohmann::json& stored) {
+  SecureAggregationParams params;
+  params.threat.corrupt_fraction = stored.at("corrupt_fraction").get<double>();
+  params.threat.dropout_fraction = stored.at("dropout_fraction").get<double>();
+  params.threat.security_bits = stored.at("security_bits").get<unsigned>();
+  params.threat.correctness_bits = stored.at("correctness_bits").get<unsigned>();
+  params.threat.active_coordinator = stored.at("active_coordinator").get<bool>();
+  federated::secagg::FixedPointParameters& p = params.fixed_point;
+  p.bits = stored.at("bits").get<unsigned>();
+  p.range = stored.at("clip_range").get<double>();
+  if (const nlohmann::json& l2_bound = stored.at("l2_bound"); !l2_bound.is_null())
+    p.l2_bound = l2_bound.get<double>();
+  p.max_weight = stored.at("max_weight").get<uint32_t>();
+  p.levels = stored.at("levels").get<uint32_t>();
+  p.max_devices = stored.at("devices").get<uint32_t>();
+  return params;
+}
+
+nlohmann::json SecureAggregationParams::to_json() const {
+  const federated::secagg::FixedPointParameters& p = fixed_point;
+  return {{"corrupt_fraction", threat.corrupt_fraction},
+          {"dropout_fraction", threat.dropout_fraction},
+          {"security_bits", threat.security_bits},
+          {"correctness_bits", threat.correctness_bits},
+          {"active_coordinator", threat.active_coordinator},
+          {"bits", p.bits},
+          {"clip_range", p.range},
+          {"l2_bound", p.l2_bound ? nlohmann::json(*p.l2_bound) : nlohmann::json()},
+          {"max_weight", p.max_weight},
+          {"levels", p.levels},
+          {"devices", p.max_devices}};
+}
+
+federated::secagg::GraphParameters SecureAggregationParams::graph() const {
+  return federated::secagg::derive_graph_parameters(fixed_point.max_devices, threat);
+}
+
+std::string SecureAggregationParams::planned_words() const {
+  const federated::secagg::GraphParameters g = graph();
+  std::ostringstream words;
+  words << "secure aggregation: " << g.devices << " devices a round, " << g.degree
+        << " neighbours each, threshold " << g.threshold << " (corrupt_fraction " << threat.corrupt_fraction
+        << ", dropout_fraction " << threat.dropout_fraction
+        << (threat.active_coordinator ? ", active coordinator" : "") << "); sums modulo 2^"
+        << fixed_point.bits << " in steps of " << fixed_point.step() << " over [-" << fixed_point.range
+        << ", " << fixed_point.range << "], example counts capped at " << fixed_point.max_weight;
+  return words.str();
+}
+
+void check_strategy_takes_secure_aggregation(const federated::Strategy& strategy) {
+  if (federated::contribution_kind_for(strategy) == federated::ContributionKind::WeightedSum) return;
+  throw ParameterRefused(std::string(kLabel) + " with strategy '" + strategy.name() +
+                         "': it aggregates each update apart, and secure aggregation gives the coordinator "
+                         "only their sum; it takes the strategies that aggregate a sum (fedavg, fedprox, "
+                         "fedavgm, fedadagrad, fedadam, fedyogi)");
+}
+
+}  // namespace tn::server

@@ -1,0 +1,54 @@
+// A task's secure aggregation (issue 20 points 1-3; docs/secure_aggregation.md): the
+// CreateTaskHeader's secure_aggregation block, validated and stored with the task's round
+// parameters. SecAgg+ (Bell, Bonawitz, Gascón, Lepoint and Raykova 2020) on tn_secagg: the
+// neighbour graph's degree and threshold derived from the threat model for devices_per_round
+// devices, and the fixed point each device quantises its update to.
+//
+// Rounds of such a task are not run yet: the task runner fails the task by name before its first
+// round (kSecureRoundsNotRunYet) rather than aggregate its updates in the clear.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "federated/fixed_point.h"
+#include "federated/secure_aggregation.h"
+#include "federated/strategy.h"
+#include "torchnative/federated/v1/admin.pb.h"
+
+namespace tn::server {
+
+namespace v1 = ::torchnative::federated::v1;
+
+// Why a secure aggregation task fails at its first round, until the stages are wired.
+extern const char* const kSecureRoundsNotRunYet;
+
+struct SecureAggregationParams {
+  federated::secagg::ThreatModel threat;
+  // max_devices is devices_per_round: no round selects more; noise_margin 0 (no distributed DP).
+  federated::secagg::FixedPointParameters fixed_point;
+
+  // The header's secure_aggregation, or nothing when it has none; zero bits, security_bits,
+  // correctness_bits and levels resolved to their defaults (32, 40, 20, the most that fit).
+  // Refuses (federated::ParameterRefused, naming the field): central_dp alongside;
+  // min_available_devices below devices_per_round (every round must select the devices the graph
+  // and the headroom were derived for); a threat model no graph on devices_per_round meets
+  // (fewer than 3 devices among them); min_updates below the derived threshold; a clip_range or
+  // l2_bound that is not positive and finite; max_weight 0; and fixed point without headroom.
+  static std::optional<SecureAggregationParams> from_header(const v1::CreateTaskHeader& header);
+  static SecureAggregationParams from_json(const nlohmann::json& stored);
+  nlohmann::json to_json() const;
+
+  // The graph's degree and threshold for a round of devices_per_round devices.
+  federated::secagg::GraphParameters graph() const;
+  // The parameters, for the TASK_CREATED event.
+  std::string planned_words() const;
+};
+
+// Refuses (federated::ParameterRefused) secure aggregation for a strategy that does not aggregate
+// a sum: the robust ones (median, trimmed mean, Krum) read each update apart, which the masks hide.
+void check_strategy_takes_secure_aggregation(const federated::Strategy& strategy);
+
+}  // namespace tn::server
