@@ -304,6 +304,143 @@ std::vector<T> channel_values(const std::optional<Tensor>& p, ScalarType t) {
   return std::vector<T>(c.data_as<T>(), c.data_as<T>() + c.numel());
 }
 
+// Writes per-channel values into an optional [C] tensor (the running statistics).
+template <typename T>
+void store_channel_values(const std::optional<Tensor>& target, const std::vector<T>& values) {
+  if (!target) return;
+  Tensor src = Tensor::empty({int64_t(values.size())},
+                             std::is_same_v<T, double> ? ScalarType::Double : ScalarType::Float);
+  std::copy(values.begin(), values.end(), src.data_as<T>());
+  target->copy_from(src);
+}
+
+// ---- batch_norm over strided memory: upstream's generic path (Normalization.cpp, compiled
+// without FMA), taken for an input (in the backward, an input or a gradient) that is not
+// dense in a standard layout: the mean and the gradient's sum by at::mean and at::sum, the
+// rest per channel, its reductions accumulated in double in TensorIterator's order and its
+// elementwise steps rounded in T one by one. ----
+
+// Upstream's is_contiguous there: dense row-major, or channels-last for 4-d and 5-d.
+bool dense_in_order(const Tensor& t, const std::vector<int64_t>& fastest_first) {
+  int64_t expected = 1;
+  for (int64_t d : fastest_first) {
+    if (t.sizes()[size_t(d)] != 1 && t.strides()[size_t(d)] != expected) return false;
+    expected *= t.sizes()[size_t(d)];
+  }
+  return true;
+}
+
+bool upstream_contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  if (t.dim() == 4) return dense_in_order(t, {1, 3, 2, 0});
+  return t.dim() == 5 && dense_in_order(t, {1, 4, 3, 2, 0});
+}
+
+// Every dim but the channels' (upstream's reduce_dims).
+std::vector<int64_t> non_channel_dims(const Tensor& x) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// Channel c of each (N, C, *) operand, its values in the order one serial loop over them all
+// visits them (the first operand's strides lead).
+template <typename T>
+std::vector<std::vector<T>> channel_walk(const std::vector<Tensor>& operands, int64_t c) {
+  std::vector<Tensor> planes;
+  for (const Tensor& t : operands) planes.push_back(ops::select(t, 1, c));
+  std::vector<std::vector<T>> values;
+  for (const Tensor& view : in_iteration_order(planes)) {
+    Tensor dense = view.contiguous();
+    values.emplace_back(dense.data_as<T>(), dense.data_as<T>() + dense.numel());
+  }
+  return values;
+}
+
+// The batch's mean (at::mean) and biased variance in double, the running statistics updated
+// in double with the double momentum.
+template <typename T>
+std::pair<Tensor, std::vector<double>> strided_statistics(const Tensor& x,
+                                                          const std::optional<Tensor>& running_mean,
+                                                          const std::optional<Tensor>& running_var,
+                                                          double momentum) {
+  ScalarType t = x.dtype();
+  int64_t channels = x.size(1), count = x.numel() / channels;
+  Tensor mean = ops::mean(x, non_channel_dims(x), false, std::nullopt).contiguous();
+  std::vector<T> rm = channel_values<T>(running_mean, t), rv = channel_values<T>(running_var, t);
+  std::vector<double> variance(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    double m = double(mean.data_as<T>()[c]), squares = 0;
+    std::vector<std::vector<T>> walk = channel_walk<T>({x}, c);
+    for (T v : walk[0]) squares += (double(v) - m) * (double(v) - m);
+    variance[size_t(c)] = squares / double(count);
+    if (running_mean) rm[size_t(c)] = T(momentum * m + (1 - momentum) * double(rm[size_t(c)]));
+    if (running_var)
+      rv[size_t(c)] = T(momentum * (squares / double(count - 1)) + (1 - momentum) * double(rv[size_t(c)]));
+  }
+  store_channel_values(running_mean, rm);
+  store_channel_values(running_var, rv);
+  return {mean, variance};
+}
+
+// y = ((x - mean) invstd) w + b, each step rounded in T; a contiguous output.
+template <typename T>
+Tensor strided_transform(const Tensor& x, const std::vector<T>& mean, const std::vector<T>& invstd,
+                         const std::vector<T>& weight, const std::vector<T>& bias) {
+  Tensor out = Tensor::empty(x.sizes(), x.dtype());
+  for (int64_t c = 0; c < x.size(1); ++c) {
+    T m = mean[size_t(c)], i = invstd[size_t(c)];
+    T w = weight.empty() ? T(1) : weight[size_t(c)], b = bias.empty() ? T(0) : bias[size_t(c)];
+    Tensor plane = ops::select(x, 1, c).contiguous();
+    Tensor result = Tensor::empty(plane.sizes(), x.dtype());
+    for (int64_t j = 0; j < plane.numel(); ++j)
+      result.data_as<T>()[j] = ((plane.data_as<T>()[j] - m) * i) * w + b;
+    ops::select(out, 1, c).copy_from(result);
+  }
+  return out;
+}
+
+// One channel's dx on the strided path: training takes away the mean gradient and the
+// projection (x - mean) k, evaluation only scales.
+template <typename T>
+Tensor strided_channel_grad_input(const Tensor& x, const Tensor& grad, int64_t c, ChannelGrad<T> g) {
+  Tensor xs = ops::select(x, 1, c).contiguous(), gs = ops::select(grad, 1, c).contiguous();
+  Tensor dx = Tensor::empty(xs.sizes(), x.dtype());
+  const T *pi = xs.data_as<T>(), *pg = gs.data_as<T>();
+  for (int64_t j = 0; j < xs.numel(); ++j) {
+    T v = g.train ? (pg[j] - g.grad_mean) - (pi[j] - g.mean) * g.k : pg[j];
+    dx.data_as<T>()[j] = v * g.invstd * g.w;
+  }
+  return dx;
+}
+
+// native_batch_norm_backward on the strided path; weight empty when absent.
+template <typename T>
+std::tuple<Tensor, Tensor, Tensor> strided_batch_norm_backward(const Tensor& grad, const Tensor& x,
+                                                               const std::vector<T>& weight,
+                                                               const std::vector<T>& mean,
+                                                               const std::vector<T>& invstd, bool train,
+                                                               const std::vector<bool>& mask) {
+  ScalarType t = x.dtype();
+  int64_t channels = x.size(1), count = x.numel() / channels;
+  Tensor sum = ops::sum(grad, non_channel_dims(x), false, std::nullopt).contiguous();
+  Tensor dx = mask[0] ? Tensor::empty(x.sizes(), t) : Tensor();
+  Tensor dw = mask[1] ? Tensor::empty({channels}, t) : Tensor();
+  Tensor db = mask[2] ? Tensor::empty({channels}, t) : Tensor();
+  for (int64_t c = 0; c < channels; ++c) {
+    T m = mean[size_t(c)], inv = invstd[size_t(c)], s = sum.data_as<T>()[c];
+    std::vector<std::vector<T>> walk = channel_walk<T>({x, grad}, c);
+    double dotp = 0;
+    for (size_t j = 0; j < walk[0].size(); ++j) dotp += double((walk[0][j] - m) * walk[1][j]);
+    T k = T(dotp) * inv * inv / T(count), grad_mean = s / T(count);
+    ChannelGrad<T> g{m, inv, weight.empty() ? T(1) : weight[size_t(c)], k, grad_mean, train, false};
+    if (dx.defined()) ops::select(dx, 1, c).copy_from(strided_channel_grad_input(x, grad, c, g));
+    if (dw.defined()) dw.data_as<T>()[c] = T(dotp * double(inv));
+    if (db.defined()) db.data_as<T>()[c] = s;
+  }
+  return {dx, dw, db};
+}
+
 // One batch's statistics of a contiguous float or double input: the mean and the biased
 // variance (the sum of squares divided in T, as upstream divides it), with the running
 // statistics updated as Normalization.cpp does (in its types: the momentum as T, the unbiased
@@ -326,18 +463,64 @@ std::pair<Tensor, Tensor> batch_statistics(const Tensor& x, const std::optional<
       rv[size_t(c)] = T(double(m) * double(unbiased) + double((1 - m) * rv[size_t(c)]));
     }
   }
-  auto store = [&](const std::optional<Tensor>& target, const std::vector<T>& values) {
-    if (!target) return;
-    Tensor src = Tensor::empty({s.channels}, t);
-    std::copy(values.begin(), values.end(), src.data_as<T>());
-    target->copy_from(src);
-  };
-  store(running_mean, rm);
-  store(running_var, rv);
+  store_channel_values(running_mean, rm);
+  store_channel_values(running_var, rv);
   return {mean, var};
 }
 
-// native_batch_norm of a contiguous float or double input whose parameters share its dtype:
+// Upstream's InvStd of a biased variance, in double.
+double inverse_std(double var, double eps) { return var != 0 || eps != 0 ? 1 / std::sqrt(var + eps) : 0; }
+
+// What native_batch_norm normalizes with: save_mean and save_invstd (empty in evaluation) and
+// the per-channel mean and invstd as T.
+template <typename T>
+struct Normalizer {
+  Tensor save_mean, save_invstd;
+  std::vector<T> mean, invstd;
+};
+
+// Training: the batch's statistics (the running ones updated); evaluation: the running ones,
+// invstd computed in T.
+template <typename T>
+Normalizer<T> normalizer(const Tensor& x, const std::optional<Tensor>& running_mean,
+                         const std::optional<Tensor>& running_var, bool training, double momentum,
+                         double eps) {
+  ScalarType t = x.dtype();
+  int64_t channels = x.size(1);
+  Normalizer<T> n{Tensor::empty({0}, t), Tensor::empty({0}, t), {}, std::vector<T>(size_t(channels))};
+  if (!training) {
+    n.mean = channel_values<T>(running_mean, t);
+    std::vector<T> rv = channel_values<T>(running_var, t);
+    for (int64_t c = 0; c < channels; ++c) n.invstd[size_t(c)] = T(1) / std::sqrt(rv[size_t(c)] + T(eps));
+    return n;
+  }
+  std::vector<double> variance(static_cast<size_t>(channels));
+  if (upstream_contiguous(x)) {
+    Tensor biased;
+    std::tie(n.save_mean, biased) = batch_statistics<T>(x.contiguous(), running_mean, running_var, momentum);
+    for (int64_t c = 0; c < channels; ++c) variance[size_t(c)] = double(biased.data_as<T>()[c]);
+  } else {
+    std::tie(n.save_mean, variance) = strided_statistics<T>(x, running_mean, running_var, momentum);
+  }
+  n.save_invstd = Tensor::empty({channels}, t);
+  for (int64_t c = 0; c < channels; ++c) n.invstd[size_t(c)] = T(inverse_std(variance[size_t(c)], eps));
+  std::copy(n.invstd.begin(), n.invstd.end(), n.save_invstd.template data_as<T>());
+  n.mean.assign(n.save_mean.template data_as<T>(), n.save_mean.template data_as<T>() + channels);
+  return n;
+}
+
+// batch_norm_update_stats's mean and biased variance, on the dense or the strided path.
+template <typename T>
+std::pair<Tensor, Tensor> update_statistics(const Tensor& x, const std::optional<Tensor>& running_mean,
+                                            const std::optional<Tensor>& running_var, double momentum) {
+  if (upstream_contiguous(x)) return batch_statistics<T>(x.contiguous(), running_mean, running_var, momentum);
+  auto [mean, variance] = strided_statistics<T>(x, running_mean, running_var, momentum);
+  Tensor biased = Tensor::empty({x.size(1)}, x.dtype());
+  std::transform(variance.begin(), variance.end(), biased.data_as<T>(), [](double v) { return T(v); });
+  return {mean, biased};
+}
+
+// native_batch_norm of a float or double input whose parameters share its dtype:
 // (output, save_mean, save_invstd), the saved ones empty in evaluation.
 template <typename T>
 std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::optional<Tensor>& weight,
@@ -346,34 +529,20 @@ std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::
                                                     const std::optional<Tensor>& running_var, bool training,
                                                     double momentum, double eps) {
   ScalarType t = x.dtype();
-  BatchNormShape s = batch_norm_shape(x);
-  Tensor mean = Tensor::empty({0}, t), invstd = Tensor::empty({0}, t);
-  std::vector<T> means(size_t(s.channels)), invstds(size_t(s.channels));
-  if (training) {
-    Tensor var;
-    std::tie(mean, var) = batch_statistics<T>(x, running_mean, running_var, momentum);
-    invstd = Tensor::empty({s.channels}, t);
-    for (int64_t c = 0; c < s.channels; ++c) {
-      double v = double(var.data_as<T>()[c]);  // upstream's InvStd, in double
-      invstd.data_as<T>()[c] = v != 0 || eps != 0 ? T(1 / std::sqrt(v + eps)) : T(0);
-    }
-    means.assign(mean.data_as<T>(), mean.data_as<T>() + s.channels);
-    invstds.assign(invstd.data_as<T>(), invstd.data_as<T>() + s.channels);
-  } else {
-    means = channel_values<T>(running_mean, t);
-    std::vector<T> rv = channel_values<T>(running_var, t);
-    for (int64_t c = 0; c < s.channels; ++c) invstds[size_t(c)] = T(1) / std::sqrt(rv[size_t(c)] + T(eps));
-  }
-  // Upstream's linear and constant terms: alpha = invstd w, beta = b - mean alpha (an FMA).
-  std::vector<T> alpha(size_t(s.channels)), beta(size_t(s.channels));
+  Normalizer<T> n = normalizer<T>(x, running_mean, running_var, training, momentum, eps);
   std::vector<T> w = channel_values<T>(weight, t), b = channel_values<T>(bias, t);
+  if (!upstream_contiguous(x))
+    return {strided_transform<T>(x, n.mean, n.invstd, w, b), n.save_mean, n.save_invstd};
+  // Upstream's linear and constant terms: alpha = invstd w, beta = b - mean alpha (an FMA).
+  BatchNormShape s = batch_norm_shape(x);
+  std::vector<T> alpha(size_t(s.channels)), beta(size_t(s.channels));
   for (size_t c = 0; c < size_t(s.channels); ++c) {
-    alpha[c] = invstds[c] * (weight ? w[c] : T(1));
-    beta[c] = std::fma(-means[c], alpha[c], bias ? b[c] : T(0));
+    alpha[c] = n.invstd[c] * (weight ? w[c] : T(1));
+    beta[c] = std::fma(-n.mean[c], alpha[c], bias ? b[c] : T(0));
   }
-  Tensor out = Tensor::empty(x.sizes(), t);
-  apply_affine(x.data_as<T>(), out.data_as<T>(), s, alpha.data(), beta.data());
-  return {out, mean, invstd};
+  Tensor dense = x.contiguous(), out = Tensor::empty(x.sizes(), t);
+  apply_affine(dense.data_as<T>(), out.data_as<T>(), s, alpha.data(), beta.data());
+  return {out, n.save_mean, n.save_invstd};
 }
 
 // Upstream's checks of a batch_norm call, in its order; float, double and bfloat16 pass.
@@ -413,10 +582,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
   check_batch_norm_call(input, weight, bias, running_mean, running_var, training);
   ScalarType t = input.dtype();
   if (t == ScalarType::Double)
-    return fused_batch_norm<double>(input.contiguous(), weight, bias, running_mean, running_var, training,
-                                    momentum, eps);
-  auto [out, mean, invstd] = fused_batch_norm<float>(input.to(ScalarType::Float).contiguous(), weight, bias,
-                                                     running_mean, running_var, training, momentum, eps);
+    return fused_batch_norm<double>(input, weight, bias, running_mean, running_var, training, momentum, eps);
+  auto [out, mean, invstd] = fused_batch_norm<float>(input.to(ScalarType::Float), weight, bias, running_mean,
+                                                     running_var, training, momentum, eps);
   ScalarType saved = statistics_dtype(input, weight ? weight : running_mean);
   return {out.to(t), mean.to(saved), invstd.to(saved)};
 }
@@ -429,16 +597,17 @@ std::tuple<Tensor, Tensor> batch_norm_update_stats(const Tensor& input,
                                                    double momentum) {
   check_batch_norm_call(input, std::nullopt, std::nullopt, running_mean, running_var, true);
   if (input.dtype() == ScalarType::Double)
-    return batch_statistics<double>(input.contiguous(), running_mean, running_var, momentum);
+    return update_statistics<double>(input, running_mean, running_var, momentum);
   auto [mean, var] =
-      batch_statistics<float>(input.to(ScalarType::Float).contiguous(), running_mean, running_var, momentum);
+      update_statistics<float>(input.to(ScalarType::Float), running_mean, running_var, momentum);
   ScalarType saved = statistics_dtype(input, running_mean);
   return {mean.to(saved), var.to(saved)};
 }
 
-// native_batch_norm_backward of contiguous float or double tensors: training reads the saved
-// mean and invstd, evaluation the running statistics (invstd as upstream's backward makes it,
-// in double). Results where `mask` asks, in the input's dtype.
+// native_batch_norm_backward of float or double tensors: training reads the saved mean and
+// invstd, evaluation the running statistics (invstd as upstream's backward makes it, in
+// double). Results where `mask` asks, in the input's dtype. Upstream's kernels need the input
+// and the gradient dense in one layout; anything else takes its strided path.
 template <typename T>
 std::tuple<Tensor, Tensor, Tensor> fused_batch_norm_backward(const Tensor& grad, const Tensor& x,
                                                              const std::optional<Tensor>& weight,
@@ -452,11 +621,14 @@ std::tuple<Tensor, Tensor, Tensor> fused_batch_norm_backward(const Tensor& grad,
   std::vector<T> invstd = channel_values<T>(invstd_or_var, t);
   if (!train)
     for (T& v : invstd) v = T(1 / std::sqrt(double(v) + eps));
+  if (!upstream_contiguous(x) || !upstream_contiguous(grad) || x.is_contiguous() != grad.is_contiguous())
+    return strided_batch_norm_backward<T>(grad, x, w, means, invstd, train, mask);
+  Tensor dense_x = x.contiguous(), dense_grad = grad.contiguous();
   Tensor dx = mask[0] ? Tensor::empty(x.sizes(), t) : Tensor();
   Tensor dw = mask[1] ? Tensor::empty({s.channels}, t) : Tensor();
   Tensor db = mask[2] ? Tensor::empty({s.channels}, t) : Tensor();
   auto data = [](const Tensor& r) { return r.defined() ? r.data_as<T>() : nullptr; };
-  channel_backward(BackwardArgs<T>{x.data_as<T>(), grad.data_as<T>(), weight ? w.data() : nullptr,
+  channel_backward(BackwardArgs<T>{dense_x.data_as<T>(), dense_grad.data_as<T>(), weight ? w.data() : nullptr,
                                    means.data(), invstd.data(), data(dx), data(dw), data(db), s, train});
   return {dx, dw, db};
 }
@@ -476,11 +648,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   if (t != ScalarType::Float && t != ScalarType::Double && t != ScalarType::BFloat16)
     dtype_not_implemented("batch_norm_backward_cpu", t);
   if (t == ScalarType::Double)
-    return fused_batch_norm_backward<double>(grad.to(t).contiguous(), input.contiguous(), weight, mean,
-                                             spread, train, eps, mask);
+    return fused_batch_norm_backward<double>(grad.to(t), input, weight, mean, spread, train, eps, mask);
   ScalarType f = ScalarType::Float;
-  auto [dx, dw, db] = fused_batch_norm_backward<float>(grad.to(f).contiguous(), input.to(f).contiguous(),
-                                                       weight, mean, spread, train, eps, mask);
+  auto [dx, dw, db] =
+      fused_batch_norm_backward<float>(grad.to(f), input.to(f), weight, mean, spread, train, eps, mask);
   ScalarType params = weight ? weight->dtype() : mean->dtype();
   auto cast = [](const Tensor& r, ScalarType to) { return r.defined() ? r.to(to) : r; };
   return {cast(dx, t), cast(dw, params), cast(db, params)};
@@ -726,10 +897,19 @@ TN_KERNEL("aten::native_layer_norm_backward", {
 });
 // Decomposed for autograd (record.cpp): native_batch_norm's node saves the batch statistics the
 // output was normalized with, as upstream's, so the backward need not recompute them.
+// An input without elements (a batch of none) is upstream's _batch_norm_impl_index's case: a copy
+// scaled by weight[0] and shifted by bias[0], so gradients reach both; nothing else is read.
 TN_KERNEL("aten::batch_norm", {
-  return std::get<0>(ops::native_batch_norm(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2),
-                                            a.optional_tensor(3), a.optional_tensor(4), a.boolean(5),
-                                            a.real(6), a.real(7)));
+  const Tensor& x = a.tensor(0);
+  std::optional<Tensor> weight = a.optional_tensor(1), bias = a.optional_tensor(2);
+  if (x.dim() >= 2 && x.numel() == 0) {
+    Tensor out = ops::clone(x, std::nullopt);
+    if (weight) out = ops::mul(out, ops::select(*weight, 0, 0));
+    if (bias) out = ops::add(out, ops::select(*bias, 0, 0), Scalar(int64_t{1}));
+    return out;
+  }
+  return std::get<0>(ops::native_batch_norm(x, weight, bias, a.optional_tensor(3), a.optional_tensor(4),
+                                            a.boolean(5), a.real(6), a.real(7)));
 });
 TN_KERNEL("aten::native_batch_norm", {
   auto [out, mean, invstd] =

@@ -5,13 +5,13 @@ values are derived from them) and what -k PATTERN matches.
 """
 
 from cases import (aliasing, aliasing_index, conversions, creation, elementwise, errors, foreach, gradients, indexing,
-                   linalg, nn, reductions, rng, shapes, storage)
+                   linalg, nn, nn_training, reductions, rng, shapes, storage)
 
-FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, conversions, rng, errors, storage,
-            aliasing, aliasing_index, foreach)
+FAMILIES = (creation, elementwise, reductions, linalg, shapes, indexing, nn, nn_training, conversions, rng, errors,
+            storage, aliasing, aliasing_index, foreach)
 # The families whose floating cases get gradient and gradcheck twins (cases/gradients.py): the operators;
 # not the factories, the random draws (compared bit-exactly), the error cases or the sweeps.
-DIFFERENTIATED = (elementwise, reductions, linalg, shapes, indexing, nn, conversions)
+DIFFERENTIATED = (elementwise, reductions, linalg, shapes, indexing, nn, nn_training, conversions)
 
 
 def catalog():
