@@ -667,3 +667,60 @@ def test_training_step_agrees_with_upstream(name, tmp_path):
     assert numpy.array_equal(ours["shapes"], upstream["shapes"]) and str(ours["dtype"]) == str(upstream["dtype"])
     difference = record_difference(upstream, ours, reference)
     assert difference is None, f"{name}, loss and gradients: {difference}"
+
+BATCH_NORM_STEPS = r'''
+LAYOUT, DTYPE = "{layout}", torch.{dtype}
+
+
+def hexes(tensor):
+    return [value.hex() for value in tensor.detach().flatten().tolist()]
+
+
+class Net(torch.nn.Module):
+    """Linear, then BatchNorm1d over (8, 4) rows, (8, 4, 3) planes or those planes transposed
+    from (8, 3, 4), then Linear: the batch norm sees the layout a model would give it."""
+
+    def __init__(self):
+        super().__init__()
+        width = 4 if LAYOUT == "rows" else 12
+        self.first, self.norm, self.last = torch.nn.Linear(5, width), torch.nn.BatchNorm1d(4), torch.nn.Linear(width, 2)
+
+    def forward(self, x):
+        h = self.first(x)
+        if LAYOUT == "planes":
+            h = h.view(8, 4, 3)
+        elif LAYOUT == "transposed":
+            h = h.view(8, 3, 4).transpose(1, 2)
+        return self.last(self.norm(h).reshape(8, -1))
+
+
+def main():
+    torch.manual_seed(0)
+    net = Net().to(DTYPE)
+    data, target = torch.randn(8, 5, dtype=DTYPE), torch.randn(8, 2, dtype=DTYPE)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    record = {{}}
+    for step in range(5):
+        optimizer.zero_grad()
+        out = net(data * (1 + 0.5 * step))
+        loss = torch.nn.functional.mse_loss(out, target)
+        loss.backward()
+        record["step%d" % step] = {{"out": hexes(out), "loss": hexes(loss),
+                                    "grads": {{name: hexes(p.grad) for name, p in net.named_parameters()}},
+                                    "running": [hexes(net.norm.running_mean), hexes(net.norm.running_var)]}}
+        optimizer.step()
+    net.eval()
+    record["eval"] = hexes(net(data))
+    record["parameters"] = {{name: hexes(p) for name, p in net.named_parameters()}}
+    return record
+'''
+
+
+# Five SGD steps of a model with BatchNorm1d in training mode and an mse loss, then its eval
+# forward: outputs, loss, every parameter's gradient and the running statistics at each step
+# compared as hex floats, bit for bit (issue 18: a model trains on the shim as on upstream).
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["rows", "planes", "transposed"])
+def test_batch_norm_training_steps_have_upstreams_bits(layout, dtype, tmp_path):
+    body = BATCH_NORM_STEPS.format(layout=layout, dtype=dtype)
+    assert_agree(*run_both(body, tmp_path))
