@@ -32,6 +32,7 @@ struct SecAggRefused : Refused {
     BadKey,               // a public key that gives no shared secret (low order point)
     BothSharesRequested,  // both kinds of share of one device asked for in one unmask request
     BadEnvelope,          // an encrypted share bundle that does not open or is not addressed here
+    OutOfOrder,           // a stage's message before its stage, after it, or a second time (a replay)
   };
   SecAggRefused(Reason why, const std::string& message) : Refused(message), reason(why) {}
   Reason reason;

@@ -1,0 +1,120 @@
+// SecAgg+'s stages as two state machines (issue 20 points 1 and 3; docs/secure_aggregation.md),
+// one per device and one for the coordinator, transport-agnostic: the coordinator's round feeds
+// them what devices send and relays what they return. Bell, Bonawitz, Gascón, Lepoint and Raykova
+// 2020, the protocol's rounds 0-4 (advertise keys, share keys, masked input, [consistency check,]
+// unmask), with their aborts: a party stops when fewer than the threshold t remain at a stage.
+//
+// Each stage's message is taken once, in its stage: a second one or one out of order is refused
+// by name (OutOfOrder), so that a replayed stage changes nothing. The consistency-check stage
+// (devices sign the survivor set, against a coordinator that shows them different sets) is not
+// implemented: without it, these sessions are secure against a semi-honest coordinator only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "federated/secure_aggregation.h"
+
+namespace tn::federated::secagg {
+
+using Envelopes = std::map<DeviceIndex, std::vector<uint8_t>>;  // by recipient, or by sender
+
+// One device's round. `identities` are the registered identity keys of the round's devices, by
+// index (assumed authentic: the registry is not protected by secure aggregation).
+class DeviceSession {
+ public:
+  DeviceSession(std::string round_id, DeviceIndex me, IdentityKeys identity,
+                std::map<DeviceIndex, Bytes32> identities, uint32_t threshold, unsigned bits);
+
+  // Stage 1: this device's signed round keys.
+  KeyAdvertisement advertise_keys();
+  // Stage 2: its neighbours' advertisements as relayed (each checked against the neighbour's
+  // identity: a substituted key is refused, BadSignature); the shares of its self-mask seed and
+  // mask secret, sealed per neighbour. Refuses (BelowThreshold) fewer than t neighbours.
+  Envelopes share_keys(const std::map<DeviceIndex, KeyAdvertisement>& neighbours);
+  // Stage 3: the envelopes its neighbours sealed for it (by sender), opened and kept; `input`
+  // masked with its self mask and the pairwise masks of those senders. Refuses (BelowThreshold)
+  // fewer than t senders, and a sender that did not advertise to it (BadEnvelope).
+  std::vector<uint32_t> masked_input(const Envelopes& received, const std::vector<uint32_t>& input);
+  // Stage 5: the shares the coordinator asks for. Refuses a request that lists one device among
+  // both survivors and dropped (BothSharesRequested), one that does not list this device among the
+  // survivors or lists fewer than t survivors (Parameter).
+  std::vector<RevealedShare> unmask(const UnmaskRequest& request);
+
+ private:
+  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, Unmask, Done };
+  void enter(Stage expected, const char* what);
+
+  std::string round_id_;
+  DeviceIndex me_;
+  IdentityKeys identity_;
+  std::map<DeviceIndex, Bytes32> identities_;
+  uint32_t threshold_;
+  unsigned bits_;
+  RoundSecrets secrets_ = RoundSecrets::generate();
+  Stage stage_ = Stage::AdvertiseKeys;
+  std::map<DeviceIndex, KeyAdvertisement> neighbours_;  // those that advertised
+  std::map<DeviceIndex, HeldShares> held_;              // from those that shared
+};
+
+// The coordinator's round over devices 0..n-1 (their identity keys by index), a random Harary
+// graph of the given degree from `graph_seed`, masked inputs of `words` words modulo 2^bits.
+// Each close_* ends a stage and refuses (BelowThreshold, naming the stage) to go on with fewer
+// than t devices left: the round is then abandoned.
+class CoordinatorSession {
+ public:
+  CoordinatorSession(std::string round_id, std::vector<Bytes32> identities, const GraphParameters& graph,
+                     const Bytes32& graph_seed, unsigned bits, size_t words);
+
+  const NeighbourGraph& graph() const { return graph_; }
+
+  // Stage 1. Refuses a device outside the round, a bad signature (BadSignature) and a second
+  // advertisement or one after the stage (OutOfOrder).
+  void receive_advertisement(const KeyAdvertisement& advertisement);
+  void close_advertising();
+  // What device `d` gets for stage 2: its neighbours' advertisements, of those that advertised.
+  std::map<DeviceIndex, KeyAdvertisement> keys_for(DeviceIndex d) const;
+
+  // Stage 2: `sender`'s envelopes by recipient, exactly one for each neighbour that advertised.
+  void receive_shares(DeviceIndex sender, Envelopes envelopes);
+  void close_sharing();
+  // What device `d` gets for stage 3: the envelopes sealed for it, by sender.
+  Envelopes envelopes_for(DeviceIndex d) const;
+
+  // Stage 3: a masked input of a device that shared its keys, added to the sum (a vector of the
+  // wrong length or with a word not below 2^bits is refused and the sum left as it was).
+  void receive_masked_input(DeviceIndex sender, const std::vector<uint32_t>& masked);
+  // Ends stage 3: the unmask request every survivor gets.
+  UnmaskRequest close_masking();
+
+  // Stage 5: a survivor's revealed shares, each of a neighbour of its and of the kind requested.
+  void receive_unmask_response(DeviceIndex sender, const std::vector<RevealedShare>& shares);
+  // The sum of the survivors' inputs modulo 2^bits. Refuses a device with fewer than t shares
+  // revealed (BelowThreshold, from reconstruct_secrets).
+  std::vector<uint32_t> close_unmasking();
+  // The devices whose inputs the sum holds (ascending), once masking has closed.
+  const std::vector<DeviceIndex>& survivors() const { return request_.survivors; }
+
+ private:
+  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, Unmask, Done };
+  void require(Stage expected, DeviceIndex sender, const char* what) const;
+  void close(Stage stage, size_t remaining, const char* what);
+
+  std::string round_id_;
+  std::vector<Bytes32> identities_;
+  uint32_t threshold_;
+  NeighbourGraph graph_;
+  unsigned bits_;
+  Stage stage_ = Stage::AdvertiseKeys;
+  std::map<DeviceIndex, KeyAdvertisement> advertised_;
+  std::map<DeviceIndex, Envelopes> shared_;  // by sender, by recipient
+  std::set<DeviceIndex> masked_;
+  std::vector<uint32_t> sum_;
+  UnmaskRequest request_;
+  std::map<DeviceIndex, std::vector<RevealedShare>> revealed_;
+};
+
+}  // namespace tn::federated::secagg

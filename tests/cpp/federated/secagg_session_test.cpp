@@ -1,0 +1,191 @@
+// SecAgg+'s stages as state machines (secure_session.h): devices' DeviceSessions and the
+// CoordinatorSession exchange what a transport would carry; devices vanish at each stage; the
+// unmasked sum equals, bit for bit, the survivors' inputs summed here modulo 2^bits; a round with
+// fewer than t devices left at a stage is abandoned by name; replayed or out-of-order stages, a
+// substituted key and a request for both shares of a device are refused by name.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "federated/secure_session.h"
+#include "secagg_test_util.h"
+
+namespace tn::federated::secagg {
+namespace {
+
+using Reason = SecAggRefused::Reason;
+
+constexpr unsigned kBits = 20;
+constexpr size_t kWords = 64;
+constexpr const char* kRound = "task-9/4";
+
+// Where each vanishing device stops: before advertising, after advertising, after sharing its
+// keys, after sending its masked input (it does not answer the unmask request).
+struct Dropouts {
+  std::set<DeviceIndex> before_advertising, after_advertising, after_sharing, after_masking;
+};
+
+class Fleet {
+ public:
+  explicit Fleet(uint32_t devices)
+      : graph_(derive_graph_parameters(devices, {.corrupt_fraction = 0.05, .dropout_fraction = 0.33})) {
+    std::mt19937 random(3);
+    std::map<DeviceIndex, Bytes32> registry;
+    std::vector<Bytes32> public_keys;
+    for (DeviceIndex d = 0; d < devices; ++d) {
+      identities_.push_back(IdentityKeys::generate());
+      registry[d] = identities_.back().public_key;
+      public_keys.push_back(identities_.back().public_key);
+      std::vector<uint32_t> input(kWords);
+      for (uint32_t& word : input) word = random() & ((1u << kBits) - 1);
+      inputs_.push_back(input);
+    }
+    for (DeviceIndex d = 0; d < devices; ++d)
+      sessions_.emplace_back(kRound, d, identities_[d], registry, graph_.threshold, kBits);
+    coordinator_.emplace(kRound, public_keys, graph_, Bytes32{7}, kBits, kWords);
+  }
+
+  uint32_t threshold() const { return graph_.threshold; }
+  DeviceSession& device(DeviceIndex d) { return sessions_[d]; }
+  CoordinatorSession& coordinator() { return *coordinator_; }
+  const std::vector<uint32_t>& input(DeviceIndex d) const { return inputs_[d]; }
+
+  // Every stage up to the unmask request, with the dropouts before it; the devices that took
+  // part in each stage.
+  UnmaskRequest run_to_unmask(const Dropouts& dropouts) {
+    std::set<DeviceIndex> live;
+    for (DeviceIndex d = 0; d < sessions_.size(); ++d)
+      if (!dropouts.before_advertising.contains(d)) live.insert(d);
+    for (DeviceIndex d : live) coordinator_->receive_advertisement(sessions_[d].advertise_keys());
+    coordinator_->close_advertising();
+    std::erase_if(live, [&](DeviceIndex d) { return dropouts.after_advertising.contains(d); });
+    for (DeviceIndex d : live)
+      coordinator_->receive_shares(d, sessions_[d].share_keys(coordinator_->keys_for(d)));
+    coordinator_->close_sharing();
+    std::erase_if(live, [&](DeviceIndex d) { return dropouts.after_sharing.contains(d); });
+    for (DeviceIndex d : live)
+      coordinator_->receive_masked_input(
+          d, sessions_[d].masked_input(coordinator_->envelopes_for(d), inputs_[d]));
+    return coordinator_->close_masking();
+  }
+
+  std::vector<uint32_t> unmask(const UnmaskRequest& request, const std::set<DeviceIndex>& silent) {
+    for (DeviceIndex d : request.survivors)
+      if (!silent.contains(d)) coordinator_->receive_unmask_response(d, sessions_[d].unmask(request));
+    return coordinator_->close_unmasking();
+  }
+
+  // The survivors' inputs summed here, word by word modulo 2^bits.
+  std::vector<uint32_t> plain_sum(const std::vector<DeviceIndex>& survivors) const {
+    std::vector<uint32_t> sum(kWords, 0);
+    for (DeviceIndex d : survivors)
+      for (size_t i = 0; i < kWords; ++i) sum[i] = (sum[i] + inputs_[d][i]) & ((1u << kBits) - 1);
+    return sum;
+  }
+
+ private:
+  GraphParameters graph_;
+  std::vector<IdentityKeys> identities_;
+  std::vector<std::vector<uint32_t>> inputs_;
+  std::vector<DeviceSession> sessions_;
+  std::optional<CoordinatorSession> coordinator_;
+};
+
+TEST(SecAggSession, TheUnmaskedSumIsTheSurvivorsInputsWithADropoutAtEveryStage) {
+  Fleet fleet(16);
+  const Dropouts dropouts{{1}, {2}, {3, 4}, {5}};
+  const UnmaskRequest request = fleet.run_to_unmask(dropouts);
+  std::vector<DeviceIndex> expected;  // device 5 sent its masked input: its input is in the sum
+  for (DeviceIndex d = 0; d < 16; ++d)
+    if (d < 1 || d > 4) expected.push_back(d);
+  EXPECT_EQ(request.survivors, expected);
+  EXPECT_EQ(request.dropped, (std::vector<DeviceIndex>{3, 4}));  // shared their keys, masked nothing
+  const std::vector<uint32_t> sum = fleet.unmask(request, dropouts.after_masking);
+  EXPECT_EQ(sum, fleet.plain_sum(request.survivors));
+  EXPECT_EQ(fleet.coordinator().survivors(), expected);
+}
+
+TEST(SecAggSession, TheUnmaskedSumIsTheSumOfAllInputsWithoutDropouts) {
+  Fleet fleet(8);
+  const UnmaskRequest request = fleet.run_to_unmask({});
+  EXPECT_TRUE(request.dropped.empty());
+  EXPECT_EQ(fleet.unmask(request, {}), fleet.plain_sum(request.survivors));
+}
+
+TEST(SecAggSession, ARoundWithFewerThanTheThresholdLeftIsAbandonedByName) {
+  Fleet fleet(8);
+  std::set<DeviceIndex> most;
+  for (DeviceIndex d = fleet.threshold() - 1; d < 8; ++d) most.insert(d);  // t - 1 devices mask
+  const Refusal refusal = refusal_of([&] { fleet.run_to_unmask({{}, {}, most, {}}); });
+  EXPECT_EQ(refusal.reason, Reason::BelowThreshold);
+  EXPECT_NE(refusal.message.find(std::to_string(fleet.threshold() - 1) +
+                                 " devices sent their masked input, below the threshold " +
+                                 std::to_string(fleet.threshold()) + ": the round is abandoned"),
+            std::string::npos)
+      << refusal.message;
+}
+
+TEST(SecAggSession, ReplayedAndOutOfOrderStagesAreRefusedByName) {
+  Fleet fleet(8);
+  const KeyAdvertisement keys = fleet.device(0).advertise_keys();
+  fleet.coordinator().receive_advertisement(keys);
+  Refusal refusal = refusal_of([&] { fleet.coordinator().receive_advertisement(keys); });
+  EXPECT_EQ(refusal.reason, Reason::OutOfOrder);
+  EXPECT_NE(refusal.message.find("device 0 advertised its keys a second time"), std::string::npos);
+  refusal = refusal_of([&] { fleet.device(0).advertise_keys(); });
+  EXPECT_EQ(refusal.reason, Reason::OutOfOrder);
+  EXPECT_NE(
+      refusal.message.find("was asked for its keys at stage share keys: a stage out of order or replayed"),
+      std::string::npos)
+      << refusal.message;
+  refusal = refusal_of([&] { fleet.device(1).masked_input({}, fleet.input(1)); });
+  EXPECT_EQ(refusal.reason, Reason::OutOfOrder);
+  refusal = refusal_of([&] { fleet.coordinator().receive_masked_input(0, fleet.input(0)); });
+  EXPECT_EQ(refusal.reason, Reason::OutOfOrder);
+  EXPECT_NE(refusal.message.find("device 0's masked input came at stage advertise keys"), std::string::npos);
+}
+
+TEST(SecAggSession, ADeviceRefusesASubstitutedKeyAndARequestForBothShares) {
+  Fleet fleet(8);
+  for (DeviceIndex d = 0; d < 8; ++d)
+    fleet.coordinator().receive_advertisement(fleet.device(d).advertise_keys());
+  fleet.coordinator().close_advertising();
+  std::map<DeviceIndex, KeyAdvertisement> keys = fleet.coordinator().keys_for(0);
+  const DeviceIndex victim = keys.begin()->first;
+  keys.begin()->second.mask_key =
+      RoundSecrets::generate().advertise(victim, kRound, IdentityKeys::generate()).mask_key;
+  Refusal refusal = refusal_of([&] { fleet.device(0).share_keys(keys); });
+  EXPECT_EQ(refusal.reason, Reason::BadSignature);
+  EXPECT_NE(refusal.message.find(std::to_string(victim)), std::string::npos) << refusal.message;
+
+  Fleet honest(8);
+  const UnmaskRequest request = honest.run_to_unmask({});
+  UnmaskRequest both = request;
+  both.dropped.push_back(honest.coordinator().graph().neighbours(0).front());
+  refusal = refusal_of([&] { honest.device(0).unmask(both); });
+  EXPECT_EQ(refusal.reason, Reason::BothSharesRequested);
+}
+
+TEST(SecAggSession, TheCoordinatorRefusesWhatItCouldNotUnmask) {
+  Fleet fleet(8);
+  for (DeviceIndex d = 0; d < 8; ++d)
+    fleet.coordinator().receive_advertisement(fleet.device(d).advertise_keys());
+  fleet.coordinator().close_advertising();
+  for (DeviceIndex d = 1; d < 8; ++d)
+    fleet.coordinator().receive_shares(d, fleet.device(d).share_keys(fleet.coordinator().keys_for(d)));
+  Envelopes missing_one = fleet.device(0).share_keys(fleet.coordinator().keys_for(0));
+  missing_one.erase(missing_one.begin());
+  Refusal refusal = refusal_of([&] { fleet.coordinator().receive_shares(0, missing_one); });
+  EXPECT_NE(refusal.message.find("device 0 sealed shares for {"), std::string::npos) << refusal.message;
+  fleet.coordinator().close_sharing();
+  refusal = refusal_of([&] { fleet.coordinator().receive_masked_input(0, fleet.input(0)); });
+  EXPECT_NE(refusal.message.find("device 0 sent a masked input without sharing its keys"), std::string::npos);
+  std::vector<uint32_t> wide = fleet.input(1);
+  wide[3] = 1u << kBits;
+  refusal = refusal_of([&] { fleet.coordinator().receive_masked_input(1, wide); });
+  EXPECT_NE(refusal.message.find("device 1's masked input"), std::string::npos) << refusal.message;
+}
+
+}  // namespace
+}  // namespace tn::federated::secagg
