@@ -37,10 +37,11 @@ Overlap overlap(const Tensor& a, const Tensor& b) {
   if (a.numel() == 0 || b.numel() == 0) return Overlap::No;
   if (!is_non_overlapping_and_dense(a) || !is_non_overlapping_and_dense(b)) return Overlap::TooHard;
   if (a.storage() != b.storage()) return Overlap::No;
-  const char* a_begin = a.data();
-  const char* a_end = a_begin + a.numel() * int64_t(a.itemsize());
-  const char* b_begin = b.data();
-  const char* b_end = b_begin + b.numel() * int64_t(b.itemsize());
+  // Byte offsets in the shared storage (a meta storage has no addresses).
+  int64_t a_begin = a.offset() * int64_t(a.itemsize());
+  int64_t a_end = a_begin + a.numel() * int64_t(a.itemsize());
+  int64_t b_begin = b.offset() * int64_t(b.itemsize());
+  int64_t b_end = b_begin + b.numel() * int64_t(b.itemsize());
   if (a_begin == b_begin && a_end == b_end)
     return a.strides() == b.strides() ? Overlap::Full : Overlap::Partial;
   return a_begin < b_end && b_begin < a_end ? Overlap::Partial : Overlap::No;

@@ -10,6 +10,8 @@
 namespace tn {
 
 namespace {
+thread_local bool meta_allocation = false;
+
 // 64-byte alignment matches what vectorized kernels and numpy expect.
 void* allocate_aligned(size_t nbytes) {
   void* data = std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
@@ -19,7 +21,18 @@ void* allocate_aligned(size_t nbytes) {
 }  // namespace
 
 Storage::Storage(size_t nbytes)
-    : data_(allocate_aligned(nbytes)), nbytes_(nbytes), memory_(data_, std::free), resizable_(true) {}
+    : data_(meta_allocation ? nullptr : allocate_aligned(nbytes)),
+      nbytes_(nbytes),
+      memory_(data_, std::free),
+      resizable_(true),
+      meta_(meta_allocation) {}
+
+void Storage::refuse_meta_access() {
+  throw MetaDataAccess("Cannot copy out of meta tensor; no data!");  // upstream's words
+}
+
+MetaAllocation::MetaAllocation(bool meta) : previous_(meta_allocation) { meta_allocation = meta; }
+MetaAllocation::~MetaAllocation() { meta_allocation = previous_; }
 
 Storage::Storage(void* data, size_t nbytes, std::function<void()> release)
     : data_(data), nbytes_(nbytes), memory_(data, [release = std::move(release)](void*) {
@@ -33,6 +46,10 @@ void Storage::resize(size_t nbytes) {
   if (!resizable_)
     throw Error("Trying to resize storage that is not resizable (it borrows memory it did not allocate)");
   if (nbytes == nbytes_) return;
+  if (meta_) {
+    nbytes_ = nbytes;
+    return;
+  }
   std::shared_ptr<void> memory(allocate_aligned(nbytes), std::free);
   std::memcpy(memory.get(), data_, std::min(nbytes, nbytes_));
   memory_ = std::move(memory);
@@ -41,6 +58,7 @@ void Storage::resize(size_t nbytes) {
 }
 
 void Storage::move_to(void* data, std::shared_ptr<void> memory) {
+  if (meta_) refuse_meta_access();
   if (nbytes_) std::memcpy(data, data_, nbytes_);
   data_ = data;
   memory_ = std::move(memory);

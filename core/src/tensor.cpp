@@ -161,6 +161,7 @@ void Tensor::copy_from(const Tensor& src) const {
   if (broadcast != target)
     throw Error("output with shape " + shape_str(target) + " doesn't match the broadcast shape " +
                 shape_str(broadcast));
+  if (is_meta()) return;
   int64_t n = numel();
   if (n == 0) return;
   if (is_contiguous() && src.is_contiguous() && src.sizes() == target && src.dtype() == dtype()) {

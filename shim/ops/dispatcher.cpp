@@ -6,6 +6,7 @@
 #include "kernel_dtypes.h"
 #include "ops.h"
 #include "schema_table.h"
+#include "typed_ops.h"
 #include "write_rules.h"
 
 namespace tn {
@@ -218,6 +219,55 @@ void refuse_dimnames(const Operator& op, const Stack& stack) {
   }
 }
 
+// ---- the meta device ----
+
+// Whether the call's results belong on the meta device: its device argument says "meta", or
+// it names no device and reads a meta tensor.
+bool targets_meta(const Operator& op, const Stack& stack, const std::vector<Tensor>& inputs) {
+  for (size_t i = 0; i < op.schema.arguments.size() && i < stack.size(); ++i)
+    if (op.schema.arguments[i].type.kind == SchemaType::Kind::Device && stack[i].is<std::string>())
+      return stack[i].get<std::string>() == "meta";
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [](const Tensor& t) { return t.defined() && t.is_meta(); });
+}
+
+// Upstream's device check for an in-place call on a meta tensor: other cpu tensors only as
+// 0-dim values (copy_ takes any source, which it does not read).
+void check_same_device(const Operator& op, const std::vector<Tensor>& inputs) {
+  if (op.family() == "copy") return;
+  for (const Tensor& t : inputs)
+    if (t.defined() && !t.is_meta() && t.dim() > 0)
+      throw Error(
+          "Expected all tensors to be on the same device, but found at least two devices, meta and cpu!");
+}
+
+const IValue* argument_named(const Operator& op, const Stack& args, const std::string& name) {
+  for (size_t i = 0; i < op.schema.arguments.size() && i < args.size(); ++i)
+    if (op.schema.arguments[i].name == name) return &args[i];
+  return nullptr;
+}
+
+// What a factory on the meta device whose kernel fills its result (rand, randn_like, randperm
+// ...) returns: an empty meta tensor of the shape and dtype the result would have. Undefined
+// for any other operator.
+Tensor unfilled_factory_result(const Operator& op, const Stack& args) {
+  if (!argument_named(op, args, "device") || op.schema.returns.size() != 1) return Tensor();
+  const IValue* dtype_argument = argument_named(op, args, "dtype");
+  std::optional<ScalarType> dtype;
+  if (dtype_argument && dtype_argument->is<int64_t>()) dtype = ScalarType(dtype_argument->get<int64_t>());
+  const std::string meta = "meta";
+  if (op.schema.name.ends_with("_like") && args.at(0).is<Tensor>())
+    return ops::empty_like(args[0].get<Tensor>(), dtype, std::nullopt, meta);
+  Shape size;
+  if (const IValue* s = argument_named(op, args, "size"); s && s->is<std::vector<int64_t>>())
+    size = s->get<std::vector<int64_t>>();
+  else if (const IValue* n = argument_named(op, args, "n"); n && n->is<int64_t>())
+    size = {n->get<int64_t>()};
+  else
+    return Tensor();
+  return ops::empty(size, dtype.value_or(default_dtype()), std::nullopt, meta);
+}
+
 }  // namespace
 
 ScalarType default_dtype() { return g_default_dtype; }
@@ -280,9 +330,38 @@ void Dispatcher::call_below_autograd(const Operator& op, Stack& stack) const {
   std::vector<Tensor> written = written_tensors(op, stack);
   std::vector<Tensor> viewed = viewed_tensors(op, stack);
   std::vector<Tensor> inputs = tensor_arguments(stack);
-  run(op, stack);
+  if (targets_meta(op, stack, inputs))
+    run_on_meta(op, stack, inputs);
+  else
+    run(op, stack);  // reading a meta tensor's elements throws MetaDataAccess
   for (const Tensor& t : written) t.bump_version();
   record_views(op, viewed, inputs, stack);
+}
+
+// A call whose results belong on the meta device runs its kernel as on the cpu, but with
+// every storage it allocates a meta one: what computes only shapes (factories, views,
+// resize_) completes, and the first read or write of an element stops it. An in-place call
+// on a meta tensor then leaves it as it is (it has no values to write; the kernel's shape
+// and dtype checks ran before its loops); anything else is refused by name.
+void Dispatcher::run_on_meta(const Operator& op, Stack& stack, const std::vector<Tensor>& inputs) const {
+  Tensor self = op.is_inplace() && stack.at(0).is<Tensor>() ? stack[0].get<Tensor>() : Tensor();
+  const Stack args = stack;
+  MetaAllocation allocation;
+  try {
+    run(op, stack);
+  } catch (const MetaDataAccess&) {
+    if (self.defined()) {
+      if (!self.is_meta()) throw;  // a cpu tensor written from a meta one
+      check_same_device(op, inputs);
+      stack.assign(1, IValue(self));
+      return;
+    }
+    Tensor made = unfilled_factory_result(op, args);
+    if (!made.defined())
+      throw MetaDataAccess("torchnative has no meta (shape-only) implementation of " + op.schema.full_name() +
+                           " yet");
+    stack.assign(1, IValue(made));
+  }
 }
 
 void Dispatcher::run(const Operator& op, Stack& stack) const {

@@ -165,6 +165,7 @@ class Dispatcher {
 
  private:
   void call_below_autograd(const Operator& op, Stack& stack) const;
+  void run_on_meta(const Operator& op, Stack& stack, const std::vector<Tensor>& inputs) const;
   void run(const Operator& op, Stack& stack) const;
   void run_out_variant(const Operator& op, const Operator& functional, Stack& stack) const;
   void link_derived_variants();

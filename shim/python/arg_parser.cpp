@@ -344,8 +344,7 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
       return true;
     case K::Device:
       if (!is_device(obj) && !PyUnicode_Check(obj) && !PyLong_Check(obj)) return false;
-      require_cpu(obj);
-      out->value = std::string("cpu");
+      out->value = std::string(device_is_meta(obj) ? "meta" : "cpu");
       return true;
     case K::Generator:
       if (!is_generator(obj)) return false;

@@ -161,7 +161,10 @@ PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.dim
 PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.numel()); }
 PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(SELF.itemsize()); }
 PyObject* m_storage_offset(PyObject* self, PyObject*) { return PyLong_FromLongLong(SELF.offset()); }
-PyObject* m_data_ptr(PyObject* self, PyObject*) { return PyLong_FromVoidPtr(SELF.data()); }
+// 0 for a meta tensor, as upstream: it has no memory.
+PyObject* m_data_ptr(PyObject* self, PyObject*) {
+  return PyLong_FromVoidPtr(SELF.is_meta() ? nullptr : SELF.data());
+}
 PyObject* m_tolist(PyObject* self, PyObject*) {
   TN_PY_TRY return tensor_to_list(SELF);
   TN_PY_CATCH(nullptr)
@@ -472,14 +475,18 @@ ToArguments parse_to_arguments(PyObject* args, PyObject* kwargs) {
   return parsed;
 }
 
-// Tensor.to(...): only dtype and copy matter on a cpu-only shim, once the device is the cpu.
+// Tensor.to(...): dtype and copy within a device; to the meta device a tensor of the same
+// shape; out of it nothing (a meta tensor has no values to copy).
 PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   TN_PY_TRY
   const ToArguments parsed = parse_to_arguments(args, kwargs);
-  if (parsed.device) require_cpu(parsed.device.get());
   if (parsed.memory_format) refuse_channels_last(memory_format_of(parsed.memory_format.get()));
   const Tensor& t = SELF;
-  return wrap(ops::to_dtype(t, parsed.dtype.value_or(t.dtype()), false, parsed.copy));
+  const ScalarType dtype = parsed.dtype.value_or(t.dtype());
+  const bool meta = parsed.device ? device_is_meta(parsed.device.get()) : t.is_meta();
+  if (meta && !t.is_meta()) return wrap(ops::empty_like(t, dtype, std::nullopt, std::string("meta")));
+  if (!meta && t.is_meta()) throw MetaDataAccess("Cannot copy out of meta tensor; no data!");
+  return wrap(ops::to_dtype(t, dtype, false, parsed.copy));
   TN_PY_CATCH(nullptr)
 }
 
@@ -606,8 +613,8 @@ PyObject* m_new_tensor(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOp", const_cast<char**>(keywords), &data, &dtype,
                                    &device, &requires_grad))
     return nullptr;
-  require_cpu(device);
-  Tensor t = tensor_from_python_data(data, dtype == Py_None ? SELF.dtype() : dtype_of(dtype));
+  Tensor t = on_device(tensor_from_python_data(data, dtype == Py_None ? SELF.dtype() : dtype_of(dtype)),
+                       device == Py_None ? SELF.is_meta() : device_is_meta(device));
   t.impl()->requires_grad = requires_grad;
   return wrap(t);
   TN_PY_CATCH(nullptr)

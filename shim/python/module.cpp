@@ -142,8 +142,9 @@ PyObject* f_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "tensor(): argument 'dtype' must be torch.dtype");
     return nullptr;
   }
-  require_cpu(device);
-  Tensor t = tensor_from_python_data(data, dtype == Py_None ? std::nullopt : std::optional(dtype_of(dtype)));
+  Tensor t = on_device(
+      tensor_from_python_data(data, dtype == Py_None ? std::nullopt : std::optional(dtype_of(dtype))),
+      device_is_meta(device));
   if (requires_grad && !is_floating(t.dtype())) {
     PyErr_SetString(PyExc_RuntimeError,
                     "Only Tensors of floating point and complex dtype can require gradients");
@@ -161,17 +162,17 @@ PyObject* f_as_tensor(PyObject*, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO", const_cast<char**>(keywords), &data, &dtype,
                                    &device))
     return nullptr;
-  require_cpu(device);
+  const bool meta = device_is_meta(device);  // to the meta device: a meta tensor of the same shape
   std::optional<ScalarType> type;
   if (dtype != Py_None) type = dtype_of(dtype);
-  if (is_tensor(data)) return wrap(type ? ops::to_dtype(unpack(data), *type) : unpack(data));
+  if (is_tensor(data)) return wrap(on_device(type ? ops::to_dtype(unpack(data), *type) : unpack(data), meta));
   if (std::string(Py_TYPE(data)->tp_name) == "numpy.ndarray") {
     Ref torch(PyImport_ImportModule("torch"));
     Ref shared(PyObject_CallMethod(torch.get(), "from_numpy", "O", data));
     if (!shared) return nullptr;
-    return wrap(type ? unpack(shared.get()).to(*type) : unpack(shared.get()));
+    return wrap(on_device(type ? unpack(shared.get()).to(*type) : unpack(shared.get()), meta));
   }
-  return wrap(tensor_from_python_data(data, type));
+  return wrap(on_device(tensor_from_python_data(data, type), meta));
   TN_PY_CATCH(nullptr)
 }
 

@@ -82,16 +82,21 @@ int64_t memory_format_of(PyObject* obj);
 // Refuses channels_last and channels_last_3d by name: tensors are made only in contiguous_format.
 void refuse_channels_last(int64_t format);
 PyObject* memory_format_object(int64_t format);  // borrowed
-// Refuses a device argument (torch.device, str, ordinal; None passes) that is not the cpu: cuda
-// as upstream's CPU build refuses it (AssertionError), any other device type by name
-// (NotImplementedError). Throws PythonErrorSet with the error set.
-void require_cpu(PyObject* device);
+// Whether a device argument (torch.device, str, ordinal; None is the cpu) is the meta device;
+// refuses any device but the cpu and meta: cuda as upstream's CPU build refuses it
+// (AssertionError), any other device type by name (NotImplementedError). Throws PythonErrorSet
+// with the error set.
+bool device_is_meta(PyObject* device);
+// `t` as a meta tensor (its shape, dtype and, when dense, its stride order) when `meta`,
+// else `t` itself: what torch.tensor(..., device="meta") and friends return.
+Tensor on_device(const Tensor& t, bool meta);
 // torch.device(value) for a device, a string or an ordinal (null with upstream's error set).
 Ref as_device(PyObject* value);
 // The type of a device argument ("cpu", "cuda", ...) as torch.device(device) parses it.
 std::string device_type_name(PyObject* device);
 bool is_device(PyObject* obj);
 PyObject* cpu_device();                   // borrowed
+PyObject* meta_device();                  // borrowed
 PyObject* strided_layout();               // borrowed
 PyObject* make_size(const Shape& sizes);  // torch.Size, new reference
 bool is_size(PyObject* obj);

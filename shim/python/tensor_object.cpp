@@ -108,17 +108,19 @@ PyObject* get_dtype(PyObject* self, void*) {
   Py_INCREF(d);
   return d;
 }
-PyObject* get_device(PyObject*, void*) {
-  Py_INCREF(cpu_device());
-  return cpu_device();
+PyObject* get_device(PyObject* self, void*) {
+  PyObject* device = unpack(self).is_meta() ? meta_device() : cpu_device();
+  Py_INCREF(device);
+  return device;
 }
+PyObject* get_is_meta(PyObject* self, void*) { return PyBool_FromLong(unpack(self).is_meta()); }
+PyObject* get_is_cpu(PyObject* self, void*) { return PyBool_FromLong(!unpack(self).is_meta()); }
 PyObject* get_layout(PyObject*, void*) {
   Py_INCREF(strided_layout());
   return strided_layout();
 }
 PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(unpack(self).dim()); }
 PyObject* get_false(PyObject*, void*) { Py_RETURN_FALSE; }
-PyObject* get_true(PyObject*, void*) { Py_RETURN_TRUE; }
 PyObject* get_none(PyObject*, void*) { Py_RETURN_NONE; }
 PyObject* get_requires_grad(PyObject* self, void*) {
   return PyBool_FromLong(unpack(self).impl()->requires_grad);
@@ -272,7 +274,7 @@ PyObject* get_output_nr(PyObject* self, void*) {
 PyGetSetDef tensor_getset[] = {
     GETTER("real", get_real),
     GETTER("imag", get_imag),
-    GETTER("is_cpu", get_true),
+    GETTER("is_cpu", get_is_cpu),
     GETTER("shape", get_shape),
     GETTER("dtype", get_dtype),
     GETTER("device", get_device),
@@ -298,7 +300,7 @@ PyGetSetDef tensor_getset[] = {
     GETTER("is_cuda", get_false),
     GETTER("is_ipu", get_false),
     GETTER("is_xpu", get_false),
-    GETTER("is_meta", get_false),
+    GETTER("is_meta", get_is_meta),
     GETTER("is_mkldnn", get_false),
     GETTER("is_mps", get_false),
     GETTER("is_nested", get_false),

@@ -32,6 +32,7 @@ PyObject* dtypes[18] = {};
 PyObject* memory_formats[4] = {};
 PyObject* strided = nullptr;
 PyObject* cpu = nullptr;
+PyObject* meta = nullptr;
 
 PyObject* enum_repr(PyObject* self) {
   return PyUnicode_FromFormat("torch.%U", reinterpret_cast<EnumObject*>(self)->name);
@@ -416,19 +417,25 @@ std::string device_type_name(PyObject* device) {
   return PyUnicode_AsUTF8(reinterpret_cast<DeviceObject*>(object.get())->type);
 }
 
-void require_cpu(PyObject* device) {
-  if (device == nullptr || device == Py_None) return;
+bool device_is_meta(PyObject* device) {
+  if (device == nullptr || device == Py_None) return false;
   const std::string type = device_type_name(device);
-  if (type == "cpu") return;
+  if (type == "cpu") return false;
+  if (type == "meta") return true;
   if (type == "cuda") {  // what upstream's CPU build raises from its lazy CUDA initialization
     PyErr_SetString(PyExc_AssertionError, "Torch not compiled with CUDA enabled");
     throw PythonErrorSet();
   }
-  PyErr_Format(PyExc_NotImplementedError, "torchnative has only the cpu device; '%s' is not available",
-               type.c_str());
+  PyErr_Format(PyExc_NotImplementedError,
+               "torchnative has only the cpu and meta devices; '%s' is not available", type.c_str());
   throw PythonErrorSet();
 }
 PyObject* cpu_device() { return cpu; }
+PyObject* meta_device() { return meta; }
+
+Tensor on_device(const Tensor& t, bool meta) {
+  return meta && !t.is_meta() ? ops::empty_like(t, std::nullopt, std::nullopt, std::string("meta")) : t;
+}
 bool is_size(PyObject* obj) { return PyObject_TypeCheck(obj, size_type); }
 PyObject* strided_layout() { return strided; }
 
@@ -513,6 +520,7 @@ void init_value_types(PyObject* module) {
   PyModule_AddObject(module, "device", reinterpret_cast<PyObject*>(device_type));
   Py_INCREF(device_type);
   cpu = PyObject_CallFunction(reinterpret_cast<PyObject*>(device_type), "s", "cpu");
+  meta = PyObject_CallFunction(reinterpret_cast<PyObject*>(device_type), "s", "meta");
   size_type = reinterpret_cast<PyTypeObject*>(
       PyType_FromSpecWithBases(&size_spec, reinterpret_cast<PyObject*>(&PyTuple_Type)));
   Py_INCREF(size_type);

@@ -161,3 +161,38 @@ TEST(Promotion, WrappedNumbersRankBelowTensors) {
 }
 
 }  // namespace tn
+
+// The meta device: storages made under a MetaAllocation have a size and no bytes; any element
+// access throws, a copy into one writes nothing, and views and overlap checks still work.
+TEST(MetaDevice, StoragesHaveSizesAndNoBytes) {
+  tn::Tensor meta;
+  {
+    tn::MetaAllocation allocation;
+    meta = tn::Tensor::empty({1 << 20, 1 << 12}, tn::ScalarType::Float);  // 16 GiB if it were allocated
+  }
+  EXPECT_TRUE(meta.is_meta());
+  EXPECT_EQ(meta.storage()->nbytes(), size_t(1) << 34);
+  EXPECT_THROW(meta.data(), tn::MetaDataAccess);
+  EXPECT_FALSE(tn::Tensor::empty({2}, tn::ScalarType::Float).is_meta());  // the guard is gone
+  tn::Tensor row = meta.view_as_strided({1 << 12}, {1}, 1 << 12);
+  EXPECT_TRUE(row.is_meta());
+  EXPECT_EQ(tn::overlap(meta, row), tn::Overlap::Partial);  // from offsets: a meta storage has no addresses
+  EXPECT_EQ(tn::overlap(meta.view_as_strided({1 << 12}, {1}, 0), row), tn::Overlap::No);
+  tn::Tensor values = tn::Tensor::empty({1 << 12}, tn::ScalarType::Float);
+  EXPECT_NO_THROW(row.copy_from(values));
+  EXPECT_THROW(values.copy_from(row), tn::MetaDataAccess);
+  meta.storage()->resize(16);
+  EXPECT_EQ(meta.storage()->nbytes(), 16u);
+  EXPECT_THROW(meta.data(), tn::MetaDataAccess);
+}
+
+// A kernel's own temporaries that must hold values are made with MetaAllocation(false).
+TEST(MetaDevice, AnInnerGuardAllocatesBytesAgain) {
+  tn::MetaAllocation allocation;
+  tn::Tensor meta = tn::Tensor::empty({3}, tn::ScalarType::Float);
+  tn::MetaAllocation with_bytes(false);
+  tn::Tensor values = tn::Tensor::empty({3}, tn::ScalarType::Float);
+  EXPECT_TRUE(meta.is_meta());
+  EXPECT_FALSE(values.is_meta());
+  EXPECT_NO_THROW(values.data());
+}

@@ -23,6 +23,10 @@ struct ValueError : Error {
 struct NotImplemented : Error {
   using Error::Error;
 };
+// Reading or writing the elements of a meta tensor, which has none (core/storage.h).
+struct MetaDataAccess : NotImplemented {
+  using NotImplemented::NotImplemented;
+};
 // A LAPACK routine's failure on its input (singular, not positive-definite): torch._C._LinAlgError.
 struct LinAlgError : Error {
   using Error::Error;

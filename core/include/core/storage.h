@@ -8,16 +8,23 @@
 namespace tn {
 
 // Owned or borrowed bytes. Borrowed memory (numpy arrays, mapped files) keeps its owner
-// alive through the release callback.
+// alive through the release callback. A meta storage (the "meta" device) has a size and no
+// bytes: its tensors carry shapes, strides and dtypes, and reading or writing their elements
+// throws MetaDataAccess.
 class Storage {
  public:
+  // Allocates `nbytes`, or makes a meta storage of that size while a MetaAllocation lives.
   explicit Storage(size_t nbytes);
   Storage(void* data, size_t nbytes, std::function<void()> release);
   // A window on memory someone else owns (a storage slice): `memory` keeps it alive.
   Storage(void* data, size_t nbytes, std::shared_ptr<void> memory);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  void* data() const { return data_; }
+  void* data() const {
+    if (meta_) refuse_meta_access();
+    return data_;
+  }
+  bool is_meta() const { return meta_; }
   size_t nbytes() const { return nbytes_; }
   // Keeps the current bytes alive even if this storage is later resized: what a slice or an
   // asynchronous operation holds on to, so neither can see freed memory.
@@ -35,6 +42,23 @@ class Storage {
   size_t nbytes_;
   std::shared_ptr<void> memory_;
   bool resizable_ = false;
+  bool meta_ = false;
+  [[noreturn]] static void refuse_meta_access();
+};
+
+// While one lives, on this thread, every storage allocated by size is a meta storage: the
+// door holds one while a call whose results belong on the meta device runs its kernel. One
+// made with `meta` false lifts that for a kernel's own temporaries that must hold values (a
+// fill value as a 0-dim tensor).
+class MetaAllocation {
+ public:
+  explicit MetaAllocation(bool meta = true);
+  ~MetaAllocation();
+  MetaAllocation(const MetaAllocation&) = delete;
+  MetaAllocation& operator=(const MetaAllocation&) = delete;
+
+ private:
+  bool previous_;
 };
 
 }  // namespace tn

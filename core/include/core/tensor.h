@@ -73,6 +73,7 @@ class Tensor {
   size_t itemsize() const { return element_size(impl_->dtype); }
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  bool is_meta() const { return impl_->storage->is_meta(); }
   char* data() const {
     return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(itemsize());
   }
@@ -88,6 +89,7 @@ class Tensor {
   Tensor to(ScalarType dtype) const;  // same tensor when dtype already matches
   // Broadcasting, converting copy into this; a source sharing this storage is read from a
   // snapshot. Overlap checks and version counters are the dispatcher's (upstream's rules).
+  // Into a meta tensor it copies nothing; out of one into another device it is refused.
   void copy_from(const Tensor& src) const;
   // resize_: contiguous strides for `sizes` (unless they are the current sizes), same storage
   // and offset; the storage grows in place when it is too small.

@@ -156,6 +156,7 @@ bool vml_available() {
 }
 
 Tensor scalar_tensor(const Scalar& s) {
+  MetaAllocation with_bytes(false);  // a value even within a call on the meta device
   Tensor t = Tensor::empty({}, s.type());
   TN_DISPATCH_ALL_TYPES(t.dtype(), "scalar_tensor", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);

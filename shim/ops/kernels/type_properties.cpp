@@ -16,7 +16,10 @@ TN_KERNEL("aten::is_floating_point", { return is_floating(a.tensor(0).dtype()); 
 TN_KERNEL("aten::is_complex", { return (void)a.tensor(0), false; });
 // Every shim tensor is a dense CPU tensor of one TensorImpl type: Module._apply may always
 // swap a parameter's data in place.
-TN_KERNEL("aten::_has_compatible_shallow_copy_type", { return (void)a.tensor(0), (void)a.tensor(1), true; });
+// Tensor.data = other keeps the object only within a device (Module._apply makes new
+// parameters when moving between the cpu and meta).
+TN_KERNEL("aten::_has_compatible_shallow_copy_type",
+          { return a.tensor(0).is_meta() == a.tensor(1).is_meta(); });
 TN_KERNEL("aten::is_same_size", { return a.tensor(0).sizes() == a.tensor(1).sizes(); });
 // torchvision asks at import which CUDA its ops were built for; this is a CPU build.
 TN_KERNEL("torchvision::_cuda_version", { return int64_t{-1}; });
