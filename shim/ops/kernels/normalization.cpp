@@ -320,7 +320,7 @@ void store_channel_values(const std::optional<Tensor>& target, const std::vector
 // rest per channel, its reductions accumulated in double in TensorIterator's order and its
 // elementwise steps rounded in T one by one. ----
 
-// Upstream's is_contiguous there: dense row-major, or channels-last for 4-d and 5-d.
+// Whether `t` is dense with its dims laid out in this order, fastest first (size-1 dims free).
 bool dense_in_order(const Tensor& t, const std::vector<int64_t>& fastest_first) {
   int64_t expected = 1;
   for (int64_t d : fastest_first) {
@@ -330,6 +330,7 @@ bool dense_in_order(const Tensor& t, const std::vector<int64_t>& fastest_first) 
   return true;
 }
 
+// Upstream's is_contiguous there: dense row-major, or channels-last for 4-d and 5-d.
 bool upstream_contiguous(const Tensor& t) {
   if (t.is_contiguous()) return true;
   if (t.dim() == 4) return dense_in_order(t, {1, 3, 2, 0});
