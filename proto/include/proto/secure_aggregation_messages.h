@@ -1,0 +1,39 @@
+// SecAgg+'s stage messages (device.proto, "Secure aggregation") to and from tn_secagg's types
+// (federated/secure_aggregation.h). Decoding refuses by name (SecAggRefused Parameter) what a
+// peer could get wrong or forge: keys and signatures of the wrong length, an unknown share kind,
+// unmask lists that are not ascending, envelopes of another sender or recipient.
+#pragma once
+
+#include <vector>
+
+#include "federated/secure_aggregation.h"
+#include "federated/secure_session.h"
+#include "torchnative/federated/v1/device.pb.h"
+
+namespace tn::proto {
+
+namespace v1 = ::torchnative::federated::v1;
+namespace secagg = ::tn::federated::secagg;
+
+v1::SecAggKeyAdvertisement to_message(const secagg::KeyAdvertisement& advertisement);
+secagg::KeyAdvertisement from_message(const v1::SecAggKeyAdvertisement& message);
+
+// A sender's envelopes (by recipient) as messages, and back: every message must name `sender` and
+// a recipient once (the coordinator fills in nothing a device did not seal).
+std::vector<v1::SecAggEnvelope> envelopes_from(secagg::DeviceIndex sender,
+                                               const secagg::Envelopes& envelopes);
+secagg::Envelopes envelopes_of_sender(secagg::DeviceIndex sender,
+                                      const std::vector<v1::SecAggEnvelope>& messages);
+// The envelopes sealed for `recipient` (by sender), as messages and back.
+std::vector<v1::SecAggEnvelope> envelopes_to(secagg::DeviceIndex recipient,
+                                             const secagg::Envelopes& by_sender);
+secagg::Envelopes envelopes_for_recipient(secagg::DeviceIndex recipient,
+                                          const std::vector<v1::SecAggEnvelope>& messages);
+
+v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request);
+secagg::UnmaskRequest from_message(const v1::SecAggUnmaskRequest& message);
+
+v1::SecAggUnmaskResponse to_message(const std::vector<secagg::RevealedShare>& shares);
+std::vector<secagg::RevealedShare> from_message(const v1::SecAggUnmaskResponse& message);
+
+}  // namespace tn::proto

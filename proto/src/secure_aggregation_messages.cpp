@@ -1,0 +1,151 @@
+#include "proto/secure_aggregation_messages.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tn::proto {
+
+namespace {
+
+using secagg::DeviceIndex;
+using secagg::SecAggRefused;
+
+[[noreturn]] void refuse(const std::string& what) {
+  throw SecAggRefused(SecAggRefused::Reason::Parameter, "secure aggregation message: " + what);
+}
+
+template <size_t N>
+std::array<uint8_t, N> fixed_bytes(const std::string& bytes, const char* field) {
+  if (bytes.size() != N)
+    refuse(std::string(field) + " of " + std::to_string(bytes.size()) + " bytes, expected " +
+           std::to_string(N));
+  std::array<uint8_t, N> out;
+  std::memcpy(out.data(), bytes.data(), N);
+  return out;
+}
+
+template <size_t N>
+std::string as_string(const std::array<uint8_t, N>& bytes) {
+  return {reinterpret_cast<const char*>(bytes.data()), N};
+}
+
+std::vector<DeviceIndex> ascending(const google::protobuf::RepeatedField<uint32_t>& list, const char* field) {
+  std::vector<DeviceIndex> out(list.begin(), list.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i - 1] >= out[i])
+      refuse(std::string(field) + " not strictly ascending at " + std::to_string(i) + " (" +
+             std::to_string(out[i - 1]) + " then " + std::to_string(out[i]) + ")");
+  return out;
+}
+
+}  // namespace
+
+v1::SecAggKeyAdvertisement to_message(const secagg::KeyAdvertisement& advertisement) {
+  v1::SecAggKeyAdvertisement message;
+  message.set_device_index(advertisement.device);
+  message.set_mask_key(as_string(advertisement.mask_key));
+  message.set_channel_key(as_string(advertisement.channel_key));
+  message.set_signature(as_string(advertisement.signature));
+  return message;
+}
+
+secagg::KeyAdvertisement from_message(const v1::SecAggKeyAdvertisement& message) {
+  return {.device = message.device_index(),
+          .mask_key = fixed_bytes<32>(message.mask_key(), "mask_key"),
+          .channel_key = fixed_bytes<32>(message.channel_key(), "channel_key"),
+          .signature = fixed_bytes<64>(message.signature(), "signature")};
+}
+
+std::vector<v1::SecAggEnvelope> envelopes_from(DeviceIndex sender, const secagg::Envelopes& envelopes) {
+  std::vector<v1::SecAggEnvelope> out;
+  for (const auto& [recipient, sealed] : envelopes) {
+    v1::SecAggEnvelope& message = out.emplace_back();
+    message.set_sender(sender);
+    message.set_recipient(recipient);
+    message.set_sealed(std::string(sealed.begin(), sealed.end()));
+  }
+  return out;
+}
+
+std::vector<v1::SecAggEnvelope> envelopes_to(DeviceIndex recipient, const secagg::Envelopes& by_sender) {
+  std::vector<v1::SecAggEnvelope> out;
+  for (const auto& [sender, sealed] : by_sender) {
+    v1::SecAggEnvelope& message = out.emplace_back();
+    message.set_sender(sender);
+    message.set_recipient(recipient);
+    message.set_sealed(std::string(sealed.begin(), sealed.end()));
+  }
+  return out;
+}
+
+namespace {
+
+// The envelopes keyed by their other end; each must have `fixed` as its sender (or recipient).
+secagg::Envelopes keyed(const std::vector<v1::SecAggEnvelope>& messages, DeviceIndex fixed,
+                        bool fixed_is_sender) {
+  secagg::Envelopes out;
+  for (const v1::SecAggEnvelope& message : messages) {
+    const DeviceIndex mine = fixed_is_sender ? message.sender() : message.recipient();
+    const DeviceIndex other = fixed_is_sender ? message.recipient() : message.sender();
+    if (mine != fixed)
+      refuse(std::string("an envelope ") + (fixed_is_sender ? "from device " : "for device ") +
+             std::to_string(mine) + " among those " + (fixed_is_sender ? "from device " : "for device ") +
+             std::to_string(fixed));
+    if (!out.emplace(other, std::vector<uint8_t>(message.sealed().begin(), message.sealed().end())).second)
+      refuse("two envelopes between devices " + std::to_string(fixed) + " and " + std::to_string(other));
+  }
+  return out;
+}
+
+}  // namespace
+
+secagg::Envelopes envelopes_of_sender(DeviceIndex sender, const std::vector<v1::SecAggEnvelope>& messages) {
+  return keyed(messages, sender, true);
+}
+
+secagg::Envelopes envelopes_for_recipient(DeviceIndex recipient,
+                                          const std::vector<v1::SecAggEnvelope>& messages) {
+  return keyed(messages, recipient, false);
+}
+
+v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request) {
+  v1::SecAggUnmaskRequest message;
+  message.mutable_survivors()->Add(request.survivors.begin(), request.survivors.end());
+  message.mutable_dropped()->Add(request.dropped.begin(), request.dropped.end());
+  return message;
+}
+
+secagg::UnmaskRequest from_message(const v1::SecAggUnmaskRequest& message) {
+  return {ascending(message.survivors(), "survivors"), ascending(message.dropped(), "dropped")};
+}
+
+v1::SecAggUnmaskResponse to_message(const std::vector<secagg::RevealedShare>& shares) {
+  v1::SecAggUnmaskResponse message;
+  for (const secagg::RevealedShare& revealed : shares) {
+    v1::SecAggRevealedShare& out = *message.add_shares();
+    out.set_owner(revealed.owner);
+    out.set_kind(revealed.kind == secagg::ShareKind::SelfMaskSeed ? v1::SECAGG_SHARE_KIND_SELF_MASK_SEED
+                                                                  : v1::SECAGG_SHARE_KIND_MASK_SECRET);
+    out.set_x(revealed.share.x);
+    out.mutable_y()->Add(revealed.share.y.begin(), revealed.share.y.end());
+  }
+  return message;
+}
+
+std::vector<secagg::RevealedShare> from_message(const v1::SecAggUnmaskResponse& message) {
+  std::vector<secagg::RevealedShare> out;
+  for (const v1::SecAggRevealedShare& revealed : message.shares()) {
+    secagg::ShareKind kind;
+    if (revealed.kind() == v1::SECAGG_SHARE_KIND_SELF_MASK_SEED)
+      kind = secagg::ShareKind::SelfMaskSeed;
+    else if (revealed.kind() == v1::SECAGG_SHARE_KIND_MASK_SECRET)
+      kind = secagg::ShareKind::MaskSecret;
+    else
+      refuse("a share of device " + std::to_string(revealed.owner()) + " of kind " +
+             std::to_string(int(revealed.kind())));
+    out.push_back({revealed.owner(), kind, {revealed.x(), {revealed.y().begin(), revealed.y().end()}}});
+  }
+  return out;
+}
+
+}  // namespace tn::proto

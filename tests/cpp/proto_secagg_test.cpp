@@ -1,0 +1,120 @@
+// SecAgg+'s stage messages (proto/secure_aggregation_messages.h): a round whose every message
+// is serialised and parsed between the DeviceSessions and the CoordinatorSession, as a transport
+// carries them, unmasks to the survivors' inputs summed here, bit for bit; what a peer could get
+// wrong in a message is refused by name.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <random>
+
+#include "federated/secure_session.h"
+#include "proto/secure_aggregation_messages.h"
+
+namespace tn::proto {
+namespace {
+
+using secagg::DeviceIndex;
+using secagg::SecAggRefused;
+
+constexpr unsigned kBits = 32;
+constexpr size_t kWords = 40;
+constexpr const char* kRound = "task-2/7";
+
+// `message` after a trip through its wire form.
+template <typename Message>
+Message carried(const Message& message) {
+  Message out;
+  EXPECT_TRUE(out.ParseFromString(message.SerializeAsString()));
+  return out;
+}
+
+template <typename Message>
+std::vector<Message> carried(const std::vector<Message>& messages) {
+  std::vector<Message> out;
+  for (const Message& message : messages) out.push_back(carried(message));
+  return out;
+}
+
+std::string refusal_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const SecAggRefused& refused) {
+    return refused.what();
+  }
+  ADD_FAILURE() << "expected a SecAggRefused";
+  return {};
+}
+
+TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
+  const uint32_t n = 10;
+  const secagg::GraphParameters graph =
+      secagg::derive_graph_parameters(n, {.corrupt_fraction = 0.05, .dropout_fraction = 0.33});
+  std::vector<secagg::IdentityKeys> identities;
+  std::map<DeviceIndex, secagg::Bytes32> registry;
+  std::vector<secagg::Bytes32> public_keys;
+  for (DeviceIndex d = 0; d < n; ++d) {
+    identities.push_back(secagg::IdentityKeys::generate());
+    registry[d] = public_keys.emplace_back(identities.back().public_key);
+  }
+  std::vector<secagg::DeviceSession> devices;
+  for (DeviceIndex d = 0; d < n; ++d)
+    devices.emplace_back(kRound, d, identities[d], registry, graph.threshold, kBits);
+  secagg::CoordinatorSession coordinator(kRound, public_keys, graph, secagg::Bytes32{9}, kBits, kWords);
+
+  for (DeviceIndex d = 0; d < n; ++d)
+    coordinator.receive_advertisement(from_message(carried(to_message(devices[d].advertise_keys()))));
+  coordinator.close_advertising();
+  for (DeviceIndex d = 0; d < n; ++d) {
+    std::map<DeviceIndex, secagg::KeyAdvertisement> keys;
+    for (const auto& [peer, advertisement] : coordinator.keys_for(d))
+      keys[peer] = from_message(carried(to_message(advertisement)));
+    if (d == 4) continue;  // gone after advertising
+    const secagg::Envelopes sealed = devices[d].share_keys(keys);
+    coordinator.receive_shares(d, envelopes_of_sender(d, carried(envelopes_from(d, sealed))));
+  }
+  coordinator.close_sharing();
+  std::mt19937 random(5);
+  std::vector<uint32_t> expected(kWords, 0);
+  for (DeviceIndex d = 0; d < n; ++d) {
+    if (d == 4 || d == 6) continue;  // 6 is gone after sharing
+    std::vector<uint32_t> input(kWords);
+    for (size_t i = 0; i < kWords; ++i) expected[i] += input[i] = static_cast<uint32_t>(random());
+    const secagg::Envelopes received =
+        envelopes_for_recipient(d, carried(envelopes_to(d, coordinator.envelopes_for(d))));
+    coordinator.receive_masked_input(d, devices[d].masked_input(received, input));
+  }
+  const secagg::UnmaskRequest request = from_message(carried(to_message(coordinator.close_masking())));
+  EXPECT_EQ(request.dropped, (std::vector<DeviceIndex>{6}));
+  for (DeviceIndex d : request.survivors)
+    coordinator.receive_unmask_response(d, from_message(carried(to_message(devices[d].unmask(request)))));
+  EXPECT_EQ(coordinator.close_unmasking(), expected);  // 2^32 wraps as uint32_t does
+}
+
+TEST(SecAggMessages, WhatAPeerCouldGetWrongIsRefusedByName) {
+  v1::SecAggKeyAdvertisement advertisement =
+      to_message(secagg::RoundSecrets::generate().advertise(3, kRound, secagg::IdentityKeys::generate()));
+  advertisement.mutable_mask_key()->pop_back();
+  EXPECT_NE(refusal_of([&] { from_message(advertisement); }).find("mask_key of 31 bytes, expected 32"),
+            std::string::npos);
+  v1::SecAggUnmaskRequest request;
+  request.add_survivors(2);
+  request.add_survivors(1);
+  EXPECT_NE(
+      refusal_of([&] { from_message(request); }).find("survivors not strictly ascending at 1 (2 then 1)"),
+      std::string::npos);
+  v1::SecAggUnmaskResponse response;
+  response.add_shares()->set_owner(5);
+  EXPECT_NE(refusal_of([&] { from_message(response); }).find("a share of device 5 of kind 0"),
+            std::string::npos);
+  std::vector<v1::SecAggEnvelope> envelopes = envelopes_to(2, {{1, {1, 2}}, {3, {4}}});
+  EXPECT_NE(refusal_of([&] { envelopes_for_recipient(3, envelopes); }).find("an envelope for device 2"),
+            std::string::npos);
+  envelopes.push_back(envelopes.front());
+  EXPECT_NE(refusal_of([&] {
+              envelopes_for_recipient(2, envelopes);
+            }).find("two envelopes between devices 2 and 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tn::proto
