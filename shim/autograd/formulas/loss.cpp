@@ -26,20 +26,23 @@ Tensor weighted(const Saved& s, size_t weight_argument, const Tensor& t) {
 }
 
 // The pointwise losses' backward kernels (mse, smooth_l1, huber) scale by norm = k / numel for
-// a mean (k otherwise), held in the input's dtype.
-Tensor loss_norm(const Tensor& x, int64_t reduction, double k) {
-  return ops::scalar_tensor(Scalar(reduction == kMean ? k / double(x.numel()) : k), x.dtype());
+// a mean (k otherwise).
+double loss_norm(const Tensor& x, int64_t reduction, double k) {
+  return reduction == kMean ? k / double(x.numel()) : k;
 }
+
+// The norm as those kernels hold it: in the dtype they compute in, the promoted one of x - t.
+Tensor norm_like(double norm, const Tensor& d) { return ops::scalar_tensor(Scalar(norm), d.dtype()); }
 
 // Upstream's smooth_l1 and huber backward kernels are cpu_kernel_vec over (x, t, g) whose
 // vectorized and scalar lambdas round differently: true where the vectorized one runs. Their
 // output is allocated contiguous beforehand, so its layout leads the iterator's (a transposed
 // x takes the scalar lambda throughout).
-Tensor vectorized_mask(const Tensor& x, const Tensor& t, const Tensor& g) {
+Tensor vectorized_mask(const Tensor& x, const Tensor& t, const Tensor& g, ScalarType common) {
   Shape shape = broadcast_shapes(broadcast_shapes(x.sizes(), t.sizes()), g.sizes());
-  Tensor output = Tensor::empty(shape, x.dtype());
+  Tensor output = Tensor::empty(shape, common);
   std::vector<bool> lanes =
-      vectorized_elements(shape, {output, x, t, g}, x.dtype(), 64 / int64_t(x.itemsize()));
+      vectorized_elements(shape, {output, x, t, g}, common, 64 / int64_t(element_size(common)));
   Tensor mask = Tensor::empty(shape, ScalarType::Bool);
   std::copy(lanes.begin(), lanes.end(), mask.data_as<bool>());
   return mask;
@@ -55,22 +58,22 @@ Tensor signed_by(const Tensor& d, const Tensor& v) {
 // inside, the vectorized lambda's norm (d / beta) g, the scalar one's norm d g divided by the
 // double beta. The scalar lambda compares d with the double beta, the vectorized with its
 // rounding.
-Tensor smooth_l1_grad(const Tensor& x, const Tensor& t, const Tensor& g, const Tensor& norm, double beta) {
-  Tensor d = ops::sub(x, t);
+Tensor smooth_l1_grad(const Tensor& x, const Tensor& t, const Tensor& g, double norm_value, double beta) {
+  Tensor d = ops::sub(x, t), norm = norm_like(norm_value, d);
   Tensor outside = signed_by(d, ops::mul(norm, g));
   Tensor vector_inside = ops::mul(ops::mul(norm, ops::div(d, Scalar(beta))), g);
   Tensor scalar_inside =
       ops::div(ops::mul(ops::mul(norm, d), g).to(ScalarType::Double), Scalar(beta)).to(d.dtype());
   Tensor vector_outside = ops::ge(ops::abs(d), Scalar(beta));
   Tensor scalar_outside = ops::ge(ops::abs(d).to(ScalarType::Double), Scalar(beta));
-  return ops::where(vectorized_mask(x, t, g), ops::where(vector_outside, outside, vector_inside),
+  return ops::where(vectorized_mask(x, t, g, d.dtype()), ops::where(vector_outside, outside, vector_inside),
                     ops::where(scalar_outside, outside, scalar_inside));
 }
 
 // huber_loss_backward(g, x, t): with d = x - t, inside delta norm d g; outside, the vectorized
 // lambda's norm (+-delta) g, the scalar one's (+-norm g) times the double delta.
-Tensor huber_grad(const Tensor& x, const Tensor& t, const Tensor& g, const Tensor& norm, double delta) {
-  Tensor d = ops::sub(x, t);
+Tensor huber_grad(const Tensor& x, const Tensor& t, const Tensor& g, double norm_value, double delta) {
+  Tensor d = ops::sub(x, t), norm = norm_like(norm_value, d);
   Tensor inside = ops::mul(ops::mul(norm, d), g);
   Tensor vector_outside = signed_by(d, ops::mul(ops::mul(norm, Scalar(delta)), g));
   Tensor scalar_outside =
@@ -78,7 +81,7 @@ Tensor huber_grad(const Tensor& x, const Tensor& t, const Tensor& g, const Tenso
   Tensor vector_grad = ops::where(ops::ge(ops::abs(d), Scalar(delta)), vector_outside, inside);
   Tensor scalar_grad =
       ops::where(ops::ge(ops::abs(d).to(ScalarType::Double), Scalar(delta)), scalar_outside, inside);
-  return ops::where(vectorized_mask(x, t, g), vector_grad, scalar_grad);
+  return ops::where(vectorized_mask(x, t, g, d.dtype()), vector_grad, scalar_grad);
 }
 
 // Upstream computes 1- and 2-d inputs with nll_loss, others with nll_loss2d.
@@ -97,9 +100,10 @@ TN_DERIVATIVE("aten::nll_loss_nd", "NllLossBackward0",
 // is the kernel's own call (the target's with x and t swapped), so a zero keeps its sign.
 TN_DERIVATIVE("aten::mse_loss", "MseLossBackward0", SAVES(0, 1), {
   const Tensor &x = s.input(0), &t = s.input(1);
-  Tensor norm = loss_norm(x, s.args().integer(2), 2.0);
+  double norm = loss_norm(x, s.args().integer(2), 2.0);
   auto grad = [&](const Tensor& a, const Tensor& b) {
-    return ops::mul(ops::mul(norm, ops::sub(a, b)), g[0]);
+    Tensor d = ops::sub(a, b);
+    return ops::mul(ops::mul(norm_like(norm, d), d), g[0]);
   };
   return {grad(x, t), grad(t, x)};
 });
@@ -110,13 +114,13 @@ TN_DERIVATIVE("aten::l1_loss", "L1LossBackward0", SAVES(0, 1), {
 });
 TN_DERIVATIVE("aten::smooth_l1_loss", "SmoothL1LossBackward0", SAVES(0, 1), {
   const Tensor &x = s.input(0), &t = s.input(1);
-  Tensor norm = loss_norm(x, s.args().integer(2), 1.0);
+  double norm = loss_norm(x, s.args().integer(2), 1.0);
   double beta = s.args().real(3);
   return {smooth_l1_grad(x, t, g[0], norm, beta), smooth_l1_grad(t, x, g[0], norm, beta)};
 });
 TN_DERIVATIVE("aten::huber_loss", "HuberLossBackward0", SAVES(0, 1), {
   const Tensor &x = s.input(0), &t = s.input(1);
-  Tensor norm = loss_norm(x, s.args().integer(2), 1.0);
+  double norm = loss_norm(x, s.args().integer(2), 1.0);
   double delta = s.args().real(3);
   return {huber_grad(x, t, g[0], norm, delta), huber_grad(t, x, g[0], norm, delta)};
 });
