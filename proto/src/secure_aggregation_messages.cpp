@@ -108,11 +108,33 @@ secagg::Envelopes envelopes_for_recipient(DeviceIndex recipient,
   return keyed(messages, recipient, false);
 }
 
-v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request) {
+v1::SecAggSurvivorsSignature to_message(DeviceIndex device, const secagg::Signature& signature) {
+  v1::SecAggSurvivorsSignature message;
+  message.set_device_index(device);
+  message.set_signature(as_string(signature));
+  return message;
+}
+
+secagg::Signature from_message(const v1::SecAggSurvivorsSignature& message) {
+  return fixed_bytes<64>(message.signature(), "signature");
+}
+
+v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request,
+                                   const std::map<DeviceIndex, secagg::Signature>& signatures) {
   v1::SecAggUnmaskRequest message;
   message.mutable_survivors()->Add(request.survivors.begin(), request.survivors.end());
   message.mutable_dropped()->Add(request.dropped.begin(), request.dropped.end());
+  for (const auto& [device, signature] : signatures)
+    *message.add_signatures() = to_message(device, signature);
   return message;
+}
+
+std::map<DeviceIndex, secagg::Signature> signatures_of(const v1::SecAggUnmaskRequest& message) {
+  std::map<DeviceIndex, secagg::Signature> out;
+  for (const v1::SecAggSurvivorsSignature& signature : message.signatures())
+    if (!out.emplace(signature.device_index(), from_message(signature)).second)
+      refuse("two signatures of device " + std::to_string(signature.device_index()));
+  return out;
 }
 
 secagg::UnmaskRequest from_message(const v1::SecAggUnmaskRequest& message) {

@@ -83,10 +83,16 @@ TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
         envelopes_for_recipient(d, carried(envelopes_to(d, coordinator.envelopes_for(d))));
     coordinator.receive_masked_input(d, devices[d].masked_input(received, input));
   }
-  const secagg::UnmaskRequest request = from_message(carried(to_message(coordinator.close_masking())));
-  EXPECT_EQ(request.dropped, (std::vector<DeviceIndex>{6}));
+  const secagg::UnmaskRequest check = from_message(carried(to_message(coordinator.close_masking())));
+  EXPECT_EQ(check.dropped, (std::vector<DeviceIndex>{6}));
+  for (DeviceIndex d : check.survivors)
+    coordinator.receive_survivors_signature(
+        d, from_message(carried(to_message(d, devices[d].consistency_check(check.survivors)))));
+  const v1::SecAggUnmaskRequest sent = carried(to_message(check, coordinator.close_consistency_check()));
+  const secagg::UnmaskRequest request = from_message(sent);
   for (DeviceIndex d : request.survivors)
-    coordinator.receive_unmask_response(d, from_message(carried(to_message(devices[d].unmask(request)))));
+    coordinator.receive_unmask_response(
+        d, from_message(carried(to_message(devices[d].unmask(request, signatures_of(sent))))));
   EXPECT_EQ(coordinator.close_unmasking(), expected);  // 2^32 wraps as uint32_t does
 }
 
@@ -102,6 +108,14 @@ TEST(SecAggMessages, WhatAPeerCouldGetWrongIsRefusedByName) {
   EXPECT_NE(
       refusal_of([&] { from_message(request); }).find("survivors not strictly ascending at 1 (2 then 1)"),
       std::string::npos);
+  request.Clear();
+  *request.add_signatures() = to_message(1, secagg::Signature{});
+  *request.add_signatures() = to_message(1, secagg::Signature{});
+  EXPECT_NE(refusal_of([&] { signatures_of(request); }).find("two signatures of device 1"),
+            std::string::npos);
+  request.mutable_signatures(0)->mutable_signature()->resize(63);
+  EXPECT_NE(refusal_of([&] { signatures_of(request); }).find("signature of 63 bytes, expected 64"),
+            std::string::npos);
   v1::SecAggUnmaskResponse response;
   response.add_shares()->set_owner(5);
   EXPECT_NE(refusal_of([&] { from_message(response); }).find("a share of device 5 of kind 0"),

@@ -91,6 +91,17 @@ struct RoundSecrets {
 void verify_advertisement(const KeyAdvertisement& advertisement, std::string_view round_id,
                           const Bytes32& identity_key);
 
+// The consistency check (Bell et al.'s, after the original SecAgg's ConsistencyCheck round): a
+// device signs, with its identity, the set of survivors the coordinator showed it, so that before
+// revealing any share it can see that its neighbours were shown the same set.
+using Signature = std::array<uint8_t, 64>;
+Signature sign_survivors(const IdentityKeys& identity, DeviceIndex device, std::string_view round_id,
+                         const std::vector<DeviceIndex>& survivors);
+// Refuses (BadSignature, naming the device and round) a signature `identity_key` did not make over
+// exactly `survivors` for `device` in `round_id`.
+void verify_survivors(const Signature& signature, DeviceIndex device, std::string_view round_id,
+                      const std::vector<DeviceIndex>& survivors, const Bytes32& identity_key);
+
 // The pairwise mask seed of devices `me` and `peer`: BLAKE2b of their X25519 shared point, both
 // public keys and indices in device order and the round. Both ends (and the coordinator with a
 // dropped device's reconstructed secret) get the same seed. Refuses a peer key that gives no

@@ -1,13 +1,14 @@
 // SecAgg+'s stages as two state machines (issue 20 points 1 and 3; docs/secure_aggregation.md),
 // one per device and one for the coordinator, transport-agnostic: the coordinator's round feeds
 // them what devices send and relays what they return. Bell, Bonawitz, Gascón, Lepoint and Raykova
-// 2020, the protocol's rounds 0-4 (advertise keys, share keys, masked input, [consistency check,]
+// 2020, the protocol's rounds 0-4 (advertise keys, share keys, masked input, consistency check,
 // unmask), with their aborts: a party stops when fewer than the threshold t remain at a stage.
 //
 // Each stage's message is taken once, in its stage: a second one or one out of order is refused
-// by name (OutOfOrder), so that a replayed stage changes nothing. The consistency-check stage
-// (devices sign the survivor set, against a coordinator that shows them different sets) is not
-// implemented: without it, these sessions are secure against a semi-honest coordinator only.
+// by name (OutOfOrder), so that a replayed stage changes nothing. At the consistency check each
+// survivor signs the survivor set it was shown; a device reveals shares only for that same set and
+// with at least t valid signatures of it, so that a coordinator cannot show devices different
+// sets to obtain both shares of one device from different neighbours.
 #pragma once
 
 #include <cstdint>
@@ -39,13 +40,18 @@ class DeviceSession {
   // masked with its self mask and the pairwise masks of those senders. Refuses (BelowThreshold)
   // fewer than t senders, and a sender that did not advertise to it (BadEnvelope).
   std::vector<uint32_t> masked_input(const Envelopes& received, const std::vector<uint32_t>& input);
-  // Stage 5: the shares the coordinator asks for. Refuses a request that lists one device among
-  // both survivors and dropped (BothSharesRequested), one that does not list this device among the
-  // survivors or lists fewer than t survivors (Parameter).
-  std::vector<RevealedShare> unmask(const UnmaskRequest& request);
+  // Stage 4: its signature of the survivor set the coordinator shows it. Refuses a set that is not
+  // strictly ascending, does not hold this device or has fewer than t devices (Parameter).
+  Signature consistency_check(const std::vector<DeviceIndex>& survivors);
+  // Stage 5: the shares the coordinator asks for, with the survivors' signatures of their set.
+  // Refuses survivors other than the set it signed (Parameter), fewer than t signatures or one
+  // that does not verify (BadSignature), and a request that lists one device among both survivors
+  // and dropped (BothSharesRequested).
+  std::vector<RevealedShare> unmask(const UnmaskRequest& request,
+                                    const std::map<DeviceIndex, Signature>& signatures);
 
  private:
-  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, Unmask, Done };
+  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, ConsistencyCheck, Unmask, Done };
   void enter(Stage expected, const char* what);
 
   std::string round_id_;
@@ -58,6 +64,7 @@ class DeviceSession {
   Stage stage_ = Stage::AdvertiseKeys;
   std::map<DeviceIndex, KeyAdvertisement> neighbours_;  // those that advertised
   std::map<DeviceIndex, HeldShares> held_;              // from those that shared
+  std::vector<DeviceIndex> signed_survivors_;
 };
 
 // The coordinator's round over devices 0..n-1 (their identity keys by index), a random Harary
@@ -87,10 +94,15 @@ class CoordinatorSession {
   // Stage 3: a masked input of a device that shared its keys, added to the sum (a vector of the
   // wrong length or with a word not below 2^bits is refused and the sum left as it was).
   void receive_masked_input(DeviceIndex sender, const std::vector<uint32_t>& masked);
-  // Ends stage 3: the unmask request every survivor gets.
+  // Ends stage 3: the unmask request every survivor gets (its survivors are the set they sign).
   UnmaskRequest close_masking();
 
-  // Stage 5: a survivor's revealed shares, each of a neighbour of its and of the kind requested.
+  // Stage 4: a survivor's signature of the survivor set (BadSignature when it does not verify).
+  void receive_survivors_signature(DeviceIndex sender, const Signature& signature);
+  // Ends stage 4: the signatures every signer gets with the unmask request.
+  std::map<DeviceIndex, Signature> close_consistency_check();
+
+  // Stage 5: a signer's revealed shares, each of a neighbour of its and of the kind requested.
   void receive_unmask_response(DeviceIndex sender, const std::vector<RevealedShare>& shares);
   // The sum of the survivors' inputs modulo 2^bits. Refuses a device with fewer than t shares
   // revealed (BelowThreshold, from reconstruct_secrets).
@@ -99,7 +111,7 @@ class CoordinatorSession {
   const std::vector<DeviceIndex>& survivors() const { return request_.survivors; }
 
  private:
-  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, Unmask, Done };
+  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, ConsistencyCheck, Unmask, Done };
   void require(Stage expected, DeviceIndex sender, const char* what) const;
   void close(Stage stage, size_t remaining, const char* what);
 
@@ -114,6 +126,7 @@ class CoordinatorSession {
   std::set<DeviceIndex> masked_;
   std::vector<uint32_t> sum_;
   UnmaskRequest request_;
+  std::map<DeviceIndex, Signature> signatures_;
   std::map<DeviceIndex, std::vector<RevealedShare>> revealed_;
 };
 

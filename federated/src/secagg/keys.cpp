@@ -24,6 +24,19 @@ std::vector<uint8_t> signed_message(const KeyAdvertisement& advertisement, std::
   return message;
 }
 
+// What a device signs at the consistency check: a domain tag, the round, the signer and the set.
+std::vector<uint8_t> survivors_message(DeviceIndex device, std::string_view round_id,
+                                       const std::vector<DeviceIndex>& survivors) {
+  constexpr std::string_view kTag = "torchnative secagg+ survivors v1";
+  std::vector<uint8_t> message;
+  append(message, kTag.data(), kTag.size());
+  append_round(message, round_id);
+  append_number(message, device);
+  append_number(message, survivors.size());
+  for (DeviceIndex survivor : survivors) append_number(message, survivor);
+  return message;
+}
+
 Bytes32 public_key_of(const Bytes32& secret) {
   Bytes32 public_key{};
   crypto_scalarmult_base(public_key.data(), secret.data());
@@ -68,6 +81,25 @@ void verify_advertisement(const KeyAdvertisement& advertisement, std::string_vie
     throw SecAggRefused(Reason::BadSignature, "secure aggregation: the round keys of device " +
                                                   std::to_string(advertisement.device) + " for round '" +
                                                   std::string(round_id) + "' are not signed by its identity");
+}
+
+Signature sign_survivors(const IdentityKeys& identity, DeviceIndex device, std::string_view round_id,
+                         const std::vector<DeviceIndex>& survivors) {
+  detail::require_sodium();
+  const std::vector<uint8_t> message = survivors_message(device, round_id, survivors);
+  Signature signature{};
+  crypto_sign_detached(signature.data(), nullptr, message.data(), message.size(), identity.secret_key.data());
+  return signature;
+}
+
+void verify_survivors(const Signature& signature, DeviceIndex device, std::string_view round_id,
+                      const std::vector<DeviceIndex>& survivors, const Bytes32& identity_key) {
+  detail::require_sodium();
+  const std::vector<uint8_t> message = survivors_message(device, round_id, survivors);
+  if (crypto_sign_verify_detached(signature.data(), message.data(), message.size(), identity_key.data()) != 0)
+    throw SecAggRefused(Reason::BadSignature, "secure aggregation: device " + std::to_string(device) +
+                                                  " did not sign this set of survivors for round '" +
+                                                  std::string(round_id) + "'");
 }
 
 namespace detail {

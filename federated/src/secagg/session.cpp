@@ -9,7 +9,8 @@ namespace {
 
 using Reason = SecAggRefused::Reason;
 
-const char* const kStageNames[] = {"advertise keys", "share keys", "masked input", "unmask", "done"};
+const char* const kStageNames[] = {"advertise keys",    "share keys", "masked input",
+                                   "consistency check", "unmask",     "done"};
 
 template <typename Stage>
 const char* name_of(Stage stage) {
@@ -112,17 +113,39 @@ std::vector<uint32_t> DeviceSession::masked_input(const Envelopes& received,
   return mask_input(input, bits_, secrets_.self_mask_seed, me_, seeds);
 }
 
-std::vector<RevealedShare> DeviceSession::unmask(const UnmaskRequest& request) {
-  enter(Stage::Unmask, "its shares to unmask");
-  if (!std::ranges::binary_search(request.survivors, me_))
-    throw SecAggRefused(Reason::Parameter,
-                        "secure aggregation: device " + std::to_string(me_) +
-                            " sent its masked input but is not among the survivors of round " + round_id_);
-  if (request.survivors.size() < threshold_)
-    throw SecAggRefused(Reason::Parameter, "secure aggregation: an unmask request of round " + round_id_ +
-                                               " with " + std::to_string(request.survivors.size()) +
+Signature DeviceSession::consistency_check(const std::vector<DeviceIndex>& survivors) {
+  enter(Stage::ConsistencyCheck, "its signature of the survivors");
+  const std::string device = "secure aggregation: device " + std::to_string(me_) + " of round " + round_id_;
+  if (!std::ranges::is_sorted(survivors) || std::ranges::adjacent_find(survivors) != survivors.end())
+    throw SecAggRefused(Reason::Parameter, device + " was shown survivors not strictly ascending");
+  if (!std::ranges::binary_search(survivors, me_))
+    throw SecAggRefused(Reason::Parameter, device + " sent its masked input but is not among the survivors");
+  if (survivors.size() < threshold_)
+    throw SecAggRefused(Reason::Parameter, device + " was shown " + std::to_string(survivors.size()) +
                                                " survivors, below the threshold " +
                                                std::to_string(threshold_));
+  signed_survivors_ = survivors;
+  return sign_survivors(identity_, me_, round_id_, survivors);
+}
+
+std::vector<RevealedShare> DeviceSession::unmask(const UnmaskRequest& request,
+                                                 const std::map<DeviceIndex, Signature>& signatures) {
+  enter(Stage::Unmask, "its shares to unmask");
+  const std::string device = "secure aggregation: device " + std::to_string(me_) + " of round " + round_id_;
+  if (request.survivors != signed_survivors_)
+    throw SecAggRefused(Reason::Parameter,
+                        device + " was asked to unmask survivors other than those it signed");
+  if (signatures.size() < threshold_)
+    throw SecAggRefused(Reason::BadSignature, device + " was given " + std::to_string(signatures.size()) +
+                                                  " signatures of the survivors, below the threshold " +
+                                                  std::to_string(threshold_));
+  for (const auto& [signer, signature] : signatures) {
+    const auto identity = identities_.find(signer);
+    if (identity == identities_.end())
+      throw SecAggRefused(Reason::BadSignature, device + " was given a signature of device " +
+                                                    std::to_string(signer) + ", which is not in the round");
+    verify_survivors(signature, signer, round_id_, signed_survivors_, identity->second);
+  }
   return answer_unmask_request(held_, request);
 }
 
@@ -235,12 +258,29 @@ UnmaskRequest CoordinatorSession::close_masking() {
   return request_;
 }
 
-void CoordinatorSession::receive_unmask_response(DeviceIndex sender,
-                                                 const std::vector<RevealedShare>& shares) {
-  require(Stage::Unmask, sender, "unmask response");
+void CoordinatorSession::receive_survivors_signature(DeviceIndex sender, const Signature& signature) {
+  require(Stage::ConsistencyCheck, sender, "signature of the survivors");
   if (!masked_.contains(sender))
     throw SecAggRefused(Reason::Parameter, "secure aggregation: device " + std::to_string(sender) +
                                                " is not a survivor of round " + round_id_);
+  if (signatures_.contains(sender))
+    throw SecAggRefused(Reason::OutOfOrder, "secure aggregation: device " + std::to_string(sender) +
+                                                " signed the survivors a second time in round " + round_id_);
+  verify_survivors(signature, sender, round_id_, request_.survivors, identities_[sender]);
+  signatures_[sender] = signature;
+}
+
+std::map<DeviceIndex, Signature> CoordinatorSession::close_consistency_check() {
+  close(Stage::ConsistencyCheck, signatures_.size(), "signed the survivors");
+  return signatures_;
+}
+
+void CoordinatorSession::receive_unmask_response(DeviceIndex sender,
+                                                 const std::vector<RevealedShare>& shares) {
+  require(Stage::Unmask, sender, "unmask response");
+  if (!signatures_.contains(sender))
+    throw SecAggRefused(Reason::Parameter, "secure aggregation: device " + std::to_string(sender) +
+                                               " did not sign the survivors of round " + round_id_);
   if (revealed_.contains(sender))
     throw SecAggRefused(Reason::OutOfOrder, "secure aggregation: device " + std::to_string(sender) +
                                                 " answered the unmask request a second time in round " +

@@ -4,6 +4,7 @@
 // unmask lists that are not ascending, envelopes of another sender or recipient.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "federated/secure_aggregation.h"
@@ -30,8 +31,14 @@ std::vector<v1::SecAggEnvelope> envelopes_to(secagg::DeviceIndex recipient,
 secagg::Envelopes envelopes_for_recipient(secagg::DeviceIndex recipient,
                                           const std::vector<v1::SecAggEnvelope>& messages);
 
-v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request);
+v1::SecAggSurvivorsSignature to_message(secagg::DeviceIndex device, const secagg::Signature& signature);
+secagg::Signature from_message(const v1::SecAggSurvivorsSignature& message);
+
+v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request,
+                                   const std::map<secagg::DeviceIndex, secagg::Signature>& signatures = {});
 secagg::UnmaskRequest from_message(const v1::SecAggUnmaskRequest& message);
+// The request's signatures by signer; refuses two of one signer.
+std::map<secagg::DeviceIndex, secagg::Signature> signatures_of(const v1::SecAggUnmaskRequest& message);
 
 v1::SecAggUnmaskResponse to_message(const std::vector<secagg::RevealedShare>& shares);
 std::vector<secagg::RevealedShare> from_message(const v1::SecAggUnmaskResponse& message);

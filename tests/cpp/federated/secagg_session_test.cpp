@@ -21,9 +21,10 @@ constexpr size_t kWords = 64;
 constexpr const char* kRound = "task-9/4";
 
 // Where each vanishing device stops: before advertising, after advertising, after sharing its
-// keys, after sending its masked input (it does not answer the unmask request).
+// keys, after sending its masked input (it signs no survivor set), after signing (it does not
+// answer the unmask request).
 struct Dropouts {
-  std::set<DeviceIndex> before_advertising, after_advertising, after_sharing, after_masking;
+  std::set<DeviceIndex> before_advertising, after_advertising, after_sharing, after_masking, after_signing;
 };
 
 class Fleet {
@@ -70,9 +71,19 @@ class Fleet {
     return coordinator_->close_masking();
   }
 
-  std::vector<uint32_t> unmask(const UnmaskRequest& request, const std::set<DeviceIndex>& silent) {
+  // The consistency check, then the unmask stage.
+  std::map<DeviceIndex, Signature> sign(const UnmaskRequest& request, const Dropouts& dropouts) {
     for (DeviceIndex d : request.survivors)
-      if (!silent.contains(d)) coordinator_->receive_unmask_response(d, sessions_[d].unmask(request));
+      if (!dropouts.after_masking.contains(d))
+        coordinator_->receive_survivors_signature(d, sessions_[d].consistency_check(request.survivors));
+    return coordinator_->close_consistency_check();
+  }
+
+  std::vector<uint32_t> unmask(const UnmaskRequest& request, const Dropouts& dropouts) {
+    const std::map<DeviceIndex, Signature> signatures = sign(request, dropouts);
+    for (const auto& [d, signature] : signatures)
+      if (!dropouts.after_signing.contains(d))
+        coordinator_->receive_unmask_response(d, sessions_[d].unmask(request, signatures));
     return coordinator_->close_unmasking();
   }
 
@@ -94,14 +105,14 @@ class Fleet {
 
 TEST(SecAggSession, TheUnmaskedSumIsTheSurvivorsInputsWithADropoutAtEveryStage) {
   Fleet fleet(16);
-  const Dropouts dropouts{{1}, {2}, {3, 4}, {5}};
+  const Dropouts dropouts{{1}, {2}, {3, 4}, {5}, {6}};
   const UnmaskRequest request = fleet.run_to_unmask(dropouts);
-  std::vector<DeviceIndex> expected;  // device 5 sent its masked input: its input is in the sum
+  std::vector<DeviceIndex> expected;  // devices 5 and 6 sent their masked inputs: in the sum
   for (DeviceIndex d = 0; d < 16; ++d)
     if (d < 1 || d > 4) expected.push_back(d);
   EXPECT_EQ(request.survivors, expected);
   EXPECT_EQ(request.dropped, (std::vector<DeviceIndex>{3, 4}));  // shared their keys, masked nothing
-  const std::vector<uint32_t> sum = fleet.unmask(request, dropouts.after_masking);
+  const std::vector<uint32_t> sum = fleet.unmask(request, dropouts);
   EXPECT_EQ(sum, fleet.plain_sum(request.survivors));
   EXPECT_EQ(fleet.coordinator().survivors(), expected);
 }
@@ -117,7 +128,9 @@ TEST(SecAggSession, ARoundWithFewerThanTheThresholdLeftIsAbandonedByName) {
   Fleet fleet(8);
   std::set<DeviceIndex> most;
   for (DeviceIndex d = fleet.threshold() - 1; d < 8; ++d) most.insert(d);  // t - 1 devices mask
-  const Refusal refusal = refusal_of([&] { fleet.run_to_unmask({{}, {}, most, {}}); });
+  Dropouts dropouts;
+  dropouts.after_sharing = most;
+  const Refusal refusal = refusal_of([&] { fleet.run_to_unmask(dropouts); });
   EXPECT_EQ(refusal.reason, Reason::BelowThreshold);
   EXPECT_NE(refusal.message.find(std::to_string(fleet.threshold() - 1) +
                                  " devices sent their masked input, below the threshold " +
@@ -161,10 +174,36 @@ TEST(SecAggSession, ADeviceRefusesASubstitutedKeyAndARequestForBothShares) {
 
   Fleet honest(8);
   const UnmaskRequest request = honest.run_to_unmask({});
+  const std::map<DeviceIndex, Signature> signatures = honest.sign(request, {});
   UnmaskRequest both = request;
   both.dropped.push_back(honest.coordinator().graph().neighbours(0).front());
-  refusal = refusal_of([&] { honest.device(0).unmask(both); });
+  refusal = refusal_of([&] { honest.device(0).unmask(both, signatures); });
   EXPECT_EQ(refusal.reason, Reason::BothSharesRequested);
+}
+
+// An active coordinator showing devices different survivor sets (to learn both shares of one
+// device from different neighbours) is caught at the consistency check.
+TEST(SecAggSession, ADeviceRevealsNothingForASurvivorSetItDidNotSignOrWithoutItsNeighboursSignatures) {
+  Fleet fleet(8);
+  const UnmaskRequest request = fleet.run_to_unmask({});
+  std::map<DeviceIndex, Signature> signatures = fleet.sign(request, {});
+  UnmaskRequest fewer = request;  // device 7 moved to the dropped: both its shares would be revealed
+  fewer.survivors.pop_back();
+  fewer.dropped.push_back(7);
+  Refusal refusal = refusal_of([&] { fleet.device(0).unmask(fewer, signatures); });
+  EXPECT_NE(refusal.message.find("was asked to unmask survivors other than those it signed"),
+            std::string::npos)
+      << refusal.message;
+  signatures[2] = sign_survivors(IdentityKeys::generate(), 2, kRound, request.survivors);  // not 2's identity
+  refusal = refusal_of([&] { fleet.device(1).unmask(request, signatures); });
+  EXPECT_EQ(refusal.reason, Reason::BadSignature);
+  EXPECT_NE(refusal.message.find("device 2 did not sign this set of survivors"), std::string::npos)
+      << refusal.message;
+  std::map<DeviceIndex, Signature> too_few;
+  for (DeviceIndex d = 0; d + 1 < fleet.threshold(); ++d) too_few[d] = signatures.at(d);
+  refusal = refusal_of([&] { fleet.device(3).unmask(request, too_few); });
+  EXPECT_NE(refusal.message.find("signatures of the survivors, below the threshold"), std::string::npos)
+      << refusal.message;
 }
 
 TEST(SecAggSession, TheCoordinatorRefusesWhatItCouldNotUnmask) {
