@@ -56,26 +56,29 @@ secagg::KeyAdvertisement from_message(const v1::SecAggKeyAdvertisement& message)
           .signature = fixed_bytes<64>(message.signature(), "signature")};
 }
 
-std::vector<v1::SecAggEnvelope> envelopes_from(DeviceIndex sender, const secagg::Envelopes& envelopes) {
+namespace {
+
+// The envelopes as messages, each between `fixed` and the device it is keyed by.
+std::vector<v1::SecAggEnvelope> messages_of(const secagg::Envelopes& envelopes, DeviceIndex fixed,
+                                            bool fixed_is_sender) {
   std::vector<v1::SecAggEnvelope> out;
-  for (const auto& [recipient, sealed] : envelopes) {
+  for (const auto& [other, sealed] : envelopes) {
     v1::SecAggEnvelope& message = out.emplace_back();
-    message.set_sender(sender);
-    message.set_recipient(recipient);
+    message.set_sender(fixed_is_sender ? fixed : other);
+    message.set_recipient(fixed_is_sender ? other : fixed);
     message.set_sealed(std::string(sealed.begin(), sealed.end()));
   }
   return out;
 }
 
+}  // namespace
+
+std::vector<v1::SecAggEnvelope> envelopes_from(DeviceIndex sender, const secagg::Envelopes& envelopes) {
+  return messages_of(envelopes, sender, true);
+}
+
 std::vector<v1::SecAggEnvelope> envelopes_to(DeviceIndex recipient, const secagg::Envelopes& by_sender) {
-  std::vector<v1::SecAggEnvelope> out;
-  for (const auto& [sender, sealed] : by_sender) {
-    v1::SecAggEnvelope& message = out.emplace_back();
-    message.set_sender(sender);
-    message.set_recipient(recipient);
-    message.set_sealed(std::string(sealed.begin(), sealed.end()));
-  }
-  return out;
+  return messages_of(by_sender, recipient, false);
 }
 
 namespace {

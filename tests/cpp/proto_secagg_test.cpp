@@ -9,6 +9,7 @@
 
 #include "federated/secure_session.h"
 #include "proto/secure_aggregation_messages.h"
+#include "test_support.h"
 
 namespace tn::proto {
 namespace {
@@ -36,13 +37,7 @@ std::vector<Message> carried(const std::vector<Message>& messages) {
 }
 
 std::string refusal_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const SecAggRefused& refused) {
-    return refused.what();
-  }
-  ADD_FAILURE() << "expected a SecAggRefused";
-  return {};
+  return tn::test::message_of<SecAggRefused>(body);
 }
 
 TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
