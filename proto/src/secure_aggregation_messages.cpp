@@ -40,6 +40,13 @@ std::vector<DeviceIndex> ascending(const google::protobuf::RepeatedField<uint32_
 
 }  // namespace
 
+secagg::Signer signer_of(const SigningKey& key) {
+  return [&key](std::span<const uint8_t> message) {
+    return fixed_bytes<64>(key.sign({reinterpret_cast<const char*>(message.data()), message.size()}),
+                           "signature");
+  };
+}
+
 v1::SecAggKeyAdvertisement to_message(const secagg::KeyAdvertisement& advertisement) {
   v1::SecAggKeyAdvertisement message;
   message.set_device_index(advertisement.device);

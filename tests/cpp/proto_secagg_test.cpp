@@ -4,6 +4,8 @@
 // wrong in a message is refused by name.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <deque>
 #include <optional>
 #include <random>
 
@@ -44,16 +46,22 @@ TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
   const uint32_t n = 10;
   const secagg::GraphParameters graph =
       secagg::derive_graph_parameters(n, {.corrupt_fraction = 0.05, .dropout_fraction = 0.33});
-  std::vector<secagg::IdentityKeys> identities;
+  // Each device signs with its request-signing key, the identity it registered (a deque: the
+  // keys are neither copied nor moved).
+  struct Identity {
+    SigningKey key = SigningKey::generate();
+  };
+  std::deque<Identity> identities;
   std::map<DeviceIndex, secagg::Bytes32> registry;
   std::vector<secagg::Bytes32> public_keys;
   for (DeviceIndex d = 0; d < n; ++d) {
-    identities.push_back(secagg::IdentityKeys::generate());
-    registry[d] = public_keys.emplace_back(identities.back().public_key);
+    const std::string key = identities.emplace_back().key.public_key();
+    std::memcpy(registry[d].data(), key.data(), key.size());
+    public_keys.push_back(registry[d]);
   }
   std::vector<secagg::DeviceSession> devices;
   for (DeviceIndex d = 0; d < n; ++d)
-    devices.emplace_back(kRound, d, identities[d], registry, graph.threshold, kBits);
+    devices.emplace_back(kRound, d, signer_of(identities[d].key), registry, graph.threshold, kBits);
   secagg::CoordinatorSession coordinator(kRound, public_keys, graph, secagg::Bytes32{9}, kBits, kWords);
 
   for (DeviceIndex d = 0; d < n; ++d)

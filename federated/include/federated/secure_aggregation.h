@@ -12,7 +12,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,11 +61,18 @@ std::vector<Share> shamir_split(const Bytes32& secret, uint32_t threshold,
 Bytes32 shamir_combine(const std::vector<Share>& shares, uint32_t threshold);
 
 // ---- Per-round keys (keys.cpp) ----------------------------------------------------------------
+using Signature = std::array<uint8_t, 64>;  // Ed25519, detached
+// Signs a message with a device's registered Ed25519 identity. Every message signed here starts
+// with its own domain tag ("torchnative secagg+ ..."), so the device may sign with the key it signs
+// its requests with (proto::SigningKey, whose messages start with another tag).
+using Signer = std::function<Signature(std::span<const uint8_t> message)>;
+
 // A device's long-term Ed25519 identity, registered with the coordinator before any round.
 struct IdentityKeys {
   Bytes32 public_key{};
   std::array<uint8_t, 64> secret_key{};
   static IdentityKeys generate();
+  Signer signer() const;  // signs with a copy of the secret key
 };
 
 // What a device advertises at the start of a round: two X25519 public keys, signed with its
@@ -82,6 +91,7 @@ struct RoundSecrets {
   Bytes32 channel_secret{};
   Bytes32 self_mask_seed{};
   static RoundSecrets generate();
+  KeyAdvertisement advertise(DeviceIndex device, std::string_view round_id, const Signer& sign) const;
   KeyAdvertisement advertise(DeviceIndex device, std::string_view round_id,
                              const IdentityKeys& identity) const;
 };
@@ -94,8 +104,7 @@ void verify_advertisement(const KeyAdvertisement& advertisement, std::string_vie
 // The consistency check (Bell et al.'s, after the original SecAgg's ConsistencyCheck round): a
 // device signs, with its identity, the set of survivors the coordinator showed it, so that before
 // revealing any share it can see that its neighbours were shown the same set.
-using Signature = std::array<uint8_t, 64>;
-Signature sign_survivors(const IdentityKeys& identity, DeviceIndex device, std::string_view round_id,
+Signature sign_survivors(const Signer& sign, DeviceIndex device, std::string_view round_id,
                          const std::vector<DeviceIndex>& survivors);
 // Refuses (BadSignature, naming the device and round) a signature `identity_key` did not make over
 // exactly `survivors` for `device` in `round_id`.

@@ -23,12 +23,13 @@ namespace tn::federated::secagg {
 
 using Envelopes = std::map<DeviceIndex, std::vector<uint8_t>>;  // by recipient, or by sender
 
-// One device's round. `identities` are the registered identity keys of the round's devices, by
-// index (assumed authentic: the registry is not protected by secure aggregation).
+// One device's round: `sign` signs with its registered identity; `identities` are the registered
+// identity keys of the round's devices, by index (assumed authentic: the registry is not
+// protected by secure aggregation).
 class DeviceSession {
  public:
-  DeviceSession(std::string round_id, DeviceIndex me, IdentityKeys identity,
-                std::map<DeviceIndex, Bytes32> identities, uint32_t threshold, unsigned bits);
+  DeviceSession(std::string round_id, DeviceIndex me, Signer sign, std::map<DeviceIndex, Bytes32> identities,
+                uint32_t threshold, unsigned bits);
 
   // Stage 1: this device's signed round keys.
   KeyAdvertisement advertise_keys();
@@ -56,7 +57,7 @@ class DeviceSession {
 
   std::string round_id_;
   DeviceIndex me_;
-  IdentityKeys identity_;
+  Signer sign_;
   std::map<DeviceIndex, Bytes32> identities_;
   uint32_t threshold_;
   unsigned bits_;

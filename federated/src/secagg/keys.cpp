@@ -63,13 +63,24 @@ RoundSecrets RoundSecrets::generate() {
   return RoundSecrets{random_bytes(), random_bytes(), random_bytes()};
 }
 
+Signer IdentityKeys::signer() const {
+  return [secret_key = secret_key](std::span<const uint8_t> message) {
+    Signature signature{};
+    crypto_sign_detached(signature.data(), nullptr, message.data(), message.size(), secret_key.data());
+    return signature;
+  };
+}
+
+KeyAdvertisement RoundSecrets::advertise(DeviceIndex device, std::string_view round_id,
+                                         const Signer& sign) const {
+  KeyAdvertisement advertisement{device, public_key_of(mask_secret), public_key_of(channel_secret), {}};
+  advertisement.signature = sign(signed_message(advertisement, round_id));
+  return advertisement;
+}
+
 KeyAdvertisement RoundSecrets::advertise(DeviceIndex device, std::string_view round_id,
                                          const IdentityKeys& identity) const {
-  KeyAdvertisement advertisement{device, public_key_of(mask_secret), public_key_of(channel_secret), {}};
-  std::vector<uint8_t> message = signed_message(advertisement, round_id);
-  crypto_sign_detached(advertisement.signature.data(), nullptr, message.data(), message.size(),
-                       identity.secret_key.data());
-  return advertisement;
+  return advertise(device, round_id, identity.signer());
 }
 
 void verify_advertisement(const KeyAdvertisement& advertisement, std::string_view round_id,
@@ -83,13 +94,9 @@ void verify_advertisement(const KeyAdvertisement& advertisement, std::string_vie
                                                   std::string(round_id) + "' are not signed by its identity");
 }
 
-Signature sign_survivors(const IdentityKeys& identity, DeviceIndex device, std::string_view round_id,
+Signature sign_survivors(const Signer& sign, DeviceIndex device, std::string_view round_id,
                          const std::vector<DeviceIndex>& survivors) {
-  detail::require_sodium();
-  const std::vector<uint8_t> message = survivors_message(device, round_id, survivors);
-  Signature signature{};
-  crypto_sign_detached(signature.data(), nullptr, message.data(), message.size(), identity.secret_key.data());
-  return signature;
+  return sign(survivors_message(device, round_id, survivors));
 }
 
 void verify_survivors(const Signature& signature, DeviceIndex device, std::string_view round_id,

@@ -32,11 +32,11 @@ std::set<DeviceIndex> keys_of(const Map& map) {
 
 }  // namespace
 
-DeviceSession::DeviceSession(std::string round_id, DeviceIndex me, IdentityKeys identity,
+DeviceSession::DeviceSession(std::string round_id, DeviceIndex me, Signer sign,
                              std::map<DeviceIndex, Bytes32> identities, uint32_t threshold, unsigned bits)
     : round_id_(std::move(round_id)),
       me_(me),
-      identity_(identity),
+      sign_(std::move(sign)),
       identities_(std::move(identities)),
       threshold_(threshold),
       bits_(bits) {}
@@ -54,7 +54,7 @@ void DeviceSession::enter(Stage expected, const char* what) {
 
 KeyAdvertisement DeviceSession::advertise_keys() {
   enter(Stage::AdvertiseKeys, "its keys");
-  return secrets_.advertise(me_, round_id_, identity_);
+  return secrets_.advertise(me_, round_id_, sign_);
 }
 
 Envelopes DeviceSession::share_keys(const std::map<DeviceIndex, KeyAdvertisement>& neighbours) {
@@ -125,7 +125,7 @@ Signature DeviceSession::consistency_check(const std::vector<DeviceIndex>& survi
                                                " survivors, below the threshold " +
                                                std::to_string(threshold_));
   signed_survivors_ = survivors;
-  return sign_survivors(identity_, me_, round_id_, survivors);
+  return sign_survivors(sign_, me_, round_id_, survivors);
 }
 
 std::vector<RevealedShare> DeviceSession::unmask(const UnmaskRequest& request,

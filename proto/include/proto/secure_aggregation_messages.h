@@ -9,12 +9,16 @@
 
 #include "federated/secure_aggregation.h"
 #include "federated/secure_session.h"
+#include "proto/signing.h"
 #include "torchnative/federated/v1/device.pb.h"
 
 namespace tn::proto {
 
 namespace v1 = ::torchnative::federated::v1;
 namespace secagg = ::tn::federated::secagg;
+
+// A device's request-signing key (its registered identity) as SecAgg+'s signer; `key` outlives it.
+secagg::Signer signer_of(const SigningKey& key);
 
 v1::SecAggKeyAdvertisement to_message(const secagg::KeyAdvertisement& advertisement);
 secagg::KeyAdvertisement from_message(const v1::SecAggKeyAdvertisement& message);

@@ -68,7 +68,7 @@ TEST(SecureRound, TheStrategyReadsTheSurvivorsQuantisedUpdatesUnmasked) {
   std::vector<uint32_t> weights;
   for (secagg::DeviceIndex d = 0; d < n; ++d) {
     const federated::DeviceId& id = round.devices()[d];
-    devices.emplace_back("t/1", d, identities.at(id), by_index, threshold, params.fixed_point.bits);
+    devices.emplace_back("t/1", d, identities.at(id).signer(), by_index, threshold, params.fixed_point.bits);
     const float step = 0.05f * float(d + 1);  // the last devices' updates are clipped to 0.25
     const Model trained =
         float_model({0.5f + step, -1.0f - step, 2.0f, 0.0f + 2 * step}, {0.1f, -0.1f + step});

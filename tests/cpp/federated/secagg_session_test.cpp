@@ -43,7 +43,7 @@ class Fleet {
       inputs_.push_back(input);
     }
     for (DeviceIndex d = 0; d < devices; ++d)
-      sessions_.emplace_back(kRound, d, identities_[d], registry, graph_.threshold, kBits);
+      sessions_.emplace_back(kRound, d, identities_[d].signer(), registry, graph_.threshold, kBits);
     coordinator_.emplace(kRound, public_keys, graph_, Bytes32{7}, kBits, kWords);
   }
 
@@ -194,7 +194,8 @@ TEST(SecAggSession, ADeviceRevealsNothingForASurvivorSetItDidNotSignOrWithoutIts
   EXPECT_NE(refusal.message.find("was asked to unmask survivors other than those it signed"),
             std::string::npos)
       << refusal.message;
-  signatures[2] = sign_survivors(IdentityKeys::generate(), 2, kRound, request.survivors);  // not 2's identity
+  signatures[2] =
+      sign_survivors(IdentityKeys::generate().signer(), 2, kRound, request.survivors);  // not 2's identity
   refusal = refusal_of([&] { fleet.device(1).unmask(request, signatures); });
   EXPECT_EQ(refusal.reason, Reason::BadSignature);
   EXPECT_NE(refusal.message.find("device 2 did not sign this set of survivors"), std::string::npos)
