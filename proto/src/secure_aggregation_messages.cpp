@@ -118,6 +118,39 @@ secagg::Envelopes envelopes_for_recipient(DeviceIndex recipient,
   return keyed(messages, recipient, false);
 }
 
+std::vector<v1::SecAggMaskedInput> masked_input_messages(const std::vector<uint32_t>& words,
+                                                         size_t words_per_message) {
+  if (words_per_message == 0) refuse("masked input messages of 0 words");
+  std::vector<v1::SecAggMaskedInput> out;
+  size_t offset = 0;
+  do {
+    const size_t count = std::min(words_per_message, words.size() - offset);
+    v1::SecAggMaskedInput& message = out.emplace_back();
+    message.set_offset(offset);
+    message.mutable_words()->Add(words.begin() + offset, words.begin() + offset + count);
+    offset += count;
+  } while (offset < words.size());
+  return out;
+}
+
+std::vector<uint32_t> masked_input_of(const std::vector<v1::SecAggMaskedInput>& messages, size_t length) {
+  std::vector<uint32_t> words;
+  words.reserve(length);
+  for (const v1::SecAggMaskedInput& message : messages) {
+    if (message.offset() != words.size())
+      refuse("a masked input message at word " + std::to_string(message.offset()) + ", expected " +
+             std::to_string(words.size()));
+    if (size_t(message.words_size()) > length - words.size())
+      refuse("a masked input message runs to word " + std::to_string(words.size() + message.words_size()) +
+             ", past the input's " + std::to_string(length));
+    words.insert(words.end(), message.words().begin(), message.words().end());
+  }
+  if (words.size() != length)
+    refuse("a masked input of " + std::to_string(words.size()) + " words, expected " +
+           std::to_string(length));
+  return words;
+}
+
 v1::SecAggSurvivorsSignature to_message(DeviceIndex device, const secagg::Signature& signature) {
   v1::SecAggSurvivorsSignature message;
   message.set_device_index(device);

@@ -84,7 +84,8 @@ TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
     for (size_t i = 0; i < kWords; ++i) expected[i] += input[i] = static_cast<uint32_t>(random());
     const secagg::Envelopes received =
         envelopes_for_recipient(d, carried(envelopes_to(d, coordinator.envelopes_for(d))));
-    coordinator.receive_masked_input(d, devices[d].masked_input(received, input));
+    const std::vector<uint32_t> masked = devices[d].masked_input(received, input);
+    coordinator.receive_masked_input(d, masked_input_of(carried(masked_input_messages(masked, 16)), kWords));
   }
   const secagg::UnmaskRequest check = from_message(carried(to_message(coordinator.close_masking())));
   EXPECT_EQ(check.dropped, (std::vector<DeviceIndex>{6}));
@@ -119,6 +120,18 @@ TEST(SecAggMessages, WhatAPeerCouldGetWrongIsRefusedByName) {
   request.mutable_signatures(0)->mutable_signature()->resize(63);
   EXPECT_NE(refusal_of([&] { signatures_of(request); }).find("signature of 63 bytes, expected 64"),
             std::string::npos);
+  std::vector<v1::SecAggMaskedInput> pieces = masked_input_messages(std::vector<uint32_t>(10, 7), 4);
+  EXPECT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(masked_input_of(pieces, 10), std::vector<uint32_t>(10, 7));
+  EXPECT_NE(refusal_of([&] { masked_input_of(pieces, 9); }).find("runs to word 10, past the input's 9"),
+            std::string::npos);
+  EXPECT_NE(refusal_of([&] { masked_input_of(pieces, 11); }).find("a masked input of 10 words, expected 11"),
+            std::string::npos);
+  pieces[1].set_offset(3);
+  EXPECT_NE(
+      refusal_of([&] { masked_input_of(pieces, 10); }).find("a masked input message at word 3, expected 4"),
+      std::string::npos);
+  EXPECT_EQ(masked_input_messages({}, 4).size(), 1u);
   v1::SecAggUnmaskResponse response;
   response.add_shares()->set_owner(5);
   EXPECT_NE(refusal_of([&] { from_message(response); }).find("a share of device 5 of kind 0"),

@@ -38,6 +38,15 @@ secagg::Envelopes envelopes_for_recipient(secagg::DeviceIndex recipient,
 v1::SecAggSurvivorsSignature to_message(secagg::DeviceIndex device, const secagg::Signature& signature);
 secagg::Signature from_message(const v1::SecAggSurvivorsSignature& message);
 
+// A masked input as messages of at most `words_per_message` words each, in order (one message,
+// empty, for an empty input).
+std::vector<v1::SecAggMaskedInput> masked_input_messages(const std::vector<uint32_t>& words,
+                                                         size_t words_per_message);
+// The masked input of `length` words from its messages, each starting where the last ended.
+// Refuses by name a message that leaves a gap, overlaps or runs past `length`, and an input that
+// stops short.
+std::vector<uint32_t> masked_input_of(const std::vector<v1::SecAggMaskedInput>& messages, size_t length);
+
 v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request,
                                    const std::map<secagg::DeviceIndex, secagg::Signature>& signatures = {});
 secagg::UnmaskRequest from_message(const v1::SecAggUnmaskRequest& message);
