@@ -231,10 +231,16 @@ bool targets_meta(const Operator& op, const Stack& stack, const std::vector<Tens
                      [](const Tensor& t) { return t.defined() && t.is_meta(); });
 }
 
-// Upstream's device check for an in-place call on a meta tensor: other cpu tensors only as
-// 0-dim values (copy_ takes any source, which it does not read).
+// Upstream's device check for a call on meta tensors: cpu tensors only as 0-dim values. A
+// factory's tensor arguments (empty_like(cpu, device="meta")) and the arguments read only for
+// their shapes (copy_'s source, view_as's other, is_same_size) are exempt.
 void check_same_device(const Operator& op, const std::vector<Tensor>& inputs) {
-  if (op.family() == "copy") return;
+  const std::string& name = op.schema.name;
+  for (const SchemaArgument& argument : op.schema.arguments)
+    if (argument.type.kind == SchemaType::Kind::Device) return;
+  if (op.family() == "copy" || name.ends_with("_as") || name == "is_same_size" ||
+      name == "_has_compatible_shallow_copy_type")
+    return;
   for (const Tensor& t : inputs)
     if (t.defined() && !t.is_meta() && t.dim() > 0)
       throw Error(
@@ -345,6 +351,7 @@ void Dispatcher::call_below_autograd(const Operator& op, Stack& stack) const {
 // and dtype checks ran before its loops); anything else is refused by name.
 void Dispatcher::run_on_meta(const Operator& op, Stack& stack, const std::vector<Tensor>& inputs) const {
   Tensor self = op.is_inplace() && stack.at(0).is<Tensor>() ? stack[0].get<Tensor>() : Tensor();
+  check_same_device(op, inputs);
   const Stack args = stack;
   MetaAllocation allocation;
   try {
@@ -352,7 +359,6 @@ void Dispatcher::run_on_meta(const Operator& op, Stack& stack, const std::vector
   } catch (const MetaDataAccess&) {
     if (self.defined()) {
       if (!self.is_meta()) throw;  // a cpu tensor written from a meta one
-      check_same_device(op, inputs);
       stack.assign(1, IValue(self));
       return;
     }

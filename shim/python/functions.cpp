@@ -431,7 +431,7 @@ ToArguments parse_to_arguments(PyObject* args, PyObject* kwargs) {
     PyObject* first = PyTuple_GET_ITEM(args, 0);
     if (is_tensor(first)) {
       parsed.dtype = unpack(first).dtype();
-      parsed.device = Ref::borrow(cpu_device());
+      parsed.device = Ref::borrow(unpack(first).is_meta() ? meta_device() : cpu_device());
       i = 1;
     } else if (is_dtype(first)) {
       parsed.dtype = dtype_of(first);

@@ -2,9 +2,10 @@
 runs under upstream torch and the shim and the records must be equal: factories, views,
 in-place initialisers, nn modules built with device="meta", Module.to("meta"), to_empty and
 skip_init, load_state_dict after to_empty, the errors of reading a meta tensor's values.
-A large model built on the meta device allocates nothing (peak RSS). What the shim cannot do
-on meta yet (shape inference through computing operators) is listed in NOT_YET, each a strict
-expected failure naming the gap."""
+Computing operators on meta tensors give the shapes and dtypes of their results (pointwise,
+reductions, matrix products, linear). A large model built on the meta device allocates nothing
+(peak RSS). What the shim cannot do on meta yet is listed in NOT_YET, each a strict expected
+failure naming the gap."""
 import json
 import subprocess
 import sys
@@ -125,12 +126,24 @@ CASES = {
     "linear forward": "torch.nn.Linear(4, 3, device='meta')(meta(2, 4))",
     "conv2d forward": "torch.nn.Conv2d(3, 4, 3, device='meta')(meta(1, 3, 8, 8))",
     "add": "meta(2, 3) + meta(3)",
+    "pointwise": "[meta(2, 3) * 2, meta(2, 3, dtype=torch.int64) / 2, torch.exp(meta(4)), meta(2, 1).sub(meta(3)), "
+                 "meta(3) > 0, "
+                 "torch.relu(meta(2, 2)), torch.sigmoid(meta(5, dtype=torch.float64))]",
+    "reductions": "[meta(2, 3).sum(), meta(2, 3, dtype=torch.int32).sum(1), meta(4, 5).mean(0, keepdim=True)]",
+    "where": "torch.where(meta(2, 3, dtype=torch.bool), meta(3), meta(2, 1))",
+    "amax": "meta(3, 4).amax(1)",
+    "matmul": "[meta(2, 3) @ meta(3, 4), torch.mm(meta(5, 2), meta(2, 1)), torch.addmm(meta(4), meta(3, 2), meta(2, 4))]",
+    "to another tensor's device": "[torch.ones(2).to(meta(1)), meta(2).to(torch.ones(1, dtype=torch.int64), copy=True)]",
+    "meta with a cpu tensor": "meta(2, 3) + torch.ones(2, 3)",
+    "meta with a 0-dim cpu tensor": "meta(2, 3) * torch.tensor(2.)",
+    "shape errors on meta": "meta(2, 3) + meta(4)",
 }
 
-# Shape inference through computing operators (upstream's meta kernels): the shim refuses them
-# by name ("torchnative has no meta (shape-only) implementation of aten::... yet").
-NOT_YET = {name: "the shim has no shape-only implementation of computing operators yet"
-           for name in ("sum", "linear forward", "conv2d forward", "add", "printing values refused")}
+# Computing operators whose kernels have loops of their own (not the shared pointwise, reduction
+# and GEMM helpers, which stop at a meta result): the shim refuses them by name ("torchnative
+# has no meta (shape-only) implementation of aten::... yet").
+NOT_YET = {name: "this operator's kernel has no shape-only path on meta yet"
+           for name in ("conv2d forward", "where", "amax", "printing values refused")}
 
 
 # Refusals whose upstream message is a dispatcher's dump of its backends: the error type is compared.

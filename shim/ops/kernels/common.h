@@ -95,6 +95,7 @@ template <typename in_t, typename F>
 Tensor map_unary(const Tensor& a, ScalarType compute, ScalarType out_type, F&& f) {
   Tensor in = a.to(compute);
   Tensor out = Tensor::empty(a.sizes(), out_type);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   auto run = [&](auto* po) {
     using out_t = std::remove_pointer_t<decltype(po)>;
     const in_t* x = in.data_as<in_t>();
@@ -133,6 +134,7 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarTy
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
   Tensor x = a.to(compute), y = b.to(compute);
   Tensor out = Tensor::empty(shape, out_type);
+  if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
   auto run = [&](auto* po) {
@@ -173,6 +175,7 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType
   Shape shape = broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes()), c.sizes());
   Tensor x = a.to(compute), y = b.to(compute), z = c.to(compute);
   Tensor out = Tensor::empty(shape, compute);
+  if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
   const in_t* pz = z.data_as<in_t>();
@@ -200,6 +203,7 @@ ReducePlan plan_reduce(const Tensor& self, const std::optional<std::vector<int64
 // Reduces with an accumulator: init, step(acc, x, j) per element, finish(acc, n).
 template <typename Acc, typename Out, typename In, typename Step, typename Finish>
 void reduce_loop(const ReducePlan& plan, Tensor& out, Acc init, Step step, Finish finish) {
+  if (out.is_meta()) return;
   const In* in = plan.values.template data_as<In>();
   Out* o = out.template data_as<Out>();
   int64_t outer = out.numel();
@@ -267,6 +271,7 @@ Tensor vml_unary(const Tensor& a, const char* half_kernel, VmlOp op, F fallback)
   ScalarType compute = t == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
   Tensor in = a.to(compute).contiguous();
   Tensor out = Tensor::empty(a.sizes(), compute);
+  if (out.is_meta()) return out.to(t);
   if (compute == ScalarType::Double)
     vml_apply(op, in.data_as<double>(), out.data_as<double>(), in.numel());
   else

@@ -48,7 +48,7 @@ void check_mm(const Tensor& a, const Tensor& b) {
 // out (m x n, contiguous) = beta * out + alpha * a @ b; beta == 0 ignores out's contents.
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0 || out.is_meta()) return;
   ScalarType t = out.dtype();
   if ((t == ScalarType::Float || t == ScalarType::Double) && k > 0) {
     BlasOperand x = blas_operand(a), y = blas_operand(b);

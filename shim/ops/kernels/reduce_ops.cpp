@@ -18,6 +18,7 @@ Tensor sum(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, 
   if (t == ScalarType::Float || t == ScalarType::Double) return cascade_sum(self, t, dims, keepdim, false);
   ReducePlan plan = plan_reduce(self.to(t), dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, t);
+  if (out.is_meta()) return out;
   TN_DISPATCH_ALL_TYPES(t, "sum", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     // float16/bfloat16 accumulate in double: at least as accurate as upstream's cascade

@@ -356,6 +356,7 @@ void walk(const Shape& sizes, const std::vector<Shape>& strides, F f) {
 Tensor cascade_sum(const Tensor& self, ScalarType t, const std::optional<std::vector<int64_t>>& dims,
                    bool keepdim, bool ignore_nan) {
   Reduction r = make_reduction(self, t, dims, keepdim);
+  if (r.out.is_meta()) return r.out;
   TN_DISPATCH_ALL_TYPES(t, "sum", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
