@@ -132,6 +132,23 @@ CASES = {
     "reductions": "[meta(2, 3).sum(), meta(2, 3, dtype=torch.int32).sum(1), meta(4, 5).mean(0, keepdim=True)]",
     "where": "torch.where(meta(2, 3, dtype=torch.bool), meta(3), meta(2, 1))",
     "amax": "meta(3, 4).amax(1)",
+    "max min argmax": "[meta(3, 4).max(), meta(3, 4).min(1), meta(3, 4).max(0, keepdim=True), "
+                      "meta(3, 4, dtype=torch.int64).amin((0, 1)), meta(3, 4).argmax(), "
+                      "meta(3, 4).argmax(1, keepdim=True), meta(3, 4).argmin(0)]",
+    "softmax": "[meta(2, 5).softmax(-1), torch.log_softmax(meta(2, 5, 3), 1), meta(4).softmax(0, dtype=torch.float64), "
+               "meta(2, 3, dtype=torch.bfloat16).softmax(1)]",
+    "conv1d 2d 3d forward": "[torch.nn.Conv1d(3, 4, 3, device='meta')(meta(2, 3, 10)), "
+                            "torch.nn.Conv2d(3, 4, 3, stride=2, padding=1, device='meta')(meta(1, 3, 8, 8)), "
+                            "torch.nn.Conv2d(4, 4, 3, groups=2, device='meta', dtype=torch.float64)"
+                            "(meta(2, 4, 7, 7, dtype=torch.float64)), "
+                            "torch.nn.Conv3d(2, 3, 2, device='meta')(meta(1, 2, 4, 4, 4)), "
+                            "torch.nn.Conv2d(3, 4, 1, bias=False, device='meta')(meta(3, 6, 6))]",
+    "pooling": "[torch.nn.functional.max_pool2d(meta(1, 3, 8, 8), 2), "
+               "torch.nn.functional.max_pool2d(meta(3, 9, 9), 3, 2, 1, return_indices=True), "
+               "torch.nn.functional.avg_pool2d(meta(1, 2, 7, 7), 3, 2), "
+               "torch.nn.functional.adaptive_avg_pool2d(meta(1, 3, 7, 7), 1), "
+               "torch.nn.functional.adaptive_avg_pool2d(meta(2, 3, 7, 7), (3, 2)), "
+               "torch.nn.functional.adaptive_max_pool2d(meta(1, 2, 5, 5), 2)]",
     "matmul": "[meta(2, 3) @ meta(3, 4), torch.mm(meta(5, 2), meta(2, 1)), torch.addmm(meta(4), meta(3, 2), meta(2, 4))]",
     "to another tensor's device": "[torch.ones(2).to(meta(1)), meta(2).to(torch.ones(1, dtype=torch.int64), copy=True)]",
     "meta with a cpu tensor": "meta(2, 3) + torch.ones(2, 3)",
@@ -143,7 +160,7 @@ CASES = {
 # and GEMM helpers, which stop at a meta result): the shim refuses them by name ("torchnative
 # has no meta (shape-only) implementation of aten::... yet").
 NOT_YET = {name: "this operator's kernel has no shape-only path on meta yet"
-           for name in ("conv2d forward", "where", "amax", "printing values refused")}
+           for name in ("printing values refused",)}
 
 
 # Refusals whose upstream message is a dispatcher's dump of its backends: the error type is compared.

@@ -318,6 +318,7 @@ Tensor onednn_convolution(const Tensor& input, const Tensor& weight, const std::
                    ? ops::permute(Tensor::empty({g.dst[0], g.dst[2], g.dst[3], g.dst[1]}, ScalarType::Float),
                                   {0, 3, 1, 2})
                    : Tensor::empty(g.dst, ScalarType::Float);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   std::vector<Operand> inputs{{DNNL_ARG_SRC, x, g.src, pd.src_desc()},
                               {DNNL_ARG_WEIGHTS, weight.contiguous(), g.weights, pd.weights_desc()}};
   if (bias) inputs.push_back({DNNL_ARG_BIAS, bias->contiguous(), g.bias(), pd.bias_desc()});
@@ -375,6 +376,8 @@ Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optiona
                    const Shape& out_sizes) {
   int64_t n = input.size(0), c = input.size(1), oc = weight.size(0), cg = c / groups, og = oc / groups;
   Shape kernel{weight.size(2), weight.size(3)};
+  // On meta, the contiguous result of the per-sample GEMMs below, in the input's dtype.
+  if (input.is_meta()) return Tensor::empty(out_sizes, input.dtype());
   // Upstream's slow_conv2d multiplies a 1x1, unstrided, unpadded convolution's input itself:
   // the same matrix im2col would copy out, without the copy.
   bool columns_are_input = kernel == Shape{1, 1} && !any_not_one(stride) && padding == Shape{0, 0} &&
@@ -568,6 +571,7 @@ Tensor gemm_conv3d(const Tensor& input, const Tensor& weight, const std::optiona
   std::optional<Tensor> b;
   if (bias) b = ops::unsqueeze(bias->to(input.dtype()), int64_t{1});
   Tensor result = Tensor::empty({n, oc, cells}, input.dtype());
+  if (result.is_meta()) return ops::reshape(result, out_sizes);
   for (int64_t i = 0; i < n; ++i) {
     Tensor columns = vol2col(ops::select(x, int64_t{0}, i), out, kernel, dilation, padding, stride);
     for (int64_t g = 0; g < groups; ++g) {

@@ -37,6 +37,7 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), x.sizes()), y.sizes());
   Tensor c = cond.to(ScalarType::Bool), xx = x.to(t), yy = y.to(t);
   Tensor out = Tensor::empty(shape, t);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(t, "where", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const bool* pc = c.data_as<bool>();

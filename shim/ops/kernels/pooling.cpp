@@ -42,36 +42,38 @@ std::pair<Tensor, Tensor> max_pool2d(const Tensor& input, Shape kernel, Shape st
   if (oh <= 0 || ow <= 0) throw Error("Output size is too small");
   Tensor values = Tensor::empty({n, c, oh, ow}, x.dtype());
   Tensor indices = Tensor::empty({n, c, oh, ow}, ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool2d", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    const scalar_t* in = x.template data_as<scalar_t>();
-    scalar_t* out_values = values.template data_as<scalar_t>();
-    int64_t* out_indices = indices.template data_as<int64_t>();
-    const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1], dh = dilation[0],
-                  dw = dilation[1];
-    for (int64_t p = 0; p < n * c; ++p) {
-      const scalar_t* plane = in + p * h * w;
-      for (int64_t y = 0; y < oh; ++y)
-        for (int64_t xx = 0; xx < ow; ++xx) {
-          double best = -std::numeric_limits<double>::infinity();
-          int64_t best_index = -1;
-          for (int64_t i = 0, iy = y * sh - padding[0]; i < kh; ++i, iy += dh) {
-            if (iy < 0 || iy >= h) continue;
-            for (int64_t j = 0, ix = xx * sw - padding[1]; j < kw; ++j, ix += dw) {
-              if (ix < 0 || ix >= w) continue;
-              double v = double(compute_t<scalar_t>(plane[iy * w + ix]));
-              // The first maximum, or the first NaN, wins.
-              if ((best_index < 0 || v > best || std::isnan(v)) && !(best_index >= 0 && std::isnan(best))) {
-                best = v;
-                best_index = iy * w + ix;
+  // The meta device: the shapes and dtypes are the results.
+  if (!values.is_meta())
+    TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool2d", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      const scalar_t* in = x.template data_as<scalar_t>();
+      scalar_t* out_values = values.template data_as<scalar_t>();
+      int64_t* out_indices = indices.template data_as<int64_t>();
+      const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1], dh = dilation[0],
+                    dw = dilation[1];
+      for (int64_t p = 0; p < n * c; ++p) {
+        const scalar_t* plane = in + p * h * w;
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            double best = -std::numeric_limits<double>::infinity();
+            int64_t best_index = -1;
+            for (int64_t i = 0, iy = y * sh - padding[0]; i < kh; ++i, iy += dh) {
+              if (iy < 0 || iy >= h) continue;
+              for (int64_t j = 0, ix = xx * sw - padding[1]; j < kw; ++j, ix += dw) {
+                if (ix < 0 || ix >= w) continue;
+                double v = double(compute_t<scalar_t>(plane[iy * w + ix]));
+                // The first maximum, or the first NaN, wins.
+                if ((best_index < 0 || v > best || std::isnan(v)) && !(best_index >= 0 && std::isnan(best))) {
+                  best = v;
+                  best_index = iy * w + ix;
+                }
               }
             }
+            out_values[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(best));
+            out_indices[(p * oh + y) * ow + xx] = best_index;
           }
-          out_values[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(best));
-          out_indices[(p * oh + y) * ow + xx] = best_index;
-        }
-    }
-  });
+      }
+    });
   if (!batched) return {ops::squeeze(values, int64_t{0}), ops::squeeze(indices, int64_t{0})};
   return {values, indices};
 }
@@ -93,29 +95,30 @@ Tensor avg_pool2d(const Tensor& input, Shape kernel, Shape stride, Shape padding
           ow = pool_out(w, kernel[1], padding[1], stride[1], 1, ceil);
   if (oh <= 0 || ow <= 0) throw Error("Output size is too small");
   Tensor out = Tensor::empty({n, c, oh, ow}, x.dtype());
-  TN_DISPATCH_ALL_TYPES(x.dtype(), "avg_pool2d", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    const scalar_t* in = x.template data_as<scalar_t>();
-    for (int64_t p = 0; p < n * c; ++p)
-      for (int64_t y = 0; y < oh; ++y)
-        for (int64_t xx = 0; xx < ow; ++xx) {
-          int64_t y0 = y * stride[0] - padding[0], x0 = xx * stride[1] - padding[1];
-          int64_t y1 = std::min(y0 + kernel[0], h + padding[0]),
-                  x1 = std::min(x0 + kernel[1], w + padding[1]);
-          int64_t pool_size = (y1 - y0) * (x1 - x0);
-          y0 = std::max<int64_t>(y0, 0);
-          x0 = std::max<int64_t>(x0, 0);
-          y1 = std::min(y1, h);
-          x1 = std::min(x1, w);
-          double total = 0;
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix)
-              total += double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
-          int64_t d = divisor ? *divisor : count_include_pad ? pool_size : (y1 - y0) * (x1 - x0);
-          out.template data_as<scalar_t>()[(p * oh + y) * ow + xx] =
-              scalar_t(compute_t<scalar_t>(total / double(d)));
-        }
-  });
+  if (!out.is_meta())
+    TN_DISPATCH_ALL_TYPES(x.dtype(), "avg_pool2d", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      const scalar_t* in = x.template data_as<scalar_t>();
+      for (int64_t p = 0; p < n * c; ++p)
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            int64_t y0 = y * stride[0] - padding[0], x0 = xx * stride[1] - padding[1];
+            int64_t y1 = std::min(y0 + kernel[0], h + padding[0]),
+                    x1 = std::min(x0 + kernel[1], w + padding[1]);
+            int64_t pool_size = (y1 - y0) * (x1 - x0);
+            y0 = std::max<int64_t>(y0, 0);
+            x0 = std::max<int64_t>(x0, 0);
+            y1 = std::min(y1, h);
+            x1 = std::min(x1, w);
+            double total = 0;
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix)
+                total += double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
+            int64_t d = divisor ? *divisor : count_include_pad ? pool_size : (y1 - y0) * (x1 - x0);
+            out.template data_as<scalar_t>()[(p * oh + y) * ow + xx] =
+                scalar_t(compute_t<scalar_t>(total / double(d)));
+          }
+    });
   return batched ? out : ops::squeeze(out, int64_t{0});
 }
 
@@ -128,33 +131,34 @@ std::pair<Tensor, Tensor> adaptive_pool2d(const Tensor& input, const Shape& outp
           ow = output_size[1];
   Tensor out = Tensor::empty({n, c, oh, ow}, x.dtype());
   Tensor indices = Tensor::empty({n, c, oh, ow}, ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(x.dtype(), "adaptive_pool2d", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    const scalar_t* in = x.template data_as<scalar_t>();
-    for (int64_t p = 0; p < n * c; ++p)
-      for (int64_t y = 0; y < oh; ++y)
-        for (int64_t xx = 0; xx < ow; ++xx) {
-          int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh, x0 = (xx * w) / ow,
-                  x1 = ((xx + 1) * w + ow - 1) / ow;
-          double acc = Max ? -std::numeric_limits<double>::infinity() : 0.0;
-          int64_t best = y0 * w + x0;
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) {
-              double v = double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
-              if constexpr (Max) {
-                if (v > acc || std::isnan(v)) {
-                  acc = v;
-                  best = iy * w + ix;
+  if (!out.is_meta())
+    TN_DISPATCH_ALL_TYPES(x.dtype(), "adaptive_pool2d", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      const scalar_t* in = x.template data_as<scalar_t>();
+      for (int64_t p = 0; p < n * c; ++p)
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh, x0 = (xx * w) / ow,
+                    x1 = ((xx + 1) * w + ow - 1) / ow;
+            double acc = Max ? -std::numeric_limits<double>::infinity() : 0.0;
+            int64_t best = y0 * w + x0;
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) {
+                double v = double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
+                if constexpr (Max) {
+                  if (v > acc || std::isnan(v)) {
+                    acc = v;
+                    best = iy * w + ix;
+                  }
+                } else {
+                  acc += v;
                 }
-              } else {
-                acc += v;
               }
-            }
-          if (!Max) acc /= double((y1 - y0) * (x1 - x0));
-          out.template data_as<scalar_t>()[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(acc));
-          indices.template data_as<int64_t>()[(p * oh + y) * ow + xx] = best;
-        }
-  });
+            if (!Max) acc /= double((y1 - y0) * (x1 - x0));
+            out.template data_as<scalar_t>()[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(acc));
+            indices.template data_as<int64_t>()[(p * oh + y) * ow + xx] = best;
+          }
+    });
   if (!batched) return {ops::squeeze(out, int64_t{0}), ops::squeeze(indices, int64_t{0})};
   return {out, indices};
 }

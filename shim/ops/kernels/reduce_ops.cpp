@@ -81,6 +81,7 @@ std::pair<Tensor, Tensor> extreme(const Tensor& self, std::optional<int64_t> dim
   ReducePlan plan = plan_reduce(self, dims, keepdim);
   Tensor values = Tensor::empty(plan.out_shape, self.dtype());
   Tensor indices = Tensor::empty(plan.out_shape, ScalarType::Long);
+  if (values.is_meta()) return {values, indices};
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
@@ -126,6 +127,7 @@ Tensor amax_amin(const Tensor& self, const std::vector<int64_t>& dims, bool keep
   }
   ReducePlan plan = plan_reduce(self, dims, keepdim);
   Tensor out = Tensor::empty(plan.out_shape, self.dtype());
+  if (out.is_meta()) return out;
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;

@@ -229,6 +229,7 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
   Tensor x = self.to(compute).contiguous();
   dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1));
   Tensor out = Tensor::empty(x.sizes(), compute);
+  if (out.is_meta()) return out.to(t);  // the meta device: the shape and dtype are the result
   if (x.numel() > 0)
     TN_DISPATCH_ALL_TYPES(compute, "softmax", [&](auto tag_) {
       using scalar_t = TN_TYPE(tag_);
