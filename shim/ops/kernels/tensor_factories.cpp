@@ -76,31 +76,144 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::o
   return out;
 }
 
+// Upstream 1.13.1's AVX2 linspace, run on one thread, fills whole blocks of two 32-byte vectors
+// and then the elements after the last whole block one at a time. A vector's base is computed
+// like a lone element, by the half its first index falls in (that index picks the formula for
+// every lane), and lane j adds j * step to the base. `Rule` gives both for one element type.
+template <typename scalar_t, typename Rule>
+void fill_linspace(scalar_t* p, int64_t steps, const Rule& rule) {
+  constexpr int64_t lanes = 32 / int64_t(sizeof(scalar_t));
+  int64_t blocked = steps / (2 * lanes) * (2 * lanes);
+  for (int64_t first = 0; first < blocked; first += lanes) {
+    scalar_t base = rule.element(first);
+    for (int64_t j = 0; j < lanes; ++j) p[first + j] = rule.lane(base, j);
+  }
+  for (int64_t i = blocked; i < steps; ++i) p[i] = rule.element(i);
+}
+
+// float and double: a lone element fuses its multiply-add (upstream's kernel is built with FMA
+// contraction); a lane rounds its product before the add (upstream's arange of a vector).
+template <typename T>
+struct FloatLinspace {
+  T start, end, step;
+  int64_t steps;
+  T element(int64_t i) const {
+    return i < steps / 2 ? std::fma(step, T(i), start) : std::fma(-step, T(steps - i - 1), end);
+  }
+  T lane(T base, int64_t j) const {
+    T offset = T(j) * step;
+    return base + offset;
+  }
+};
+
+// float16 and bfloat16: every operation is rounded to the type, the index included, as
+// upstream's Half and BFloat16 operators do (their products cannot fuse).
+template <typename T>
+struct ReducedLinspace {
+  T start, end, step;
+  int64_t steps;
+  static T times(T a, int64_t n) { return T(float(a) * float(T(float(n)))); }
+  T element(int64_t i) const {
+    return i < steps / 2 ? T(float(start) + float(times(step, i)))
+                         : T(float(end) - float(times(step, steps - i - 1)));
+  }
+  T lane(T base, int64_t j) const { return T(float(base) + float(times(step, j))); }
+};
+
+// Integers: the step is a double, a lone element's multiply-add fuses, and every value is
+// truncated to the type, a vector's base before its lanes add to it.
+template <typename T>
+struct IntegerLinspace {
+  double start, end, step;
+  int64_t steps;
+  static T truncated(double value) {
+    // Rounding past an end can leave [lowest, max] only for 64-bit ends near +-2^63.
+    if (!(value > -0x1p63 && value < 0x1p63)) throw Error("linspace: a value past int64's range");
+    return T(int64_t(value));
+  }
+  T element(int64_t i) const {
+    return truncated(i < steps / 2 ? std::fma(step, double(i), start)
+                                   : std::fma(-step, double(steps - i - 1), end));
+  }
+  T lane(T base, int64_t j) const { return truncated(double(base) + double(j) * step); }
+};
+
+// How upstream's Scalar accessors name their types in an overflow refusal.
+template <typename scalar_t>
+const char* end_type_name() {
+  if constexpr (std::is_same_v<scalar_t, Half>)
+    return "at::Half";
+  else if constexpr (std::is_same_v<scalar_t, BFloat16>)
+    return "at::BFloat16";
+  else if constexpr (std::is_same_v<scalar_t, float>)
+    return "float";
+  else if constexpr (std::is_same_v<scalar_t, double>)
+    return "double";
+  else if constexpr (std::is_same_v<scalar_t, uint8_t>)
+    return "uint8_t";
+  else if constexpr (std::is_same_v<scalar_t, int8_t>)
+    return "int8_t";
+  else if constexpr (std::is_same_v<scalar_t, int16_t>)
+    return "int16_t";
+  else if constexpr (std::is_same_v<scalar_t, int32_t>)
+    return "int";
+  else
+    return "int64_t";
+}
+
+// Upstream's checked conversion of an end into the output type, refused in its words when the value
+// lies outside the type's range (inf fits a floating type; a negative integer, not a negative
+// float, wraps into an unsigned type when its magnitude fits).
+template <typename scalar_t>
+scalar_t checked_end(const Scalar& value) {
+  using limits = std::numeric_limits<scalar_t>;
+  double lowest = std::is_same_v<scalar_t, Half>       ? -65504.0
+                  : std::is_same_v<scalar_t, BFloat16> ? -0x1.fep127
+                                                       : double(limits::lowest());
+  double highest = -lowest;
+  if constexpr (std::is_integral_v<scalar_t>) highest = double(limits::max());
+  if (std::is_unsigned_v<scalar_t> && !value.is_float()) lowest = -highest;
+  double v = value.is_float() ? value.to_double() : double(value.to_int());
+  bool fits = value.is_bool() || (v >= lowest && v <= highest) ||
+              (std::is_floating_point_v<compute_t<scalar_t>> && std::isinf(v));
+  if (!fits)
+    throw Error(std::string("value cannot be converted to type ") + end_type_name<scalar_t>() +
+                " without overflow");
+  return value.to<scalar_t>();
+}
+
+template <typename scalar_t>
+void linspace_typed(scalar_t* p, const Scalar& start, const Scalar& end, int64_t steps) {
+  // The ends are converted to the output type first (one step fills with the start alone, so
+  // the end goes unchecked), the step computed in that type.
+  scalar_t first = checked_end<scalar_t>(start);
+  if (steps == 1) {
+    p[0] = first;
+    return;
+  }
+  scalar_t last = checked_end<scalar_t>(end);
+  if constexpr (std::is_integral_v<scalar_t>) {
+    double step = (double(last) - double(first)) / double(steps - 1);
+    fill_linspace(p, steps, IntegerLinspace<scalar_t>{double(first), double(last), step, steps});
+  } else if constexpr (std::is_floating_point_v<scalar_t>) {
+    fill_linspace(p, steps,
+                  FloatLinspace<scalar_t>{first, last, (last - first) / scalar_t(steps - 1), steps});
+  } else {
+    scalar_t range = scalar_t(float(last) - float(first));
+    scalar_t step = scalar_t(float(range) / float(scalar_t(float(steps - 1))));
+    fill_linspace(p, steps, ReducedLinspace<scalar_t>{first, last, step, steps});
+  }
+}
+
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<ScalarType> dtype) {
   if (steps < 0) throw Error("number of steps must be non-negative");
   ScalarType t = dtype.value_or(default_dtype());
   if (t == ScalarType::Bool) dtype_not_implemented("linspace_cpu", t);
   Tensor out = Tensor::empty({steps}, t);
+  if (steps == 0) return out;
   TN_DISPATCH_ALL_TYPES(t, "linspace", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    // As upstream: the ends converted to the output type first (integers wrap), the
-    // step in the output type (double for integers), the first half counted from the
-    // start and the second half back from the end, in float arithmetic for float32
-    // (linspace(-1, 1, 4)[1] is -1 + 0.6666667f = -0.33333331f there, not -1/3 rounded).
-    using step_t =
-        std::conditional_t<std::is_integral_v<scalar_t>, double,
-                           std::conditional_t<std::is_same_v<scalar_t, float>, float, compute_t<scalar_t>>>;
-    scalar_t* p = out.template data_as<scalar_t>();
-    step_t first = step_t(compute_t<scalar_t>(start.to<scalar_t>()));
-    step_t last = step_t(compute_t<scalar_t>(end.to<scalar_t>()));
-    if (steps == 1) {
-      p[0] = scalar_t(first);
-      return;
-    }
-    step_t step = (last - first) / step_t(steps - 1);
-    int64_t half = steps / 2;
-    for (int64_t i = 0; i < steps; ++i)
-      p[i] = scalar_t(i < half ? first + step * step_t(i) : last - step * step_t(steps - i - 1));
+    linspace_typed(out.template data_as<scalar_t>(), start, end, steps);
   });
   return out;
 }
