@@ -94,7 +94,9 @@ Tensor onednn_gelu(const Tensor& x, const std::optional<Tensor>& dy) {
                     memory::dims(dense.begin(), dense.end()));
   dnnl::eltwise_forward::primitive_desc forward(
       {dnnl::prop_kind::forward_training, algorithm::eltwise_gelu_erf, desc}, engine);
-  Tensor out = Tensor::empty(x.sizes(), ScalarType::Float), grad = dy ? dy->contiguous() : Tensor();
+  Tensor out = Tensor::empty(x.sizes(), ScalarType::Float);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
+  Tensor grad = dy ? dy->contiguous() : Tensor();
   memory src(desc, engine, x.data()), result(desc, engine, out.data());
   omp_set_num_threads(intra_op_threads());  // as convolution's oneDNN calls
   dnnl::stream stream(engine);

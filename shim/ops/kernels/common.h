@@ -345,13 +345,14 @@ Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, Vect
   for (size_t k = 1; k < N; ++k) shape = broadcast_shapes(shape, inputs[k].sizes());
   std::vector<bool> vectorized = vectorized_elements(shape, std::vector<Tensor>(inputs.begin(), inputs.end()),
                                                      t, 64 / int64_t(sizeof(T)));
+  Tensor out = Tensor::empty(shape, t);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   std::array<Tensor, N> dense;
   std::array<const T*, N> in;
   for (size_t k = 0; k < N; ++k) {
     dense[k] = ops::expand(inputs[k].to(t), shape, false).contiguous();
     in[k] = dense[k].template data_as<T>();
   }
-  Tensor out = Tensor::empty(shape, t);
   T* po = out.data_as<T>();
   std::array<std::vector<T>, N> packed;
   std::vector<int64_t> where;

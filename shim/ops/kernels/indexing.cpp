@@ -138,6 +138,9 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   int64_t n = idx.numel();
   if (self.dim() > 0) shape[size_t(dim)] = n;
   Tensor out = Tensor::empty(self.dim() == 0 ? Shape{} : shape, self.dtype());
+  // The meta device: the shape and dtype are the result; the indices' values, and so their
+  // range check, are unknown (upstream's meta index_select does not check them either).
+  if (out.is_meta()) return out;
   int64_t size = self.dim() ? self.size(dim) : 1;
   for (int64_t i = 0; i < n; ++i) {
     int64_t k = idx.data_as<int64_t>()[i];

@@ -184,7 +184,7 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
     out.copy_from(scalar_tensor(Scalar(int64_t{0})));
   else
     out.copy_from(self);
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0 || out.is_meta()) return out;
   if (a.size(2) * a.size(1) * b.size(2) < 400) {
     Tensor x = a.contiguous(), y = b.contiguous();
     if (is_bmm)

@@ -530,6 +530,13 @@ std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::
                                                     const std::optional<Tensor>& running_var, bool training,
                                                     double momentum, double eps) {
   ScalarType t = x.dtype();
+  // The meta device: the contiguous output and the saved statistics (empty in evaluation) the
+  // paths below allocate; the running statistics stay as they are (upstream's in-place updates
+  // of meta tensors write nothing).
+  if (x.is_meta()) {
+    Shape saved{training ? x.size(1) : 0};
+    return {Tensor::empty(x.sizes(), t), Tensor::empty(saved, t), Tensor::empty(saved, t)};
+  }
   Normalizer<T> n = normalizer<T>(x, running_mean, running_var, training, momentum, eps);
   std::vector<T> w = channel_values<T>(weight, t), b = channel_values<T>(bias, t);
   if (!upstream_contiguous(x))
@@ -844,7 +851,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, const 
     layer_norm_rows<T>({x.data_as<T>(), data_or_null<T>(w), data_or_null<T>(b), rows, n}, T(eps),
                        y.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>());
   };
-  c == ScalarType::Double ? run(0.0) : run(0.0f);
+  if (!y.is_meta()) c == ScalarType::Double ? run(0.0) : run(0.0f);  // meta: the shapes are the results
   Shape statistics(input.sizes().begin(), input.sizes().end() - int64_t(normalized.size()));
   statistics.resize(size_t(input.dim()), 1);
   return {y.to(t), ops::reshape(mean, statistics).to(t), ops::reshape(rstd, statistics).to(t)};

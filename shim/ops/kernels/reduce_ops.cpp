@@ -208,6 +208,7 @@ std::pair<Tensor, Tensor> var_mean(const Tensor& self, const Dims& dims, double 
       all_dims && !with_mean && self.dtype() != ScalarType::Half && self.dtype() != ScalarType::BFloat16;
   Tensor out = Tensor::empty(plan.out_shape, self.dtype());
   Tensor mean = Tensor::empty(plan.out_shape, self.dtype());
+  if (out.is_meta()) return {out, mean};
   TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* in = plan.values.template data_as<scalar_t>();
