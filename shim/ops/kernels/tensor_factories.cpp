@@ -161,24 +161,31 @@ const char* end_type_name() {
     return "int64_t";
 }
 
-// Upstream's checked conversion of an end into the output type, refused in its words when the value
-// lies outside the type's range (inf fits a floating type; a negative integer, not a negative
-// float, wraps into an unsigned type when its magnitude fits).
+// Upstream's checked conversion into the output type, refused in its words when the value lies
+// outside the type's range (inf fits a floating type; a negative integer, not a negative float,
+// wraps into an unsigned type when its magnitude fits).
 template <typename scalar_t>
-scalar_t checked_end(const Scalar& value) {
+void check_fits(double value, bool is_integer) {
   using limits = std::numeric_limits<scalar_t>;
   double lowest = std::is_same_v<scalar_t, Half>       ? -65504.0
                   : std::is_same_v<scalar_t, BFloat16> ? -0x1.fep127
                                                        : double(limits::lowest());
   double highest = -lowest;
   if constexpr (std::is_integral_v<scalar_t>) highest = double(limits::max());
-  if (std::is_unsigned_v<scalar_t> && !value.is_float()) lowest = -highest;
-  double v = value.is_float() ? value.to_double() : double(value.to_int());
-  bool fits = value.is_bool() || (v >= lowest && v <= highest) ||
-              (std::is_floating_point_v<compute_t<scalar_t>> && std::isinf(v));
+  if (std::is_unsigned_v<scalar_t> && is_integer) lowest = -highest;
+  bool fits = (value >= lowest && value <= highest) ||
+              (std::is_floating_point_v<compute_t<scalar_t>> && std::isinf(value));
   if (!fits)
     throw Error(std::string("value cannot be converted to type ") + end_type_name<scalar_t>() +
                 " without overflow");
+}
+
+template <typename scalar_t>
+scalar_t checked_end(const Scalar& value) {
+  if (value.is_float())
+    check_fits<scalar_t>(value.to_double(), false);
+  else if (!value.is_bool())
+    check_fits<scalar_t>(double(value.to_int()), true);
   return value.to<scalar_t>();
 }
 
@@ -214,6 +221,74 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::opti
   TN_DISPATCH_ALL_TYPES(t, "linspace", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     linspace_typed(out.template data_as<scalar_t>(), start, end, steps);
+  });
+  return out;
+}
+
+// A logspace value stored in the output type. Upstream stores a double that may lie past an integer
+// type's range, which x86's truncating conversion (cvttsd2si) answers deterministically: the
+// lowest int64 past int64's range, else the lowest int32 past int32's range, narrower types
+// keeping the low bits of the int32.
+template <typename scalar_t>
+scalar_t logspace_value(double value) {
+  if constexpr (std::is_same_v<scalar_t, int64_t>) {
+    bool fits = value >= -0x1p63 && value < 0x1p63;
+    return fits ? int64_t(value) : std::numeric_limits<int64_t>::lowest();
+  } else if constexpr (std::is_integral_v<scalar_t>) {
+    bool fits = value > -0x1p31 - 1 && value < 0x1p31;
+    return scalar_t(fits ? int32_t(value) : std::numeric_limits<int32_t>::lowest());
+  } else {
+    return scalar_t(value);
+  }
+}
+
+// end - start as upstream's logspace takes it: in the output type (bfloat16 rounding to it),
+// integers exactly in int64 (int32 ends further apart than int32 holds are where upstream overflows).
+template <typename scalar_t>
+double logspace_range(scalar_t first, scalar_t last) {
+  if constexpr (std::is_integral_v<scalar_t>) {
+    int64_t range = 0;
+    if (__builtin_sub_overflow(int64_t(last), int64_t(first), &range))
+      throw Error("logspace: end - start past int64's range");
+    return double(range);
+  } else if constexpr (std::is_floating_point_v<scalar_t>) {
+    return double(last - first);
+  } else {
+    return double(scalar_t(float(last) - float(first)));
+  }
+}
+
+// Upstream's logspace is a loop of its own, not linspace's kernel: element by element, the
+// exponent in double without fused multiply-adds (start + step*i in the first half, end -
+// step*(steps-i-1) in the second) and the range taken in the output type.
+template <typename scalar_t>
+void logspace_typed(scalar_t* p, const Scalar& start, const Scalar& end, int64_t steps, double base) {
+  if (steps == 1) {  // a fill with the power, checked like any filled value
+    double power = std::pow(base, start.to_double());
+    check_fits<scalar_t>(power, false);
+    p[0] = logspace_value<scalar_t>(power);
+    return;
+  }
+  scalar_t first = checked_end<scalar_t>(start), last = checked_end<scalar_t>(end);
+  double step = logspace_range(first, last) / double(steps - 1);
+  for (int64_t i = 0; i < steps; ++i) {
+    double exponent =
+        i < steps / 2 ? double(first) + step * double(i) : double(last) - step * double(steps - i - 1);
+    p[i] = logspace_value<scalar_t>(std::pow(base, exponent));
+  }
+}
+
+Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double base,
+                std::optional<ScalarType> dtype) {
+  if (steps < 0) throw Error("number of steps must be non-negative");
+  ScalarType t = dtype.value_or(default_dtype());
+  // One step is a fill, which float16 has; more need upstream's loop, which it lacks.
+  if (t == ScalarType::Bool || (t == ScalarType::Half && steps > 1)) dtype_not_implemented("logspace_cpu", t);
+  Tensor out = Tensor::empty({steps}, t);
+  if (steps == 0) return out;
+  TN_DISPATCH_ALL_TYPES(t, "logspace", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    logspace_typed(out.template data_as<scalar_t>(), start, end, steps, base);
   });
   return out;
 }
@@ -329,12 +404,7 @@ TN_KERNEL("aten::triu_indices", {
   return index_pairs(a.integer(0), a.integer(1), a.integer(2), false)
       .to(a.optional_dtype(3).value_or(ScalarType::Long));
 });
-TN_KERNEL("aten::logspace", {
-  ScalarType t = a.optional_dtype(4).value_or(default_dtype());
-  if (t == ScalarType::Bool || t == ScalarType::Half) dtype_not_implemented("logspace_cpu", t);
-  Tensor exponents = ops::linspace(a.scalar(0), a.scalar(1), a.integer(2), ScalarType::Double);
-  Tensor out = ops::pow(Scalar(a.real(3)), exponents);
-  return out.to(t);
-});
+TN_KERNEL("aten::logspace",
+          { return logspace(a.scalar(0), a.scalar(1), a.integer(2), a.real(3), a.optional_dtype(4)); });
 
 }  // namespace tn
