@@ -49,39 +49,12 @@ Tensor full(const Shape& size, const Scalar& value, std::optional<ScalarType> dt
   return out;
 }
 
-Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype) {
-  bool any_float = start.is_float() || end.is_float() || step.is_float();
-  ScalarType t = dtype.value_or(any_float ? default_dtype() : ScalarType::Long);
-  if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
-  double s = start.to_double(), e = end.to_double(), st = step.to_double();
-  if (st == 0) throw Error("step must be nonzero");
-  if ((st > 0 && e < s) || (st < 0 && e > s))
-    throw Error("upper bound and larger bound inconsistent with step sign");
-  int64_t n;
-  if (any_float || is_floating(t))
-    n = int64_t(std::ceil((e - s) / st));
-  else
-    n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
-  Tensor out = Tensor::empty({n}, t);
-  TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    scalar_t* p = out.data_as<scalar_t>();
-    if (is_floating(t) || any_float) {
-      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(compute_t<scalar_t>(s + double(i) * st));
-    } else {
-      int64_t a0 = start.to_int(), d = step.to_int();
-      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(a0 + i * d);
-    }
-  });
-  return out;
-}
-
-// Upstream 1.13.1's AVX2 linspace, run on one thread, fills whole blocks of two 32-byte vectors
-// and then the elements after the last whole block one at a time. A vector's base is computed
-// like a lone element, by the half its first index falls in (that index picks the formula for
-// every lane), and lane j adds j * step to the base. `Rule` gives both for one element type.
+// Upstream 1.13.1's AVX2 linspace and arange, run on one thread, fill whole blocks of two 32-byte
+// vectors and then the elements after the last whole block one at a time. A vector's base is
+// computed like a lone element (for linspace its first index picks the formula for every lane)
+// and lane j adds j * step to the base. `Rule` gives both for one element type.
 template <typename scalar_t, typename Rule>
-void fill_linspace(scalar_t* p, int64_t steps, const Rule& rule) {
+void fill_in_vector_blocks(scalar_t* p, int64_t steps, const Rule& rule) {
   constexpr int64_t lanes = 32 / int64_t(sizeof(scalar_t));
   int64_t blocked = steps / (2 * lanes) * (2 * lanes);
   for (int64_t first = 0; first < blocked; first += lanes) {
@@ -201,14 +174,14 @@ void linspace_typed(scalar_t* p, const Scalar& start, const Scalar& end, int64_t
   scalar_t last = checked_end<scalar_t>(end);
   if constexpr (std::is_integral_v<scalar_t>) {
     double step = (double(last) - double(first)) / double(steps - 1);
-    fill_linspace(p, steps, IntegerLinspace<scalar_t>{double(first), double(last), step, steps});
+    fill_in_vector_blocks(p, steps, IntegerLinspace<scalar_t>{double(first), double(last), step, steps});
   } else if constexpr (std::is_floating_point_v<scalar_t>) {
-    fill_linspace(p, steps,
-                  FloatLinspace<scalar_t>{first, last, (last - first) / scalar_t(steps - 1), steps});
+    fill_in_vector_blocks(p, steps,
+                          FloatLinspace<scalar_t>{first, last, (last - first) / scalar_t(steps - 1), steps});
   } else {
     scalar_t range = scalar_t(float(last) - float(first));
     scalar_t step = scalar_t(float(range) / float(scalar_t(float(steps - 1))));
-    fill_linspace(p, steps, ReducedLinspace<scalar_t>{first, last, step, steps});
+    fill_in_vector_blocks(p, steps, ReducedLinspace<scalar_t>{first, last, step, steps});
   }
 }
 
@@ -289,6 +262,51 @@ Tensor logspace(const Scalar& start, const Scalar& end, int64_t steps, double ba
   TN_DISPATCH_ALL_TYPES(t, "logspace", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     logspace_typed(out.template data_as<scalar_t>(), start, end, steps, base);
+  });
+  return out;
+}
+
+// A floating arange: upstream accumulates in double (float32, float64) or float (float16,
+// bfloat16); a lone element fuses start + step * i in that type, a lane adds j * step to the
+// vector's base, which is already in the output type.
+template <typename T, typename acc_t>
+struct FloatArange {
+  acc_t start, step;
+  T element(int64_t i) const { return T(std::fma(step, acc_t(i), start)); }
+  T lane(T base, int64_t j) const {
+    // Measured: float64's lanes fuse here (not in linspace), the narrower types' do not.
+    if constexpr (std::is_same_v<T, double>) return std::fma(acc_t(j), step, base);
+    acc_t offset = acc_t(j) * step;
+    return T(acc_t(base) + offset);
+  }
+};
+
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype) {
+  bool any_float = start.is_float() || end.is_float() || step.is_float();
+  ScalarType t = dtype.value_or(any_float ? default_dtype() : ScalarType::Long);
+  if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  if (st == 0) throw Error("step must be nonzero");
+  if ((st > 0 && e < s) || (st < 0 && e > s))
+    throw Error("upper bound and larger bound inconsistent with step sign");
+  int64_t n;
+  if (any_float || is_floating(t))
+    n = int64_t(std::ceil((e - s) / st));
+  else
+    n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
+  Tensor out = Tensor::empty({n}, t);
+  TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* p = out.data_as<scalar_t>();
+    if constexpr (std::is_floating_point_v<compute_t<scalar_t>>) {
+      using acc_t = std::conditional_t<sizeof(scalar_t) == 2, float, double>;
+      fill_in_vector_blocks(p, n, FloatArange<scalar_t, acc_t>{acc_t(s), acc_t(st)});
+    } else if (any_float) {
+      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(s + double(i) * st);
+    } else {
+      int64_t a0 = start.to_int(), d = step.to_int();
+      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(a0 + i * d);
+    }
   });
   return out;
 }
