@@ -281,31 +281,43 @@ struct FloatArange {
   }
 };
 
+// An integer arange as upstream's: start, end and step truncated to int64 (a step under one in
+// magnitude is zero), the count from those for int64 and from the given values for the narrower
+// types, each element start + step * i in int64 converted to the type.
+Tensor integer_arange(const Scalar& start, const Scalar& end, const Scalar& step, ScalarType t) {
+  int64_t first = start.to_int(), last = end.to_int(), stride = step.to_int();
+  if (stride == 0) throw Error("step must be nonzero");
+  if ((stride > 0 && last < first) || (stride < 0 && last > first))
+    throw Error("upper bound and larger bound inconsistent with step sign");
+  int64_t span = 0;
+  if (__builtin_sub_overflow(last, first, &span)) throw Error("arange: end - start past int64's range");
+  double count = t == ScalarType::Long ? double(span) / double(stride)
+                                       : (end.to_double() - start.to_double()) / step.to_double();
+  Tensor out = Tensor::empty({int64_t(std::ceil(count))}, t);
+  TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    scalar_t* p = out.data_as<scalar_t>();
+    for (int64_t i = 0; i < out.numel(); ++i) p[i] = scalar_t(first + stride * i);
+  });
+  return out;
+}
+
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, std::optional<ScalarType> dtype) {
   bool any_float = start.is_float() || end.is_float() || step.is_float();
   ScalarType t = dtype.value_or(any_float ? default_dtype() : ScalarType::Long);
   if (t == ScalarType::Bool) dtype_not_implemented("arange_cpu", t);
+  if (!is_floating(t)) return integer_arange(start, end, step, t);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
   if (st == 0) throw Error("step must be nonzero");
   if ((st > 0 && e < s) || (st < 0 && e > s))
     throw Error("upper bound and larger bound inconsistent with step sign");
-  int64_t n;
-  if (any_float || is_floating(t))
-    n = int64_t(std::ceil((e - s) / st));
-  else
-    n = (end.to_int() - start.to_int() + step.to_int() - (step.to_int() > 0 ? 1 : -1)) / step.to_int();
+  int64_t n = int64_t(std::ceil((e - s) / st));
   Tensor out = Tensor::empty({n}, t);
   TN_DISPATCH_ALL_TYPES(t, "arange", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    scalar_t* p = out.data_as<scalar_t>();
     if constexpr (std::is_floating_point_v<compute_t<scalar_t>>) {
       using acc_t = std::conditional_t<sizeof(scalar_t) == 2, float, double>;
-      fill_in_vector_blocks(p, n, FloatArange<scalar_t, acc_t>{acc_t(s), acc_t(st)});
-    } else if (any_float) {
-      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(s + double(i) * st);
-    } else {
-      int64_t a0 = start.to_int(), d = step.to_int();
-      for (int64_t i = 0; i < n; ++i) p[i] = scalar_t(a0 + i * d);
+      fill_in_vector_blocks(out.data_as<scalar_t>(), n, FloatArange<scalar_t, acc_t>{acc_t(s), acc_t(st)});
     }
   });
   return out;
