@@ -12,10 +12,10 @@ UPSTREAM_PYTHON = "/usr/bin/python3"
 
 SCRIPT = r'''
 import json, sys, torch
-config, phase, path = sys.argv[1], sys.argv[2], sys.argv[3]
+phase, directory, side = sys.argv[1], sys.argv[2], sys.argv[3]
 STEPS = 4
 
-def optimizer_and_scheduler(params):
+def optimizer_and_scheduler(config, params):
     if config == "sgd_steplr":
         opt = torch.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3)
         return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
@@ -55,39 +55,59 @@ def train(net, opt, scheduler, first):
         trace.append([group["lr"] for group in opt.param_groups])
     return trace
 
-net = model()
-opt, scheduler = optimizer_and_scheduler(net.parameters())
-if phase == "first":
+def first_phase(config):
+    net = model()
+    opt, scheduler = optimizer_and_scheduler(config, net.parameters())
     train(net, opt, scheduler, 0)
-    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "scheduler": scheduler.state_dict()}, path)
-else:
-    saved = torch.load(path)
+    state = {"model": net.state_dict(), "optimizer": opt.state_dict(), "scheduler": scheduler.state_dict()}
+    torch.save(state, f"{directory}/{config}-{side}.pt")
+
+
+def second_phase(config, first_side):
+    net = model()
+    opt, scheduler = optimizer_and_scheduler(config, net.parameters())
+    saved = torch.load(f"{directory}/{config}-{first_side}.pt")
     net.load_state_dict(saved["model"])
     opt.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
     trace = train(net, opt, scheduler, STEPS)
     state = {k: v.flatten().tolist() for k, v in net.state_dict().items() if v.is_floating_point()}
-    print(json.dumps({"trace": trace, "parameters": {k: [x.hex() for x in v] for k, v in state.items()}}))
+    return {"trace": trace, "parameters": {k: [x.hex() for x in v] for k, v in state.items()}}
+
+
+# One process per side and phase (a process per run cost minutes under the sanitizers): the
+# first phase saves every configuration's state; the second continues each from both sides'.
+if phase == "first":
+    for config in CONFIGS:
+        first_phase(config)
+else:
+    print(json.dumps({f"{config} from {first_side}": second_phase(config, first_side)
+                      for config in CONFIGS for first_side in ("upstream", "shim")}))
 '''
 
 PYTHONS = {"shim": SHIM_PYTHON, "upstream": UPSTREAM_PYTHON}
 CONFIGS = ["sgd_steplr", "adam_cosine_foreach", "adamw_onecycle", "rmsprop_plateau_foreach", "adagrad_steplr_foreach"]
 
 
-def run(side, *args):
-    process = subprocess.run([PYTHONS[side], "-c", SCRIPT, *args], capture_output=True, text=True, timeout=300)
+def run(side, phase, directory):
+    script = f"CONFIGS = {CONFIGS!r}\n" + SCRIPT
+    process = subprocess.run([PYTHONS[side], "-c", script, phase, str(directory), side], capture_output=True,
+                             text=True, timeout=600)
     assert process.returncode == 0, f"{side}: {process.stderr}"
     return process.stdout
 
 
-def continued(tmp_path, config, first_side, second_side):
-    path = str(tmp_path / f"{config}-{first_side}.pt")
-    run(first_side, config, "first", path)
-    return json.loads(run(second_side, config, "second", path))
+@pytest.fixture(scope="module")
+def continued(tmp_path_factory):
+    """{second side: {"<config> from <first side>": the continued run's record}}."""
+    directory = tmp_path_factory.mktemp("optimizer-state")
+    for side in PYTHONS:
+        run(side, "first", directory)
+    return {side: json.loads(run(side, "second", directory).splitlines()[-1]) for side in PYTHONS}
 
 
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("first_side,second_side", [("upstream", "shim"), ("shim", "upstream"), ("shim", "shim")])
-def test_run_continued_across_sides_has_upstreams_bits(tmp_path, config, first_side, second_side):
-    expected = continued(tmp_path, config, "upstream", "upstream")
-    assert continued(tmp_path, config, first_side, second_side) == expected
+def test_run_continued_across_sides_has_upstreams_bits(continued, config, first_side, second_side):
+    expected = continued["upstream"][f"{config} from upstream"]
+    assert continued[second_side][f"{config} from {first_side}"] == expected
