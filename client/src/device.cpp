@@ -16,7 +16,9 @@
 #include "federated/validation.h"
 #include "proto/model_transfer.h"
 #include "proto/protocol.h"
+#include "proto/secure_aggregation_messages.h"
 #include "proto/signing.h"
+#include "secure_stages.h"
 
 namespace tn::client {
 
@@ -30,6 +32,7 @@ constexpr const char* kFetchTask = "/torchnative.federated.v1.DeviceService/Fetc
 constexpr const char* kHeartbeat = "/torchnative.federated.v1.DeviceService/Heartbeat";
 constexpr const char* kFetchModel = "/torchnative.federated.v1.DeviceService/FetchModel";
 constexpr const char* kSubmitUpdate = "/torchnative.federated.v1.DeviceService/SubmitUpdate";
+constexpr const char* kSecAggStage = "/torchnative.federated.v1.DeviceService/SecAggStage";
 constexpr Milliseconds kCallTimeout{60'000};
 // Until the coordinator names its own: one that predates RegisterResponse.heartbeat_interval_ms
 // has the same default.
@@ -573,6 +576,10 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     ~BackToIdle() { impl.report(v1::DEVICE_STATE_IDLE); }
   } back_to_idle{*impl_};
   try {
+    if (round.has_secure_aggregation()) {
+      participate_securely(round, trainer, report);
+      return report;
+    }
     if (!round.has_data_plane()) {
       participate_over_grpc(round, trainer, report);
       return report;
@@ -633,8 +640,8 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
   return report;
 }
 
-void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& trainer,
-                                   RoundReport& report) {
+void Device::fetch_train_and(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report,
+                             const std::function<void(federated::Model& global)>& send) {
   const auto deadline = SystemClock::time_point(Milliseconds(round.deadline_unix_ms()));
   impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
   std::optional<federated::Model> fetched =
@@ -653,7 +660,19 @@ void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& 
   federated::validate_update(
       {impl_->device_id, round.round_id(), 0, report.result.num_examples, report.result.model}, global.spec(),
       round.round_id(), 0, federated::UpdateLimits{});
-  global = {};
+  send(global);
+}
+
+void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& trainer,
+                                   RoundReport& report) {
+  fetch_train_and(round, trainer, report, [&](federated::Model& global) {
+    global = {};
+    upload_over_grpc(round, report);
+  });
+}
+
+void Device::upload_over_grpc(const v1::RoundConfig& round, RoundReport& report) {
+  const auto deadline = SystemClock::time_point(Milliseconds(round.deadline_unix_ms()));
   impl_->check_not_abandoned(round, "sending its update");
 
   impl_->report(v1::DEVICE_STATE_UPLOADING, &round);
@@ -684,6 +703,32 @@ void Device::participate_over_grpc(const v1::RoundConfig& round, const Trainer& 
   if (grpc::Status status = writer->Finish(); !status.ok()) throw RpcError("SubmitUpdate", status);
   report.contributed = true;
   report.bytes_sent = chunker.header().total_bytes();
+}
+
+void Device::participate_securely(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report) {
+  fetch_train_and(round, trainer, report, [&](federated::Model& global) {
+    impl_->check_not_abandoned(round, "masking its update");
+    report.quantised = quantised_update(round.secure_aggregation(), global, report.result);
+  });
+  impl_->report(v1::DEVICE_STATE_UPLOADING, &round);
+  // Each call is held until its stage closes: by the round's deadline for the first (the others'
+  // training), within stage_timeout_ms of its opening for each later one.
+  const Milliseconds stage_timeout(round.secure_aggregation().stage_timeout_ms());
+  run_secure_stages(
+      round, report.quantised, proto::signer_of(impl_->key), [&](const v1::SecAggStagePayload& payload) {
+        v1::SecAggStageRequest request;
+        impl_->sign(request, kSecAggStage, payload);
+        grpc::ClientContext context;
+        context.set_deadline(std::max(SystemClock::now() + stage_timeout,
+                                      SystemClock::time_point(Milliseconds(round.deadline_unix_ms()))) +
+                             kCallTimeout);
+        v1::SecAggStageResponse response;
+        if (grpc::Status status = impl_->stub->SecAggStage(&context, request, &response); !status.ok())
+          throw RpcError("SecAggStage", status);
+        return response;
+      });
+  report.contributed = true;
+  report.bytes_sent = report.quantised.size() * sizeof(uint32_t);
 }
 
 void Device::run(const Trainer& trainer, std::stop_token stop,

@@ -175,6 +175,7 @@ void write_report(const std::string& directory, const std::string& device_id, co
     out["tensors"][tensor.name] = {
         {"dtype", tn::upstream_type_name(tensor.dtype)}, {"shape", tensor.shape}, {"values", values}};
   }
+  if (!report.quantised.empty()) out["quantised"] = report.quantised;  // a secure round's masked words
   std::string path = directory + "/" + device_id + "-round" + std::to_string(report.round_id) + ".json";
   std::ofstream(path + ".tmp") << out.dump();
   std::filesystem::rename(path + ".tmp", path);

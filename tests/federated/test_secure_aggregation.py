@@ -1,16 +1,47 @@
-"""Secure aggregation as a task's round mode (docs/secure_aggregation.md), through the admin CLI and
-a real coordinator: the --secagg-* flags make CreateTaskHeader.secure_aggregation, which the
-coordinator validates by name; a secure task is created and, its rounds not being run yet, fails by
-name before its first round instead of aggregating in the clear."""
+"""Secure aggregation as a task's round mode (docs/secure_aggregation.md), through the admin CLI, a
+real coordinator and real device processes: the --secagg-* flags make
+CreateTaskHeader.secure_aggregation, which the coordinator validates by name; a secure task's
+rounds run SecAgg+'s five stages over SecAggStage calls, and the model each round stores has the
+bits the test computes from the quantised updates the devices report (their sum, dequantised and
+averaged as FedAvg averages: float64, rounded once to float32), each quantised update checked
+against the update the device trained. A device killed while training leaves the round to the
+others, which complete it over their sum alone."""
 import json
 import subprocess
 
 import numpy as np
 
-from federation import admin_json, wait_for, write_safetensors
+from federation import (PYTHON, admin_json, closed_rounds, read_safetensors, start_coordinator, tool, wait_for,
+                        write_safetensors)
 
 SECURE = ["--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.1", "--secagg-clip-range", "0.5",
           "--secagg-max-weight", "100"]
+DEVICES = 5
+# The fixed point of the rounds below: updates clamped to +-CLIP (torchnative-device's default
+# --step 0.01 moves values uniformly within +-0.0173, so some are clamped), example counts (1 to 97,
+# drawn by each device) capped at MAX_WEIGHT, LEVELS steps per CLIP at weight 1 (5 x 50 x 4e6 fits
+# in 31 bits).
+CLIP, MAX_WEIGHT, LEVELS = 0.01, 50, 4_000_000
+ROUND_MODE = ["--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.33", "--secagg-clip-range",
+              str(CLIP), "--secagg-max-weight", str(MAX_WEIGHT), "--secagg-levels", str(LEVELS)]
+INITIAL = {"weight": (np.arange(12, dtype=np.float32).reshape(4, 3) / 7).astype(np.float32),
+           "bias": np.array([0.5, -0.25, 1.0], dtype=np.float32),
+           "batches_seen": np.array([41], dtype=np.int64)}
+FLOATING = ("weight", "bias")  # the layout's order: the table's floating tensors
+
+# A Python device (torchnative.device) that touches DIRECTORY/LABEL-training when it trains and
+# then sleeps, for a test to kill it there.
+SLEEPING_DEVICE = r'''
+import pathlib, sys, time
+from torchnative.device import Device
+server, key_file, marker = sys.argv[1:4]
+device = Device(server, key_file, check_in_wait=1.0)
+def train(state, config):
+    pathlib.Path(marker).touch()
+    time.sleep(60)
+    return state, 1
+device.run(train, rounds=1)
+'''
 
 
 def create_task(coordinator, tmp_path, *extra, strategy="fedavg"):
@@ -22,19 +53,119 @@ def create_task(coordinator, tmp_path, *extra, strategy="fedavg"):
         capture_output=True, text=True, timeout=60)
 
 
-def test_a_secure_task_is_created_and_fails_by_name_before_its_first_round(coordinator, tmp_path):
-    created = create_task(coordinator, tmp_path, *SECURE)
-    assert created.returncode == 0, created.stderr
-    task = json.loads(created.stdout)["task_id"]
+def create_secure_task(coordinator, tmp_path, rounds):
+    write_safetensors(tmp_path / "initial.safetensors", INITIAL)
+    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
+                      "--devices-per-round", str(DEVICES), "--min-available", str(DEVICES), "--min-updates", "3",
+                      "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"),
+                      *ROUND_MODE)["task_id"]
 
-    def ended():
-        status = admin_json(coordinator, "status", task)
-        return status if status["state"] != "TASK_STATE_RUNNING" else None
 
-    status = wait_for("the secure task to end", ended, 30)
-    assert status["state"] == "TASK_STATE_FAILED", status
-    assert status["state_reason"].startswith("secure aggregation rounds are not run yet"), status
-    assert status["rounds"] == [], status
+def start_devices(coordinator, tmp_path, count, rounds):
+    """A torchnative-device process of `count` devices, writing its reports to tmp_path/reports."""
+    return subprocess.Popen(
+        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key-dir",
+         str(tmp_path / "keys"), "--devices", str(count), "--rounds", str(rounds), "--report-dir",
+         str(tmp_path / "reports"), "--check-in-wait-ms", "2000"],
+        stderr=subprocess.PIPE, text=True)
+
+
+def signed(words):
+    """Words modulo 2^32 as the two's complement integers they encode."""
+    words = np.asarray(words, dtype=np.int64)
+    return np.where(words >= 2**31, words - 2**32, words)
+
+
+def check_quantised(report, round_model):
+    """The device's words: each within one step of its capped weight times its clamped update
+    (trained minus the round's model, in float64) over the step, the last the capped weight."""
+    words = signed(report["quantised"])
+    weight = min(report["num_examples"], MAX_WEIGHT)
+    assert words[-1] == weight, report["quantised"][-1]
+    update = np.concatenate([np.asarray(report["tensors"][name]["values"], dtype=np.float32).astype(np.float64)
+                             - round_model[name].astype(np.float64).ravel() for name in FLOATING])
+    exact = weight * np.clip(update, -CLIP, CLIP) / (CLIP / LEVELS)
+    assert words.size == update.size + 1
+    assert np.all(np.abs(words[:-1] - exact) < 1 + 1e-6), np.max(np.abs(words[:-1] - exact))
+    assert np.any(np.abs(update) > CLIP)  # some coordinates were clamped
+
+
+def expected_model(round_model, reports):
+    """The round's model as the coordinator must aggregate the sum of these quantised updates:
+    W·g + step·(the words summed, as integers), over W, rounded once to float32."""
+    total = sum(signed(report["quantised"]) for report in reports)
+    weight, step = np.float64(total[-1]), np.float64(CLIP) / np.float64(LEVELS)
+    expected, offset = {}, 0
+    for name in FLOATING:
+        g = round_model[name].astype(np.float64)
+        summed = total[offset:offset + g.size].astype(np.float64).reshape(g.shape)
+        expected[name] = ((weight * g + summed * step) / weight).astype(np.float32)
+        offset += g.size
+    return expected
+
+
+def check_round(coordinator, tmp_path, entry, contributors, round_model):
+    reports = [json.loads((tmp_path / "reports" / f"{device}-round{entry['round_id']}.json").read_text())
+               for device in contributors]
+    for report in reports:
+        assert report["contributed"] and report["error"] == "", report
+        check_quantised(report, round_model)
+    path = tmp_path / f"round{entry['round_id']}.safetensors"
+    admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(path))
+    model = read_safetensors(path)
+    for name, expected in expected_model(round_model, reports).items():
+        assert model[name].dtype == np.float32
+        assert np.array_equal(model[name].view(np.uint32), expected.view(np.uint32)), (
+            f"round {entry['round_id']} tensor {name}: stored {model[name]} != recomputed {expected}")
+        assert not np.array_equal(model[name], round_model[name])
+    assert model["batches_seen"].tolist() == [41]  # integer tensors are not aggregated
+    return model
+
+
+def test_secure_rounds_store_the_bits_of_the_devices_quantised_updates_summed(coordinator, tmp_path):
+    task = create_secure_task(coordinator, tmp_path, rounds=2)
+    devices = start_devices(coordinator, tmp_path, DEVICES, rounds=2)
+    try:
+        rounds = closed_rounds(coordinator, task, 2, 60)
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+    finally:
+        devices.kill()
+        devices.wait()
+    registered = sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
+    round_model = INITIAL
+    for entry in rounds:
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        assert entry["contributors"] == registered and entry["missing"] == [], entry
+        round_model = check_round(coordinator, tmp_path, entry, registered, round_model)
+
+
+def test_a_device_killed_while_training_leaves_the_secure_round_to_the_others(tmp_path):
+    coordinator_runs = start_coordinator(tmp_path, heartbeat_interval_ms=200)
+    coordinator = next(coordinator_runs)
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    marker = tmp_path / "victim-training"
+    victim = subprocess.Popen([PYTHON, "-c", SLEEPING_DEVICE, f"127.0.0.1:{coordinator['grpc_port']}",
+                               str(tmp_path / "victim.key"), str(marker)], stderr=subprocess.PIPE, text=True)
+    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
+    try:
+        wait_for("the victim to train", marker.exists, 30)
+        victim.kill()  # SIGKILL, before it advertised its round keys
+        victim.wait()
+        rounds = closed_rounds(coordinator, task, 1, 30)
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+        entry = rounds[0]
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
+        assert entry["contributors"] == survivors and len(entry["missing"]) == 1, entry
+        check_round(coordinator, tmp_path, entry, survivors, INITIAL)
+    finally:
+        for process in (victim, devices):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        next(coordinator_runs, None)
 
 
 def test_robust_strategies_and_central_dp_are_refused_with_secure_aggregation(coordinator, tmp_path):

@@ -91,6 +91,9 @@ struct RoundReport {
   TrainResult result;           // what this device trained (empty when training did not happen)
   uint64_t bytes_received = 0;  // the round's model, once received whole
   uint64_t bytes_sent = 0;      // the contribution (data plane) or the update (gRPC), once sent whole
+  // In a secure aggregation round: the quantised update this device masked (quantise_update's
+  // words, the last its capped example count), for a test to recompute the round's sum.
+  std::vector<uint32_t> quantised{};
 };
 
 // A CheckIn answered that no task is running, after this device took part in a task or saw one
@@ -141,8 +144,17 @@ class Device {
            const std::function<void(const WorkEnded&)>& on_work_ended = {});
 
  private:
+  // The round's model by FetchModel, trained and checked as the coordinator checks an update, then
+  // `send` given the round's model, all within one training slot. Throws what stops it.
+  void fetch_train_and(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report,
+                       const std::function<void(federated::Model& global)>& send);
   // participate() for a round without a data plane; throws what stops it.
   void participate_over_grpc(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report);
+  // Its SubmitUpdate of report.result.
+  void upload_over_grpc(const v1::RoundConfig& round, RoundReport& report);
+  // participate() for a secure aggregation round (secure_stages.h): fetch_and_train, then the
+  // update quantised and masked through the SecAggStage stages; throws what stops it.
+  void participate_securely(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

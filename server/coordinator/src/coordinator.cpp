@@ -44,7 +44,8 @@ struct Coordinator::Impl {
   DeviceBoard board{config.heartbeat_interval * kHeartbeatsUntilGone};
   EventLog events{state};
   UpdateInboxes inboxes;
-  Services services{config, state, board, events, metrics, inboxes};
+  SecureExchanges secure_exchanges;
+  Services services{config, state, board, events, metrics, inboxes, secure_exchanges};
   RequestVerifier verifier;
   Tasks tasks{services};
   DeviceServiceImpl device_service{services, verifier};

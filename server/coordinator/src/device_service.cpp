@@ -248,7 +248,8 @@ std::optional<v1::NoWork> DeviceServiceImpl::work_already_ended(const std::vecto
   if (followed.empty() && !saw_running_task) return std::nullopt;
   v1::NoWork no_work;
   describe_no_work(followed, no_work);
-  if (no_work.running_tasks() > 0 || (no_work.ended_tasks().empty() && !saw_running_task)) return std::nullopt;
+  if (no_work.running_tasks() > 0 || (no_work.ended_tasks().empty() && !saw_running_task))
+    return std::nullopt;
   return no_work;
 }
 
@@ -335,6 +336,10 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
     };
     const std::optional<v1::RoundConfig> round =
         services_.board.round_config(id, header.task_id(), header.round_id());
+    if (round && round->has_secure_aggregation())
+      return refuse(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          "the round aggregates securely: its update goes masked, by SecAggStage, never in the clear");
     const std::shared_ptr<UpdateInbox> inbox = services_.inboxes.find(header.task_id(), header.round_id());
     if (!round || !inbox)
       return refuse(grpc::StatusCode::FAILED_PRECONDITION,
@@ -342,6 +347,7 @@ grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
     if (round->has_data_plane())
       return refuse(grpc::StatusCode::FAILED_PRECONDITION,
                     "the device takes part over the round's data plane, which carries its contribution");
+
     if (header.model_version() != round->model_version())
       return refuse(grpc::StatusCode::FAILED_PRECONDITION,
                     "it was trained from model version '" + header.model_version().substr(0, 300) +
@@ -409,6 +415,41 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::Heartbeat(grpc::CallbackServerConte
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
   return answer_once_verified(context, "Heartbeat", request, response, &DeviceServiceImpl::answer_heartbeat);
+}
+
+grpc::ServerUnaryReactor* DeviceServiceImpl::SecAggStage(grpc::CallbackServerContext* context,
+                                                         const v1::SecAggStageRequest* request,
+                                                         v1::SecAggStageResponse* response) {
+  const std::string name = method("SecAggStage");
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  verifier_.device(name, request->auth(), request->payload(),
+                   [this, name, reactor, request, response](grpc::Status verified) {
+                     if (!verified.ok()) return reactor->Finish(verified);
+                     // Answered by the exchange (held, or at once), or refused here.
+                     const grpc::Status refused =
+                         serve(name, [&] { return take_stage(*request, *response, reactor); });
+                     if (!refused.ok()) reactor->Finish(refused);
+                   });
+  return reactor;
+}
+
+grpc::Status DeviceServiceImpl::take_stage(const v1::SecAggStageRequest& request,
+                                           v1::SecAggStageResponse& response,
+                                           grpc::ServerUnaryReactor* reactor) {
+  v1::SecAggStagePayload payload;
+  if (grpc::Status parsed = parse_payload(request.payload(), payload); !parsed.ok()) return parsed;
+  const federated::DeviceId& id = request.auth().key_id();
+  services_.board.heard_from(id);
+  const std::shared_ptr<SecureExchange> exchange =
+      services_.secure_exchanges.find(payload.task_id(), payload.round_id());
+  if (!exchange)
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "SecAggStage from device " + id + ": no secure round " +
+                            std::to_string(payload.round_id()) + " of task '" +
+                            payload.task_id().substr(0, 300) + "' is running (it has closed, or never was)");
+  exchange->take(id, payload,
+                 {&response, [reactor](const grpc::Status& status) { reactor->Finish(status); }});
+  return grpc::Status::OK;
 }
 
 grpc::Status DeviceServiceImpl::answer_heartbeat(const v1::HeartbeatRequest& request,

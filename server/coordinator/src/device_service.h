@@ -21,9 +21,9 @@
 namespace tn::server {
 
 class DeviceServiceImpl final
-    : public v1::DeviceService::WithCallbackMethod_Register<
-          v1::DeviceService::WithCallbackMethod_CheckIn<v1::DeviceService::WithCallbackMethod_FetchTask<
-              v1::DeviceService::WithCallbackMethod_Heartbeat<v1::DeviceService::Service>>>> {
+    : public v1::DeviceService::WithCallbackMethod_Register<v1::DeviceService::WithCallbackMethod_CheckIn<
+          v1::DeviceService::WithCallbackMethod_FetchTask<v1::DeviceService::WithCallbackMethod_Heartbeat<
+              v1::DeviceService::WithCallbackMethod_SecAggStage<v1::DeviceService::Service>>>>> {
  public:
   DeviceServiceImpl(Services services, const RequestVerifier& verifier);
 
@@ -51,6 +51,11 @@ class DeviceServiceImpl final
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
                                       const v1::HeartbeatRequest* request,
                                       v1::HeartbeatResponse* response) override;
+  // A secure round's stage message (SecureExchange): held until the coordinator closes the stage,
+  // then answered with the device's input for the next one.
+  grpc::ServerUnaryReactor* SecAggStage(grpc::CallbackServerContext* context,
+                                        const v1::SecAggStageRequest* request,
+                                        v1::SecAggStageResponse* response) override;
 
  private:
   // A device call of the callback API, answered by `answer` with the request's Payload once the
@@ -71,7 +76,12 @@ class DeviceServiceImpl final
   // The answer to a CheckIn that should not be held: no task runs and some of `followed` have
   // ended, or the device saw a task running (`saw_running_task`): it checked in after the end of
   // the work, which answered the holds then.
-  std::optional<v1::NoWork> work_already_ended(const std::vector<std::string>& followed, bool saw_running_task);
+  std::optional<v1::NoWork> work_already_ended(const std::vector<std::string>& followed,
+                                               bool saw_running_task);
+  // SecAggStage once verified: handed to its round's exchange, which answers it; a refusal
+  // before that is returned, for the caller to answer.
+  grpc::Status take_stage(const v1::SecAggStageRequest& request, v1::SecAggStageResponse& response,
+                          grpc::ServerUnaryReactor* reactor);
   grpc::Status answer_heartbeat(const v1::HeartbeatRequest& request, const v1::HeartbeatPayload& payload,
                                 v1::HeartbeatResponse& response);
 

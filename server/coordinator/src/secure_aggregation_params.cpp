@@ -9,11 +9,6 @@
 
 namespace tn::server {
 
-const char* const kSecureRoundsNotRunYet =
-    "secure aggregation rounds are not run yet: the coordinator does not run SecAgg+'s stages "
-    "(docs/secure_aggregation.md, what is wired), and a secure task's updates are never aggregated "
-    "in the clear";
-
 namespace {
 
 using federated::ParameterRefused;

@@ -4,8 +4,8 @@
 // neighbour graph's degree and threshold derived from the threat model for devices_per_round
 // devices, and the fixed point each device quantises its update to.
 //
-// Rounds of such a task are not run yet: the task runner fails the task by name before its first
-// round (kSecureRoundsNotRunYet) rather than aggregate its updates in the clear.
+// The task runner runs such a task's rounds with SecAgg+'s stages (secure_exchange.h); its updates
+// are never aggregated in the clear.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,6 @@
 namespace tn::server {
 
 namespace v1 = ::torchnative::federated::v1;
-
-// Why a secure aggregation task fails at its first round, until the stages are wired.
-extern const char* const kSecureRoundsNotRunYet;
 
 struct SecureAggregationParams {
   federated::secagg::ThreatModel threat;

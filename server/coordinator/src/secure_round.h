@@ -1,8 +1,8 @@
 // One secure aggregation round on the coordinator (issue 20 points 1-2; docs/secure_aggregation.md):
 // the selected devices numbered in device-id order with their registered identity keys, the
 // SecAgg+ CoordinatorSession over them (the graph derived for that many devices, from a fresh
-// seed), and at the end what a mean-family strategy reads from the unmasked sum. Not yet driven by
-// the task runner: no RPC carries the stages.
+// seed), and at the end what a mean-family strategy reads from the unmasked sum. The task runner
+// drives it through a SecureExchange (secure_exchange.h), which SecAggStage calls feed.
 #pragma once
 
 #include <map>
@@ -29,6 +29,8 @@ class SecureRound {
   // The device's index in the round; refuses (federated::ParameterRefused) one not selected.
   federated::secagg::DeviceIndex index_of(const federated::DeviceId& device) const;
   const std::vector<federated::DeviceId>& devices() const { return devices_; }
+  // Words in each device's masked input: the layout's elements.
+  size_t words() const { return layout_.elements(); }
   // The devices whose inputs the unmasked sum holds, once masking has closed.
   std::vector<federated::DeviceId> contributors() const;
   // What a mean-family strategy reads from the session's unmasked sum (close_unmasking's).

@@ -5,6 +5,7 @@
 #include "event_log.h"
 #include "guarded_state.h"
 #include "metrics.h"
+#include "secure_exchange.h"
 #include "server/coordinator_config.h"
 #include "update_inbox.h"
 
@@ -16,7 +17,8 @@ struct Services {
   DeviceBoard& board;
   EventLog& events;
   Metrics& metrics;
-  UpdateInboxes& inboxes;  // the rounds' gRPC devices' contributions, for SubmitUpdate
+  UpdateInboxes& inboxes;             // the rounds' gRPC devices' contributions, for SubmitUpdate
+  SecureExchanges& secure_exchanges;  // the secure rounds' stages, for SecAggStage
 };
 
 }  // namespace tn::server

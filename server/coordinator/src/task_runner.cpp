@@ -14,6 +14,7 @@
 #include "json_log.h"
 #include "model_versions.h"
 #include "request_verifier.h"
+#include "secure_exchange.h"
 #include "update_inbox.h"
 
 namespace tn::server {
@@ -24,6 +25,9 @@ using federated::DeviceId;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// A secure round's masked input goes in SecAggMaskedInput messages of at most this many words (1 MiB,
+// well below gRPC's default 4 MiB message).
+constexpr uint32_t kSecAggWordsPerMessage = uint32_t{1} << 18;
 // How often a loop waiting for devices looks at its deadline (a stop or a drain wakes it at once).
 constexpr milliseconds kIdlePoll{250};
 // The model is broadcast in pieces of this size (DataPlane.broadcast_piece_bytes), each copied
@@ -273,10 +277,6 @@ void TaskRunner::run() {
         end_task(TaskState::Stopped, *over_budget);
         break;
       }
-      if (params_.secure_aggregation) {  // never in the clear: refused until the stages run
-        end_task(TaskState::Failed, kSecureRoundsNotRunYet);
-        break;
-      }
       if (!run_round()) break;
     }
   } catch (const std::exception& error) {
@@ -300,7 +300,9 @@ bool TaskRunner::run_round() {
         for (const DeviceBoard::Waiting& device : waiting) {
           if (!params_.eligible(device.metadata)) continue;
           eligible.push_back(device.id);
-          if (device.transport == v1::ROUND_TRANSPORT_GRPC || !services_.config.data_plane_enabled)
+          // A secure round has no data plane: its masked words go by SecAggStage.
+          if (device.transport == v1::ROUND_TRANSPORT_GRPC || !services_.config.data_plane_enabled ||
+              params_.secure_aggregation)
             over_grpc.insert(device.id);
         }
         eligible_count = eligible.size();
@@ -441,11 +443,12 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
   round.common.set_model_blake2b_256(round.chunker.header().blake2b_256());
   put_fit_config(task_.fit_config(), round.common);
   round.common.set_deadline_unix_ms(uint64_t(deadline_unix_ms));
+  round.phase_start = SteadyClock::now();
+  if (params_.secure_aggregation) return host_secure_round(round);
   open_grpc_inbox(round);
   open_data_plane_store(round);
   services_.board.assign(round.configs);
 
-  round.phase_start = SteadyClock::now();
   round.hosted.data_plane = {{"task", round.task},
                              {"round", plan.round_id},
                              {"devices", plan.selected.size()},
@@ -649,6 +652,87 @@ void TaskRunner::collect_grpc_updates(Round& round) {
                       std::back_inserter(round.missing));
   round.hosted.data_plane["grpc_wait_seconds"] = round.seconds_of_phase();
   round.hosted.data_plane["grpc_spooled_bytes"] = round.inbox->spooled_bytes();
+}
+
+namespace {
+
+// Removes a secure round's exchange from SecAggStage's reach, however hosting ends.
+struct ExchangeCloser {
+  SecureExchanges& exchanges;
+  const std::string& task;
+  uint64_t round;
+  ~ExchangeCloser() { exchanges.remove(task, round); }
+};
+
+}  // namespace
+
+std::vector<v1::SecAggRound> TaskRunner::secure_round_configs(
+    const Round& round, const std::map<DeviceId, std::string>& identities) const {
+  const SecureAggregationParams& params = *params_.secure_aggregation;
+  const federated::secagg::FixedPointParameters& fixed = params.fixed_point;
+  v1::SecAggRound common;
+  common.set_session(round.task + "/" + std::to_string(round.plan.round_id));
+  for (const auto& [device, key] : identities) common.add_identities(key);
+  common.set_threshold(params.graph().threshold);
+  common.set_bits(fixed.bits);
+  common.set_clip_range(fixed.range);
+  if (fixed.l2_bound) common.set_l2_bound(*fixed.l2_bound);
+  common.set_levels(fixed.levels);
+  common.set_max_weight(fixed.max_weight);
+  common.set_max_devices(fixed.max_devices);
+  common.set_words_per_message(kSecAggWordsPerMessage);
+  common.set_stage_timeout_ms(uint32_t(params_.round_timeout.count()));
+  std::vector<v1::SecAggRound> configs(identities.size(), common);
+  for (uint32_t index = 0; index < configs.size(); ++index) configs[index].set_device_index(index);
+  return configs;
+}
+
+TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
+  const std::map<DeviceId, std::string> identities = services_.state.with([&](StateStore& store) {
+    std::map<DeviceId, std::string> keys;
+    for (const DeviceId& device : round.plan.selected) keys[device] = store.device(device).value().public_key;
+    return keys;
+  });
+  auto secure = std::make_unique<SecureRound>(*params_.secure_aggregation,
+                                              round.task + "/" + std::to_string(round.plan.round_id),
+                                              identities, round.layout);
+  const std::vector<v1::SecAggRound> configs = secure_round_configs(round, identities);
+  auto exchange = std::make_shared<SecureExchange>(std::move(secure), kSecAggWordsPerMessage);
+  services_.secure_exchanges.open(round.task, round.plan.round_id, exchange);
+  const ExchangeCloser closer{services_.secure_exchanges, round.task, round.plan.round_id};
+  for (size_t index = 0; index < configs.size(); ++index) {
+    v1::RoundConfig& config = round.configs[exchange->round().devices()[index]] = round.common;
+    *config.mutable_secure_aggregation() = configs[index];
+  }
+  services_.board.assign(round.configs);
+  round.hosted.data_plane = {{"task", round.task},
+                             {"round", round.plan.round_id},
+                             {"devices", round.plan.selected.size()},
+                             {"model_bytes", round.model.total_bytes()},
+                             {"secure_aggregation", true}};
+  // Training ends with the keys' advertisement, by the round's deadline; each later stage is
+  // cryptography and messages alone, and has round_timeout of its own from when it opens.
+  SteadyClock::time_point deadline = round.plan.deadline;
+  const auto gone = [&](const DeviceId& device) { return !services_.board.presence(device).alive; };
+  try {
+    for (int stage = 0; stage < 5; ++stage) {
+      const std::string name = exchange->stage_name();
+      for (const DeviceId& device : exchange->wait(deadline, gone, round.look_every))
+        round.log_dropped(device);
+      exchange->close_stage();
+      round.hosted.data_plane[name + " seconds"] = round.seconds_of_phase();
+      deadline = SteadyClock::now() + params_.round_timeout;
+    }
+  } catch (const federated::Refused& error) {
+    return Hosted::abandoned(std::string("secure aggregation: ") + error.what());
+  }
+  round.hosted.contributors = exchange->contributors();
+  if (round.hosted.contributors.size() < round.plan.min_updates)
+    return Hosted::abandoned("secure aggregation: " + std::to_string(round.hosted.contributors.size()) +
+                             " devices' masked inputs are in the sum, fewer than min_updates " +
+                             std::to_string(round.plan.min_updates));
+  round.hosted.sum = exchange->weighted_sum(round.model);
+  return std::move(round.hosted);
 }
 
 TaskRunner::Hosted TaskRunner::aggregate(Round& round, size_t plane_contributors) {

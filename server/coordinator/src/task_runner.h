@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -96,6 +97,12 @@ class TaskRunner {
   std::optional<std::string> reduce_contributions(Round& round, dist::ProcessGroup& group,
                                                   const WaitForWork& wait);
   void collect_grpc_updates(Round& round);
+  // A secure aggregation task's round, instead of the data plane and the inbox: every device over
+  // gRPC, its update masked through the SecAggStage stages (secure_exchange.h).
+  Hosted host_secure_round(Round& round);
+  // Each device's SecAggRound, by index: `identities` (the registered keys) in device-id order.
+  std::vector<v1::SecAggRound> secure_round_configs(
+      const Round& round, const std::map<federated::DeviceId, std::string>& identities) const;
   // `plane_contributors`: how many of the round's sources came over the data plane.
   Hosted aggregate(Round& round, size_t plane_contributors);
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,

@@ -283,8 +283,8 @@ TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
 }
 
 // A secure aggregation task written to the store as CreateTask would write it (its round
-// parameters from a CreateTaskHeader): its rounds are not run yet,
-// so the task fails by name before its first round rather than aggregate in the clear.
+// parameters from a CreateTaskHeader), on a coordinator started with no device checked in: the
+// task runs and waits for its devices.
 class SecureAggregationTaskViews : public AdminTaskViews {
  protected:
   void populate(StateStore& store) override {
@@ -304,10 +304,11 @@ class SecureAggregationTaskViews : public AdminTaskViews {
   }
 };
 
-TEST_F(SecureAggregationTaskViews, ASecureTaskFailsByNameBeforeItsFirstRound) {
-  const v1::TaskInfo task = get_task_once_ended("secure").task();
-  EXPECT_EQ(task.state(), v1::TASK_STATE_FAILED);
-  EXPECT_EQ(task.state_reason(), tn::server::kSecureRoundsNotRunYet);
+TEST_F(SecureAggregationTaskViews, ASecureTaskRunsAndWaitsForItsDevices) {
+  const v1::TaskInfo task = get_task_once_waiting("secure").task();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(task.current_round().state(), v1::ROUND_STATE_WAITING_FOR_DEVICES);
+  EXPECT_EQ(task.current_round().round_id(), 1u);
   EXPECT_EQ(task.rounds_completed(), 0u);
 }
 

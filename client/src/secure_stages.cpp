@@ -1,0 +1,115 @@
+#include "secure_stages.h"
+
+#include <sodium.h>
+
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "federated/secure_contribution.h"
+#include "federated/secure_session.h"
+#include "federated/validation.h"
+#include "proto/secure_aggregation_messages.h"
+
+namespace tn::client {
+
+namespace {
+
+namespace secagg = federated::secagg;
+using secagg::DeviceIndex;
+using Next = v1::SecAggStageResponse::NextCase;
+
+secagg::FixedPointParameters fixed_point_of(const v1::SecAggRound& round) {
+  secagg::FixedPointParameters parameters;
+  parameters.bits = round.bits();
+  if (round.has_l2_bound()) parameters.l2_bound = round.l2_bound();
+  parameters.range = round.clip_range();
+  parameters.levels = round.levels();
+  parameters.max_weight = round.max_weight();
+  parameters.max_devices = round.max_devices();
+  return parameters;
+}
+
+std::map<DeviceIndex, secagg::Bytes32> identities_of(const v1::SecAggRound& round) {
+  std::map<DeviceIndex, secagg::Bytes32> identities;
+  for (int index = 0; index < round.identities_size(); ++index) {
+    const std::string& key = round.identities(index);
+    if (key.size() != secagg::Bytes32{}.size())
+      throw std::runtime_error("secure round: the identity of device index " + std::to_string(index) +
+                               " is " + std::to_string(key.size()) +
+                               " bytes, not an Ed25519 public key of 32");
+    std::memcpy(identities[DeviceIndex(index)].data(), key.data(), key.size());
+  }
+  return identities;
+}
+
+// The coordinator's answer to a stage's message, refused unless it is of the kind expected.
+const v1::SecAggStageResponse& expect(const v1::SecAggStageResponse& response, Next next, const char* stage) {
+  if (response.next_case() != next)
+    throw std::runtime_error(std::string("secure round: the coordinator answered the ") + stage +
+                             " stage with answer " + std::to_string(int(response.next_case())) +
+                             ", not the next stage's input (" + std::to_string(int(next)) + ")");
+  return response;
+}
+
+}  // namespace
+
+std::vector<uint32_t> quantised_update(const v1::SecAggRound& round, const federated::Model& global,
+                                       const TrainResult& trained) {
+  if (sodium_init() < 0) throw std::runtime_error("secure round: libsodium could not be initialised");
+  secagg::Bytes32 rounding_seed;
+  randombytes_buf(rounding_seed.data(), rounding_seed.size());
+  return secagg::quantise_update(global, trained.model, trained.num_examples, federated::UpdateLimits{},
+                                 fixed_point_of(round), rounding_seed);
+}
+
+void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>& input, secagg::Signer sign,
+                       const StageCall& call) {
+  const v1::SecAggRound& secure = round.secure_aggregation();
+  if (secure.words_per_message() == 0)
+    throw std::runtime_error("secure round: words_per_message 0 leaves no room for the masked input");
+  const DeviceIndex me = secure.device_index();
+  secagg::DeviceSession session(secure.session(), me, std::move(sign), identities_of(secure),
+                                secure.threshold(), secure.bits());
+  v1::SecAggStagePayload base;
+  base.set_task_id(round.task_id());
+  base.set_round_id(round.round_id());
+
+  v1::SecAggStagePayload payload = base;
+  *payload.mutable_advertisement() = proto::to_message(session.advertise_keys());
+  v1::SecAggStageResponse answer = expect(call(payload), Next::kNeighbourKeys, "advertise keys");
+  std::map<DeviceIndex, secagg::KeyAdvertisement> neighbours;
+  for (const v1::SecAggKeyAdvertisement& message : answer.neighbour_keys().advertisements()) {
+    const secagg::KeyAdvertisement advertisement = proto::from_message(message);
+    neighbours[advertisement.device] = advertisement;
+  }
+
+  payload = base;
+  for (v1::SecAggEnvelope& envelope : proto::envelopes_from(me, session.share_keys(neighbours)))
+    *payload.mutable_shares()->add_envelopes() = std::move(envelope);
+  answer = expect(call(payload), Next::kEnvelopes, "share keys");
+  const secagg::Envelopes received = proto::envelopes_for_recipient(
+      me, {answer.envelopes().envelopes().begin(), answer.envelopes().envelopes().end()});
+
+  const std::vector<v1::SecAggMaskedInput> chunks =
+      proto::masked_input_messages(session.masked_input(received, input), secure.words_per_message());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    payload = base;
+    *payload.mutable_masked_input() = chunks[i];
+    answer =
+        expect(call(payload), i + 1 < chunks.size() ? Next::kChunkTaken : Next::kSurvivors, "masked input");
+  }
+
+  payload = base;
+  const secagg::UnmaskRequest shown = proto::from_message(answer.survivors());
+  *payload.mutable_survivors_signature() = proto::to_message(me, session.consistency_check(shown.survivors));
+  answer = expect(call(payload), Next::kUnmaskRequest, "consistency check");
+
+  payload = base;
+  *payload.mutable_unmask_response() = proto::to_message(session.unmask(
+      proto::from_message(answer.unmask_request()), proto::signatures_of(answer.unmask_request())));
+  expect(call(payload), Next::kDone, "unmask");
+}
+
+}  // namespace tn::client

@@ -1,0 +1,102 @@
+// A secure aggregation round's stages between its thread and its devices' SecAggStage calls
+// (docs/secure_aggregation.md, "The round over gRPC"). A device's message is fed to the round's
+// CoordinatorSession as it arrives and its call is held; the round's thread waits for the stage's
+// messages (wait), then closes the stage, which answers every held call with that device's input
+// for the next stage. A device that did not send its message by then is out of the round from
+// that stage on, as the session decides; fewer than the threshold left abandons the round.
+//
+// Held calls are callbacks, not blocked threads: a thousand devices in a stage cost no thread each.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "grpcpp/support/status.h"
+#include "secure_round.h"
+#include "torchnative/federated/v1/device.pb.h"
+
+namespace tn::server {
+
+namespace v1 = ::torchnative::federated::v1;
+
+class SecureExchange {
+ public:
+  // A held SecAggStage call: its response is filled, then `finish` called once.
+  struct Call {
+    v1::SecAggStageResponse* response = nullptr;
+    std::function<void(const grpc::Status&)> finish;
+  };
+
+  // Masked inputs arrive in messages of at most `words_per_message` words.
+  SecureExchange(std::unique_ptr<SecureRound> round, size_t words_per_message);
+  ~SecureExchange();  // answers the calls still held: the round is over
+  SecureExchange(const SecureExchange&) = delete;
+  SecureExchange& operator=(const SecureExchange&) = delete;
+
+  // A verified SecAggStage from `device`: taken into the session and held until its stage closes,
+  // or answered at once: a masked input chunk that does not end the input (chunk_taken), or a
+  // refusal naming why (a device not in the round, a message out of its stage or a second one:
+  // FAILED_PRECONDITION; one the session refuses: INVALID_ARGUMENT, and the device is out of the
+  // round from then on, so that the stage does not wait for it).
+  void take(const federated::DeviceId& device, const v1::SecAggStagePayload& payload, Call call);
+
+  // Returns once every device expected at the open stage has sent its message or is `gone`, or at
+  // `deadline`; `gone` is asked every `look_every`. Returns the devices given up as gone.
+  std::vector<federated::DeviceId> wait(std::chrono::steady_clock::time_point deadline,
+                                        const std::function<bool(const federated::DeviceId&)>& gone,
+                                        std::chrono::milliseconds look_every);
+  // Closes the open stage and answers its held calls with their next stage's input. Throws what
+  // the session refuses (BelowThreshold: too few devices left), after answering the held calls
+  // with that refusal.
+  void close_stage();
+  // Which stage is open (advertise keys, share keys, masked input, consistency check, unmask),
+  // for the round's events; "done" once unmasking closed.
+  const char* stage_name() const;
+  const SecureRound& round() const { return *round_; }
+  // Once the last stage closed: the devices whose inputs the sum holds, and what a mean-family
+  // strategy reads from it (SecureRound::weighted_sum).
+  std::vector<federated::DeviceId> contributors() const;
+  federated::WeightedSumReader weighted_sum(const federated::Model& round_model) const;
+
+ private:
+  enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, ConsistencyCheck, Unmask, Done };
+  // Feeds the message to the session; false when the call was answered here (a chunk taken).
+  bool feed(federated::secagg::DeviceIndex index, const v1::SecAggStagePayload& payload, Call& call);
+  void answer_next_stage(federated::secagg::DeviceIndex index, v1::SecAggStageResponse& response);
+  static Stage stage_of(const v1::SecAggStagePayload& payload);
+  static const char* name_of(Stage stage);
+
+  const std::unique_ptr<SecureRound> round_;
+  const size_t words_per_message_;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
+  Stage stage_ = Stage::AdvertiseKeys;
+  std::set<federated::secagg::DeviceIndex> expected_;    // at the open stage
+  std::map<federated::secagg::DeviceIndex, Call> held_;  // those that sent it
+  std::map<federated::secagg::DeviceIndex, std::vector<v1::SecAggMaskedInput>> chunks_;
+  federated::secagg::UnmaskRequest request_;
+  std::map<federated::secagg::DeviceIndex, federated::secagg::Signature> signatures_;
+  std::vector<uint32_t> sum_;
+};
+
+// The running secure rounds' exchanges, by task and round, for SecAggStage.
+class SecureExchanges {
+ public:
+  void open(const std::string& task_id, uint64_t round_id, std::shared_ptr<SecureExchange> exchange);
+  std::shared_ptr<SecureExchange> find(const std::string& task_id, uint64_t round_id) const;
+  void remove(const std::string& task_id, uint64_t round_id);
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<SecureExchange>> exchanges_;
+};
+
+}  // namespace tn::server
