@@ -285,10 +285,12 @@ struct Device::Impl {
   std::pair<std::string, uint64_t> abandoned_round;
 
   // On the device's thread: the tasks it took part in, oldest first, the last CheckIn's answer
-  // when it had no work, and whether any answer said a task was running.
+  // when it had no work, whether any answer said a task was running, and whether the device has
+  // said its work ended.
   std::vector<std::string> followed_tasks;
   std::optional<v1::NoWork> last_no_work;
   bool saw_running_task = false;
+  bool said_work_ended = false;
 
   // The CheckIn a stop cancels (run()), and whether the stop came: a CheckIn begun after it is
   // cancelled as it starts.
@@ -451,16 +453,22 @@ struct Device::Impl {
   }
 
   // The work this device came for is over when the coordinator says no task is running, once
-  // this device took part in a task or saw one running, or waited in a CheckIn through one (a
-  // device started before its task waits for it). Said once: the device then waits for a task as
-  // if it had just started.
+  // this device took part in a task or saw one running, or, before it first said its work ended,
+  // waited in a CheckIn through one (a device started before its task waits for it). Said once:
+  // the device then waits for a task it takes part in or is told is running. Not for a CheckIn
+  // held through an end of the work after that: the coordinator records a task's end before it
+  // answers the held CheckIns, so a device told of the end by one CheckIn can be held by its next
+  // one through that same end (the board's end_of_work, work_ended_while_held), which ended no
+  // new work.
   std::optional<WorkEnded> work_ended() {
     if (!last_no_work || !last_no_work->has_running_tasks()) return std::nullopt;  // an older coordinator
-    if (last_no_work->running_tasks() > 0 || last_no_work->work_ended_while_held()) saw_running_task = true;
+    const bool held_through_an_end = last_no_work->work_ended_while_held() && !said_work_ended;
+    if (last_no_work->running_tasks() > 0 || held_through_an_end) saw_running_task = true;
     if (last_no_work->running_tasks() > 0 || (followed_tasks.empty() && !saw_running_task))
       return std::nullopt;
     followed_tasks.clear();
     saw_running_task = false;
+    said_work_ended = true;
     return WorkEnded{{last_no_work->ended_tasks().begin(), last_no_work->ended_tasks().end()}};
   }
 

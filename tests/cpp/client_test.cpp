@@ -1,12 +1,17 @@
 // The device client (tn_client) against a hostile coordinator: every size a round announces is
-// checked against the device's limits before anything is allocated for it or a connection made.
+// checked against the device's limits before anything is allocated for it or a connection made;
+// and against a scripted one: when the device says its work ended.
+#include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <stop_token>
 #include <string>
+#include <vector>
 
 #include "client/device.h"
 
@@ -65,7 +70,28 @@ v1::RoundConfig round_announcing(int64_t elements) {
   return round;
 }
 
-class HostileRound : public ::testing::Test {
+// A device's options, its key in a directory of its own.
+class DeviceKey : public ::testing::Test {
+ protected:
+  DeviceOptions options() const {
+    DeviceOptions options;
+    options.server_address = "127.0.0.1:1";  // never called unless a test says otherwise
+    options.key_file = key_file_;
+    return options;
+  }
+
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() / ("client_test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(directory_);
+    key_file_ = (directory_ / "device.key").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  std::filesystem::path directory_;
+  std::string key_file_;
+};
+
+class HostileRound : public DeviceKey {
  protected:
   // The device's refusal of `round`, which must come before any training, promptly and with the
   // process's peak memory unchanged but for noise.
@@ -87,23 +113,6 @@ class HostileRound : public ::testing::Test {
     EXPECT_EQ(report.round_id, 7u);
     return report.error;
   }
-
-  DeviceOptions options() const {
-    DeviceOptions options;
-    options.server_address = "127.0.0.1:1";  // never called: the round is handed to participate()
-    options.key_file = key_file_;
-    return options;
-  }
-
-  void SetUp() override {
-    directory_ = std::filesystem::temp_directory_path() / ("client_test-" + std::to_string(getpid()));
-    std::filesystem::create_directories(directory_);
-    key_file_ = (directory_ / "device.key").string();
-  }
-  void TearDown() override { std::filesystem::remove_all(directory_); }
-
-  std::filesystem::path directory_;
-  std::string key_file_;
 };
 
 TEST_F(HostileRound, AModelOfATebibyteIsRefusedByNameWithoutAllocatingIt) {
@@ -140,6 +149,94 @@ TEST_F(HostileRound, ADataPlaneOfTooManyRanksOrARankThatIsNotADevicesIsRefused) 
   round.mutable_data_plane()->set_rank(4);
   EXPECT_EQ(refusal(round, options()),
             "round 7 puts this device at rank 4 of a data plane of 4 ranks, rank 0 being the hub's");
+}
+
+// A coordinator that answers the CheckIns of one device with `answers` in turn, then, with none
+// left, stops the device; Register gives it an id, and every other call is unimplemented.
+class ScriptedCoordinator final : public v1::DeviceService::Service {
+ public:
+  ScriptedCoordinator(std::vector<v1::NoWork> answers, std::stop_source stop)
+      : answers_(std::move(answers)), stop_(std::move(stop)) {}
+
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
+                        v1::RegisterResponse* response) override {
+    response->set_device_id("dev-scripted");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CheckIn(grpc::ServerContext*, const v1::CheckInRequest*,
+                       v1::CheckInResponse* response) override {
+    std::lock_guard lock(mutex_);
+    if (next_ == answers_.size()) {
+      stop_.request_stop();
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the script is over");
+    }
+    *response->mutable_no_work() = answers_[next_++];
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::mutex mutex_;
+  const std::vector<v1::NoWork> answers_;
+  size_t next_ = 0;
+  std::stop_source stop_;
+};
+
+v1::NoWork no_work(uint32_t running_tasks, bool work_ended_while_held = false) {
+  v1::NoWork answer;
+  answer.set_running_tasks(running_tasks);
+  answer.set_work_ended_while_held(work_ended_while_held);
+  return answer;
+}
+
+class WorkEnd : public DeviceKey {
+ protected:
+  // How many times a device told `answers` by its CheckIns, one after the other, says its work
+  // ended (Device::run's on_work_ended), waiting for the next task (--when-no-task wait).
+  int times_said(std::vector<v1::NoWork> answers) {
+    std::stop_source stop;
+    ScriptedCoordinator coordinator(std::move(answers), stop);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&coordinator);
+    const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (!server || port == 0) throw std::runtime_error("the scripted coordinator did not start");
+    DeviceOptions device_options = options();
+    device_options.server_address = "127.0.0.1:" + std::to_string(port);
+    device_options.wait_for_next_task = true;
+    int said = 0;
+    {
+      Device device(device_options);
+      device.run(
+          [](const auto& global, const auto&) {
+            return TrainResult{global, 1, {}};
+          },
+          stop.get_token(), {}, [&](const tn::client::WorkEnded&) { ++said; });
+    }
+    server->Shutdown();
+    return said;
+  }
+};
+
+// The coordinator records a task's end before it answers the held CheckIns: a device told by one
+// CheckIn that the task it saw running ended can be held by its next one through that same end
+// (NoWork.work_ended_while_held). Its wait began with the first answer; the second ends nothing.
+// Under load the device daemon said "waiting" twice so (tests/federated/test_device_daemon.py).
+TEST_F(WorkEnd, AHoldEndedByAnEndTheDeviceWasAlreadyToldOfDoesNotEndItsWaitAgain) {
+  EXPECT_EQ(times_said({no_work(1), no_work(0), no_work(0, true)}), 1);
+}
+
+// A device started before its task, held in one CheckIn through the whole task, learns of its end
+// only from the hold's answer: that ends its work once.
+TEST_F(WorkEnd, ADeviceHeldThroughATaskItNeverSawRunningSaysItsWorkEnded) {
+  EXPECT_EQ(times_said({no_work(0), no_work(0, true), no_work(0)}), 1);
+}
+
+// Each task the device is told of, once it ends with no other running, ends a wait of its own.
+TEST_F(WorkEnd, EachEndOfATaskTheDeviceWasToldOfEndsItsWait) {
+  EXPECT_EQ(times_said({no_work(1), no_work(0), no_work(0, true), no_work(2), no_work(1), no_work(0, true)}),
+            2);
 }
 
 }  // namespace
