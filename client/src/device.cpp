@@ -18,7 +18,7 @@
 #include "proto/protocol.h"
 #include "proto/secure_aggregation_messages.h"
 #include "proto/signing.h"
-#include "secure_stages.h"
+#include "client/secure_stages.h"
 
 namespace tn::client {
 

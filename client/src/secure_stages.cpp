@@ -1,4 +1,4 @@
-#include "secure_stages.h"
+#include "client/secure_stages.h"
 
 #include <sodium.h>
 

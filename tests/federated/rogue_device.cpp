@@ -1,4 +1,5 @@
-// federated_rogue_device: a device that misbehaves on purpose, for tests/federated/test_round_failures.py.
+// federated_rogue_device: a device that misbehaves on purpose, for tests/federated/test_round_failures.py
+// and test_secure_aggregation.py (a device that dies at a given stage of a secure round).
 // It sends what the real client never would (its own checks stop it), so the tests can show that
 // the coordinator refuses each by name and keeps serving. One JSON object on stdout says what the
 // coordinator answered.
@@ -10,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -20,10 +22,12 @@
 
 #include "cli/arguments.h"
 #include "client/device.h"
+#include "client/secure_stages.h"
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
 #include "proto/model_transfer.h"
 #include "proto/protocol.h"
+#include "proto/secure_aggregation_messages.h"
 #include "proto/signing.h"
 #include "server/hex.h"
 #include "torchnative/federated/v1/admin.pb.h"
@@ -78,6 +82,13 @@ Options parse(tn::cli::Command& program, int argc, char** argv) {
       .positional("POISON",
                   "nan (a NaN in the first tensor), short (one element too few) or long (one too many)")
       .choice(o.argument, {{"nan", "nan"}, {"short", "short"}, {"long", "long"}});
+  mode("secagg-quit-after",
+       "takes part honestly in the next secure aggregation round it is selected for, its update every value "
+       "+0.005, prints its quantised words, and kills itself (SIGKILL) once the coordinator has answered its "
+       "STAGE message")
+      .positional("STAGE", "advertise, share, mask or sign (the consistency check)")
+      .choice(o.argument,
+              {{"advertise", "advertise"}, {"share", "share"}, {"mask", "mask"}, {"sign", "sign"}});
   mode(
       "submit-refusals",
       "checks in for gRPC rounds (ROUND_TRANSPORT_GRPC); in the first round it is selected for, submits "
@@ -443,6 +454,69 @@ json submit_refusals(const Options& options) {
   return out;
 }
 
+constexpr const char* kSecAggStage = "/torchnative.federated.v1.DeviceService/SecAggStage";
+
+// `global` with every float32 value moved by +0.005, on one example.
+tn::client::TrainResult shifted(const tn::federated::Model& global) {
+  tn::client::TrainResult trained{global, 1, {}};
+  for (tn::federated::NamedTensor& tensor : trained.model.tensors) {
+    if (tensor.dtype != tn::ScalarType::Float) continue;
+    std::vector<float> values(tensor.nbytes / sizeof(float));
+    std::memcpy(values.data(), tensor.data.get(), tensor.nbytes);
+    for (float& value : values) value += 0.005f;
+    tensor =
+        tn::federated::copy_tensor(tensor.name, tensor.dtype, tensor.shape, std::as_bytes(std::span(values)));
+  }
+  return trained;
+}
+
+const char* stage_name(const v1::SecAggStagePayload& payload) {
+  switch (payload.message_case()) {
+    case v1::SecAggStagePayload::kAdvertisement:
+      return "advertise";
+    case v1::SecAggStagePayload::kShares:
+      return "share";
+    case v1::SecAggStagePayload::kMaskedInput:
+      return "mask";
+    case v1::SecAggStagePayload::kSurvivorsSignature:
+      return "sign";
+    default:
+      return "unmask";
+  }
+}
+
+// Its words go out on stdout before the stages, since it does not live to the end.
+json secagg_quit_after(const Options& options) {
+  tn::client::Device device = registered_device(options);
+  const std::string id = device.device_id();
+  const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
+  auto stub = v1::DeviceService::NewStub(unlimited_channel(options.server));
+  const v1::RoundConfig round = next_round(device);
+  if (!round.has_secure_aggregation())
+    throw std::runtime_error("round " + std::to_string(round.round_id()) +
+                             " is not a secure aggregation round");
+  const tn::federated::Model global = fetch_model(*stub, id, key, round.model_version());
+  const tn::client::TrainResult trained = shifted(global);
+  const std::vector<uint32_t> words =
+      tn::client::quantised_update(round.secure_aggregation(), global, trained);
+  std::cout << json{{"device_id", id}, {"round_id", round.round_id()}, {"quantised", words}}.dump()
+            << std::endl;
+  tn::client::run_secure_stages(
+      round, words, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
+        v1::SecAggStageRequest request;
+        request.set_payload(payload.SerializeAsString());
+        *request.mutable_auth() = tn::proto::sign_request(kSecAggStage, id, request.payload(), key);
+        grpc::ClientContext context;
+        context.set_deadline(SystemClock::now() + std::chrono::seconds(60));
+        v1::SecAggStageResponse response;
+        if (grpc::Status status = stub->SecAggStage(&context, request, &response); !status.ok())
+          throw std::runtime_error("SecAggStage failed: " + status.error_message());
+        if (stage_name(payload) == options.argument && !response.chunk_taken()) std::raise(SIGKILL);
+        return response;
+      });
+  throw std::runtime_error("the round ended before stage " + options.argument);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -468,6 +542,8 @@ int main(int argc, char** argv) {
       out = oversized(options);
     else if (options.mode == "contribute")
       out = contribute(options);
+    else if (options.mode == "secagg-quit-after")
+      out = secagg_quit_after(options);
     else
       out = submit_refusals(options);
     std::cout << out.dump() << std::endl;

@@ -4,15 +4,18 @@ CreateTaskHeader.secure_aggregation, which the coordinator validates by name; a 
 rounds run SecAgg+'s five stages over SecAggStage calls, and the model each round stores has the
 bits the test computes from the quantised updates the devices report (their sum, dequantised and
 averaged as FedAvg averages: float64, rounded once to float32), each quantised update checked
-against the update the device trained. A device killed while training leaves the round to the
-others, which complete it over their sum alone."""
+against the update the device trained. A device killed while training, or after any stage, leaves
+the round to the survivors, which complete it over their sum (with its input when it died after
+masking); too few left at a stage abandon the attempt by name."""
 import json
 import subprocess
 
 import numpy as np
 
-from federation import (PYTHON, admin_json, closed_rounds, read_safetensors, start_coordinator, tool, wait_for,
-                        write_safetensors)
+import pytest
+
+from federation import (PYTHON, admin_json, closed_rounds, log_events, read_safetensors, rogue_device,
+                        start_coordinator, tool, wait_for, write_safetensors)
 
 SECURE = ["--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.1", "--secagg-clip-range", "0.5",
           "--secagg-max-weight", "100"]
@@ -90,10 +93,10 @@ def check_quantised(report, round_model):
     assert np.any(np.abs(update) > CLIP)  # some coordinates were clamped
 
 
-def expected_model(round_model, reports):
+def expected_model(round_model, quantised):
     """The round's model as the coordinator must aggregate the sum of these quantised updates:
     W·g + step·(the words summed, as integers), over W, rounded once to float32."""
-    total = sum(signed(report["quantised"]) for report in reports)
+    total = sum(signed(words) for words in quantised)
     weight, step = np.float64(total[-1]), np.float64(CLIP) / np.float64(LEVELS)
     expected, offset = {}, 0
     for name in FLOATING:
@@ -104,16 +107,19 @@ def expected_model(round_model, reports):
     return expected
 
 
-def check_round(coordinator, tmp_path, entry, contributors, round_model):
+def check_round(coordinator, tmp_path, entry, reporting, round_model, more_words=()):
+    """The round's stored model against the quantised words of the `reporting` devices (their
+    --report-dir files, each checked against its update) and `more_words`."""
     reports = [json.loads((tmp_path / "reports" / f"{device}-round{entry['round_id']}.json").read_text())
-               for device in contributors]
+               for device in reporting]
     for report in reports:
         assert report["contributed"] and report["error"] == "", report
         check_quantised(report, round_model)
+    quantised = [report["quantised"] for report in reports] + list(more_words)
     path = tmp_path / f"round{entry['round_id']}.safetensors"
     admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(path))
     model = read_safetensors(path)
-    for name, expected in expected_model(round_model, reports).items():
+    for name, expected in expected_model(round_model, quantised).items():
         assert model[name].dtype == np.float32
         assert np.array_equal(model[name].view(np.uint32), expected.view(np.uint32)), (
             f"round {entry['round_id']} tensor {name}: stored {model[name]} != recomputed {expected}")
@@ -162,6 +168,69 @@ def test_a_device_killed_while_training_leaves_the_secure_round_to_the_others(tm
         check_round(coordinator, tmp_path, entry, survivors, INITIAL)
     finally:
         for process in (victim, devices):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        next(coordinator_runs, None)
+
+
+@pytest.mark.parametrize("stage", ["advertise", "share", "mask", "sign"])
+def test_a_device_killed_after_a_stage_leaves_the_round_to_complete_over_the_survivors(tmp_path, stage):
+    """federated_rogue_device takes part honestly and SIGKILLs itself once its STAGE message is
+    answered: gone after advertising or sharing, its input is not in the sum (its pairwise masks,
+    after sharing, rebuilt from its neighbours' shares); gone after masking or signing, it is (its
+    self mask rebuilt), and the round needs its words, which it printed first."""
+    coordinator_runs = start_coordinator(tmp_path, heartbeat_interval_ms=200)
+    coordinator = next(coordinator_runs)
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                              str(tmp_path / "rogue.key"), "secagg-quit-after", stage],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
+    try:
+        rounds = closed_rounds(coordinator, task, 1, 30)
+        out, err = rogue.communicate(timeout=30)
+        assert rogue.returncode == -9, err  # killed by its own SIGKILL at the stage
+        printed = json.loads(out.splitlines()[0])
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+        entry = rounds[0]
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
+        in_sum = stage in ("mask", "sign")
+        assert entry["contributors"] == sorted(survivors + [printed["device_id"]] * in_sum), entry
+        assert entry["missing"] == ([] if in_sum else [printed["device_id"]]), entry
+        check_round(coordinator, tmp_path, entry, survivors, INITIAL, [printed["quantised"]] * in_sum)
+    finally:
+        for process in (rogue, devices):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        next(coordinator_runs, None)
+
+
+def test_too_few_devices_left_at_a_stage_abandon_the_secure_round_by_name(tmp_path):
+    """Four of the five die once they have advertised: one device alone shares its keys, below the
+    threshold 2, so the attempt is abandoned naming the stage (and retried, with the same model)."""
+    coordinator_runs = start_coordinator(tmp_path, heartbeat_interval_ms=200)
+    coordinator = next(coordinator_runs)
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    rogues = [subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                                str(tmp_path / f"rogue{i}.key"), "secagg-quit-after", "advertise"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    devices = start_devices(coordinator, tmp_path, 1, rounds=1)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        assert entry["state"] == "ROUND_STATE_FAILED", entry
+        assert entry["contributors"] == [] and len(entry["missing"]) == DEVICES, entry
+        why = log_events(coordinator["log"], "round_failed")[0]["message"]
+        assert why.startswith("at its share keys stage: secure aggregation: round task-1/1: 1 devices shared their "
+                              "keys, below the threshold 2"), why
+        for rogue in rogues:
+            rogue.wait(timeout=30)
+            assert rogue.returncode == -9, rogue.stderr.read()
+    finally:
+        for process in rogues + [devices]:
             if process.poll() is None:
                 process.kill()
                 process.wait()

@@ -714,17 +714,16 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
   // cryptography and messages alone, and has round_timeout of its own from when it opens.
   SteadyClock::time_point deadline = round.plan.deadline;
   const auto gone = [&](const DeviceId& device) { return !services_.board.presence(device).alive; };
-  try {
-    for (int stage = 0; stage < 5; ++stage) {
-      const std::string name = exchange->stage_name();
-      for (const DeviceId& device : exchange->wait(deadline, gone, round.look_every))
-        round.log_dropped(device);
+  for (int stage = 0; stage < 5; ++stage) {
+    const std::string name = exchange->stage_name();
+    for (const DeviceId& device : exchange->wait(deadline, gone, round.look_every)) round.log_dropped(device);
+    try {
       exchange->close_stage();
-      round.hosted.data_plane[name + " seconds"] = round.seconds_of_phase();
-      deadline = SteadyClock::now() + params_.round_timeout;
+    } catch (const federated::Refused& error) {
+      return Hosted::abandoned("at its " + name + " stage: " + error.what());
     }
-  } catch (const federated::Refused& error) {
-    return Hosted::abandoned(std::string("secure aggregation: ") + error.what());
+    round.hosted.data_plane[name + " seconds"] = round.seconds_of_phase();
+    deadline = SteadyClock::now() + params_.round_timeout;
   }
   round.hosted.contributors = exchange->contributors();
   if (round.hosted.contributors.size() < round.plan.min_updates)
