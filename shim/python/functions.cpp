@@ -485,7 +485,8 @@ PyObject* m_to(PyObject* self, PyObject* args, PyObject* kwargs) {
   const ScalarType dtype = parsed.dtype.value_or(t.dtype());
   const bool meta = parsed.device ? device_is_meta(parsed.device.get()) : t.is_meta();
   if (meta && !t.is_meta()) return wrap(ops::empty_like(t, dtype, std::nullopt, std::string("meta")));
-  if (!meta && t.is_meta()) throw MetaDataAccess("Cannot copy out of meta tensor; no data!");
+  // Out of it, the storage's own refusal (MetaDataAccess, upstream's words).
+  if (!meta && t.is_meta()) t.storage()->data();
   return wrap(ops::to_dtype(t, dtype, false, parsed.copy));
   TN_PY_CATCH(nullptr)
 }
