@@ -347,10 +347,12 @@ void Dispatcher::call_below_autograd(const Operator& op, Stack& stack) const {
 // A call whose results belong on the meta device runs its kernel as on the cpu, but with
 // every storage it allocates a meta one: what computes only shapes (factories, views,
 // resize_) completes, and the first read or write of an element stops it. An in-place call
-// on a meta tensor then leaves it as it is (it has no values to write; the kernel's shape
-// and dtype checks ran before its loops); anything else is refused by name.
+// with a kernel of its own on a meta tensor then leaves it as it is (it has no values to
+// write; the kernel's shape and dtype checks ran before its loops). One derived from its
+// functional kernel checks the result's shape against self only after that kernel: stopped
+// inside it, it is refused by name as anything else is.
 void Dispatcher::run_on_meta(const Operator& op, Stack& stack, const std::vector<Tensor>& inputs) const {
-  Tensor self = op.is_inplace() && stack.at(0).is<Tensor>() ? stack[0].get<Tensor>() : Tensor();
+  Tensor self = op.is_inplace() && op.kernel && stack.at(0).is<Tensor>() ? stack[0].get<Tensor>() : Tensor();
   check_same_device(op, inputs);
   const Stack args = stack;
   MetaAllocation allocation;

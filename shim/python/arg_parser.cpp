@@ -296,7 +296,9 @@ bool convert(PyObject* obj, const SchemaType& type, bool allow_numbers, IValue* 
         out->value = PyFloat_AsDouble(obj);
         return true;
       }
-      if (is_tensor(obj) && unpack(obj).dim() == 0) {
+      // A meta tensor has no value to give: a later Tensor overload may take it (upstream
+      // tries normal(Tensor, Tensor) before normal(Tensor, float)).
+      if (is_tensor(obj) && unpack(obj).dim() == 0 && !unpack(obj).is_meta()) {
         out->value = unpack(obj).item().to_double();
         return true;
       }

@@ -690,8 +690,10 @@ void fill_from(PyObject* data, T*& cursor, ScalarType type) {
 
 Tensor tensor_from_python_data(PyObject* data, std::optional<ScalarType> dtype) {
   if (is_tensor(data)) {
-    const Tensor& t = unpack(data);
-    return t.to(dtype.value_or(t.dtype())).clone();
+    // Through the dispatcher, so a meta tensor's copy is a meta tensor (no values read);
+    // detached first, so it records nothing.
+    const Tensor t = ops::detach(unpack(data));
+    return ops::clone(ops::to_dtype(t, dtype.value_or(t.dtype())));
   }
   // numpy arrays go through torch.from_numpy's path (on a copy: torch.tensor never shares)
   if (std::string(Py_TYPE(data)->tp_name) == "numpy.ndarray") {

@@ -65,6 +65,7 @@ Lu lu(const Tensor& a) {
   f.n = a.size(-1);
   f.pivots.assign(size_t(f.batch * f.n), 0);
   f.infos.assign(size_t(f.batch), 0);
+  if (f.factors.is_meta()) return f;  // the meta device: the shapes are the results
   TN_DISPATCH_ALL_TYPES(a.dtype(), "lu", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>)
@@ -84,31 +85,32 @@ std::tuple<Tensor, Tensor, Tensor> determinants(const Tensor& a) {
   Shape shape = batch_shape(a);
   Tensor det = Tensor::empty(shape, a.dtype()), sign = Tensor::empty(shape, a.dtype()),
          logabs = Tensor::empty(shape, a.dtype());
-  TN_DISPATCH_ALL_TYPES(a.dtype(), "det", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      for (int64_t b = 0; b < f.batch; ++b) {
-        const scalar_t* m = f.factors.template data_as<scalar_t>() + b * f.n * f.n;
-        bool odd = false;
-        scalar_t product = 1, log_sum = 0, s = 1;
-        for (int64_t i = 0; i < f.n; ++i) {
-          odd ^= f.pivots[size_t(b * f.n + i)] != int(i + 1);
-          scalar_t d = m[i * f.n + i];
-          product *= d;
-          log_sum += std::log(std::abs(d));
-          s *= d < 0 ? scalar_t(-1) : d > 0 ? scalar_t(1) : scalar_t(0);
+  if (!det.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(a.dtype(), "det", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+        for (int64_t b = 0; b < f.batch; ++b) {
+          const scalar_t* m = f.factors.template data_as<scalar_t>() + b * f.n * f.n;
+          bool odd = false;
+          scalar_t product = 1, log_sum = 0, s = 1;
+          for (int64_t i = 0; i < f.n; ++i) {
+            odd ^= f.pivots[size_t(b * f.n + i)] != int(i + 1);
+            scalar_t d = m[i * f.n + i];
+            product *= d;
+            log_sum += std::log(std::abs(d));
+            s *= d < 0 ? scalar_t(-1) : d > 0 ? scalar_t(1) : scalar_t(0);
+          }
+          if (odd) {
+            product = -product;
+            s = -s;
+          }
+          det.template data_as<scalar_t>()[b] = product;
+          sign.template data_as<scalar_t>()[b] = s;
+          logabs.template data_as<scalar_t>()[b] =
+              s == 0 ? -std::numeric_limits<scalar_t>::infinity() : log_sum;
         }
-        if (odd) {
-          product = -product;
-          s = -s;
-        }
-        det.template data_as<scalar_t>()[b] = product;
-        sign.template data_as<scalar_t>()[b] = s;
-        logabs.template data_as<scalar_t>()[b] =
-            s == 0 ? -std::numeric_limits<scalar_t>::infinity() : log_sum;
       }
-    }
-  });
+    });
   return {det, sign, logabs};
 }
 
@@ -130,20 +132,21 @@ Tensor lu_solve(const Tensor& a, const Tensor& b, const char* name, bool transpo
   Tensor rhs = column_major(b);  // (batch, nrhs, n) column-major
   int n = int(f.n), nrhs = int(b.size(-1)), info = 0;
   char trans = transposed ? 'T' : 'N';
-  TN_DISPATCH_ALL_TYPES(a.dtype(), name, [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      for (int64_t i = 0; i < f.batch; ++i) {
-        const scalar_t* lu_data = f.factors.template data_as<scalar_t>() + i * f.n * f.n;
-        scalar_t* x = rhs.template data_as<scalar_t>() + i * f.n * nrhs;
-        if (n == 0) continue;
-        if constexpr (std::is_same_v<scalar_t, float>)
-          sgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
-        else
-          dgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
+  if (!rhs.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(a.dtype(), name, [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+        for (int64_t i = 0; i < f.batch; ++i) {
+          const scalar_t* lu_data = f.factors.template data_as<scalar_t>() + i * f.n * f.n;
+          scalar_t* x = rhs.template data_as<scalar_t>() + i * f.n * nrhs;
+          if (n == 0) continue;
+          if constexpr (std::is_same_v<scalar_t, float>)
+            sgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
+          else
+            dgetrs_(&trans, &n, &nrhs, lu_data, &n, f.pivots.data() + i * f.n, x, &n, &info);
+        }
       }
-    }
-  });
+    });
   Tensor back = ops::transpose(rhs, int64_t{1}, int64_t{2});
   return ops::reshape(back, b.sizes());
 }
@@ -166,6 +169,7 @@ Tensor solve(const Tensor& a, const Tensor& b, const char* name) {
 }
 
 Tensor identity_like(const Tensor& a) {
+  if (a.is_meta()) return Tensor::empty(a.sizes(), a.dtype());  // its values are not needed there
   Tensor eye = ops::eye(a.size(-1), a.dtype());
   return ops::expand(eye, a.sizes(), false).contiguous();
 }
@@ -291,24 +295,25 @@ TN_KERNEL("aten::linalg_cholesky", {
   Tensor factors = column_major(A);
   int n = int(A.size(-1)), info = 0;
   char uplo = 'L';
-  TN_DISPATCH_ALL_TYPES(A.dtype(), "cholesky", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
-      for (int64_t i = 0; i < factors.size(0); ++i) {
-        scalar_t* m = factors.template data_as<scalar_t>() + i * n * n;
-        if (n == 0) continue;
-        if constexpr (std::is_same_v<scalar_t, float>)
-          spotrf_(&uplo, &n, m, &n, &info);
-        else
-          dpotrf_(&uplo, &n, m, &n, &info);
-        if (info > 0)
-          throw LinAlgError(
-              "linalg.cholesky: The factorization could not be completed because the input is not "
-              "positive-definite (the leading minor of order " +
-              std::to_string(info) + " is not positive-definite).");
+  if (!factors.is_meta())  // the meta device: the shape is the result
+    TN_DISPATCH_ALL_TYPES(A.dtype(), "cholesky", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+        for (int64_t i = 0; i < factors.size(0); ++i) {
+          scalar_t* m = factors.template data_as<scalar_t>() + i * n * n;
+          if (n == 0) continue;
+          if constexpr (std::is_same_v<scalar_t, float>)
+            spotrf_(&uplo, &n, m, &n, &info);
+          else
+            dpotrf_(&uplo, &n, m, &n, &info);
+          if (info > 0)
+            throw LinAlgError(
+                "linalg.cholesky: The factorization could not be completed because the input is not "
+                "positive-definite (the leading minor of order " +
+                std::to_string(info) + " is not positive-definite).");
+        }
       }
-    }
-  });
+    });
   Tensor lower =
       ops::tril(ops::reshape(ops::transpose(factors, int64_t{1}, int64_t{2}), A.sizes()), int64_t{0});
   return upper ? ops::transpose(lower, int64_t{-2}, int64_t{-1}).contiguous() : lower;

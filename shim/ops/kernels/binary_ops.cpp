@@ -403,6 +403,7 @@ TN_KERNEL("aten::nextafter", {
       Tensor x = a.tensor(0).to(t), y = a.tensor(1).to(t);
       Shape shape = broadcast_shapes(x.sizes(), y.sizes());
       Tensor out = Tensor::empty(shape, t);
+      if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
       const scalar_t *px = x.template data_as<scalar_t>(), *py = y.template data_as<scalar_t>();
       scalar_t* po = out.template data_as<scalar_t>();
       // In the storage type: the next representable float32 is not the next double.

@@ -81,6 +81,7 @@ Tensor im2col(const Tensor& input, const Shape& kernel, const Shape& dilation, c
                 "), the calculated shape of the array of sliding blocks is non-positive.");
   Tensor x = input.contiguous();
   Tensor out = Tensor::empty({blocks.n, blocks.c * kernel[0] * kernel[1], oh * ow}, input.dtype());
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(input.dtype(), "im2col", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* in = x.template data_as<scalar_t>();
@@ -98,6 +99,7 @@ Tensor col2im(const Tensor& columns, const Shape& size, const Shape& kernel, con
   Blocks blocks{columns.size(0), planes, size[0], size[1], kernel, dilation, padding, stride};
   Tensor cols = columns.to(accumulate).contiguous();
   Tensor out = ops::zeros({blocks.n, planes, size[0], size[1]}, accumulate);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(accumulate, "col2im", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* source = cols.template data_as<scalar_t>();

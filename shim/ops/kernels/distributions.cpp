@@ -159,6 +159,7 @@ void normal_fill(T* data, int64_t size, double mean, double std, Generator& g) {
 void normal_(const Tensor& self, double mean, double std, Generator& g) {
   if (std < 0) throw Error("normal expects std >= 0.0, but found std " + std::to_string(std));
   if (!is_floating(self.dtype())) dtype_not_implemented("normal_kernel_cpu", self.dtype());
+  if (self.is_meta()) return;  // the meta device: nothing to draw into, and no draws taken
   TN_DISPATCH_ALL_TYPES(self.dtype(), "normal_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<compute_t<scalar_t>, double> && !std::is_integral_v<scalar_t>) {

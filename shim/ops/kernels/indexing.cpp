@@ -49,25 +49,34 @@ int64_t checked_position(int64_t i, int64_t size, int64_t dim, bool index_error 
 // Calls f(position in index, source offset along every dim but `dim`, index value).
 // The walk shared by gather and scatter: positions of `index`, mapped into `target`
 // whose `dim` coordinate is replaced by the index value.
-template <typename F>
-void along_index(const Tensor& target, int64_t dim, const Tensor& index, const char* name, F f) {
+// Its checks of the shapes and the index's dtype alone: all a meta call makes.
+void check_along_index(const Tensor& target, int64_t dim, const Tensor& index, const char* name) {
   if (index.dim() != target.dim() && !(index.dim() <= 1 && target.dim() <= 1))
     throw Error(std::string("Index tensor must have the same number of dimensions as ") +
                 (std::string(name) == "gather" ? "input" : "self") + " tensor");
   if (index.numel() == 0) return;  // upstream checks the dtype of a non-empty index only
+  long_index(index, int64_only(name));
+  int64_t nd = std::max<int64_t>(target.dim(), 1);
+  Shape tsizes = target.dim() ? target.sizes() : Shape{1};
+  Shape isizes = index.dim() ? index.sizes() : Shape{1};
+  for (int64_t d = 0; d < nd; ++d)
+    if (d != dim && isizes[size_t(d)] > tsizes[size_t(d)])
+      throw Error("Size does not match at dimension " + std::to_string(d) + " expected index " +
+                  shape_str(isizes) + " to be smaller than self " + shape_str(tsizes) +
+                  " apart from dimension " + std::to_string(dim));
+}
+
+template <typename F>
+void along_index(const Tensor& target, int64_t dim, const Tensor& index, const char* name, F f) {
+  check_along_index(target, dim, index, name);
+  if (index.numel() == 0) return;
   Tensor idx = long_index(index, int64_only(name));
   const int64_t* pi = idx.data_as<int64_t>();
   int64_t n = idx.numel();
   int64_t nd = std::max<int64_t>(target.dim(), 1);
   Shape tsizes = target.dim() ? target.sizes() : Shape{1};
   Shape tstrides = target.dim() ? target.strides() : Shape{1};
-  Shape isizes = idx.dim() ? idx.sizes() : Shape{1};
-  for (int64_t d = 0; d < nd; ++d)
-    if (d != dim && isizes[size_t(d)] > tsizes[size_t(d)])
-      throw Error("Size does not match at dimension " + std::to_string(d) + " expected index " +
-                  shape_str(isizes) + " to be smaller than self " + shape_str(tsizes) +
-                  " apart from dimension " + std::to_string(dim));
-  IndexCounter counter(isizes);
+  IndexCounter counter(idx.dim() ? idx.sizes() : Shape{1});
   for (int64_t p = 0; p < n; ++p, counter.next()) {
     int64_t value = checked_position(pi[p], tsizes[size_t(dim)], dim);
     int64_t offset = 0;
@@ -80,6 +89,10 @@ void along_index(const Tensor& target, int64_t dim, const Tensor& index, const c
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, self.dim());
   Tensor out = Tensor::empty(index.sizes(), self.dtype());
+  if (out.is_meta()) {  // the meta device: the shape and dtype are the result
+    check_along_index(self, dim, index, "gather");
+    return out;
+  }
   TN_DISPATCH_ALL_TYPES(self.dtype(), "gather", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* src = self.template data_as<scalar_t>();
@@ -106,6 +119,10 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tenso
   Tensor source = src.to(self.dtype());
   if (!scalar_src && src.dtype() != self.dtype())
     throw Error("scatter(): Expected self.dtype to be equal to src.dtype");
+  if (out.is_meta()) {  // the meta device: the shape and dtype are the result
+    check_along_index(out, dim, index, "scatter");
+    return out;
+  }
   TN_DISPATCH_ALL_TYPES(self.dtype(), "scatter", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* o = out.template data_as<scalar_t>();

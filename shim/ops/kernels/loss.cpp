@@ -138,26 +138,27 @@ Tensor nll_loss(const Tensor& x, const Tensor& target, const std::optional<Tenso
   NllSamples samples = nll_samples(x, target);
   std::optional<Tensor> w = contiguous_weight(weight, x.dtype());
   Tensor out = Tensor::empty(reduction == 0 ? samples.targets.sizes() : Shape{}, x.dtype());
-  nll_dispatch(x, [&](auto tag_) {
-    using T = TN_TYPE(tag_);
-    const T* wd = w ? w->template data_as<T>() : nullptr;
-    T* o = out.template data_as<T>();
-    if (reduction == 0) {
-      const T* x = samples.rows.template data_as<T>();
-      for (int64_t i = 0; i < samples.count(); ++i) {
-        int64_t c = nll_class(samples, i, ignore_index);
-        o[i] =
-            c < 0 ? T(Acc<T>(0)) : T(-Acc<T>(x[i * samples.classes + c]) * (wd ? Acc<T>(wd[c]) : Acc<T>(1)));
+  if (!out.is_meta())  // the meta device: the shape is the result
+    nll_dispatch(x, [&](auto tag_) {
+      using T = TN_TYPE(tag_);
+      const T* wd = w ? w->template data_as<T>() : nullptr;
+      T* o = out.template data_as<T>();
+      if (reduction == 0) {
+        const T* x = samples.rows.template data_as<T>();
+        for (int64_t i = 0; i < samples.count(); ++i) {
+          int64_t c = nll_class(samples, i, ignore_index);
+          o[i] = c < 0 ? T(Acc<T>(0))
+                       : T(-Acc<T>(x[i * samples.classes + c]) * (wd ? Acc<T>(wd[c]) : Acc<T>(1)));
+        }
+        return;
       }
-      return;
-    }
-    if (samples.count() == 0) {
-      *o = T(reduction == 1 ? std::numeric_limits<Acc<T>>::quiet_NaN() : Acc<T>(0));
-      return;
-    }
-    auto [loss, total_weight] = nll_loss_sums<T>(samples, wd, ignore_index);
-    *o = reduction == 1 ? T(loss / total_weight) : loss;
-  });
+      if (samples.count() == 0) {
+        *o = T(reduction == 1 ? std::numeric_limits<Acc<T>>::quiet_NaN() : Acc<T>(0));
+        return;
+      }
+      auto [loss, total_weight] = nll_loss_sums<T>(samples, wd, ignore_index);
+      *o = reduction == 1 ? T(loss / total_weight) : loss;
+    });
   if (reduction != 0) return out;
   return out.view_as_strided(target.sizes(), contiguous_strides(target.sizes()), 0);
 }
@@ -170,24 +171,25 @@ Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   std::optional<Tensor> w = contiguous_weight(weight, input.dtype());
   Tensor g = grad.to(input.dtype()).contiguous();
   Tensor rows = ops::zeros({samples.count(), samples.classes}, input.dtype());
-  nll_dispatch(input, [&](auto tag_) {
-    using T = TN_TYPE(tag_);
-    const T *wd = w ? w->template data_as<T>() : nullptr, *gd = g.template data_as<T>();
-    T* out = rows.template data_as<T>();
-    auto weight_of = [wd](int64_t c) { return wd ? Acc<T>(wd[c]) : Acc<T>(1); };
-    if (reduction == 0) {
+  if (!rows.is_meta())  // the meta device: the shape is the result
+    nll_dispatch(input, [&](auto tag_) {
+      using T = TN_TYPE(tag_);
+      const T *wd = w ? w->template data_as<T>() : nullptr, *gd = g.template data_as<T>();
+      T* out = rows.template data_as<T>();
+      auto weight_of = [wd](int64_t c) { return wd ? Acc<T>(wd[c]) : Acc<T>(1); };
+      if (reduction == 0) {
+        for (int64_t i = 0; i < samples.count(); ++i)
+          if (int64_t c = nll_class(samples, i, ignore_index); c >= 0)
+            out[i * samples.classes + c] = T(-weight_of(c) * Acc<T>(gd[i]));
+        return;
+      }
+      if (samples.count() == 0) return;
+      T total_weight = nll_loss_sums<T>(samples, wd, ignore_index).second;
+      T share = T(-Acc<T>(reduction == 1 ? T(Acc<T>(gd[0]) / Acc<T>(total_weight)) : gd[0]));
       for (int64_t i = 0; i < samples.count(); ++i)
         if (int64_t c = nll_class(samples, i, ignore_index); c >= 0)
-          out[i * samples.classes + c] = T(-weight_of(c) * Acc<T>(gd[i]));
-      return;
-    }
-    if (samples.count() == 0) return;
-    T total_weight = nll_loss_sums<T>(samples, wd, ignore_index).second;
-    T share = T(-Acc<T>(reduction == 1 ? T(Acc<T>(gd[0]) / Acc<T>(total_weight)) : gd[0]));
-    for (int64_t i = 0; i < samples.count(); ++i)
-      if (int64_t c = nll_class(samples, i, ignore_index); c >= 0)
-        out[i * samples.classes + c] = wd ? T(weight_of(c) * Acc<T>(share)) : share;
-  });
+          out[i * samples.classes + c] = wd ? T(weight_of(c) * Acc<T>(share)) : share;
+    });
   // Back to the input's layout: the rows were its class dim moved last, the rest flattened.
   Tensor batched = input.dim() == 1 ? ops::unsqueeze(input, int64_t{0}) : input;
   Tensor moved = ops::movedim(batched, int64_t{1}, int64_t{-1});

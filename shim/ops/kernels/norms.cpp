@@ -24,6 +24,7 @@ Tensor vector_norm(const Tensor& self, double p, const Dims& dims, bool keepdim,
     throw IndexError(std::string(name) +
                      "(): Expected reduction dim to be specified for input.numel() == 0.");
   Tensor out = Tensor::empty(plan.out_shape, t);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* in = plan.values.template data_as<scalar_t>();

@@ -11,6 +11,7 @@
 namespace tn {
 
 Tensor pad_index(int64_t size, int64_t lo, int64_t hi, const std::string& mode) {
+  MetaAllocation with_bytes(false);  // an index map with values, even within a call on the meta device
   Tensor index = Tensor::empty({size + lo + hi}, ScalarType::Long);
   for (int64_t j = -lo; j < size + hi; ++j) {
     int64_t k;
@@ -68,6 +69,8 @@ Tensor pad(const Tensor& self, const std::vector<int64_t>& p, const std::string&
           std::to_string(lo) + ", " + std::to_string(hi) + ") at dimension " + std::to_string(d) +
           " of input " + shape_str(self.sizes()));
     Tensor index = pad_index(size, lo, hi, mode);
+    // On the meta device only the map's length counts (and index_select refuses a cpu index there).
+    if (out.is_meta()) index = Tensor::empty(index.sizes(), ScalarType::Long);
     out = ops::index_select(out, d, index);
   }
   return out;

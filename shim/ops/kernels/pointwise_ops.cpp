@@ -65,6 +65,7 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   Shape shape = broadcast_shapes(broadcast_shapes(start.sizes(), end.sizes()), w.sizes());
   Tensor s = start.to(t), e = end.to(t);
   Tensor out = Tensor::empty(shape, t);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(t, "lerp", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;

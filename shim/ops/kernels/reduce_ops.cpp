@@ -253,12 +253,13 @@ Tensor logsumexp(const Tensor& self, const Dims& dims, bool keepdim) {
   auto sum_of = [&](const Tensor& v) { return ops::sum(v, over, keepdim, std::nullopt); };
   if (x.numel() == 0) return ops::log(sum_of(ops::exp(x)));
   Tensor maxes = ops::amax(x, over, true).contiguous();
-  TN_DISPATCH_ALL_TYPES(t, "logsumexp", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    scalar_t* m = maxes.template data_as<scalar_t>();
-    for (int64_t i = 0; i < maxes.numel(); ++i)
-      if (std::isinf(double(compute_t<scalar_t>(m[i])))) m[i] = scalar_t(0);
-  });
+  if (!maxes.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(t, "logsumexp", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      scalar_t* m = maxes.template data_as<scalar_t>();
+      for (int64_t i = 0; i < maxes.numel(); ++i)
+        if (std::isinf(double(compute_t<scalar_t>(m[i])))) m[i] = scalar_t(0);
+    });
   Tensor total = sum_of(ops::exp(ops::sub(x, maxes, Scalar(int64_t{1}))));
   return ops::add(ops::log(total), ops::reshape(maxes, total.sizes()), Scalar(int64_t{1}));
 }

@@ -14,22 +14,23 @@ template <typename Step>
 Tensor scan(const Tensor& self, int64_t dim, ScalarType t, const char* name, Step step) {
   Rows rows = rows_along(self.to(t), dim);
   Tensor out = Tensor::empty(rows.data.sizes(), t);
-  TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    using acc_t =
-        std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>, int64_t, double>;
-    for (int64_t r = 0; r < rows.count; ++r) {
-      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
-      scalar_t* o = out.template data_as<scalar_t>() + r * rows.length;
-      acc_t acc{};
-      for (int64_t j = 0; j < rows.length; ++j) {
-        acc =
-            j == 0 ? acc_t(compute_t<scalar_t>(in[0])) : acc_t(step(acc, acc_t(compute_t<scalar_t>(in[j]))));
-        // Like upstream, floats accumulate in double and are rounded only when stored.
-        o[j] = scalar_t(acc);
+  if (!out.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      using acc_t = std::conditional_t<std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>,
+                                       int64_t, double>;
+      for (int64_t r = 0; r < rows.count; ++r) {
+        const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
+        scalar_t* o = out.template data_as<scalar_t>() + r * rows.length;
+        acc_t acc{};
+        for (int64_t j = 0; j < rows.length; ++j) {
+          acc = j == 0 ? acc_t(compute_t<scalar_t>(in[0]))
+                       : acc_t(step(acc, acc_t(compute_t<scalar_t>(in[j]))));
+          // Like upstream, floats accumulate in double and are rounded only when stored.
+          o[j] = scalar_t(acc);
+        }
       }
-    }
-  });
+    });
   return from_rows(out, rows, rows.length, true);
 }
 
@@ -40,22 +41,23 @@ std::pair<Tensor, Tensor> cumulative_extreme(const Tensor& self, int64_t dim) {
   Tensor indices = Tensor::empty(rows.data.sizes(), ScalarType::Long);
   if (self.dtype() == ScalarType::Half)
     dtype_not_implemented(IsMax ? "cummax_cpu" : "cummin_cpu", self.dtype());
-  TN_DISPATCH_ALL_TYPES(self.dtype(), IsMax ? "cummax" : "cummin", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    for (int64_t r = 0; r < rows.count; ++r) {
-      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
-      scalar_t* v = values.template data_as<scalar_t>() + r * rows.length;
-      int64_t* ix = indices.template data_as<int64_t>() + r * rows.length;
-      int64_t best = 0;
-      for (int64_t j = 0; j < rows.length; ++j) {
-        double x = double(compute_t<scalar_t>(in[j])), b = double(compute_t<scalar_t>(in[best]));
-        // Upstream moves to a later equal element (>=), and to every NaN it meets.
-        if (std::isnan(x) || (!std::isnan(b) && (IsMax ? x >= b : x <= b))) best = j;
-        v[j] = in[best];
-        ix[j] = best;
+  if (!values.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(self.dtype(), IsMax ? "cummax" : "cummin", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      for (int64_t r = 0; r < rows.count; ++r) {
+        const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
+        scalar_t* v = values.template data_as<scalar_t>() + r * rows.length;
+        int64_t* ix = indices.template data_as<int64_t>() + r * rows.length;
+        int64_t best = 0;
+        for (int64_t j = 0; j < rows.length; ++j) {
+          double x = double(compute_t<scalar_t>(in[j])), b = double(compute_t<scalar_t>(in[best]));
+          // Upstream moves to a later equal element (>=), and to every NaN it meets.
+          if (std::isnan(x) || (!std::isnan(b) && (IsMax ? x >= b : x <= b))) best = j;
+          v[j] = in[best];
+          ix[j] = best;
+        }
       }
-    }
-  });
+    });
   return {from_rows(values, rows, rows.length, true), from_rows(indices, rows, rows.length, true)};
 }
 

@@ -17,30 +17,31 @@ std::pair<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending)
   Rows rows = rows_along(self, dim);
   Tensor values = Tensor::empty(rows.data.sizes(), self.dtype());
   Tensor indices = Tensor::empty(rows.data.sizes(), ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(self.dtype(), "sort", [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    std::vector<int64_t> order(size_t(rows.length));
-    for (int64_t r = 0; r < rows.count; ++r) {
-      const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
-      std::iota(order.begin(), order.end(), 0);
-      auto less = [&](int64_t a, int64_t b) {
-        auto x = compute_t<scalar_t>(in[a]), y = compute_t<scalar_t>(in[b]);
-        if constexpr (std::is_floating_point_v<decltype(x)>) {
-          if (std::isnan(x)) return false;
-          if (std::isnan(y)) return true;
+  if (!values.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(self.dtype(), "sort", [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      std::vector<int64_t> order(size_t(rows.length));
+      for (int64_t r = 0; r < rows.count; ++r) {
+        const scalar_t* in = rows.data.template data_as<scalar_t>() + r * rows.length;
+        std::iota(order.begin(), order.end(), 0);
+        auto less = [&](int64_t a, int64_t b) {
+          auto x = compute_t<scalar_t>(in[a]), y = compute_t<scalar_t>(in[b]);
+          if constexpr (std::is_floating_point_v<decltype(x)>) {
+            if (std::isnan(x)) return false;
+            if (std::isnan(y)) return true;
+          }
+          return x < y;
+        };
+        if (descending)
+          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return less(b, a); });
+        else
+          std::stable_sort(order.begin(), order.end(), less);
+        for (int64_t j = 0; j < rows.length; ++j) {
+          values.template data_as<scalar_t>()[r * rows.length + j] = in[order[size_t(j)]];
+          indices.template data_as<int64_t>()[r * rows.length + j] = order[size_t(j)];
         }
-        return x < y;
-      };
-      if (descending)
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return less(b, a); });
-      else
-        std::stable_sort(order.begin(), order.end(), less);
-      for (int64_t j = 0; j < rows.length; ++j) {
-        values.template data_as<scalar_t>()[r * rows.length + j] = in[order[size_t(j)]];
-        indices.template data_as<int64_t>()[r * rows.length + j] = order[size_t(j)];
       }
-    }
-  });
+    });
   return {from_rows(values, rows, rows.length, true), from_rows(indices, rows, rows.length, true)};
 }
 
@@ -53,6 +54,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool 
   if (k < 0 || k > rows.length) throw Error("selected index k out of range");
   Tensor values = Tensor::empty({rows.count, k}, self.dtype());
   Tensor indices = Tensor::empty({rows.count, k}, ScalarType::Long);
+  if (values.is_meta()) return {from_rows(values, rows, k, true), from_rows(indices, rows, k, true)};
   using elem_t = std::pair<double, int64_t>;
   auto before = [largest](const elem_t& x, const elem_t& y) {
     if (largest) return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
@@ -91,17 +93,18 @@ std::pair<Tensor, Tensor> select_per_row(const Tensor& self, int64_t dim, bool k
                      " to have non-zero size.");
   Tensor values = Tensor::empty({rows.count}, self.dtype());
   Tensor indices = Tensor::empty({rows.count}, ScalarType::Long);
-  TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
-    using scalar_t = TN_TYPE(tag_);
-    for (int64_t r = 0; r < rows.count; ++r) {
-      const scalar_t* row = rows.data.template data_as<scalar_t>() + r * rows.length;
-      std::vector<double> v(size_t(rows.length));
-      for (int64_t j = 0; j < rows.length; ++j) v[size_t(j)] = double(compute_t<scalar_t>(row[j]));
-      int64_t k = pick(v);
-      values.template data_as<scalar_t>()[r] = row[k];
-      indices.template data_as<int64_t>()[r] = k;
-    }
-  });
+  if (!values.is_meta())  // the meta device: the shapes are the results
+    TN_DISPATCH_ALL_TYPES(self.dtype(), name, [&](auto tag_) {
+      using scalar_t = TN_TYPE(tag_);
+      for (int64_t r = 0; r < rows.count; ++r) {
+        const scalar_t* row = rows.data.template data_as<scalar_t>() + r * rows.length;
+        std::vector<double> v(size_t(rows.length));
+        for (int64_t j = 0; j < rows.length; ++j) v[size_t(j)] = double(compute_t<scalar_t>(row[j]));
+        int64_t k = pick(v);
+        values.template data_as<scalar_t>()[r] = row[k];
+        indices.template data_as<int64_t>()[r] = k;
+      }
+    });
   return {from_rows(values, rows, 1, keepdim), from_rows(indices, rows, 1, keepdim)};
 }
 

@@ -386,6 +386,7 @@ Tensor cascade_sum(const Tensor& self, ScalarType t, const std::optional<std::ve
 
 Tensor norm2_float(const Tensor& self, const std::optional<std::vector<int64_t>>& dims, bool keepdim) {
   Reduction r = make_reduction(self, ScalarType::Float, dims, keepdim);
+  if (r.out.is_meta()) return r.out;
   float* po = r.out.data_as<float>();
   const float* pi = r.in.data_as<float>();
   if (self.numel() == 0) {

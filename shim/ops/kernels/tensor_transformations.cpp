@@ -117,6 +117,7 @@ Tensor triangle(const Tensor& self, int64_t diagonal, bool lower) {
   Tensor out = self.clone();
   int64_t rows = self.size(-2), cols = self.size(-1);
   int64_t batch = rows * cols != 0 ? out.numel() / (rows * cols) : 0;
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(self.dtype(), lower ? "tril" : "triu", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* p = out.template data_as<scalar_t>();
