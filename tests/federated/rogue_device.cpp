@@ -89,6 +89,13 @@ Options parse(tn::cli::Command& program, int argc, char** argv) {
       .positional("STAGE", "advertise, share, mask or sign (the consistency check)")
       .choice(o.argument,
               {{"advertise", "advertise"}, {"share", "share"}, {"mask", "mask"}, {"sign", "sign"}});
+  mode("secagg-leave-after",
+       "as secagg-quit-after, but instead of dying it leaves the round alive: it checks in again "
+       "(heartbeating) "
+       "until it is stopped")
+      .positional("STAGE", "advertise, share, mask or sign (the consistency check)")
+      .choice(o.argument,
+              {{"advertise", "advertise"}, {"share", "share"}, {"mask", "mask"}, {"sign", "sign"}});
   mode(
       "submit-refusals",
       "checks in for gRPC rounds (ROUND_TRANSPORT_GRPC); in the first round it is selected for, submits "
@@ -485,8 +492,12 @@ const char* stage_name(const v1::SecAggStagePayload& payload) {
   }
 }
 
-// Its words go out on stdout before the stages, since it does not live to the end.
-json secagg_quit_after(const Options& options) {
+// Thrown to leave a round alive (secagg-leave-after).
+struct LeftTheRound {};
+
+// Its words go out on stdout before the stages, since it does not live to the end. `die`: SIGKILL
+// after the stage; otherwise it leaves the round and checks in again until it is stopped.
+json secagg_stop_after(const Options& options, bool die) {
   tn::client::Device device = registered_device(options);
   const std::string id = device.device_id();
   const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
@@ -501,19 +512,26 @@ json secagg_quit_after(const Options& options) {
       tn::client::quantised_update(round.secure_aggregation(), global, trained);
   std::cout << json{{"device_id", id}, {"round_id", round.round_id()}, {"quantised", words}}.dump()
             << std::endl;
-  tn::client::run_secure_stages(
-      round, words, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
-        v1::SecAggStageRequest request;
-        request.set_payload(payload.SerializeAsString());
-        *request.mutable_auth() = tn::proto::sign_request(kSecAggStage, id, request.payload(), key);
-        grpc::ClientContext context;
-        context.set_deadline(SystemClock::now() + std::chrono::seconds(60));
-        v1::SecAggStageResponse response;
-        if (grpc::Status status = stub->SecAggStage(&context, request, &response); !status.ok())
-          throw std::runtime_error("SecAggStage failed: " + status.error_message());
-        if (stage_name(payload) == options.argument && !response.chunk_taken()) std::raise(SIGKILL);
-        return response;
-      });
+  try {
+    tn::client::run_secure_stages(
+        round, words, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
+          v1::SecAggStageRequest request;
+          request.set_payload(payload.SerializeAsString());
+          *request.mutable_auth() = tn::proto::sign_request(kSecAggStage, id, request.payload(), key);
+          grpc::ClientContext context;
+          context.set_deadline(SystemClock::now() + std::chrono::seconds(60));
+          v1::SecAggStageResponse response;
+          if (grpc::Status status = stub->SecAggStage(&context, request, &response); !status.ok())
+            throw std::runtime_error("SecAggStage failed: " + status.error_message());
+          if (stage_name(payload) == options.argument && !response.chunk_taken()) {
+            if (die) std::raise(SIGKILL);
+            throw LeftTheRound{};
+          }
+          return response;
+        });
+  } catch (const LeftTheRound&) {
+    for (;;) device.check_in();  // alive and back in a CheckIn, as a device whose round failed
+  }
   throw std::runtime_error("the round ended before stage " + options.argument);
 }
 
@@ -542,8 +560,8 @@ int main(int argc, char** argv) {
       out = oversized(options);
     else if (options.mode == "contribute")
       out = contribute(options);
-    else if (options.mode == "secagg-quit-after")
-      out = secagg_quit_after(options);
+    else if (options.mode == "secagg-quit-after" || options.mode == "secagg-leave-after")
+      out = secagg_stop_after(options, options.mode == "secagg-quit-after");
     else
       out = submit_refusals(options);
     std::cout << out.dump() << std::endl;

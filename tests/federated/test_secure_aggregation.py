@@ -209,6 +209,35 @@ def test_a_device_killed_after_a_stage_leaves_the_round_to_complete_over_the_sur
         next(coordinator_runs, None)
 
 
+def test_a_device_that_leaves_the_round_alive_is_given_up_without_waiting_for_the_stage_deadline(coordinator,
+                                                                                              tmp_path):
+    """federated_rogue_device secagg-leave-after share: after sharing its keys it checks in again,
+    alive and heartbeating, as a device whose stage failed does; back in a CheckIn, it is given up at
+    once, not at the masked input stage's deadline (round_timeout_ms 20 s, past this test's 15 s
+    wait), and the round completes over the other four."""
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                              str(tmp_path / "rogue.key"), "secagg-leave-after", "share"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 15)[0]
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
+        assert entry["contributors"] == survivors and len(entry["missing"]) == 1, entry
+        assert rogue.poll() is None  # alive all along
+        dropped = log_events(coordinator["log"], "device_dropped")
+        assert [(d["device"], d["stage"]) for d in dropped] == [(entry["missing"][0], "masked input")], dropped
+        check_round(coordinator, tmp_path, entry, survivors, INITIAL)
+    finally:
+        for process in (rogue, devices):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_survivors_exactly(tmp_path):
     """Issue 20's round: 100 devices, 10 killed after each of advertising, sharing, masking and
     signing (federated_rogue_device), 60 honest (one torchnative-device process): the round completes

@@ -192,7 +192,8 @@ DeviceBoard::Presence DeviceBoard::presence(const federated::DeviceId& device) c
   std::lock_guard lock(mutex_);
   auto found = heard_.find(device);
   if (found == heard_.end()) return {};
-  return {found->second.state, found->second.at_wall, alive(device, SteadyClock::now())};
+  return {found->second.state, found->second.at_wall, alive(device, SteadyClock::now()),
+          held_.contains(device)};
 }
 
 std::vector<DeviceBoard::Answer> DeviceBoard::take_every_hold() {

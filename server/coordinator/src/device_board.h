@@ -85,6 +85,9 @@ class DeviceBoard {
     v1::DeviceState last_state = v1::DEVICE_STATE_UNSPECIFIED;  // reported in a Heartbeat
     std::optional<std::chrono::system_clock::time_point> last_heard;
     bool alive = false;  // heard from within the liveness window
+    // Waiting in a CheckIn now: a device takes part in one round at a time, so one that checks in
+    // while it is in a round has left that round.
+    bool checking_in = false;
   };
   // Since the coordinator started: a device not heard from since has no last_heard.
   Presence presence(const federated::DeviceId& device) const;

@@ -713,10 +713,21 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
   // Training ends with the keys' advertisement, by the round's deadline; each later stage is
   // cryptography and messages alone, and has round_timeout of its own from when it opens.
   SteadyClock::time_point deadline = round.plan.deadline;
-  const auto gone = [&](const DeviceId& device) { return !services_.board.presence(device).alive; };
+  // Given up: silent past the liveness window, or back in a CheckIn (it left the round: a stage it
+  // could not go through, its call refused).
+  const auto gone = [&](const DeviceId& device) {
+    const DeviceBoard::Presence presence = services_.board.presence(device);
+    return !presence.alive || presence.checking_in;
+  };
   for (int stage = 0; stage < 5; ++stage) {
     const std::string name = exchange->stage_name();
-    for (const DeviceId& device : exchange->wait(deadline, gone, round.look_every)) round.log_dropped(device);
+    for (const DeviceId& device : exchange->wait(deadline, gone, round.look_every))
+      log_event(LogLevel::Warning, "device_dropped",
+                {{"task", round.task},
+                 {"round", round.plan.round_id},
+                 {"device", device},
+                 {"stage", name},
+                 {"reason", "silent past the liveness window, or back in a CheckIn: it left the round"}});
     try {
       exchange->close_stage();
     } catch (const federated::Refused& error) {
