@@ -89,6 +89,9 @@ Options parse(tn::cli::Command& program, int argc, char** argv) {
       .positional("STAGE", "advertise, share, mask or sign (the consistency check)")
       .choice(o.argument,
               {{"advertise", "advertise"}, {"share", "share"}, {"mask", "mask"}, {"sign", "sign"}});
+  mode("secagg-long-input",
+       "takes part honestly in the next secure aggregation round it is selected for until its masked input, "
+       "whose last message it sends one word too long; prints the coordinator's answer");
   mode("secagg-leave-after",
        "as secagg-quit-after, but instead of dying it leaves the round alive: it checks in again "
        "(heartbeating) "
@@ -492,12 +495,17 @@ const char* stage_name(const v1::SecAggStagePayload& payload) {
   }
 }
 
-// Thrown to leave a round alive (secagg-leave-after).
+// Thrown to leave a round alive (secagg-leave-after), and for a call the coordinator refused.
 struct LeftTheRound {};
+struct Refused {
+  json status;
+};
 
-// Its words go out on stdout before the stages, since it does not live to the end. `die`: SIGKILL
-// after the stage; otherwise it leaves the round and checks in again until it is stopped.
-json secagg_stop_after(const Options& options, bool die) {
+// Its words go out on stdout before the stages, since it does not live to the end. Mode
+// secagg-quit-after: SIGKILL after the stage; secagg-leave-after: it leaves the round and checks in
+// again until it is stopped; secagg-long-input: its last masked input message carries one word too
+// many, and the refusal is its answer.
+json secagg_rogue(const Options& options) {
   tn::client::Device device = registered_device(options);
   const std::string id = device.device_id();
   const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
@@ -515,22 +523,30 @@ json secagg_stop_after(const Options& options, bool die) {
   try {
     tn::client::run_secure_stages(
         round, words, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
+          v1::SecAggStagePayload sent = payload;
+          const bool last_words =
+              payload.has_masked_input() &&
+              payload.masked_input().offset() + uint64_t(payload.masked_input().words_size()) == words.size();
+          if (options.mode == "secagg-long-input" && last_words) sent.mutable_masked_input()->add_words(0);
           v1::SecAggStageRequest request;
-          request.set_payload(payload.SerializeAsString());
+          request.set_payload(sent.SerializeAsString());
           *request.mutable_auth() = tn::proto::sign_request(kSecAggStage, id, request.payload(), key);
           grpc::ClientContext context;
           context.set_deadline(SystemClock::now() + std::chrono::seconds(60));
           v1::SecAggStageResponse response;
           if (grpc::Status status = stub->SecAggStage(&context, request, &response); !status.ok())
-            throw std::runtime_error("SecAggStage failed: " + status.error_message());
+            throw Refused{status_json(status)};
           if (stage_name(payload) == options.argument && !response.chunk_taken()) {
-            if (die) std::raise(SIGKILL);
+            if (options.mode == "secagg-quit-after") std::raise(SIGKILL);
             throw LeftTheRound{};
           }
           return response;
         });
   } catch (const LeftTheRound&) {
     for (;;) device.check_in();  // alive and back in a CheckIn, as a device whose round failed
+  } catch (const Refused& refused) {
+    if (options.mode == "secagg-long-input") return {{"device_id", id}, {"refused", refused.status}};
+    throw std::runtime_error("SecAggStage failed: " + refused.status.dump());
   }
   throw std::runtime_error("the round ended before stage " + options.argument);
 }
@@ -560,8 +576,8 @@ int main(int argc, char** argv) {
       out = oversized(options);
     else if (options.mode == "contribute")
       out = contribute(options);
-    else if (options.mode == "secagg-quit-after" || options.mode == "secagg-leave-after")
-      out = secagg_stop_after(options, options.mode == "secagg-quit-after");
+    else if (options.mode.starts_with("secagg-"))
+      out = secagg_rogue(options);
     else
       out = submit_refusals(options);
     std::cout << out.dump() << std::endl;

@@ -238,6 +238,42 @@ def test_a_device_that_leaves_the_round_alive_is_given_up_without_waiting_for_th
                 process.wait()
 
 
+def test_a_masked_input_one_word_too_long_is_refused_naming_the_device_and_left_out_of_the_sum(coordinator,
+                                                                                             tmp_path):
+    """federated_rogue_device secagg-long-input: honest until its masked input, whose last message
+    carries a 17th word for the 16 the round's layout has. The coordinator refuses it by name
+    (INVALID_ARGUMENT, and an update_refused event naming the device), leaves the device out as one
+    that shared its keys and masked nothing (its pairwise masks rebuilt from its neighbours' shares),
+    and the round completes over the other four, bit for bit."""
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                              str(tmp_path / "rogue.key"), "secagg-long-input"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        out, err = rogue.communicate(timeout=30)
+        assert rogue.returncode == 0, err
+        answer = json.loads(out.splitlines()[-1])
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+        assert answer["refused"]["code"] == 3, answer  # INVALID_ARGUMENT
+        assert answer["refused"]["message"] == (
+            f"SecAggStage from device {answer['device_id']} refused: secure aggregation message: a masked input "
+            "message runs to word 17, past the input's 16"), answer
+        refused = [e for e in log_events(coordinator["log"], "update_refused")]
+        assert [(e["device"], e["transport"]) for e in refused] == [(answer["device_id"], "secagg")], refused
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
+        assert entry["contributors"] == survivors and entry["missing"] == [answer["device_id"]], entry
+        check_round(coordinator, tmp_path, entry, survivors, INITIAL)
+    finally:
+        for process in (rogue, devices):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_survivors_exactly(tmp_path):
     """Issue 20's round: 100 devices, 10 killed after each of advertising, sharing, masking and
     signing (federated_rogue_device), 60 honest (one torchnative-device process): the round completes

@@ -447,8 +447,18 @@ grpc::Status DeviceServiceImpl::take_stage(const v1::SecAggStageRequest& request
                         "SecAggStage from device " + id + ": no secure round " +
                             std::to_string(payload.round_id()) + " of task '" +
                             payload.task_id().substr(0, 300) + "' is running (it has closed, or never was)");
-  exchange->take(id, payload,
-                 {&response, [reactor](const grpc::Status& status) { reactor->Finish(status); }});
+  // A message the round refuses (malformed, or refused by the session: the device is then out of
+  // the round) is an update refused, named in the event log as SubmitUpdate's are.
+  auto finish = [this, reactor, id, task = payload.task_id(),
+                 round = payload.round_id()](const grpc::Status& status) {
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      services_.metrics.count_refusal("contribution_refused");
+      services_.events.publish(v1::EVENT_KIND_UPDATE_REFUSED, task, round, id, status.error_message(),
+                               {{"transport", "secagg"}});
+    }
+    reactor->Finish(status);
+  };
+  exchange->take(id, payload, {&response, std::move(finish)});
   return grpc::Status::OK;
 }
 
