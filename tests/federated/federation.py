@@ -123,7 +123,7 @@ def http_get(coordinator, path):
 
 def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_bytes=None,
                        heartbeat_interval_ms=None, tls=None, spool_directory=None, check_in_wait_bound_ms=2000,
-                       data_plane_enabled=True):
+                       data_plane_enabled=True, transfer_limits=None):
     """Starts a coordinator on tmp_path's state directory and administrator key (both made on first
     use, so a second launch resumes the first's state); returns its admin command line, ports,
     process and log. spool_bytes: the hub's data_plane.spool_bytes (past it, contributions are
@@ -133,7 +133,8 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
     (the admin command line returned is then plaintext: add "--tls-ca FILE" to it);
     spool_directory: the hub's data_plane.spool_directory; check_in_wait_bound_ms: how long a
     CheckIn is held (a device between two check-ins when a task starts misses its first round);
-    data_plane_enabled: False puts every device of every round on gRPC alone."""
+    data_plane_enabled: False puts every device of every round on gRPC alone; transfer_limits: the
+    configuration's "transfer_limits" object (max_message_bytes, max_chunk_bytes, ...)."""
     admin_key = tmp_path / "admin.key"
     public_key = subprocess.run([tool("torchnative-admin"), "--key", str(admin_key), "public-key"],
                                 check=True, capture_output=True, text=True).stdout.strip()
@@ -151,6 +152,8 @@ def launch_coordinator(tmp_path, grpc_port=0, log_name="coordinator.log", spool_
         settings["heartbeat_interval_ms"] = heartbeat_interval_ms
     if tls is not None:
         settings["tls"] = tls
+    if transfer_limits is not None:
+        settings["transfer_limits"] = transfer_limits
     config.write_text(json.dumps(settings))
     log_path = tmp_path / log_name
     with open(log_path, "w") as log:

@@ -14,8 +14,8 @@ import numpy as np
 
 import pytest
 
-from federation import (PYTHON, admin_json, closed_rounds, log_events, read_safetensors, rogue_device,
-                        start_coordinator, tool, wait_for, write_safetensors)
+from federation import (PYTHON, admin_json, closed_rounds, launch_coordinator, log_events, read_safetensors,
+                        rogue_device, start_coordinator, tool, wait_for, write_safetensors)
 
 SECURE = ["--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.1", "--secagg-clip-range", "0.5",
           "--secagg-max-weight", "100"]
@@ -54,8 +54,9 @@ def create_task(coordinator, tmp_path, *extra, strategy="fedavg"):
         capture_output=True, text=True, timeout=60)
 
 
-def create_secure_task(coordinator, tmp_path, rounds, devices=DEVICES, min_updates=3, dropout_fraction=0.33):
-    write_safetensors(tmp_path / "initial.safetensors", INITIAL)
+def create_secure_task(coordinator, tmp_path, rounds, devices=DEVICES, min_updates=3, dropout_fraction=0.33,
+                       initial=INITIAL):
+    write_safetensors(tmp_path / "initial.safetensors", initial)
     return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
                       "--devices-per-round", str(devices), "--min-available", str(devices), "--min-updates",
                       str(min_updates), "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"),
@@ -144,6 +145,36 @@ def test_secure_rounds_store_the_bits_of_the_devices_quantised_updates_summed(co
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
         assert entry["contributors"] == registered and entry["missing"] == [], entry
         round_model = check_round(coordinator, tmp_path, entry, registered, round_model)
+
+
+def test_a_masked_input_larger_than_a_message_goes_in_several(tmp_path):
+    """transfer_limits.max_chunk_bytes 4096: masked inputs go in messages of 1024 words, so each
+    device's 3041 words (a 50x60 weight, a 40-element bias, the weight word) take three SecAggStage
+    calls, the first two answered at once; the coordinator takes no message above 8192 bytes, so
+    the input in one message (12 KB) would be refused. The task is created before, with the default
+    limits (the admin CLI sends the model in one message), and resumed by a coordinator restarted
+    on the same state with the small ones. The stored model is bit for bit the devices' sum."""
+    initial = {"weight": np.linspace(-1, 1, 3000, dtype=np.float32).reshape(50, 60),
+               "bias": np.linspace(0, 2, 40, dtype=np.float32), "batches_seen": np.array([41], dtype=np.int64)}
+    first = launch_coordinator(tmp_path, log_name="first.log")
+    task = create_secure_task(first, tmp_path, rounds=1, initial=initial)
+    first["process"].terminate()  # drains: the task stays running for the next start
+    assert first["process"].wait(timeout=15) == 0
+    coordinator_runs = start_coordinator(tmp_path, transfer_limits={"max_message_bytes": 8192,
+                                                                     "max_chunk_bytes": 4096})
+    coordinator = next(coordinator_runs)
+    devices = start_devices(coordinator, tmp_path, DEVICES, rounds=1)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        assert len(entry["contributors"]) == DEVICES and entry["missing"] == [], entry
+        check_round(coordinator, tmp_path, entry, entry["contributors"], initial)
+    finally:
+        devices.kill()
+        devices.wait()
+        next(coordinator_runs, None)
 
 
 def test_a_device_killed_while_training_leaves_the_secure_round_to_the_others(tmp_path):

@@ -25,9 +25,6 @@ using federated::DeviceId;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A secure round's masked input goes in SecAggMaskedInput messages of at most this many words (1 MiB,
-// well below gRPC's default 4 MiB message).
-constexpr uint32_t kSecAggWordsPerMessage = uint32_t{1} << 18;
 // How often a loop waiting for devices looks at its deadline (a stop or a drain wakes it at once).
 constexpr milliseconds kIdlePoll{250};
 // The model is broadcast in pieces of this size (DataPlane.broadcast_piece_bytes), each copied
@@ -656,6 +653,13 @@ void TaskRunner::collect_grpc_updates(Round& round) {
 
 namespace {
 
+// A secure round's masked input goes in SecAggMaskedInput messages of as many words as a model
+// chunk has bytes (transfer_limits.max_chunk_bytes, 1 MiB by default): the configuration already
+// checks that such a chunk fits a message with its envelope.
+uint32_t secure_words_per_message(const proto::TransferLimits& limits) {
+  return uint32_t(std::clamp<size_t>(limits.max_chunk_bytes / sizeof(uint32_t), 1, UINT32_MAX));
+}
+
 // Removes a secure round's exchange from SecAggStage's reach, however hosting ends.
 struct ExchangeCloser {
   SecureExchanges& exchanges;
@@ -680,7 +684,7 @@ std::vector<v1::SecAggRound> TaskRunner::secure_round_configs(
   common.set_levels(fixed.levels);
   common.set_max_weight(fixed.max_weight);
   common.set_max_devices(fixed.max_devices);
-  common.set_words_per_message(kSecAggWordsPerMessage);
+  common.set_words_per_message(secure_words_per_message(services_.config.transfer_limits));
   common.set_stage_timeout_ms(uint32_t(params_.round_timeout.count()));
   std::vector<v1::SecAggRound> configs(identities.size(), common);
   for (uint32_t index = 0; index < configs.size(); ++index) configs[index].set_device_index(index);
@@ -697,7 +701,8 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
                                               round.task + "/" + std::to_string(round.plan.round_id),
                                               identities, round.layout);
   const std::vector<v1::SecAggRound> configs = secure_round_configs(round, identities);
-  auto exchange = std::make_shared<SecureExchange>(std::move(secure), kSecAggWordsPerMessage);
+  auto exchange = std::make_shared<SecureExchange>(
+      std::move(secure), secure_words_per_message(services_.config.transfer_limits));
   services_.secure_exchanges.open(round.task, round.plan.round_id, exchange);
   const ExchangeCloser closer{services_.secure_exchanges, round.task, round.plan.round_id};
   for (size_t index = 0; index < configs.size(); ++index) {
