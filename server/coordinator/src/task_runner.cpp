@@ -660,6 +660,11 @@ uint32_t secure_words_per_message(const proto::TransferLimits& limits) {
   return uint32_t(std::clamp<size_t>(limits.max_chunk_bytes / sizeof(uint32_t), 1, UINT32_MAX));
 }
 
+// The round's name in its SecAgg+ signatures and envelopes, on both sides (SecAggRound.session).
+std::string secure_session_name(const std::string& task, uint64_t round_id) {
+  return task + "/" + std::to_string(round_id);
+}
+
 // Removes a secure round's exchange from SecAggStage's reach, however hosting ends.
 struct ExchangeCloser {
   SecureExchanges& exchanges;
@@ -675,7 +680,7 @@ std::vector<v1::SecAggRound> TaskRunner::secure_round_configs(
   const SecureAggregationParams& params = *params_.secure_aggregation;
   const federated::secagg::FixedPointParameters& fixed = params.fixed_point;
   v1::SecAggRound common;
-  common.set_session(round.task + "/" + std::to_string(round.plan.round_id));
+  common.set_session(secure_session_name(round.task, round.plan.round_id));
   for (const auto& [device, key] : identities) common.add_identities(key);
   common.set_threshold(params.graph().threshold);
   common.set_bits(fixed.bits);
@@ -698,7 +703,7 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
     return keys;
   });
   auto secure = std::make_unique<SecureRound>(*params_.secure_aggregation,
-                                              round.task + "/" + std::to_string(round.plan.round_id),
+                                              secure_session_name(round.task, round.plan.round_id),
                                               identities, round.layout);
   const std::vector<v1::SecAggRound> configs = secure_round_configs(round, identities);
   auto exchange = std::make_shared<SecureExchange>(
