@@ -103,15 +103,27 @@ Tensor Tensor::contiguous() const {
   return clone();
 }
 
+namespace {
+
+// A copy of a meta tensor is a meta tensor (there are no values to copy), whether or not the
+// caller runs under a MetaAllocation (the autograd engine's copies of gradients do not).
+Tensor empty_for_copy_of(const Tensor& source, const Shape& sizes, ScalarType type) {
+  if (!source.is_meta()) return Tensor::empty(sizes, type);
+  MetaAllocation meta;
+  return Tensor::empty(sizes, type);
+}
+
+}  // namespace
+
 Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), dtype());
+  Tensor out = empty_for_copy_of(*this, sizes(), dtype());
   out.copy_from(*this);
   return out;
 }
 
 Tensor Tensor::to(ScalarType type) const {
   if (type == dtype()) return *this;
-  Tensor out = empty(sizes(), type);
+  Tensor out = empty_for_copy_of(*this, sizes(), type);
   out.copy_from(*this);
   return out;
 }

@@ -1,5 +1,6 @@
 // The backward pass: dependency counting over the graph reachable from the roots, then the
 // nodes in an order where each runs once every gradient it receives has been summed.
+#include <algorithm>
 #include <map>
 #include <queue>
 #include <set>
@@ -80,6 +81,25 @@ void prepare(GraphTask& task, const std::vector<Edge>& roots, const std::set<Nod
   }
 }
 
+// A node reached by meta gradients computes under a MetaAllocation, as a meta call does: its
+// temporaries are meta tensors, and a formula that reaches an element (one with a loop of its
+// own, or a cpu factory filled in it) is refused by the node's name rather than read.
+std::vector<Tensor> apply_on_meta(Node* node, std::vector<Tensor> inputs) {
+  MetaAllocation allocation;
+  try {
+    return node->apply(std::move(inputs));
+  } catch (const MetaDataAccess&) {
+    throw MetaDataAccess("torchnative has no meta (shape-only) implementation of " + node->name() +
+                         " (a backward) yet");
+  }
+}
+
+std::vector<Tensor> apply(Node* node, std::vector<Tensor> inputs) {
+  bool meta =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.is_meta(); });
+  return meta ? apply_on_meta(node, std::move(inputs)) : node->apply(std::move(inputs));
+}
+
 // Runs `node` on its summed input and hands each result to the node its edge names.
 void run_node(GraphTask& task, Node* node, std::priority_queue<std::pair<uint64_t, Node*>>& ready) {
   std::vector<Tensor> inputs = std::move(task.buffers[node]);
@@ -89,7 +109,7 @@ void run_node(GraphTask& task, Node* node, std::priority_queue<std::pair<uint64_
       for (size_t index : it->second) task.captured[index] = inputs[slot];
   std::vector<Tensor> outputs;
   if (task.needed.count(node)) {
-    outputs = node->apply(std::move(inputs));
+    outputs = apply(node, std::move(inputs));
     if (!task.keep_graph) node->release_saved();
   }
   for (size_t i = 0; i < node->next_edges.size(); ++i) {

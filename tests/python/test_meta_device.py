@@ -5,7 +5,8 @@ skip_init, load_state_dict after to_empty, the errors of reading a meta tensor's
 Computing operators on meta tensors give the shapes and dtypes of their results (pointwise,
 reductions, matrix products, linear, where, softmax, convolutions, pooling, normalization,
 embedding, activations, dropout, cat/stack, bmm), up to resnet18's and a TransformerEncoderLayer's
-forward. A large model built on the meta device allocates nothing
+forward; gradients reach meta leaves through backward (linear, layer and batch norm, softmax,
+cross entropy, pooling, embedding, cumsum, sort). A large model built on the meta device allocates nothing
 (peak RSS). What the shim cannot do on meta yet is listed in NOT_YET, each a strict expected
 failure naming the gap."""
 import json
@@ -80,6 +81,29 @@ def resnet18_forward_on_meta():
     import torchvision
     model = torchvision.models.resnet18().to("meta")
     return [model(meta(1, 3, 224, 224)), model.eval()(meta(2, 3, 224, 224))]
+
+
+def backward_on_meta():
+    F = torch.nn.functional
+    x = meta(4, 3, requires_grad=True)
+    planes = meta(2, 3, 8, 8, requires_grad=True)
+    linear, norm = torch.nn.Linear(3, 5, device="meta"), torch.nn.LayerNorm(5, device="meta")
+    batch_norm, embedding = torch.nn.BatchNorm2d(3, device="meta"), torch.nn.Embedding(10, 5, device="meta")
+    losses = [F.cross_entropy(norm(linear(x)).softmax(-1), meta(4, dtype=torch.long)),
+              F.mse_loss(F.gelu(x), meta(4, 3)), x.cumsum(1).sort(1)[0].sum(),
+              F.max_pool2d(batch_norm(planes), 2).sum(),
+              F.avg_pool2d(planes, 2).sum() + F.adaptive_avg_pool2d(planes, 1).sum(),
+              embedding(meta(2, 3, dtype=torch.long)).sum()]
+    for loss in losses:
+        loss.backward()
+    return [x.grad, planes.grad, linear.weight.grad, linear.bias.grad, norm.weight.grad, batch_norm.weight.grad,
+            embedding.weight.grad]
+
+
+def conv2d_backward_on_meta():
+    conv = torch.nn.Conv2d(3, 4, 3, device="meta")
+    conv(meta(1, 3, 8, 8)).sum().backward()
+    return conv.weight.grad
 
 
 def transformer_forward_on_meta():
@@ -202,6 +226,9 @@ CASES = {
     "meta with a cpu tensor": "meta(2, 3) + torch.ones(2, 3)",
     "meta with a 0-dim cpu tensor": "meta(2, 3) * torch.tensor(2.)",
     "shape errors on meta": "meta(2, 3) + meta(4)",
+    "backward": "backward_on_meta()",
+    # Upstream 1.13 has no meta convolution_backward either: both refuse (the messages differ).
+    "conv2d backward refused": "conv2d_backward_on_meta()",
 }
 
 # Computing operators whose kernels have loops of their own (not the shared pointwise, reduction
@@ -212,7 +239,7 @@ NOT_YET = {name: "this operator's kernel has no shape-only path on meta yet"
 
 
 # Refusals whose upstream message is a dispatcher's dump of its backends: the error type is compared.
-TYPE_ONLY = {"item refused"}
+TYPE_ONLY = {"item refused", "conv2d backward refused"}
 
 
 # Every case in one process per side (a process per case cost minutes under the sanitizers).

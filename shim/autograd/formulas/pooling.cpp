@@ -27,6 +27,7 @@ using Window = std::function<void(int64_t oy, int64_t ox, int64_t* y0, int64_t* 
                                   int64_t* divisor)>;
 
 Tensor spread(const Tensor& grad, const Shape& input_sizes, const Window& window) {
+  if (grad.is_meta()) return ops::empty(input_sizes, grad.dtype(), std::nullopt, std::string("meta"));
   Tensor g = ops::_to_copy(grad, ScalarType::Double).contiguous();
   int64_t h = input_sizes[input_sizes.size() - 2], w = input_sizes.back();
   int64_t oh = g.size(-2), ow = g.size(-1), cells = oh * ow, planes = cells > 0 ? g.numel() / cells : 0;

@@ -178,6 +178,7 @@ void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, co
                       const IndexDtypes& dtypes, F f) {
   if (index.dim() > 1) throw IndexError(std::string(name) + "(): Index is supposed to be a vector");
   Tensor idx = long_index(index, dtypes);
+  if (target.is_meta()) return;  // the meta device: the index's values are not read
   int64_t size = target.dim() ? target.size(dim) : 1;
   for (int64_t i = 0; i < idx.numel(); ++i) {
     int64_t k = idx.data_as<int64_t>()[i];
@@ -222,6 +223,7 @@ const Tensor& masked_fill_into(const Tensor& self, const Tensor& mask, const Ten
     throw Error("The size of tensor a must match the size of tensor b");
   Tensor v = value.to(self.dtype());
   Tensor expanded = ops::expand(m, self.sizes(), false);
+  if (self.is_meta()) return self;  // the meta device: nothing to write
   TN_DISPATCH_ALL_TYPES(self.dtype(), "masked_fill_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* out = self.template data_as<scalar_t>();
@@ -250,6 +252,7 @@ const Tensor& masked_scatter_into(const Tensor& self, const Tensor& mask, const 
   if (source.dtype() != self.dtype())
     throw Error(std::string("masked_scatter: expected self and source to have same dtypes but got") +
                 upstream_type_name(self.dtype()) + " and " + upstream_type_name(source.dtype()));
+  if (self.is_meta()) return self;  // the meta device: nothing to write, the mask's ones not counted
   Tensor src = source.contiguous();
   std::vector<Tensor> views = in_iteration_order({self, ops::expand(m, self.sizes(), false)});
   int64_t used = 0, available = src.numel();

@@ -512,6 +512,7 @@ TN_KERNEL("aten::dot", {
   ScalarType t = x.dtype();
   if (t == ScalarType::Half) dtype_not_implemented("dot", t);
   Tensor out = Tensor::empty({}, t);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   int n = int(x.numel());
   if (t == ScalarType::Float) {
     *out.data_as<float>() =
@@ -544,6 +545,7 @@ TN_KERNEL("aten::mv", {
   if (t == ScalarType::Half) dtype_not_implemented("addmv_impl_cpu", t);
   int64_t rows = m.size(0), cols = m.size(1);
   Tensor out = Tensor::empty({rows}, t);
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   if ((t == ScalarType::Float || t == ScalarType::Double) && rows > 0 && cols > 0) {
     BlasOperand mat = blas_operand(m);
     Tensor vec = v;

@@ -655,12 +655,18 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
   ScalarType t = input.dtype();
   if (t != ScalarType::Float && t != ScalarType::Double && t != ScalarType::BFloat16)
     dtype_not_implemented("batch_norm_backward_cpu", t);
+  ScalarType params = weight ? weight->dtype() : mean->dtype();
+  if (input.is_meta()) {  // the meta device: the shapes are the results
+    int64_t channels = batch_norm_shape(input).channels;
+    return {mask[0] ? Tensor::empty(input.sizes(), t) : Tensor(),
+            mask[1] ? Tensor::empty({channels}, params) : Tensor(),
+            mask[2] ? Tensor::empty({channels}, params) : Tensor()};
+  }
   if (t == ScalarType::Double)
     return fused_batch_norm_backward<double>(grad.to(t), input, weight, mean, spread, train, eps, mask);
   ScalarType f = ScalarType::Float;
   auto [dx, dw, db] =
       fused_batch_norm_backward<float>(grad.to(f), input.to(f), weight, mean, spread, train, eps, mask);
-  ScalarType params = weight ? weight->dtype() : mean->dtype();
   auto cast = [](const Tensor& r, ScalarType to) { return r.defined() ? r.to(to) : r; };
   return {cast(dx, t), cast(dw, params), cast(db, params)};
 }
@@ -876,7 +882,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
     if (dw.defined() || db.defined())
       layer_norm_parameter_grads(a, g, m, s, data_or_null<T>(dw), data_or_null<T>(db));
   };
-  c == ScalarType::Double ? run(0.0) : run(0.0f);
+  if (!x.is_meta()) c == ScalarType::Double ? run(0.0) : run(0.0f);  // meta: the shapes are the results
   auto shaped = [&](const Tensor& p, const std::optional<Tensor>& like) {
     return p.defined() ? ops::reshape(p, like ? like->sizes() : normalized).to(like ? like->dtype() : t) : p;
   };

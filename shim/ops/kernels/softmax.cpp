@@ -318,7 +318,7 @@ Tensor softmax_backward_data(const Tensor& grad, const Tensor& output, int64_t d
   ScalarType compute = t == ScalarType::BFloat16 ? ScalarType::Float : t;
   Tensor g = grad.to(compute).contiguous(), y = output.to(compute).contiguous();
   Tensor gi = Tensor::empty(grad.sizes(), compute);
-  if (gi.numel() > 0)
+  if (gi.numel() > 0 && !gi.is_meta())  // the meta device: the shape is the result
     TN_DISPATCH_ALL_TYPES(compute, "softmax_backward", [&](auto tag_) {
       using scalar_t = TN_TYPE(tag_);
       if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>)
