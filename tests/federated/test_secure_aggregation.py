@@ -374,9 +374,26 @@ def test_too_few_devices_left_at_a_stage_abandon_the_secure_round_by_name(tmp_pa
 def test_robust_strategies_and_central_dp_are_refused_with_secure_aggregation(coordinator, tmp_path):
     krum = create_task(coordinator, tmp_path, *SECURE, "--params", '{"f": 1}', strategy="krum")
     assert krum.returncode == 1 and "secure_aggregation with strategy 'krum'" in krum.stderr, krum.stderr
-    dp = create_task(coordinator, tmp_path, *SECURE, "--dp-noise-multiplier", "1", "--dp-clip-norm", "1",
-                     "--dp-delta", "1e-5", "--dp-epsilon-budget", "100")
-    assert dp.returncode == 1 and "secure_aggregation with central_dp" in dp.stderr, dp.stderr
+    def dp(z):
+        return ["--dp-noise-multiplier", str(z), "--dp-clip-norm", "1", "--dp-delta", "1e-5",
+                "--dp-epsilon-budget", "100"]
+    dp_flags = dp(1)
+    adaptive = create_task(coordinator, tmp_path, *SECURE, *dp_flags, "--dp-target-quantile", "0.5",
+                           "--dp-clip-learning-rate", "0.2", "--dp-count-stddev", "5")
+    assert adaptive.returncode == 1 and "secure_aggregation with central_dp" in adaptive.stderr, adaptive.stderr
+    # Without adaptive clipping, the --dp-* flags beside --secagg-* are distributed DP's.
+    weighted = create_task(coordinator, tmp_path, *SECURE, "--secagg-levels", "65536", *dp_flags)
+    assert weighted.returncode == 1, weighted.stderr
+    assert "secure_aggregation.distributed_dp needs max_weight 1, not 100" in weighted.stderr, weighted.stderr
+    distributed = SECURE[:-1] + ["1", "--secagg-levels", "65536", "--secagg-bits", "24"]
+    assert create_task(coordinator, tmp_path, *distributed, *dp_flags).returncode == 0
+    # At z 8 the 4-coordinate model's noise margin (14 sd of 5 shares calibrated for min_updates 3:
+    # 14 x 8 x (2^17 + 2) x sqrt(5 / 3) = 1.9e7) passes the 2^23 - 1 that 24 bits hold beside
+    # 5 x 65,536 levels.
+    loud = create_task(coordinator, tmp_path, *distributed, *dp(8))
+    assert loud.returncode == 1, loud.stderr
+    assert "secure_aggregation.distributed_dp for 4 coordinates:" in loud.stderr and "headroom" in loud.stderr, (
+        loud.stderr)
     few = create_task(coordinator, tmp_path, *SECURE, "--secagg-bits", "8")
     assert few.returncode == 1 and "headroom" in few.stderr, few.stderr
 

@@ -111,7 +111,8 @@ void declare_central_dp(tn::cli::Command& command, CreateTaskFlags& flags) {
   dp_flag(
       "--dp-noise-multiplier", "Z",
       "central DP (docs/privacy.md): the noise's standard deviation on the sum of clipped updates, in clip "
-      "norms; with --dp-clip-norm, --dp-delta and --dp-epsilon-budget",
+      "norms; with --dp-clip-norm, --dp-delta and --dp-epsilon-budget; with --secagg-*, distributed DP "
+      "(secure_aggregation.distributed_dp, no adaptive clipping)",
       flags.dp_noise_multiplier);
   dp_flag("--dp-clip-norm", "C",
           "central DP: the L2 bound each update is clipped to (the initial one, adaptive)",
@@ -159,6 +160,22 @@ void put_central_dp(const CreateTaskFlags& flags, v1::CreateTaskHeader& header) 
   clipping.set_target_quantile(flags.dp_target_quantile);
   clipping.set_learning_rate(flags.dp_clip_learning_rate);
   if (!std::isnan(flags.dp_count_stddev)) clipping.set_count_stddev(flags.dp_count_stddev);
+}
+
+// With secure aggregation, the --dp-* flags configure distributed DP (noise added on the devices),
+// under the same names: the header's central_dp moves to secure_aggregation.distributed_dp.
+// Adaptive clipping stays in central_dp, which the coordinator refuses with secure aggregation.
+void move_dp_to_the_devices(v1::CreateTaskHeader& header) {
+  if (!header.has_secure_aggregation() || !header.has_central_dp() ||
+      header.central_dp().has_adaptive_clipping())
+    return;
+  const v1::CentralDp& central = header.central_dp();
+  v1::DistributedDp& dp = *header.mutable_secure_aggregation()->mutable_distributed_dp();
+  dp.set_noise_multiplier(central.noise_multiplier());
+  dp.set_clip_norm(central.clip_norm());
+  dp.set_delta(central.delta());
+  dp.set_epsilon_budget(central.epsilon_budget());
+  header.clear_central_dp();
 }
 
 void declare_secure_aggregation(tn::cli::Command& command, CreateTaskFlags& flags) {
@@ -437,6 +454,7 @@ class Admin {
     header.set_deadline_unix_ms(flags.deadline_unix_ms);
     put_central_dp(flags, header);
     put_secure_aggregation(flags, header);
+    move_dp_to_the_devices(header);
 
     std::optional<tn::proto::ModelChunker> chunker;
     if (const auto& path = flags.model) {

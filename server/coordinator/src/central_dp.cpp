@@ -33,9 +33,9 @@ std::string text(double value) {
   return out.str();
 }
 
-void require_positive(double value, const std::string& field) {
+void require_positive(double value, const std::string& field, const std::string& block = "central_dp") {
   if (!(std::isfinite(value) && value > 0))
-    throw ParameterRefused("CreateTask: central_dp." + field + " " + text(value) +
+    throw ParameterRefused("CreateTask: " + block + "." + field + " " + text(value) +
                            " must be positive and finite");
 }
 
@@ -86,11 +86,8 @@ void check_adaptive(const v1::AdaptiveClipping& adaptive) {
 std::optional<CentralDpParams> CentralDpParams::from_header(const v1::CreateTaskHeader& header) {
   if (!header.has_central_dp()) return std::nullopt;
   const v1::CentralDp& dp = header.central_dp();
-  require_positive(dp.noise_multiplier(), "noise_multiplier");
-  require_positive(dp.clip_norm(), "clip_norm");
-  if (!(dp.delta() > 0 && dp.delta() < 1))
-    throw ParameterRefused("CreateTask: central_dp.delta " + text(dp.delta()) + " must be in (0, 1)");
-  require_positive(dp.epsilon_budget(), "epsilon_budget");
+  CentralDpParams params =
+      accounted("central_dp", dp.noise_multiplier(), dp.clip_norm(), dp.delta(), dp.epsilon_budget());
   const uint32_t devices = header.selection().devices_per_round();
   if (header.min_available_devices() < devices)
     throw ParameterRefused(
@@ -98,11 +95,6 @@ std::optional<CentralDpParams> CentralDpParams::from_header(const v1::CreateTask
         std::to_string(header.min_available_devices()) + ") at least selection.devices_per_round (" +
         std::to_string(devices) +
         "): the noised sum is divided by devices_per_round, so every round must select that many");
-  CentralDpParams params;
-  params.noise_multiplier = dp.noise_multiplier();
-  params.clip_norm = dp.clip_norm();
-  params.delta = dp.delta();
-  params.epsilon_budget = dp.epsilon_budget();
   if (dp.has_adaptive_clipping()) {
     const v1::AdaptiveClipping& adaptive = dp.adaptive_clipping();
     check_adaptive(adaptive);
@@ -116,11 +108,26 @@ std::optional<CentralDpParams> CentralDpParams::from_header(const v1::CreateTask
                              " with noise_multiplier " + text(params.noise_multiplier) + ": " + error.what());
     }
   }
+  return params;
+}
+
+CentralDpParams CentralDpParams::accounted(const std::string& block, double noise_multiplier,
+                                           double clip_norm, double delta, double epsilon_budget) {
+  require_positive(noise_multiplier, "noise_multiplier", block);
+  require_positive(clip_norm, "clip_norm", block);
+  if (!(delta > 0 && delta < 1))
+    throw ParameterRefused("CreateTask: " + block + ".delta " + text(delta) + " must be in (0, 1)");
+  require_positive(epsilon_budget, "epsilon_budget", block);
+  CentralDpParams params;
+  params.noise_multiplier = noise_multiplier;
+  params.clip_norm = clip_norm;
+  params.delta = delta;
+  params.epsilon_budget = epsilon_budget;
   const double one_round = params.spent(1).epsilon();
-  if (one_round > params.epsilon_budget)
-    throw ParameterRefused("CreateTask: central_dp.epsilon_budget " + text(params.epsilon_budget) +
-                           " is below one round's epsilon " + text(one_round) + " at delta " +
-                           text(params.delta) + " (noise_multiplier " + text(params.noise_multiplier) +
+  if (one_round > epsilon_budget)
+    throw ParameterRefused("CreateTask: " + block + ".epsilon_budget " + text(epsilon_budget) +
+                           " is below one round's epsilon " + text(one_round) + " at delta " + text(delta) +
+                           " (noise_multiplier " + text(noise_multiplier) +
                            ", every round charged without sampling): no round could run");
   return params;
 }

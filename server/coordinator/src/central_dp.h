@@ -53,6 +53,12 @@ struct CentralDpParams {
   // naming the field) values out of range, a count noise that leaves the updates no budget, a
   // budget that one round exceeds, and min_available_devices below devices_per_round.
   static std::optional<CentralDpParams> from_header(const v1::CreateTaskHeader& header);
+  // The accounted parameters of a DP block (central_dp, or secure_aggregation.distributed_dp for
+  // distributed DP, which is charged the same way), without adaptive clipping. Refuses
+  // (federated::ParameterRefused, naming "CreateTask: <block>.<field>") values out of range and a
+  // budget that one round exceeds.
+  static CentralDpParams accounted(const std::string& block, double noise_multiplier, double clip_norm,
+                                   double delta, double epsilon_budget);
   static CentralDpParams from_json(const nlohmann::json& stored);
   nlohmann::json to_json() const;
 

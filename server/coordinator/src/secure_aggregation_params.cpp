@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "federated/contribution.h"
+#include "federated/dp_noise.h"
 #include "federated/errors.h"
 
 namespace tn::server {
@@ -29,8 +30,8 @@ void check_selection(const v1::CreateTaskHeader& header) {
   if (header.has_central_dp())
     throw ParameterRefused(std::string(kLabel) +
                            " with central_dp: central DP clips each update on the coordinator, which "
-                           "secure aggregation keeps from it (distributed DP, noised on the devices, is "
-                           "not wired)");
+                           "secure aggregation keeps from it (for DP noised on the devices, give "
+                           "secure_aggregation.distributed_dp)");
   const uint32_t devices = header.selection().devices_per_round();
   if (header.min_available_devices() < devices)
     throw ParameterRefused(std::string(kLabel) + " needs min_available_devices (" +
@@ -67,6 +68,29 @@ federated::secagg::FixedPointParameters fixed_point_of(const v1::SecureAggregati
   return p;
 }
 
+// The accounted parameters; the fixed point's L2 bound is their clip_norm.
+std::optional<CentralDpParams> distributed_dp_of(const v1::SecureAggregation& block) {
+  if (!block.has_distributed_dp()) return std::nullopt;
+  const v1::DistributedDp& dp = block.distributed_dp();
+  const std::string label = std::string(kLabel) + ".distributed_dp";
+  CentralDpParams params =
+      CentralDpParams::accounted("secure_aggregation.distributed_dp", dp.noise_multiplier(), dp.clip_norm(),
+                                 dp.delta(), dp.epsilon_budget());
+  if (block.l2_bound() != 0 && block.l2_bound() != dp.clip_norm())
+    throw ParameterRefused(label + ".clip_norm " + std::to_string(dp.clip_norm()) + " and l2_bound " +
+                           std::to_string(block.l2_bound()) +
+                           " differ: the clip_norm is the L2 bound the devices clip to (leave l2_bound 0)");
+  if (block.levels() == 0)
+    throw ParameterRefused(label +
+                           " needs secure_aggregation.levels: the noise's margin in the headroom "
+                           "depends on the step, so the most levels that fit are not defined");
+  if (block.max_weight() != 1)
+    throw ParameterRefused(label + " needs max_weight 1, not " + std::to_string(block.max_weight()) +
+                           ": the weight word is not noised, and at 1 it is the number of contributions, "
+                           "which the coordinator knows");
+  return params;
+}
+
 }  // namespace
 
 std::optional<SecureAggregationParams> SecureAggregationParams::from_header(
@@ -76,9 +100,12 @@ std::optional<SecureAggregationParams> SecureAggregationParams::from_header(
   const v1::SecureAggregation& block = header.secure_aggregation();
   SecureAggregationParams params;
   params.threat = threat_of(block);
+  params.distributed_dp = distributed_dp_of(block);
   const uint32_t devices = header.selection().devices_per_round();
   try {
-    params.fixed_point = fixed_point_of(block, devices);
+    v1::SecureAggregation bounded = block;
+    if (params.distributed_dp) bounded.set_l2_bound(params.distributed_dp->clip_norm);
+    params.fixed_point = fixed_point_of(bounded, devices);
     const federated::secagg::GraphParameters graph = params.graph();
     if (header.min_updates() < graph.threshold)
       throw ParameterRefused(std::string(kLabel) + " needs min_updates (" +
@@ -93,6 +120,19 @@ std::optional<SecureAggregationParams> SecureAggregationParams::from_header(
     throw ParameterRefused(std::string(kLabel) + ": " + std::string(why));
   }
   return params;
+}
+
+void SecureAggregationParams::plan_noise(size_t dimension, uint32_t min_updates) {
+  if (!distributed_dp) return;
+  try {
+    fixed_point.noise_margin = federated::secagg::plan_distributed_noise(
+                                   fixed_point, dimension, distributed_dp->noise_multiplier, min_updates)
+                                   .noise_margin;
+    federated::secagg::check_fixed_point(fixed_point);
+  } catch (const SecAggRefused& error) {
+    throw ParameterRefused(std::string(kLabel) + ".distributed_dp for " + std::to_string(dimension) +
+                           " coordinates: " + error.what());
+  }
 }
 
 SecureAggregationParams SecureAggregationParams::from_json(const nlohmann::json& stored) {
@@ -110,6 +150,10 @@ SecureAggregationParams SecureAggregationParams::from_json(const nlohmann::json&
   p.max_weight = stored.at("max_weight").get<uint32_t>();
   p.levels = stored.at("levels").get<uint32_t>();
   p.max_devices = stored.at("devices").get<uint32_t>();
+  // Tasks stored before distributed DP have neither key.
+  p.noise_margin = stored.value("noise_margin", uint64_t{0});
+  if (const auto dp = stored.find("distributed_dp"); dp != stored.end() && !dp->is_null())
+    params.distributed_dp = CentralDpParams::from_json(*dp);
   return params;
 }
 
@@ -125,7 +169,9 @@ nlohmann::json SecureAggregationParams::to_json() const {
           {"l2_bound", p.l2_bound ? nlohmann::json(*p.l2_bound) : nlohmann::json()},
           {"max_weight", p.max_weight},
           {"levels", p.levels},
-          {"devices", p.max_devices}};
+          {"devices", p.max_devices},
+          {"noise_margin", p.noise_margin},
+          {"distributed_dp", distributed_dp ? distributed_dp->to_json() : nlohmann::json()}};
 }
 
 federated::secagg::GraphParameters SecureAggregationParams::graph() const {
@@ -141,6 +187,10 @@ std::string SecureAggregationParams::planned_words() const {
         << (threat.active_coordinator ? ", active coordinator" : "") << "); sums modulo 2^"
         << fixed_point.bits << " in steps of " << fixed_point.step() << " over [-" << fixed_point.range
         << ", " << fixed_point.range << "], example counts capped at " << fixed_point.max_weight;
+  if (distributed_dp)
+    words << "; distributed DP: noise_multiplier " << distributed_dp->noise_multiplier << ", clip_norm "
+          << distributed_dp->clip_norm << ", epsilon_budget " << distributed_dp->epsilon_budget
+          << " at delta " << distributed_dp->delta << ", noise margin " << fixed_point.noise_margin;
   return words.str();
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "central_dp.h"
 #include "federated/fixed_point.h"
 #include "federated/secure_aggregation.h"
 #include "federated/strategy.h"
@@ -26,6 +27,9 @@ struct SecureAggregationParams {
   federated::secagg::ThreatModel threat;
   // max_devices is devices_per_round: no round selects more; noise_margin 0 (no distributed DP).
   federated::secagg::FixedPointParameters fixed_point;
+  // Distributed DP (docs/privacy.md): what the accountant charges (clip_norm is fixed_point's
+  // l2_bound; never adaptive), or nothing. With it, fixed_point.noise_margin is set by plan_noise.
+  std::optional<CentralDpParams> distributed_dp;
 
   // The header's secure_aggregation, or nothing when it has none; zero bits, security_bits,
   // correctness_bits and levels resolved to their defaults (32, 40, 20, the most that fit).
@@ -34,7 +38,14 @@ struct SecureAggregationParams {
   // and the headroom were derived for); a threat model no graph on devices_per_round meets
   // (fewer than 3 devices among them); min_updates below the derived threshold; a clip_range or
   // l2_bound that is not positive and finite; max_weight 0; and fixed point without headroom.
+  // With distributed_dp, also refuses: its values out of range or a budget one round exceeds (as
+  // central_dp's, named secure_aggregation.distributed_dp), an l2_bound other than its clip_norm,
+  // levels not given and max_weight other than 1.
   static std::optional<SecureAggregationParams> from_header(const v1::CreateTaskHeader& header);
+  // Distributed DP's noise for a model of `dimension` coordinates (plan_distributed_noise with the
+  // fewest devices a sum may hold, min_updates): sets fixed_point.noise_margin. Refuses
+  // (federated::ParameterRefused, naming "headroom") a margin the fixed point cannot hold.
+  void plan_noise(size_t dimension, uint32_t min_updates);
   static SecureAggregationParams from_json(const nlohmann::json& stored);
   nlohmann::json to_json() const;
 

@@ -72,8 +72,11 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
       federated::make_strategy(header.strategy(), strategy_parameters(header));
   if (params.central_dp) check_strategy_takes_central_dp(*strategy);
   if (params.secure_aggregation) check_strategy_takes_secure_aggregation(*strategy);
-  if (federated::ContributionLayout(initial_model.spec()).elements() == 1)
+  const size_t elements = federated::ContributionLayout(initial_model.spec()).elements();
+  if (elements == 1)
     throw federated::ParameterRefused("CreateTask: the model has no floating-point tensor to train");
+  // One element of the layout is the example count; the rest are the update's coordinates.
+  if (params.secure_aggregation) params.secure_aggregation->plan_noise(elements - 1, params.min_updates);
   TaskDefinition definition;
   definition.id = id;
   definition.strategy = strategy->name();

@@ -94,7 +94,9 @@ TEST(SecureAggregationParams, BadConfigurationsAreRefusedByName) {
          dp.set_delta(1e-5);
          dp.set_epsilon_budget(50);
        },
-       "CreateTask: secure_aggregation with central_dp"},
+       "CreateTask: secure_aggregation with central_dp: central DP clips each update on the coordinator, "
+       "which secure aggregation keeps from it (for DP noised on the devices, give "
+       "secure_aggregation.distributed_dp)"},
       {[](auto& h) { h.set_min_available_devices(9); },
        "secure_aggregation needs min_available_devices (9) at least selection.devices_per_round (10)"},
       {[](auto& h) {
@@ -174,6 +176,85 @@ TEST(SecureAggregationParams, TheParametersAreStoredWithTheTaskAndReadBack) {
   header.clear_secure_aggregation();
   EXPECT_FALSE(
       RoundParams::from_json(RoundParams::from_header(header, "t").to_json(), "t").secure_aggregation);
+}
+
+// Distributed DP at 24 bits over 10 devices of weight 1, 2^16 levels of a range 0.5: the step is
+// 2^-17, so a clip_norm of 1 is 2^17 steps.
+v1::CreateTaskHeader distributed_dp_header(double noise_multiplier) {
+  v1::CreateTaskHeader header = secure_header();
+  v1::SecureAggregation& secure = *header.mutable_secure_aggregation();
+  secure.set_bits(24);
+  secure.set_levels(1u << 16);
+  secure.set_max_weight(1);
+  v1::DistributedDp& dp = *secure.mutable_distributed_dp();
+  dp.set_noise_multiplier(noise_multiplier);
+  dp.set_clip_norm(1);
+  dp.set_delta(1e-5);
+  dp.set_epsilon_budget(100);
+  return header;
+}
+
+TEST(SecureAggregationParams, DistributedDpBadConfigurationsAreRefusedByName) {
+  const struct {
+    std::function<void(v1::SecureAggregation&)> change;
+    std::string named;
+  } cases[] = {
+      {[](auto& s) { s.mutable_distributed_dp()->set_noise_multiplier(0); },
+       "CreateTask: secure_aggregation.distributed_dp.noise_multiplier 0 must be positive and finite"},
+      {[](auto& s) { s.mutable_distributed_dp()->set_clip_norm(NAN); },
+       "CreateTask: secure_aggregation.distributed_dp.clip_norm nan must be positive and finite"},
+      {[](auto& s) { s.mutable_distributed_dp()->set_delta(1); },
+       "CreateTask: secure_aggregation.distributed_dp.delta 1 must be in (0, 1)"},
+      // One Gaussian round at z 1 and delta 1e-5 costs epsilon above 4 (sqrt(2 log 1e5) = 4.8).
+      {[](auto& s) { s.mutable_distributed_dp()->set_epsilon_budget(1); },
+       "CreateTask: secure_aggregation.distributed_dp.epsilon_budget 1 is below one round's epsilon"},
+      {[](auto& s) { s.set_l2_bound(2); },
+       "CreateTask: secure_aggregation.distributed_dp.clip_norm 1.000000 and l2_bound 2.000000 differ"},
+      {[](auto& s) { s.set_levels(0); },
+       "CreateTask: secure_aggregation.distributed_dp needs secure_aggregation.levels"},
+      {[](auto& s) { s.set_max_weight(2); },
+       "CreateTask: secure_aggregation.distributed_dp needs max_weight 1, not 2"},
+  };
+  for (const auto& each : cases) {
+    v1::CreateTaskHeader header = distributed_dp_header(1);
+    each.change(*header.mutable_secure_aggregation());
+    const std::string why =
+        message_of<federated::ParameterRefused>([&] { RoundParams::from_header(header, "t"); });
+    EXPECT_NE(why.find(each.named), std::string::npos) << why;
+  }
+  // An l2_bound equal to the clip_norm is the same bound.
+  v1::CreateTaskHeader same = distributed_dp_header(1);
+  same.mutable_secure_aggregation()->set_l2_bound(1);
+  EXPECT_EQ(RoundParams::from_header(same, "t").secure_aggregation->fixed_point.l2_bound, 1.0);
+}
+
+// The margin against the calibration worked out here: sensitivity C / step + sqrt(d) quantised
+// units, the share's variance (z sensitivity)^2 / min_updates rounded up by at most one part in
+// 2^20, the margin 14 standard deviations of 10 shares; at z 3 it passes the 2^23 - 1 that 24
+// bits hold beside 10 x 2^16 levels.
+TEST(SecureAggregationParams, DistributedDpNoiseMarginIsPlannedForTheModelAndItsHeadroomChecked) {
+  RoundParams params = RoundParams::from_header(distributed_dp_header(1), "t");
+  SecureAggregationParams& secure = *params.secure_aggregation;
+  ASSERT_TRUE(secure.distributed_dp);
+  EXPECT_EQ(secure.fixed_point.l2_bound, 1.0);
+  EXPECT_EQ(secure.fixed_point.noise_margin, 0u);
+  secure.plan_noise(1000, params.min_updates);
+  const double sensitivity = 131072 + std::sqrt(1000.0);
+  const double margin = 14 * std::sqrt(10 * sensitivity * sensitivity / 5);
+  EXPECT_GE(static_cast<double>(secure.fixed_point.noise_margin), margin);
+  EXPECT_LE(static_cast<double>(secure.fixed_point.noise_margin), margin * (1 + 1e-6) + 1);
+  const RoundParams back = RoundParams::from_json(params.to_json(), "t");
+  EXPECT_EQ(back.secure_aggregation->fixed_point.noise_margin, secure.fixed_point.noise_margin);
+  ASSERT_TRUE(back.secure_aggregation->distributed_dp);
+  EXPECT_EQ(back.secure_aggregation->distributed_dp->to_json(), secure.distributed_dp->to_json());
+
+  RoundParams loud = RoundParams::from_header(distributed_dp_header(3), "t");
+  const std::string why = message_of<federated::ParameterRefused>(
+      [&] { loud.secure_aggregation->plan_noise(1000, loud.min_updates); });
+  EXPECT_NE(why.find("CreateTask: secure_aggregation.distributed_dp for 1000 coordinates:"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("headroom"), std::string::npos) << why;
 }
 
 }  // namespace
