@@ -397,6 +397,7 @@ void for_each_indexed(const AdvancedIndex& ai, F f) {
 Tensor index(const Tensor& self, const std::vector<std::optional<Tensor>>& indices) {
   AdvancedIndex ai = prepare_index(self, indices);
   Tensor out = Tensor::empty(ai.result_shape, self.dtype());
+  if (out.is_meta()) return out;  // the meta device: the indices' values are not read
   TN_DISPATCH_ALL_TYPES(self.dtype(), "index", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* src = ai.source.template data_as<scalar_t>();
@@ -414,6 +415,7 @@ const Tensor& index_put_(const Tensor& self, const std::vector<std::optional<Ten
                 std::string(upstream_type_name(self.dtype())) + " for the destination and " +
                 upstream_type_name(values.dtype()) + " for the source.");
   Tensor v = ops::expand(values, ai.result_shape, false).contiguous();
+  if (self.is_meta()) return self;  // the meta device: nothing to write, the indices' values not read
   TN_DISPATCH_ALL_TYPES(self.dtype(), "index_put_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     scalar_t* dst = ai.source.template data_as<scalar_t>();

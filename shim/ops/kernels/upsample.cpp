@@ -35,6 +35,8 @@ std::optional<double> axis_scale(const std::optional<std::vector<double>>& scale
 Tensor upsample_nearest2d(const Tensor& input, const Shape& size,
                           const std::optional<std::vector<double>>& scales) {
   int64_t h = input.size(2), w = input.size(3), oh = size[0], ow = size[1];
+  // The meta device: the shape and dtype are the result (the source maps would hold values).
+  if (input.is_meta()) return Tensor::empty({input.size(0), input.size(1), oh, ow}, input.dtype());
   Tensor iy = Tensor::empty({oh}, ScalarType::Long), ix = Tensor::empty({ow}, ScalarType::Long);
   for (int64_t i = 0; i < oh; ++i) iy.data_as<int64_t>()[i] = nearest_source(i, h, oh, axis_scale(scales, 0));
   for (int64_t j = 0; j < ow; ++j) ix.data_as<int64_t>()[j] = nearest_source(j, w, ow, axis_scale(scales, 1));
@@ -55,6 +57,7 @@ Tensor upsample_backward(const Tensor& grad_output, const Shape& input_size, con
   TN_DISPATCH_ALL_TYPES(g.dtype(), kernel_name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      if (grad_input.is_meta()) return;  // the meta device: the shape and dtype are the result
       int64_t in_plane = input_size[2] * input_size[3], out_plane = g.size(2) * g.size(3);
       for (int64_t c = 0; c < planes; ++c)
         accumulate.template operator()<scalar_t>(grad_input.data_as<scalar_t>() + c * in_plane,
@@ -108,6 +111,7 @@ Tensor upsample_bilinear2d(const Tensor& input, const Shape& size, bool align_co
   };
   double rh = ratio(h, oh, 0), rw = ratio(w, ow, 1);
   Tensor out = Tensor::empty({n, c, oh, ow}, x.dtype());
+  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(x.dtype(), "upsample_bilinear2d", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     const scalar_t* in = x.template data_as<scalar_t>();
@@ -225,6 +229,7 @@ Tensor upsample_bicubic2d(const Tensor& input, const Shape& size, bool align_cor
   TN_DISPATCH_ALL_TYPES(x.dtype(), "upsample_bicubic2d", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+      if (out.is_meta()) return;  // the meta device: the shape and dtype are the result
       // The taps of every output row or column: four clamped sources and their weights.
       auto taps = [&](int64_t in, int64_t out_size, size_t axis, std::vector<int64_t>& at,
                       std::vector<scalar_t>& weight) {
