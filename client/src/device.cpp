@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/read_file.h"
+#include "client/secure_stages.h"
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
 #include "federated/validation.h"
@@ -18,7 +19,6 @@
 #include "proto/protocol.h"
 #include "proto/secure_aggregation_messages.h"
 #include "proto/signing.h"
-#include "client/secure_stages.h"
 
 namespace tn::client {
 
@@ -723,7 +723,8 @@ void Device::participate_securely(const v1::RoundConfig& round, const Trainer& t
   // training), within stage_timeout_ms of its opening for each later one.
   const Milliseconds stage_timeout(round.secure_aggregation().stage_timeout_ms());
   run_secure_stages(
-      round, report.quantised, proto::signer_of(impl_->key), [&](const v1::SecAggStagePayload& payload) {
+      round, noised_input(round.secure_aggregation(), report.quantised), proto::signer_of(impl_->key),
+      [&](const v1::SecAggStagePayload& payload) {
         v1::SecAggStageRequest request;
         impl_->sign(request, kSecAggStage, payload);
         grpc::ClientContext context;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "federated/dp_noise.h"
 #include "federated/secure_contribution.h"
 #include "federated/secure_session.h"
 #include "federated/validation.h"
@@ -62,6 +63,18 @@ std::vector<uint32_t> quantised_update(const v1::SecAggRound& round, const feder
   randombytes_buf(rounding_seed.data(), rounding_seed.size());
   return secagg::quantise_update(global, trained.model, trained.num_examples, federated::UpdateLimits{},
                                  fixed_point_of(round), rounding_seed);
+}
+
+std::vector<uint32_t> noised_input(const v1::SecAggRound& round, std::vector<uint32_t> quantised) {
+  if (!round.has_noise_multiplier()) return quantised;
+  const size_t coordinates = quantised.size() - 1;  // the last word is the weight, not noised
+  const secagg::DistributedNoise plan = secagg::plan_distributed_noise(
+      fixed_point_of(round), coordinates, round.noise_multiplier(), round.noise_min_devices());
+  secagg::Bytes32 noise_seed;
+  randombytes_buf(noise_seed.data(), noise_seed.size());
+  secagg::add_noise_share(std::span(quantised.data(), coordinates), round.bits(), plan.per_device,
+                          noise_seed);
+  return quantised;
 }
 
 void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>& input, secagg::Signer sign,

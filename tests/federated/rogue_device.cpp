@@ -520,9 +520,10 @@ json secagg_rogue(const Options& options) {
       tn::client::quantised_update(round.secure_aggregation(), global, trained);
   std::cout << json{{"device_id", id}, {"round_id", round.round_id()}, {"quantised", words}}.dump()
             << std::endl;
+  const std::vector<uint32_t> input = tn::client::noised_input(round.secure_aggregation(), words);
   try {
     tn::client::run_secure_stages(
-        round, words, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
+        round, input, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
           v1::SecAggStagePayload sent = payload;
           const bool last_words =
               payload.has_masked_input() &&

@@ -402,3 +402,50 @@ def test_a_partial_secure_aggregation_block_is_a_usage_error_naming_the_missing_
     partial = create_task(coordinator, tmp_path, "--secagg-clip-range", "0.5", "--secagg-max-weight", "10")
     assert partial.returncode == 2, partial.stderr
     assert "secure aggregation needs --secagg-corrupt-fraction" in partial.stderr.splitlines()[0], partial.stderr
+
+
+def test_a_distributed_dp_round_stores_the_sum_plus_noise_of_the_calibrated_variance(coordinator, tmp_path):
+    """secure_aggregation.distributed_dp (z 1, C 1, range 0.05, 1024 levels, max_weight 1, 5
+    devices, min_updates 3): each device adds its discrete Gaussian share to its quantised words
+    before masking, so the stored model is the devices' noiseless sum (their reported words) plus
+    noise. Over the 20,003 coordinates the noise's measured variance, in quantised units, is the
+    calibration worked out here: 5 shares of (z (C / step + sqrt(d)))^2 / 3 each (rounded up by the
+    sampler's rational by under 1e-6), within 5 standard deviations of the variance estimator
+    (sqrt(2 / d): 5 x 1.0% = 5%); its mean within 5 standard deviations of 0."""
+    z, clip_norm, clip_range, levels, min_updates = 1.0, 1.0, 0.05, 1024, 3
+    initial = {"weight": np.linspace(-1, 1, 20000, dtype=np.float32).reshape(100, 200),
+               "bias": np.array([0.5, -0.25, 1.0], dtype=np.float32), "batches_seen": np.array([41], dtype=np.int64)}
+    write_safetensors(tmp_path / "initial.safetensors", initial)
+    task = admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", "1", "--devices-per-round",
+                      str(DEVICES), "--min-available", str(DEVICES), "--min-updates", str(min_updates),
+                      "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"),
+                      "--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.33",
+                      "--secagg-clip-range", str(clip_range), "--secagg-max-weight", "1", "--secagg-levels",
+                      str(levels), "--dp-noise-multiplier", str(z), "--dp-clip-norm", str(clip_norm),
+                      "--dp-delta", "1e-5", "--dp-epsilon-budget", "100")["task_id"]
+    devices = start_devices(coordinator, tmp_path, DEVICES, rounds=1)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+    finally:
+        devices.kill()
+        devices.wait()
+    assert entry["state"] == "ROUND_STATE_COMPLETED" and len(entry["contributors"]) == DEVICES, entry
+    reports = [json.loads((tmp_path / "reports" / f"{device}-round1.json").read_text())
+               for device in entry["contributors"]]
+    noiseless = sum(signed(report["quantised"]) for report in reports)
+    weight, step = noiseless[-1], clip_range / levels
+    assert weight == DEVICES
+    admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(tmp_path / "out.safetensors"))
+    model = read_safetensors(tmp_path / "out.safetensors")
+    stored = np.concatenate([model[name].astype(np.float64).ravel() for name in FLOATING])
+    start = np.concatenate([initial[name].astype(np.float64).ravel() for name in FLOATING])
+    noise = (stored - start) * weight / step - noiseless[:-1]
+    d = noise.size
+    share = (z * (clip_norm / step + np.sqrt(d))) ** 2 / min_updates
+    calibrated = DEVICES * share
+    measured = float(np.mean(noise ** 2))
+    assert abs(measured / calibrated - 1) < 5 * np.sqrt(2 / d), (measured, calibrated)
+    assert abs(float(np.mean(noise))) < 5 * np.sqrt(calibrated / d), np.mean(noise)
+    print(f"distributed DP noise: measured variance {measured:.6g}, calibrated {calibrated:.6g}, d {d}")

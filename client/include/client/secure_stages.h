@@ -22,6 +22,12 @@ using StageCall = std::function<v1::SecAggStageResponse(const v1::SecAggStagePay
 std::vector<uint32_t> quantised_update(const v1::SecAggRound& round, const federated::Model& global,
                                        const TrainResult& trained);
 
+// The words the device masks: `quantised` with, when the round has distributed DP, its noise share
+// added to each coordinate (not the weight word): N_Z(0, sigma^2) draws with the per-device variance
+// plan_distributed_noise gives for the round's multiplier and noise_min_devices, seeded fresh from
+// libsodium. The noiseless words stay the device's own (RoundReport.quantised).
+std::vector<uint32_t> noised_input(const v1::SecAggRound& round, std::vector<uint32_t> quantised);
+
 // The five stages for `input` (quantised_update's words), signing with `sign` (the device's
 // registered key). Throws, naming the stage, what the session or the coordinator refuses, and an
 // answer that is not the one its stage expects.

@@ -691,6 +691,10 @@ std::vector<v1::SecAggRound> TaskRunner::secure_round_configs(
   common.set_max_devices(fixed.max_devices);
   common.set_words_per_message(secure_words_per_message(services_.config.transfer_limits));
   common.set_stage_timeout_ms(uint32_t(params_.round_timeout.count()));
+  if (params.distributed_dp) {
+    common.set_noise_multiplier(params.distributed_dp->noise_multiplier);
+    common.set_noise_min_devices(params_.min_updates);
+  }
   std::vector<v1::SecAggRound> configs(identities.size(), common);
   for (uint32_t index = 0; index < configs.size(); ++index) configs[index].set_device_index(index);
   return configs;
