@@ -164,6 +164,8 @@ def compare_values(up, shim, ref, path, floor_ulps=0.0):
             return "%s: expected dtype %s, got %s" % (path, up["dtype"], shim["dtype"])
         if shim["shape"] != up["shape"]:
             return "%s: expected shape %s, got %s" % (path, up["shape"], shim["shape"])
+        if "strides" in up and shim.get("strides") != up["strides"]:
+            return "%s: expected strides %s, got %s" % (path, up["strides"], shim.get("strides"))
         expected, actual = flatten(up["data"]), flatten(shim["data"])
         if len(actual) != len(expected):
             return "%s: shape %s but tolist() gave %d elements" % (path, up["shape"], len(actual))

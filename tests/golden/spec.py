@@ -24,6 +24,7 @@ TRANSPOSED = "transposed"  # built with the last two dims swapped, then .transpo
 STEPPED = "stepped"        # built with the last dim doubled, then [..., ::2]
 OFFSET = "offset"          # built with one extra leading row, then [1:]
 EXPANDED = "expanded"      # built with a leading dim of 1, then .expand(shape): stride 0
+CHANNELS_LAST = "channels_last"  # NCHW built as NHWC, then .permute(0, 3, 1, 2)
 
 _SPECIAL_FLOATS = (float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1.0, -1.0,
                    0.5, 1e-20, 1e30, -2.5)
@@ -97,15 +98,20 @@ class Case:
     ``requires`` names the aten overload a case exists to exercise ("aten::add_.Tensor").
     run.py first runs the first selected case of each such overload on the shim and
     leaves out all of that overload's cases if the shim refuses it by name (see README).
+
+    ``strides`` cases also compare their result tensors' strides: the families whose
+    operators lay their results out as upstream's TensorIterator does (elementwise ops,
+    conversions), marked by their modules.
     """
 
-    def __init__(self, name, fn, args=(), dtype=None, exact=False, requires=None):
+    def __init__(self, name, fn, args=(), dtype=None, exact=False, requires=None, strides=False):
         self.name = name
         self.fn = fn
         self.args = tuple(args)
         self.dtype = dtype
         self.exact = exact
         self.requires = requires
+        self.strides = strides
 
     def materialize(self, torch, reference):
         values = []
@@ -187,6 +193,8 @@ def _base_shape(shape, layout):
         return (shape[0] + 1,) + shape[1:]
     if layout == EXPANDED:
         return (1,) + shape[1:]
+    if layout == CHANNELS_LAST:
+        return (shape[0],) + shape[2:] + (shape[1],)
     return shape
 
 
@@ -199,6 +207,8 @@ def _apply_layout(tensor, layout, shape):
         return tensor[1:]
     if layout == EXPANDED:
         return tensor.expand(*shape)
+    if layout == CHANNELS_LAST:
+        return tensor.permute(0, 3, 1, 2)
     return tensor
 
 

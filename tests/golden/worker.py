@@ -32,18 +32,21 @@ import warnings
 FAULT_ENV = "GOLDEN_WORKER_FAULT"
 
 
-def encode(torch, value):
-    """A JSON-able description of a case result using only basic tensor API."""
+def encode(torch, value, strides=False):
+    """A JSON-able description of a case result using only basic tensor API (and
+    ``.stride()`` for a case that compares strides)."""
     if isinstance(value, torch.Tensor):
-        return {"kind": "tensor", "dtype": str(value.dtype),
-                "shape": list(value.shape), "data": value.tolist()}
+        encoded = {"kind": "tensor", "dtype": str(value.dtype), "shape": list(value.shape), "data": value.tolist()}
+        if strides:
+            encoded["strides"] = list(value.stride())
+        return encoded
     if isinstance(value, torch.Size):
         return {"kind": "size", "items": [encode(torch, size) for size in value]}
     if value is None or type(value) in (bool, int, float, str):
         return {"kind": type(value).__name__, "value": value}
     if isinstance(value, (tuple, list)):  # includes torch.return_types structseqs
         return {"kind": "list" if isinstance(value, list) else "tuple",
-                "items": [encode(torch, item) for item in value]}
+                "items": [encode(torch, item, strides) for item in value]}
     return {"kind": "object", "type": type(value).__name__, "value": str(value)}
 
 
@@ -65,7 +68,7 @@ def run_case(torch, case, reference):
     except Exception as error:
         return _exception_record(record, "call", error)
     try:
-        record["value"] = encode(torch, value)
+        record["value"] = encode(torch, value, case.strides)
     except Exception as error:
         return _exception_record(record, "reading the result", error)
     return record

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common.h"
+#include "layout.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -326,7 +327,7 @@ TN_KERNEL("aten::pow.Tensor_Scalar", {
       a.scalar(1).to_int() < 0)
     throw Error("Integers to negative integer powers are not allowed.");
   if (auto stepped = pow_in_steps(a.tensor(0), a.scalar(1))) return *stepped;
-  return pow(a.tensor(0), scalar_arg(a, 1));
+  return in_layout_of(pow(a.tensor(0), scalar_arg(a, 1)), {a.tensor(0)});
 });
 TN_KERNEL("aten::pow.Scalar", { return pow(scalar_arg(a, 0), a.tensor(1)); });
 TN_KERNEL("aten::maximum",
@@ -402,7 +403,7 @@ TN_KERNEL("aten::nextafter", {
     } else if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
       Tensor x = a.tensor(0).to(t), y = a.tensor(1).to(t);
       Shape shape = broadcast_shapes(x.sizes(), y.sizes());
-      Tensor out = Tensor::empty(shape, t);
+      Tensor out = empty_for_operands(shape, {a.tensor(0), a.tensor(1)}, t, t);
       if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
       const scalar_t *px = x.template data_as<scalar_t>(), *py = y.template data_as<scalar_t>();
       scalar_t* po = out.template data_as<scalar_t>();

@@ -43,6 +43,22 @@ ScalarType float_type(ScalarType t);
 // Strides of `t` seen at `shape` after broadcasting (0 on broadcast dimensions).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 
+// Upstream's infer_dense_strides: dense strides over `sizes` in the stride order of
+// `strides` (what .to, clone and *_like give a tensor that is not dense).
+Shape dense_strides_like(const Shape& sizes, const Shape& strides);
+// An uninitialized tensor with these (dense) strides.
+Tensor empty_with_strides(const Shape& sizes, const Shape& strides, ScalarType dtype);
+// The output TensorIterator allocates for `inputs` broadcast to `shape`, in their layout
+// (a transposed input gives a transposed result, channels last gives channels last):
+// inputs all of `shape` and all contiguous, all channels last or all dense with equal
+// strides give that layout; otherwise dims are ordered by the inputs' strides, the first
+// input with differing nonzero strides deciding each pair (broadcast dims skipped, ties
+// kept in order). `common` is the dtype the inputs are converted to first.
+Tensor empty_for_operands(const Shape& shape, const std::vector<Tensor>& inputs, ScalarType common,
+                          ScalarType dtype);
+// `t` converted to `dtype` with memory_format=preserve: a dense tensor keeps its strides.
+Tensor to_keeping_layout(const Tensor& t, ScalarType dtype);
+
 // Calls f(offset_0, ..., offset_{N-1}) for every element of `shape`, offsets in elements.
 template <size_t N, typename F>
 void strided_loop(const Shape& shape, const std::array<Shape, N>& strides, F&& f) {
@@ -94,12 +110,14 @@ void for_each_in_iteration_order(const Tensor& t, F&& f) {
 template <typename in_t, typename F>
 Tensor map_unary(const Tensor& a, ScalarType compute, ScalarType out_type, F&& f) {
   Tensor in = a.to(compute);
-  Tensor out = Tensor::empty(a.sizes(), out_type);
+  Tensor out = empty_for_operands(a.sizes(), {a}, compute, out_type);
   if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   auto run = [&](auto* po) {
     using out_t = std::remove_pointer_t<decltype(po)>;
     const in_t* x = in.data_as<in_t>();
-    if (in.is_contiguous()) {  // the common case: one flat loop the compiler can vectorize
+    // The common case (contiguous, or dense and laid out as the output): one flat loop over
+    // memory that the compiler can vectorize.
+    if (in.strides() == out.strides()) {
       int64_t n = in.numel();
       for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
       return;
@@ -133,16 +151,17 @@ template <typename in_t, typename F>
 Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarType out_type, F&& f) {
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
   Tensor x = a.to(compute), y = b.to(compute);
-  Tensor out = Tensor::empty(shape, out_type);
+  Tensor out = empty_for_operands(shape, {a, b}, compute, out_type);
   if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
   auto run = [&](auto* po) {
     using out_t = std::remove_pointer_t<decltype(po)>;
-    // Flat loops for the common layouts: both operands dense in the output's shape, or
-    // one of them a single element.
+    // Flat loops over memory for the common layouts: both operands laid out as the output
+    // (which is dense), or one of them a single element.
     int64_t n = out.numel();
-    bool x_dense = x.sizes() == shape && x.is_contiguous(), y_dense = y.sizes() == shape && y.is_contiguous();
+    bool x_dense = x.sizes() == shape && x.strides() == out.strides();
+    bool y_dense = y.sizes() == shape && y.strides() == out.strides();
     if (x_dense && y_dense) {
       for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(px[i]), compute_t<in_t>(py[i])));
       return;
@@ -174,7 +193,7 @@ template <typename in_t, typename F>
 Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType compute, F&& f) {
   Shape shape = broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes()), c.sizes());
   Tensor x = a.to(compute), y = b.to(compute), z = c.to(compute);
-  Tensor out = Tensor::empty(shape, compute);
+  Tensor out = empty_for_operands(shape, {a, b, c}, compute, compute);
   if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
@@ -269,14 +288,19 @@ Tensor vml_unary(const Tensor& a, const char* half_kernel, VmlOp op, F fallback)
   if (t == ScalarType::Half) dtype_not_implemented(half_kernel, t);
   if (!vml_available()) return float_unary(a, half_kernel, fallback);
   ScalarType compute = t == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
-  Tensor in = a.to(compute).contiguous();
-  Tensor out = Tensor::empty(a.sizes(), compute);
-  if (out.is_meta()) return out.to(t);
+  Tensor out = empty_for_operands(a.sizes(), {a}, compute, compute);
+  if (out.is_meta()) return to_keeping_layout(out, t);
+  // The input laid out as the output, so one flat pass over memory computes every element.
+  Tensor in = a.to(compute);
+  if (in.strides() != out.strides()) {
+    in = empty_with_strides(a.sizes(), out.strides(), compute);
+    in.copy_from(a);
+  }
   if (compute == ScalarType::Double)
     vml_apply(op, in.data_as<double>(), out.data_as<double>(), in.numel());
   else
     vml_apply(op, in.data_as<float>(), out.data_as<float>(), in.numel());
-  return out.to(t);
+  return to_keeping_layout(out, t);
 }
 
 // Upstream's cpu_kernel_vec on a CPU with AVX2 runs its vectorized lambda (SLEEF math)
@@ -345,8 +369,10 @@ Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, Vect
   for (size_t k = 1; k < N; ++k) shape = broadcast_shapes(shape, inputs[k].sizes());
   std::vector<bool> vectorized = vectorized_elements(shape, std::vector<Tensor>(inputs.begin(), inputs.end()),
                                                      t, 64 / int64_t(sizeof(T)));
-  Tensor out = Tensor::empty(shape, t);
-  if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
+  Tensor result = empty_for_operands(shape, std::vector<Tensor>(inputs.begin(), inputs.end()), t, t);
+  if (result.is_meta()) return result;  // the meta device: the shape and dtype are the result
+  // Computed in row-major order (vectorized_elements' order), then laid out as upstream's.
+  Tensor out = result.is_contiguous() ? result : Tensor::empty(shape, t);
   std::array<Tensor, N> dense;
   std::array<const T*, N> in;
   for (size_t k = 0; k < N; ++k) {
@@ -367,14 +393,16 @@ Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, Vect
       po[i] = scalar(in[0][i], in[1][i]);
     }
   }
-  if (where.empty()) return out;
-  std::vector<T> results(where.size());
-  if constexpr (N == 1)
-    vector(packed[0].data(), results.data(), int64_t(where.size()));
-  else
-    vector(packed[0].data(), packed[1].data(), results.data(), int64_t(where.size()));
-  for (size_t j = 0; j < where.size(); ++j) po[where[j]] = results[j];
-  return out;
+  if (!where.empty()) {
+    std::vector<T> results(where.size());
+    if constexpr (N == 1)
+      vector(packed[0].data(), results.data(), int64_t(where.size()));
+    else
+      vector(packed[0].data(), packed[1].data(), results.data(), int64_t(where.size()));
+    for (size_t j = 0; j < where.size(); ++j) po[where[j]] = results[j];
+  }
+  if (!out.same(result)) result.copy_from(out);
+  return result;
 }
 
 // Binary on the float result type of both operands (integers promote to the default dtype).

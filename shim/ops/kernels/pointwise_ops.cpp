@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "common.h"
+#include "layout.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -26,7 +27,10 @@ Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::option
   Tensor out = a.to(t).clone();
   if (lo) out = ops::maximum(out, *lo);
   if (hi) out = ops::minimum(out, *hi);
-  return out.to(t);
+  std::vector<Tensor> operands{a};  // Scalar bounds, here wrapped numbers, are not iterated over
+  for (const auto& bound : {lo, hi})
+    if (bound && !bound->impl()->wrapped_number) operands.push_back(*bound);
+  return in_layout_of(out.to(t), operands);
 }
 
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
@@ -36,7 +40,7 @@ Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
   ScalarType t = result_type(x, y);
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), x.sizes()), y.sizes());
   Tensor c = cond.to(ScalarType::Bool), xx = x.to(t), yy = y.to(t);
-  Tensor out = Tensor::empty(shape, t);
+  Tensor out = empty_for_operands(shape, {cond, x, y}, t, t);
   if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(t, "where", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -64,7 +68,10 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   // upstream: weight < 0.5 (signed: a negative weight too) ? start + weight*diff : end - diff*(1-weight)
   Shape shape = broadcast_shapes(broadcast_shapes(start.sizes(), end.sizes()), w.sizes());
   Tensor s = start.to(t), e = end.to(t);
-  Tensor out = Tensor::empty(shape, t);
+  // A Scalar weight (a wrapped number here) is not one of upstream's operands.
+  std::vector<Tensor> operands{start, end};
+  if (!weight.impl()->wrapped_number) operands.push_back(weight);
+  Tensor out = empty_for_operands(shape, operands, t, t);
   if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
   TN_DISPATCH_ALL_TYPES(t, "lerp", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "common.h"
+#include "core/overlap.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -14,25 +15,15 @@ namespace {
 ScalarType dtype_or_default(const Args& a, size_t i) { return a.optional_dtype(i).value_or(default_dtype()); }
 
 // memory_format=preserve (the default of *_like and clone): a dense, non-overlapping
-// input's stride order is kept; anything else gets contiguous strides.
+// input's strides are kept; anything else is laid out densely in its stride order
+// (upstream's infer_dense_strides).
 Tensor empty_like(const Tensor& self, ScalarType dtype, std::optional<int64_t> memory_format) {
   bool preserve = !memory_format || *memory_format == int64_t(MemoryFormat::Preserve);
-  if (!preserve || self.is_contiguous()) return Tensor::empty(self.sizes(), dtype);
-  std::vector<int64_t> order(size_t(self.dim()));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-    return self.strides()[size_t(x)] > self.strides()[size_t(y)];
-  });
-  Shape strides(size_t(self.dim()));
-  int64_t expected = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (self.sizes()[size_t(*it)] != 1 && self.strides()[size_t(*it)] != expected)
-      return Tensor::empty(self.sizes(), dtype);  // not dense and non-overlapping
-    strides[size_t(*it)] = expected;
-    expected *= self.sizes()[size_t(*it)];
-  }
-  auto storage = std::make_shared<Storage>(size_t(self.numel()) * element_size(dtype));
-  return Tensor::from_storage(storage, self.sizes(), strides, 0, dtype);
+  if (!preserve) return Tensor::empty(self.sizes(), dtype);
+  return empty_with_strides(
+      self.sizes(),
+      is_non_overlapping_and_dense(self) ? self.strides() : dense_strides_like(self.sizes(), self.strides()),
+      dtype);
 }
 
 Tensor full_like(const Tensor& self, const Scalar& value, ScalarType dtype,

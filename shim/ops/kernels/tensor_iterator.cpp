@@ -5,6 +5,7 @@
 // dims coalesced) and its serial loop; tensors of 32768 elements and more, which upstream
 // splits between threads at thread-count-dependent points, are treated as one range.
 #include <algorithm>
+#include <optional>
 
 #include "common.h"
 #include "core/overlap.h"
@@ -13,13 +14,18 @@ namespace tn {
 
 namespace {
 
+// An input's strides once upstream has converted it to the common dtype: .to keeps the
+// strides of a dense tensor and lays anything else out densely in its stride order.
+Shape converted_strides(const Tensor& t, ScalarType common) {
+  if (t.dtype() == common || is_non_overlapping_and_dense(t)) return t.strides();
+  return dense_strides_like(t.sizes(), t.strides());
+}
+
 // An input's strides in the iterator's shape (elements): 0 where it is broadcast, its own
-// elsewhere; an input of another dtype is converted first (.to keeps the strides of a
-// dense tensor, makes anything else contiguous).
+// (after conversion) elsewhere.
 Shape input_strides(const Tensor& t, const Shape& shape, ScalarType common) {
   int64_t nd = int64_t(shape.size());
-  Shape own =
-      t.dtype() != common && !is_non_overlapping_and_dense(t) ? contiguous_strides(t.sizes()) : t.strides();
+  Shape own = converted_strides(t, common);
   Shape s(size_t(nd), 0);
   int64_t offset = nd - t.dim();
   for (int64_t d = 0; d < t.dim(); ++d)
@@ -99,7 +105,109 @@ Layout iterator_layout(const Shape& shape, const std::vector<Shape>& operands, s
   return layout;
 }
 
+// Dense strides over `sizes` laying dims out in `perm`'s order (fastest first); a size-0
+// dim zeroes the strides after it, as upstream's compatible_stride does.
+Shape dense_strides_in_order(const Shape& sizes, const Shape& perm) {
+  Shape strides(sizes.size());
+  int64_t next = 1;
+  for (int64_t d : perm) {
+    strides[size_t(d)] = next;
+    next *= sizes[size_t(d)];
+  }
+  return strides;
+}
+
+// Memory format checks on strides alone (a tensor's is_contiguous(memory_format)): dims
+// of size 1 may have any stride.
+bool dense_in_dim_order(const Shape& sizes, const Shape& strides, const Shape& fastest_first) {
+  int64_t expected = 1;
+  for (int64_t d : fastest_first) {
+    if (sizes[size_t(d)] == 1) continue;
+    if (strides[size_t(d)] != expected) return false;
+    expected *= sizes[size_t(d)];
+  }
+  return true;
+}
+
+Shape row_major_order(int64_t nd) {
+  Shape order;
+  for (int64_t d = nd - 1; d >= 0; --d) order.push_back(d);
+  return order;
+}
+
+// NCHW / NCDHW tensors stored channels last: C fastest, then W, H (, D), then N.
+std::optional<Shape> channels_last_order(int64_t nd) {
+  if (nd != 4 && nd != 5) return std::nullopt;
+  Shape order{1};
+  for (int64_t d = nd - 1; d >= 2; --d) order.push_back(d);
+  order.push_back(0);
+  return order;
+}
+
+// TensorIterator's fast setup: inputs all of the output's shape and all contiguous, all
+// channels last, or all dense with one set of strides give the output that layout.
+std::optional<Shape> fast_setup_strides(const Shape& shape, const std::vector<Tensor>& inputs,
+                                        const std::vector<Shape>& strides) {
+  if (inputs.empty()) return std::nullopt;
+  int64_t numel = 1;
+  for (int64_t s : shape) numel *= s;
+  Shape row_major = row_major_order(int64_t(shape.size()));
+  std::optional<Shape> channels_last = channels_last_order(int64_t(shape.size()));
+  bool contiguous = true, is_channels_last = channels_last.has_value(), same_dense = true;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].sizes() != shape) return std::nullopt;
+    contiguous = contiguous && (numel == 0 || dense_in_dim_order(shape, strides[k], row_major));
+    is_channels_last = is_channels_last && dense_in_dim_order(shape, strides[k], *channels_last);
+    same_dense = same_dense && strides[k] == strides[0] &&
+                 (strides[k] != inputs[k].strides() || is_non_overlapping_and_dense(inputs[k]));
+  }
+  if (contiguous) return contiguous_strides(shape);
+  if (is_channels_last) return dense_strides_in_order(shape, *channels_last);
+  if (same_dense) return strides[0];
+  return std::nullopt;
+}
+
 }  // namespace
+
+Shape dense_strides_like(const Shape& sizes, const Shape& strides) {
+  Layout layout = iterator_layout(sizes, {strides}, 0);
+  Shape dense(sizes.size());
+  int64_t next = 1;
+  for (int64_t d : layout.perm) {
+    dense[size_t(d)] = next;
+    next *= std::max<int64_t>(sizes[size_t(d)], 1);
+  }
+  return dense;
+}
+
+Tensor empty_with_strides(const Shape& sizes, const Shape& strides, ScalarType dtype) {
+  if (strides == contiguous_strides(sizes)) return Tensor::empty(sizes, dtype);
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  return Tensor::empty({numel}, dtype).view_as_strided(sizes, strides, 0);
+}
+
+Tensor empty_for_operands(const Shape& shape, const std::vector<Tensor>& inputs, ScalarType common,
+                          ScalarType dtype) {
+  std::vector<Shape> converted;
+  for (const Tensor& t : inputs) converted.push_back(converted_strides(t, common));
+  if (std::optional<Shape> strides = fast_setup_strides(shape, inputs, converted))
+    return empty_with_strides(shape, *strides, dtype);
+  std::vector<Shape> broadcast;
+  for (const Tensor& t : inputs) broadcast.push_back(input_strides(t, shape, common));
+  Shape perm = iterator_layout(shape, broadcast, 0).perm;
+  if (perm == row_major_order(int64_t(shape.size()))) return Tensor::empty(shape, dtype);
+  return empty_with_strides(shape, dense_strides_in_order(shape, perm), dtype);
+}
+
+Tensor to_keeping_layout(const Tensor& t, ScalarType dtype) {
+  if (t.dtype() == dtype) return t;
+  std::optional<MetaAllocation> meta;
+  if (t.is_meta()) meta.emplace();  // a meta tensor converts to a meta tensor
+  Tensor out = empty_with_strides(t.sizes(), converted_strides(t, dtype), dtype);
+  out.copy_from(t);
+  return out;
+}
 
 std::vector<Tensor> in_iteration_order(const std::vector<Tensor>& operands) {
   std::vector<Shape> strides;

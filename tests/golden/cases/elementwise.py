@@ -15,7 +15,7 @@ import torch
 
 from cases.common import (ALL, FLOATS, INTS, NUMERIC, FLOAT_OUT, inplace, into_out,
                           main_dtype, method, second_dtype)
-from spec import CONTIGUOUS, EXPANDED, OFFSET, STEPPED, TRANSPOSED, Arg, Case
+from spec import CHANNELS_LAST, CONTIGUOUS, EXPANDED, OFFSET, STEPPED, TRANSPOSED, Arg, Case
 
 # Binary input pairs: tag -> ((lhs shape, layout), (rhs shape, layout)).
 PAIRS = {
@@ -343,7 +343,75 @@ def _integer_pow_overflow_cases():
                    lambda base=base, e=exponent: base() ** torch.full_like(base(), e), (), dtype)
 
 
+# Results' layouts (compared through their strides): upstream's TensorIterator allocates
+# an output in its inputs' layout. Inputs: tag -> ((shape, layout, dtype or None), ...).
+LAYOUT_UNARY = {
+    "transposed": ((3, 4), TRANSPOSED), "channels_last": ((2, 3, 4, 5), CHANNELS_LAST),
+    "expanded": ((3, 4), EXPANDED), "stepped": ((3, 4), STEPPED),
+    "channels_last_1x1": ((2, 3, 1, 1), CHANNELS_LAST), "empty_transposed": ((0, 3), TRANSPOSED),
+    "empty_channels_last": ((2, 3, 0, 4), CHANNELS_LAST),
+}
+LAYOUT_PAIRS = {
+    "transposed_both": (((3, 4), TRANSPOSED), ((3, 4), TRANSPOSED)),
+    "transposed+contiguous": (((3, 4), TRANSPOSED), ((3, 4), CONTIGUOUS)),
+    "contiguous+transposed": (((3, 4), CONTIGUOUS), ((3, 4), TRANSPOSED)),
+    "channels_last_both": (((2, 3, 4, 5), CHANNELS_LAST), ((2, 3, 4, 5), CHANNELS_LAST)),
+    "channels_last+contiguous": (((2, 3, 4, 5), CHANNELS_LAST), ((2, 3, 4, 5), CONTIGUOUS)),
+    "contiguous+channels_last": (((2, 3, 4, 5), CONTIGUOUS), ((2, 3, 4, 5), CHANNELS_LAST)),
+    "channels_last+bias": (((2, 3, 4, 5), CHANNELS_LAST), ((3, 1, 1), CONTIGUOUS)),
+    "bias+channels_last": (((3, 1, 1), CONTIGUOUS), ((2, 3, 4, 5), CHANNELS_LAST)),
+    "channels_last+0d": (((2, 3, 4, 5), CHANNELS_LAST), ((), CONTIGUOUS)),
+    "expanded+transposed": (((3, 4), EXPANDED), ((3, 4), TRANSPOSED)),
+    "column+transposed": (((3, 1), CONTIGUOUS), ((3, 4), TRANSPOSED)),
+    "stepped+transposed": (((4, 3), STEPPED), ((4, 3), TRANSPOSED)),
+    "empty_transposed+contiguous": (((3, 0), TRANSPOSED), ((3, 0), CONTIGUOUS)),
+    "empty_channels_last+0d": (((2, 3, 0, 4), CHANNELS_LAST), ((), CONTIGUOUS)),
+    "int64_transposed+float32": (((3, 4), TRANSPOSED, "int64"), ((3, 4), CONTIGUOUS, "float32")),
+    "int64_stepped+float32_transposed": (((4, 3), STEPPED, "int64"), ((4, 3), TRANSPOSED, "float32")),
+}
+LAYOUT_UNARY_OPS = (
+    ("exp", torch.exp), ("sigmoid", torch.sigmoid), ("abs", torch.abs), ("neg", torch.neg),
+    ("sqrt", torch.sqrt), ("isnan", torch.isnan), ("sin", torch.sin), ("relu", torch.relu),
+    ("mul_scalar", lambda a: a * 1.25), ("add_int_scalar", lambda a: a + 2), ("gt_scalar", lambda a: a > 0),
+    ("to_float64", lambda a: a.to(torch.float64)), ("double", lambda a: a.double()),
+    ("to_int32", lambda a: a.to(torch.int32)),
+    ("type_as_int64", lambda a: a.type_as(torch.zeros(1, dtype=torch.int64))),
+    ("clone", torch.clone), ("clamp", lambda a: a.clamp(-1, 1)), ("pow_scalar", lambda a: a ** 2),
+)
+LAYOUT_BINARY_OPS = (
+    ("add", torch.add), ("mul", torch.mul), ("div", torch.div), ("eq", torch.eq), ("lt", torch.lt),
+    ("atan2", torch.atan2), ("logaddexp", torch.logaddexp), ("maximum", torch.maximum),
+    ("where", lambda a, b: torch.where(a > 0, a, b)), ("where_mask_second", lambda a, b: torch.where(b > 0, b, a)),
+    ("addcmul", lambda a, b: torch.addcmul(a, b, b)), ("lerp", lambda a, b: torch.lerp(a, b.to(a.dtype), 0.25)),
+    ("nextafter", lambda a, b: torch.nextafter(a, b.to(a.dtype))),
+)
+
+
+def _layout_cases():
+    def arg(shape, layout, dtype=None):
+        return Arg(shape, "pos", dtype, layout)
+
+    for op, call in LAYOUT_UNARY_OPS:
+        for tag, (shape, layout) in LAYOUT_UNARY.items():
+            yield Case("%s/float32/layout_%s/fn" % (op, tag), call, (arg(shape, layout),), "float32")
+    for op, call in LAYOUT_BINARY_OPS:
+        for tag, (lhs, rhs) in LAYOUT_PAIRS.items():
+            if op in ("lerp", "nextafter") and "int64" in tag:
+                continue  # integer inputs are refused; their layout says nothing
+            yield Case("%s/float32/layout_%s/fn" % (op, tag), call, (arg(*lhs), arg(*rhs)), "float32")
+
+
+def _comparing_strides(cases):
+    for case in cases:
+        case.strides = True
+        yield case
+
+
 def cases():
+    yield from _comparing_strides(_all_cases())
+
+
+def _all_cases():
     yield from _vector_tail_cases()
     yield from _integer_pow_overflow_cases()
     for op in BINARY_OPS:
@@ -351,3 +419,4 @@ def cases():
     for op in UNARY_OPS:
         yield from _unary_cases(op)
     yield from _ternary_cases()
+    yield from _layout_cases()
