@@ -9,7 +9,7 @@ APT_PACKAGES := cmake ninja-build g++ python3-dev python3-venv python3-yaml pyth
                 python3-matplotlib libopenblas-dev liblapack-dev libsleef-dev libdnnl-dev libgtest-dev clang-format \
                 libasio-dev pybind11-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler \
                 libprotobuf-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev zlib1g-dev \
-                dataset-fashion-mnist fortunes systemd openssl
+                dataset-fashion-mnist fortunes systemd openssl patchelf
 
 .PHONY: setup build demo test check zoo cnn-epoch asan-venv asan-test asan-python bench system-packages clean
 
@@ -108,17 +108,18 @@ ASAN_REPORTS := $(abspath $(ASAN_BUILD))/reports
 $(ASAN_BUILD)/build.ninja:
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTORCHNATIVE_SANITIZE=ON
 
-# The venv's python preloads the sanitizer runtime (the interpreter itself is not
-# instrumented, and ASan must be the first library loaded). rm first: the venv made
-# bin/python a symlink to Debian's interpreter, which must not be written through.
+# The venv's python3 is a copy of Debian's interpreter that loads the sanitizer runtime first
+# (the interpreter itself is not instrumented, and ASan must be the first library loaded); its
+# python sets the sanitizers' options (scripts/sanitized_python.in). rm first: the venv made
+# bin/python and bin/python3 symlinks to Debian's interpreter, which must not be written through.
 asan-venv: $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD) -j2
 	$(call assemble,$(ASAN_VENV),$(ASAN_BUILD))
-	rm -f $(ASAN_VENV)/bin/python
-	sed -e "s|@LIBASAN@|$$($(CXX) -print-file-name=libasan.so)|" \
-	    -e "s|@LIBSTDCXX@|$$($(CXX) -print-file-name=libstdc++.so.6)|" -e "s|@REPORTS@|$(ASAN_REPORTS)|" \
-	    -e "s|@SUPPRESSIONS@|$(abspath scripts/asan_suppressions.txt)|" \
-	    scripts/sanitized_python.in > $(ASAN_VENV)/bin/python
+	rm -f $(ASAN_VENV)/bin/python $(ASAN_VENV)/bin/python3
+	cp $$(readlink -f $(PYTHON)) $(ASAN_VENV)/bin/python3
+	patchelf --add-needed $$($(CXX) -print-file-name=libstdc++.so.6) $(ASAN_VENV)/bin/python3
+	patchelf --add-needed $$($(CXX) -print-file-name=libasan.so) $(ASAN_VENV)/bin/python3
+	sed -e "s|@REPORTS@|$(ASAN_REPORTS)|" scripts/sanitized_python.in > $(ASAN_VENV)/bin/python
 	chmod +x $(ASAN_VENV)/bin/python
 
 # The C++ unit tests on the sanitizer build (part of make test).
@@ -126,7 +127,7 @@ ASAN_TESTS  := shim_core_test process_group_test distributed_store_test archive_
                server_state_test coordinator_test client_test cli_test
 asan-test: system-packages $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD) -j2 $(ASAN_TESTS)
-	$(CTEST) --test-dir $(ASAN_BUILD)
+	$(CTEST) --test-dir $(ASAN_BUILD) -j2
 
 # The Python suites (the golden harness's shim side included) on the sanitizer build of
 # torch._C; any report, from any process, fails the run (part of make test). The self-tests

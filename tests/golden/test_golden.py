@@ -49,6 +49,7 @@ def test_golden_selftest():
     assert returncode == 0, output[-20000:]
 
 
+@pytest.mark.upstream_only
 def test_sample_covers_every_stratum():
     names, _ = run.list_cases(UPSTREAM, None)
     drawn = run.sample(names)

@@ -57,7 +57,7 @@ elif mode == "torch.load":
 
 def run(python, *args, expect_failure=False):
     process = subprocess.run([python, *args], capture_output=True, text=True, timeout=120,
-                             env=dict(os.environ, PYTHONPATH=PYTHON_DIR))  # LD_PRELOAD kept: make asan-python
+                             env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
     assert (process.returncode != 0) == expect_failure, process.stderr
     return process
 
