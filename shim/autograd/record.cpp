@@ -35,7 +35,9 @@ const std::set<std::string> kNotDifferentiable = words(
 // record their own nodes. The graph is upstream's for cross_entropy (LogSoftmaxBackward0 then
 // NllLossBackward0), relu6 (HardtanhBackward0), dropout (MulBackward0), kl_div (its xlogy, mul,
 // sub and reduction), the stacks (CatBackward0), take_along_dim (GatherBackward0), msort
-// (SortBackward0) and upstream's other CompositeImplicitAutograd operators listed; the norms' are
+// (SortBackward0), max_pool3d (MaxPool3DWithIndicesBackward0), adaptive_avg_pool3d (MeanBackward1
+// for a (1, 1, 1) output, else AdaptiveAvgPool3DBackward0) and upstream's other
+// CompositeImplicitAutograd operators listed; the norms' are
 // their parts' (mean, var, sub, div ...) where upstream has one Native*NormBackward0 node.
 const std::set<std::string> kDecomposed = words(
     "batch_norm cross_entropy_loss relu6 dropout feature_dropout alpha_dropout feature_alpha_dropout "
@@ -43,7 +45,7 @@ const std::set<std::string> kDecomposed = words(
     "vstack dstack pairwise_distance inner kron tensordot msort take_along_dim "
     "linalg_matrix_power linalg_norm linalg_matrix_norm meshgrid tensor_split repeat_interleave "
     "combinations einsum cosine_similarity logdet diagflat atleast_1d.Sequence atleast_2d.Sequence "
-    "atleast_3d.Sequence");
+    "atleast_3d.Sequence max_pool3d adaptive_avg_pool3d");
 
 // out= overloads upstream computes as composites of other out= calls, without refusing inputs
 // that require grad (the out tensor gets no history either way).

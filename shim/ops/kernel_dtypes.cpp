@@ -27,6 +27,12 @@ std::set<S> with(std::set<S> set, std::initializer_list<S> more) {
 }
 // AT_DISPATCH_FLOATING_TYPES_AND(BFloat16): integers, bool and half refused.
 const std::set<S> kFloatAndBFloat16 = with(kIntegral, {S::Bool, S::Half});
+// AT_DISPATCH_FLOATING_TYPES: float and double alone.
+const std::set<S> kFloatOnly = with(kFloatAndBFloat16, {S::BFloat16});
+std::set<S> without(std::set<S> set, std::initializer_list<S> allowed) {
+  for (S type : allowed) set.erase(type);
+  return set;
+}
 
 // Read off upstream 1.13's CPU kernels by calling each with every dtype.
 const std::map<std::string, std::vector<KernelDtypeRule>>& rules_by_family() {
@@ -73,6 +79,17 @@ const std::map<std::string, std::vector<KernelDtypeRule>>& rules_by_family() {
       {"avg_pool2d", {{"avg_pool2d", {S::Byte, S::Char, S::Short, S::Int, S::Bool, S::Half}}}},
       {"max_pool2d", {{"max_pool2d", kFloatAndBFloat16}}},
       {"max_pool2d_with_indices", {{"max_pool2d", kFloatAndBFloat16}}},
+      // The 3-D pools: float and double, avg_pool3d also int64, _adaptive_avg_pool3d also half
+      // (adaptive_avg_pool3d's (1, 1, 1) output is a mean: no rule of its own).
+      {"max_pool3d", {{"max_pool3d_with_indices_cpu", kFloatOnly}}},
+      {"max_pool3d_with_indices", {{"max_pool3d_with_indices_cpu", kFloatOnly}}},
+      {"max_pool3d_with_indices_backward", {{"max_pool3d_with_indices_backward", kFloatOnly}}},
+      {"avg_pool3d", {{"avg_pool3d_out_frame", without(kFloatOnly, {S::Long})}}},
+      {"avg_pool3d_backward", {{"avg_pool3d_backward_out_frame", without(kFloatOnly, {S::Long})}}},
+      {"_adaptive_avg_pool3d", {{"adaptive_avg_pool3d_cpu", without(kFloatOnly, {S::Half})}}},
+      {"_adaptive_avg_pool3d_backward",
+       {{"adaptive_avg_pool3d_backward_cpu", without(kFloatOnly, {S::Half})}}},
+      {"adaptive_max_pool3d", {{"adaptive_max_pool3d_cpu", kFloatOnly}}},
       {"im2col", {{"im2col_out_cpu", with(kIntegral, {S::Bool})}}},
       {"geometric", {{"geometric_cpu", kBool}}},
       // The labels are those of upstream's contiguous path (its channels-last path names another).

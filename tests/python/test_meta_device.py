@@ -187,7 +187,11 @@ CASES = {
                "torch.nn.functional.avg_pool2d(meta(1, 2, 7, 7), 3, 2), "
                "torch.nn.functional.adaptive_avg_pool2d(meta(1, 3, 7, 7), 1), "
                "torch.nn.functional.adaptive_avg_pool2d(meta(2, 3, 7, 7), (3, 2)), "
-               "torch.nn.functional.adaptive_max_pool2d(meta(1, 2, 5, 5), 2)]",
+               "torch.nn.functional.adaptive_max_pool2d(meta(1, 2, 5, 5), 2), "
+               "torch.nn.functional.avg_pool3d(meta(1, 2, 5, 5, 5), 3, 2, 1, ceil_mode=True), "
+               "torch.nn.functional.adaptive_avg_pool3d(meta(2, 4, 5, 6), (3, 2, 2)), "
+               "torch.nn.functional.adaptive_avg_pool3d(meta(1, 2, 5, 5, 5), 1), "
+               "torch.nn.functional.adaptive_max_pool3d(meta(1, 2, 5, 5, 5), 2, return_indices=True)]",
     # Evaluation-mode native_batch_norm is left out: its saved statistics are (0,) in upstream's
     # cpu kernel and the shim's, (C,) in upstream's meta function.
     "normalization": "[torch.nn.BatchNorm2d(3, device='meta')(meta(2, 3, 4, 4)), "

@@ -1,5 +1,10 @@
-// Pooling: max_pool1d/2d (with indices), avg_pool1d/2d, adaptive_avg_pool1d/2d, adaptive_max_pool2d.
-// The 1-D operators are the 2-D kernels over height 1, as upstream computes them.
+// Pooling: max_pool1d/2d/3d (with indices), avg_pool1d/2d/3d, adaptive_avg_pool1d/2d/3d,
+// adaptive_max_pool2d/3d and the 3-D ones' backward operators. One implementation over depth,
+// height and width: a 2-D pooling is a 3-D one of depth 1, a 1-D one a 2-D one of height 1, as
+// upstream computes them. Each spatial dim's windows are computed once per call (they depend on
+// that dim's output index alone), then every plane (batch x channel) runs over them.
+#include "pooling.h"
+
 #include <cmath>
 #include <limits>
 
@@ -10,157 +15,294 @@ namespace tn {
 
 namespace {
 
-Shape pool_stride(const Shape& stride, const Shape& kernel) { return stride.empty() ? kernel : stride; }
+// One spatial dim's taps of one output index: begin, begin + step, ... below end, all inside
+// the input; `padded` the window's length counting the padding it covers (count_include_pad).
+struct Taps {
+  int64_t begin, end, step, padded;
+  int64_t length() const { return end - begin; }
+};
+// Per spatial dim (depth, height, width): each output index's taps.
+using Windows = std::array<std::vector<Taps>, 3>;
 
+template <typename TapsOf>
+Windows windows_for(const Dims3& out, TapsOf&& taps_of) {
+  Windows w;
+  for (size_t i = 0; i < 3; ++i)
+    for (int64_t o = 0; o < out[i]; ++o) w[i].push_back(taps_of(i, o));
+  return w;
+}
+
+// The last `spatial` dims of `sizes` as depth, height and width (depth 1 for two).
+Dims3 spatial_sizes(const Shape& sizes, int spatial) {
+  Dims3 d{1, 1, 1};
+  for (int i = 0; i < spatial; ++i) d[3 - spatial + i] = sizes[sizes.size() - spatial + i];
+  return d;
+}
+
+// `sizes` with its last `spatial` dims replaced by out's.
+Shape with_spatial(Shape sizes, const Dims3& out, int spatial) {
+  for (int i = 0; i < spatial; ++i) sizes[sizes.size() - spatial + i] = out[3 - spatial + i];
+  return sizes;
+}
+
+std::string spatial_text(const Dims3& d, int spatial, const char* separator) {
+  std::string text;
+  for (int i = 3 - spatial; i < 3; ++i) text += (text.empty() ? "" : separator) + std::to_string(d[i]);
+  return text;
+}
+
+// Calls visit(cell, depth taps, height taps, width taps) for a plane's output cells in order.
+template <typename Visit>
+void each_cell(const Windows& w, Visit&& visit) {
+  int64_t cell = 0;
+  for (const Taps& td : w[0])
+    for (const Taps& th : w[1])
+      for (const Taps& tw : w[2]) visit(cell++, td, th, tw);
+}
+
+// Max pooling over a contiguous input of `planes` planes of `in`: per output cell the first
+// maximum, replaced by every NaN after it (upstream's `val > max || isnan(val)`); a cell starts
+// at its first tap with -inf.
+std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, const Dims3& in,
+                                   const Windows& w) {
+  Tensor values = Tensor::empty(out_sizes, x.dtype());
+  Tensor indices = Tensor::empty(out_sizes, ScalarType::Long);
+  if (values.is_meta()) return {values, indices};  // the meta device: shapes and dtypes are the results
+  const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
+                planes = plane_in > 0 ? x.numel() / plane_in : 0;
+  TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    for (int64_t p = 0; p < planes; ++p) {
+      const scalar_t* plane = x.template data_as<scalar_t>() + p * plane_in;
+      scalar_t* out_values = values.template data_as<scalar_t>() + p * cells;
+      int64_t* out_indices = indices.template data_as<int64_t>() + p * cells;
+      each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
+        double best = -std::numeric_limits<double>::infinity();
+        int64_t best_index = (td.begin * in[1] + th.begin) * in[2] + tw.begin;
+        for (int64_t z = td.begin; z < td.end; z += td.step)
+          for (int64_t y = th.begin; y < th.end; y += th.step)
+            for (int64_t i = (z * in[1] + y) * in[2] + tw.begin, e = i - tw.begin + tw.end; i < e;
+                 i += tw.step) {
+              double v = double(compute_t<scalar_t>(plane[i]));
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_index = i;
+              }
+            }
+        out_values[cell] = scalar_t(compute_t<scalar_t>(best));
+        out_indices[cell] = best_index;
+      });
+    }
+  });
+  return {values, indices};
+}
+
+// What an average pooling divides a cell's sum by.
+int64_t divisor(const Taps& td, const Taps& th, const Taps& tw, bool count_include_pad,
+                std::optional<int64_t> divisor_override) {
+  if (divisor_override) return *divisor_override;
+  if (count_include_pad) return td.padded * th.padded * tw.padded;
+  return td.length() * th.length() * tw.length();
+}
+
+// Average pooling: each cell's window summed in double, divided and rounded once.
+Tensor mean_over(const Tensor& x, const Shape& out_sizes, const Dims3& in, const Windows& w,
+                 bool count_include_pad, std::optional<int64_t> divisor_override) {
+  Tensor out = Tensor::empty(out_sizes, x.dtype());
+  if (out.is_meta()) return out;
+  const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
+                planes = plane_in > 0 ? x.numel() / plane_in : 0;
+  TN_DISPATCH_ALL_TYPES(x.dtype(), "avg_pool", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    for (int64_t p = 0; p < planes; ++p) {
+      const scalar_t* plane = x.template data_as<scalar_t>() + p * plane_in;
+      scalar_t* out_values = out.template data_as<scalar_t>() + p * cells;
+      each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
+        double total = 0;
+        for (int64_t z = td.begin; z < td.end; ++z)
+          for (int64_t y = th.begin; y < th.end; ++y)
+            for (int64_t i = (z * in[1] + y) * in[2] + tw.begin, e = i - tw.begin + tw.end; i < e; ++i)
+              total += double(compute_t<scalar_t>(plane[i]));
+        int64_t d = divisor(td, th, tw, count_include_pad, divisor_override);
+        out_values[cell] = scalar_t(compute_t<scalar_t>(total / double(d)));
+      });
+    }
+  });
+  return out;
+}
+
+// The gradient of mean_over: output o's gradient reaches each input of its window as g_o / divisor_o.
+Tensor spread(const Tensor& grad, const Shape& input_sizes, int spatial, const Windows& w,
+              bool count_include_pad, std::optional<int64_t> divisor_override) {
+  if (grad.is_meta()) return ops::empty(input_sizes, grad.dtype(), std::nullopt, std::string("meta"));
+  Tensor g = ops::_to_copy(grad, ScalarType::Double).contiguous();
+  Dims3 in = spatial_sizes(input_sizes, spatial);
+  const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
+                planes = cells > 0 ? g.numel() / cells : 0;
+  Tensor out = ops::zeros(input_sizes, ScalarType::Double);
+  for (int64_t p = 0; p < planes; ++p) {
+    const double* gv = g.data_as<double>() + p * cells;
+    double* ov = out.data_as<double>() + p * plane_in;
+    each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
+      double share = gv[cell] / double(divisor(td, th, tw, count_include_pad, divisor_override));
+      for (int64_t z = td.begin; z < td.end; ++z)
+        for (int64_t y = th.begin; y < th.end; ++y)
+          for (int64_t i = (z * in[1] + y) * in[2] + tw.begin, e = i - tw.begin + tw.end; i < e; ++i)
+            ov[i] += share;
+    });
+  }
+  return ops::_to_copy(out, grad.dtype());
+}
+
+// Upstream's pooling_output_shape: one dim's output length (floor division; with ceil_mode
+// the last window must start inside the input or its left padding).
 int64_t pool_out(int64_t size, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil) {
-  if (k <= 0) throw Error("kernel_size must be greater than zero, but got " + std::to_string(k));
-  if (stride <= 0) throw Error("stride must be greater than zero, but got " + std::to_string(stride));
-  if (dilation <= 0) throw Error("dilation must be greater than zero, but got " + std::to_string(dilation));
+  if (stride == 0) throw Error("stride should not be zero");
+  if (pad < 0) throw Error("pad must be non-negative, but got pad: " + std::to_string(pad));
+  if (pad > k / 2)
+    throw Error("pad should be at most half of kernel size, but got pad=" + std::to_string(pad) +
+                " and kernel_size=" + std::to_string(k));
   int64_t numerator = size + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
-  int64_t out = numerator / stride + 1;
+  int64_t out = numerator / stride - ((numerator % stride != 0) && ((numerator < 0) != (stride < 0))) + 1;
   if (ceil && (out - 1) * stride >= size + pad) --out;
   return out;
 }
 
-// max_pool2d over (N, C, H, W) or (C, H, W): values and flat H*W indices.
-std::pair<Tensor, Tensor> max_pool2d(const Tensor& input, Shape kernel, Shape stride, Shape padding,
-                                     Shape dilation, bool ceil) {
-  if (kernel.size() == 1) kernel.push_back(kernel[0]);
-  stride = pool_stride(stride, kernel);
-  if (stride.size() == 1) stride.push_back(stride[0]);
-  if (padding.size() == 1) padding.push_back(padding[0]);
-  if (dilation.size() == 1) dilation.push_back(dilation[0]);
-  if (padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1])
-    throw Error(
-        "pad should be at most half of effective kernel size, but got pad=" + std::to_string(padding[0]) +
-        ", kernel_size=" + std::to_string(kernel[0]) + " and dilation=" + std::to_string(dilation[0]));
-  bool batched = input.dim() == 4;
-  Tensor x = (batched ? input : ops::unsqueeze(input, int64_t{0})).contiguous();
-  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  int64_t oh = pool_out(h, kernel[0], padding[0], stride[0], dilation[0], ceil),
-          ow = pool_out(w, kernel[1], padding[1], stride[1], dilation[1], ceil);
-  if (oh <= 0 || ow <= 0) throw Error("Output size is too small");
-  Tensor values = Tensor::empty({n, c, oh, ow}, x.dtype());
-  Tensor indices = Tensor::empty({n, c, oh, ow}, ScalarType::Long);
-  // The meta device: the shapes and dtypes are the results.
-  if (!values.is_meta())
-    TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool2d", [&](auto tag_) {
-      using scalar_t = TN_TYPE(tag_);
-      const scalar_t* in = x.template data_as<scalar_t>();
-      scalar_t* out_values = values.template data_as<scalar_t>();
-      int64_t* out_indices = indices.template data_as<int64_t>();
-      const int64_t kh = kernel[0], kw = kernel[1], sh = stride[0], sw = stride[1], dh = dilation[0],
-                    dw = dilation[1];
-      for (int64_t p = 0; p < n * c; ++p) {
-        const scalar_t* plane = in + p * h * w;
-        for (int64_t y = 0; y < oh; ++y)
-          for (int64_t xx = 0; xx < ow; ++xx) {
-            double best = -std::numeric_limits<double>::infinity();
-            int64_t best_index = -1;
-            for (int64_t i = 0, iy = y * sh - padding[0]; i < kh; ++i, iy += dh) {
-              if (iy < 0 || iy >= h) continue;
-              for (int64_t j = 0, ix = xx * sw - padding[1]; j < kw; ++j, ix += dw) {
-                if (ix < 0 || ix >= w) continue;
-                double v = double(compute_t<scalar_t>(plane[iy * w + ix]));
-                // The first maximum, or the first NaN, wins.
-                if ((best_index < 0 || v > best || std::isnan(v)) && !(best_index >= 0 && std::isnan(best))) {
-                  best = v;
-                  best_index = iy * w + ix;
-                }
-              }
-            }
-            out_values[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(best));
-            out_indices[(p * oh + y) * ow + xx] = best_index;
-          }
-      }
-    });
-  if (!batched) return {ops::squeeze(values, int64_t{0}), ops::squeeze(indices, int64_t{0})};
-  return {values, indices};
+// A max or average pooling's arguments, per spatial dim.
+struct PoolArgs {
+  Dims3 kernel, stride, padding, dilation;
+  bool ceil;
+};
+
+// An int-list argument of a `spatial`-d pooling: one int for every dim, or one per dim; a
+// 2-D pooling's depth takes `depth`.
+Dims3 per_dim(const Shape& list, int spatial, int64_t depth, const std::string& error) {
+  if (list.size() != 1 && list.size() != size_t(spatial)) throw Error(error);
+  Dims3 d{depth, list[0], list[0]};
+  if (spatial == 3) d[0] = list[0];
+  for (size_t i = 0; i < list.size(); ++i) d[3 - list.size() + i] = list[i];
+  return d;
 }
 
-Tensor avg_pool2d(const Tensor& input, Shape kernel, Shape stride, Shape padding, bool ceil,
-                  bool count_include_pad, std::optional<int64_t> divisor) {
-  if (divisor && *divisor == 0) throw Error("divisor must be not zero");
-  if (kernel.size() == 1) kernel.push_back(kernel[0]);
-  stride = pool_stride(stride, kernel);
-  if (stride.size() == 1) stride.push_back(stride[0]);
-  if (padding.size() == 1) padding.push_back(padding[0]);
-  if (padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1])
-    throw Error("pad should be at most half of kernel size, but got pad=" + std::to_string(padding[0]) +
-                " and kernel_size=" + std::to_string(kernel[0]));
-  bool batched = input.dim() == 4;
-  Tensor x = (batched ? input : ops::unsqueeze(input, int64_t{0})).contiguous();
-  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  int64_t oh = pool_out(h, kernel[0], padding[0], stride[0], 1, ceil),
-          ow = pool_out(w, kernel[1], padding[1], stride[1], 1, ceil);
-  if (oh <= 0 || ow <= 0) throw Error("Output size is too small");
-  Tensor out = Tensor::empty({n, c, oh, ow}, x.dtype());
-  if (!out.is_meta())
-    TN_DISPATCH_ALL_TYPES(x.dtype(), "avg_pool2d", [&](auto tag_) {
-      using scalar_t = TN_TYPE(tag_);
-      const scalar_t* in = x.template data_as<scalar_t>();
-      for (int64_t p = 0; p < n * c; ++p)
-        for (int64_t y = 0; y < oh; ++y)
-          for (int64_t xx = 0; xx < ow; ++xx) {
-            int64_t y0 = y * stride[0] - padding[0], x0 = xx * stride[1] - padding[1];
-            int64_t y1 = std::min(y0 + kernel[0], h + padding[0]),
-                    x1 = std::min(x0 + kernel[1], w + padding[1]);
-            int64_t pool_size = (y1 - y0) * (x1 - x0);
-            y0 = std::max<int64_t>(y0, 0);
-            x0 = std::max<int64_t>(x0, 0);
-            y1 = std::min(y1, h);
-            x1 = std::min(x1, w);
-            double total = 0;
-            for (int64_t iy = y0; iy < y1; ++iy)
-              for (int64_t ix = x0; ix < x1; ++ix)
-                total += double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
-            int64_t d = divisor ? *divisor : count_include_pad ? pool_size : (y1 - y0) * (x1 - x0);
-            out.template data_as<scalar_t>()[(p * oh + y) * ow + xx] =
-                scalar_t(compute_t<scalar_t>(total / double(d)));
-          }
-    });
-  return batched ? out : ops::squeeze(out, int64_t{0});
+// Upstream's pool2d/pool3d checks and output sizes, for an input of 3 or 4 (2-D) or 4 or 5 dims.
+Dims3 checked_output(const Tensor& input, const PoolArgs& a, int spatial, const std::string& name,
+                     bool kernel_inside_input) {
+  if (input.dim() != spatial + 1 && input.dim() != spatial + 2)
+    throw Error(spatial == 3
+                    ? "non-empty 4D or 5D (batch mode) tensor expected for input"
+                    : "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+                      "but got:" +
+                          shape_str(input.sizes()));
+  Dims3 in = spatial_sizes(input.sizes(), spatial), out;
+  for (int i = 3 - spatial; i < 3; ++i)
+    out[i] = pool_out(in[i], a.kernel[i], a.padding[i], a.stride[i], a.dilation[i], a.ceil);
+  out[0] = spatial == 3 ? out[0] : 1;
+  const char* letters = "THW";
+  auto listed = [&](const std::string& prefix, const Dims3& v) {
+    std::string text;
+    for (int i = 3 - spatial; i < 3; ++i) text += " " + prefix + letters[i] + ": " + std::to_string(v[i]);
+    return text;
+  };
+  auto positive = [&](const Dims3& v) { return v[0] > 0 && v[1] > 0 && v[2] > 0; };
+  if (!positive(a.kernel))
+    throw Error("kernel size should be greater than zero, but got" + listed("k", a.kernel));
+  if (!positive(a.stride)) throw Error("stride should be greater than zero, but got" + listed("d", a.stride));
+  if (!positive(a.dilation))
+    throw Error("dilation should be greater than zero, but got" + listed("dilation", a.dilation));
+  for (int64_t i = input.dim() - spatial - 1; i < input.dim(); ++i)
+    if (input.size(i) == 0)
+      throw Error(spatial == 3
+                      ? name +
+                            "(): Expected input's non-batch dimensions to have positive length, but "
+                            "input has a shape of " +
+                            shape_str(input.sizes()) + " and non-batch dimension 0 has length zero!"
+                      : "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+                        "but got:" +
+                            shape_str(input.sizes()));
+  if (kernel_inside_input && (in[0] < a.kernel[0] || in[1] < a.kernel[1] || in[2] < a.kernel[2]))
+    throw Error("input image (T: " + std::to_string(in[0]) + " H: " + std::to_string(in[1]) + " W: " +
+                std::to_string(in[2]) + ") smaller than kernel size (kT: " + std::to_string(a.kernel[0]) +
+                " kH: " + std::to_string(a.kernel[1]) + " kW: " + std::to_string(a.kernel[2]) + ")");
+  if (!positive(out)) {
+    std::string planes = std::to_string(input.size(-spatial - 1));
+    throw Error("Given input size: (" + planes + "x" + spatial_text(in, spatial, "x") +
+                "). Calculated output size: (" + planes + "x" + spatial_text(out, spatial, "x") +
+                "). Output size is too small");
+  }
+  return out;
 }
 
-// Adaptive pooling: output cell i covers [floor(i*in/out), ceil((i+1)*in/out)).
+std::pair<Tensor, Tensor> max_pool(const Tensor& input, const PoolArgs& a, int spatial,
+                                   const std::string& name) {
+  Dims3 out = checked_output(input, a, spatial, name, false), in = spatial_sizes(input.sizes(), spatial);
+  Windows w = windows_for(out, [&](size_t i, int64_t o) {
+    int64_t begin = o * a.stride[i] - a.padding[i], d = a.dilation[i];
+    int64_t end = std::min(begin + (a.kernel[i] - 1) * d + 1, in[i]);
+    while (begin < 0) begin += d;
+    return Taps{begin, end, d, 0};
+  });
+  return max_over(input.contiguous(), with_spatial(input.sizes(), out, spatial), in, w);
+}
+
+// Average pooling's windows: start o * stride - pad, clipped to the input; `padded` counts the
+// padding (the window clipped to input + padding).
+Windows avg_windows(const Dims3& in, const Dims3& out, const Dims3& kernel, const Dims3& stride,
+                    const Dims3& padding) {
+  return windows_for(out, [&](size_t i, int64_t o) {
+    int64_t begin = o * stride[i] - padding[i], end = std::min(begin + kernel[i], in[i] + padding[i]);
+    return Taps{std::max<int64_t>(begin, 0), std::min(end, in[i]), 1, end - begin};
+  });
+}
+
+Tensor avg_pool(const Tensor& input, const PoolArgs& a, bool count_include_pad,
+                std::optional<int64_t> divisor_override, int spatial) {
+  if (divisor_override && *divisor_override == 0) throw Error("divisor must be not zero");
+  Dims3 out = checked_output(input, a, spatial, "avg_pool3d", spatial == 3),
+        in = spatial_sizes(input.sizes(), spatial);
+  return mean_over(input.contiguous(), with_spatial(input.sizes(), out, spatial), in,
+                   avg_windows(in, out, a.kernel, a.stride, a.padding), count_include_pad, divisor_override);
+}
+
+// Adaptive pooling: output cell i covers [floor(i in / out), ceil((i + 1) in / out)).
+Windows adaptive_windows(const Dims3& in, const Dims3& out) {
+  return windows_for(out, [&](size_t i, int64_t o) {
+    int64_t begin = o * in[i] / out[i], end = ((o + 1) * in[i] + out[i] - 1) / out[i];
+    return Taps{begin, end, 1, end - begin};
+  });
+}
+
+// Upstream's adaptive pooling checks: 3 or 4 (2-D) or 4 or 5 dims, none empty but the batch.
+Dims3 adaptive_output(const Tensor& input, const Shape& output_size, int spatial, const std::string& name,
+                      bool max) {
+  if (output_size.size() != size_t(spatial))
+    throw Error(name + ": output_size must be " + std::to_string(spatial));
+  if (input.dim() != spatial + 1 && input.dim() != spatial + 2)
+    throw Error(name + "(): Expected " + (spatial == 3 ? "4D or 5D" : "3D or 4D") + " tensor, but got" +
+                (max ? ": " : " ") + shape_str(input.sizes()));
+  for (int64_t i = input.dim() - spatial - 1; i < input.dim(); ++i)
+    if (input.size(i) == 0)
+      throw Error(name +
+                  "(): Expected input to have non-zero size for non-batch dimensions, but input has sizes " +
+                  shape_str(input.sizes()) + " with dimension " + std::to_string(i) + " being empty");
+  Dims3 out{1, 1, 1};
+  for (int i = 0; i < spatial; ++i) {
+    if (output_size[i] < 0)
+      throw Error("Trying to create tensor with negative dimension " + std::to_string(output_size[i]) + ": " +
+                  shape_str(output_size));
+    out[3 - spatial + i] = output_size[i];
+  }
+  return out;
+}
+
 template <bool Max>
-std::pair<Tensor, Tensor> adaptive_pool2d(const Tensor& input, const Shape& output_size) {
-  bool batched = input.dim() == 4;
-  Tensor x = (batched ? input : ops::unsqueeze(input, int64_t{0})).contiguous();
-  int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), oh = output_size[0],
-          ow = output_size[1];
-  Tensor out = Tensor::empty({n, c, oh, ow}, x.dtype());
-  Tensor indices = Tensor::empty({n, c, oh, ow}, ScalarType::Long);
-  if (!out.is_meta())
-    TN_DISPATCH_ALL_TYPES(x.dtype(), "adaptive_pool2d", [&](auto tag_) {
-      using scalar_t = TN_TYPE(tag_);
-      const scalar_t* in = x.template data_as<scalar_t>();
-      for (int64_t p = 0; p < n * c; ++p)
-        for (int64_t y = 0; y < oh; ++y)
-          for (int64_t xx = 0; xx < ow; ++xx) {
-            int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh, x0 = (xx * w) / ow,
-                    x1 = ((xx + 1) * w + ow - 1) / ow;
-            double acc = Max ? -std::numeric_limits<double>::infinity() : 0.0;
-            int64_t best = y0 * w + x0;
-            for (int64_t iy = y0; iy < y1; ++iy)
-              for (int64_t ix = x0; ix < x1; ++ix) {
-                double v = double(compute_t<scalar_t>(in[(p * h + iy) * w + ix]));
-                if constexpr (Max) {
-                  if (v > acc || std::isnan(v)) {
-                    acc = v;
-                    best = iy * w + ix;
-                  }
-                } else {
-                  acc += v;
-                }
-              }
-            if (!Max) acc /= double((y1 - y0) * (x1 - x0));
-            out.template data_as<scalar_t>()[(p * oh + y) * ow + xx] = scalar_t(compute_t<scalar_t>(acc));
-            indices.template data_as<int64_t>()[(p * oh + y) * ow + xx] = best;
-          }
-    });
-  if (!batched) return {ops::squeeze(out, int64_t{0}), ops::squeeze(indices, int64_t{0})};
-  return {out, indices};
+std::pair<Tensor, Tensor> adaptive_pool(const Tensor& input, const Shape& output_size, int spatial,
+                                        const std::string& name) {
+  Dims3 out = adaptive_output(input, output_size, spatial, name, Max),
+        in = spatial_sizes(input.sizes(), spatial);
+  Windows w = adaptive_windows(in, out);
+  Shape out_sizes = with_spatial(input.sizes(), out, spatial);
+  if constexpr (Max) return max_over(input.contiguous(), out_sizes, in, w);
+  return {mean_over(input.contiguous(), out_sizes, in, w, false, std::nullopt), Tensor()};
 }
 
 // A 1-D pooling's input: (N, C, L) or (C, L), as upstream's checkDimRange and check1d refuse others.
@@ -175,15 +317,94 @@ Tensor as_height_one(const Tensor& input, const char* name, const std::vector<Sh
   return ops::unsqueeze(input, int64_t{-2});
 }
 
+// The 2-D operators' int lists (one int or two); a 1-D operator passes them with height 1.
+PoolArgs args2d(const std::string& op, const Shape& kernel, const Shape& stride, const Shape& padding,
+                const Shape& dilation, bool ceil) {
+  PoolArgs a;
+  a.kernel = per_dim(kernel, 2, 1, op + ": kernel_size must either be a single int, or a tuple of two ints");
+  a.stride = stride.empty()
+                 ? a.kernel
+                 : per_dim(stride, 2, 1,
+                           op + ": stride must either be omitted, a single int, or a tuple of two ints");
+  a.padding = per_dim(padding, 2, 0, op + ": padding must be either be a single int, or a tuple of two ints");
+  a.dilation = per_dim(dilation, 2, 1, op + ": dilation must be either a single int, or a tuple of two ints");
+  a.ceil = ceil;
+  return a;
+}
+
+std::pair<Tensor, Tensor> max_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride,
+                                     const Shape& padding, const Shape& dilation, bool ceil) {
+  return max_pool(input, args2d("max_pool2d", kernel, stride, padding, dilation, ceil), 2, "max_pool2d");
+}
+
+Tensor avg_pool2d(const Tensor& input, const Shape& kernel, const Shape& stride, const Shape& padding,
+                  bool ceil, bool count_include_pad, std::optional<int64_t> divisor) {
+  return avg_pool(input, args2d("avg_pool2d", kernel, stride, padding, {1}, ceil), count_include_pad, divisor,
+                  2);
+}
+
+// The 3-D operators' int lists from argument `first` on (kernel_size, stride, padding, then
+// dilation for max pooling, ceil_mode), with upstream's words for each operator.
+PoolArgs args3d(const Args& a, bool max, size_t first) {
+  std::string op = max ? "max_pool3d: " : "avg_pool3d: ", either = max ? "either " : "";
+  PoolArgs p;
+  p.kernel = per_dim(a.int_list(first), 3, 1,
+                     op + "kernel_size must " + either + "be a single int, or a tuple of three ints");
+  p.stride =
+      a.int_list(first + 1).empty()
+          ? p.kernel
+          : per_dim(a.int_list(first + 1), 3, 1,
+                    op + "stride must " + either + "be omitted, a single int, or a tuple of three ints");
+  p.padding = per_dim(
+      a.int_list(first + 2), 3, 0,
+      op + "padding must " + (max ? "be either be" : "be") + " a single int, or a tuple of three ints");
+  p.dilation = max ? per_dim(a.int_list(first + 3), 3, 1,
+                             "max_pool3d: dilation must be either a single int, or a tuple of three ints")
+                   : Dims3{1, 1, 1};
+  p.ceil = a.boolean(first + (max ? 4 : 3));
+  return p;
+}
+
+// A 3-D backward operator's checks: self as its forward's input, grad_output of the sizes
+// its forward gave.
+void check_grad_output(const Tensor& grad, const Tensor& self, const PoolArgs& p, const std::string& name,
+                       bool kernel_inside_input) {
+  Shape expected = with_spatial(self.sizes(), checked_output(self, p, 3, name, kernel_inside_input), 3);
+  if (grad.sizes() != expected)
+    throw Error(name + ": expected grad_output of sizes " + shape_str(expected) + ", but got " +
+                shape_str(grad.sizes()));
+}
+
 // Upstream's adaptive_avg_pool2d: a (1, 1) output is the mean over the last two dims (its
 // cascade sum, so its bits: the global pooling ending every torchvision classifier), any other
 // size the windows of the pooling kernel.
 Tensor adaptive_avg_pool2d(const Tensor& x, const Shape& output_size) {
   if (output_size == Shape{1, 1}) return ops::mean(x, std::vector<int64_t>{-1, -2}, true, std::nullopt);
-  return adaptive_pool2d<false>(x, output_size).first;
+  return adaptive_pool<false>(x, output_size, 2, "adaptive_avg_pool2d").first;
 }
 
 }  // namespace
+
+Tensor avg_pool_backward(const Tensor& grad, const Shape& input_sizes, int spatial, const AvgPoolWindows& w) {
+  Dims3 in = spatial_sizes(input_sizes, spatial), out = spatial_sizes(grad.sizes(), spatial);
+  return spread(grad, input_sizes, spatial, avg_windows(in, out, w.kernel, w.stride, w.padding),
+                w.count_include_pad, w.divisor_override);
+}
+
+Tensor adaptive_avg_pool_backward(const Tensor& grad, const Shape& input_sizes, int spatial) {
+  Dims3 in = spatial_sizes(input_sizes, spatial), out = spatial_sizes(grad.sizes(), spatial);
+  return spread(grad, input_sizes, spatial, adaptive_windows(in, out), false, std::nullopt);
+}
+
+Tensor max_pool_backward(const Tensor& grad, const Tensor& indices, const Shape& input_sizes, int spatial) {
+  Shape planes(input_sizes.begin(), input_sizes.end() - spatial);
+  Dims3 in = spatial_sizes(input_sizes, spatial);
+  planes.push_back(in[0] * in[1] * in[2]);
+  Tensor flat = ops::zeros(planes, grad.dtype());
+  Tensor summed =
+      ops::scatter_add(flat, -1, ops::flatten(indices, -spatial, -1), ops::flatten(grad, -spatial, -1));
+  return ops::reshape(summed, input_sizes);
+}
 
 TN_KERNEL("aten::max_pool1d_with_indices", {
   Shape stride = a.int_list(2);
@@ -225,8 +446,66 @@ TN_KERNEL("aten::avg_pool2d", {
 });
 TN_KERNEL("aten::adaptive_avg_pool2d", { return adaptive_avg_pool2d(a.tensor(0), a.int_list(1)); });
 TN_KERNEL("aten::adaptive_max_pool2d", {
-  auto [v, i] = adaptive_pool2d<true>(a.tensor(0), a.int_list(1));
+  auto [v, i] = adaptive_pool<true>(a.tensor(0), a.int_list(1), 2, "adaptive_max_pool2d");
   return IValue::tuple({v, i});
 });
+
+// max_pool3d and adaptive_avg_pool3d are upstream's composites: their parts record the graph
+// (autograd/record.cpp's kDecomposed).
+TN_KERNEL("aten::max_pool3d", {
+  return std::get<0>(ops::max_pool3d_with_indices(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3),
+                                                  a.int_list(4), a.boolean(5)));
+});
+TN_KERNEL("aten::max_pool3d_with_indices", {
+  auto [v, i] = max_pool(a.tensor(0), args3d(a, true, 1), 3, "max_pool3d_with_indices_out_cpu_template");
+  return IValue::tuple({v, i});
+});
+TN_KERNEL("aten::avg_pool3d",
+          { return avg_pool(a.tensor(0), args3d(a, false, 1), a.boolean(5), a.optional_integer(6), 3); });
+TN_KERNEL("aten::adaptive_avg_pool3d", {
+  Shape output_size = a.int_list(1);
+  if (output_size.size() != 3) throw Error("adaptive_avg_pool3d: output_size must be 3");
+  if (output_size[0] < 0 || output_size[1] < 0 || output_size[2] < 0)
+    throw Error(
+        "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but received {" +
+        std::to_string(output_size[0]) + ", " + std::to_string(output_size[1]) + "," +
+        std::to_string(output_size[2]) + "}");
+  // As upstream: a (1, 1, 1) output is the mean over the last three dims, whatever the input's rank.
+  if (output_size == Shape{1, 1, 1})
+    return ops::mean(a.tensor(0), std::vector<int64_t>{-1, -2, -3}, true, std::nullopt);
+  return ops::_adaptive_avg_pool3d(a.tensor(0), output_size);
+});
+TN_KERNEL("aten::_adaptive_avg_pool3d",
+          { return adaptive_pool<false>(a.tensor(0), a.int_list(1), 3, "adaptive_avg_pool3d").first; });
+TN_KERNEL("aten::adaptive_max_pool3d", {
+  if (a.int_list(1).size() != 3)
+    throw Error("adaptive_max_pool3d(): internal error: output_size.size() must be 3");
+  auto [v, i] = adaptive_pool<true>(a.tensor(0), a.int_list(1), 3, "adaptive_max_pool3d");
+  return IValue::tuple({v, i});
+});
+
+// The backward operators: grad_output, self (whose sizes the gradient takes), the forward's
+// arguments, and for max pooling the forward's indices; refused as upstream's refuse them.
+TN_KERNEL("aten::max_pool3d_with_indices_backward", {
+  check_grad_output(a.tensor(0), a.tensor(1), args3d(a, true, 2), "max_pool3d_with_indices_backward", false);
+  return max_pool_backward(a.tensor(0), a.tensor(7), a.tensor(1).sizes(), 3);
+});
+TN_KERNEL("aten::adaptive_max_pool3d_backward", {
+  // Upstream reads the input's four (unbatched) dims without checking its rank, then dispatches
+  // on its dtype (so no rule at the door: kernel_dtypes.cpp).
+  for (int64_t d = 0; d < 4; ++d) wrap_dim(d, a.tensor(1).dim());
+  ScalarType type = a.tensor(1).dtype();
+  if (type != ScalarType::Float && type != ScalarType::Double)
+    dtype_not_implemented("adaptive_max_pool3d_backward", type);
+  return max_pool_backward(a.tensor(0), a.tensor(2), a.tensor(1).sizes(), 3);
+});
+TN_KERNEL("aten::avg_pool3d_backward", {
+  PoolArgs p = args3d(a, false, 2);
+  check_grad_output(a.tensor(0), a.tensor(1), p, "avg_pool3d_backward", true);
+  return avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 3,
+                           {p.kernel, p.stride, p.padding, a.boolean(6), a.optional_integer(7)});
+});
+TN_KERNEL("aten::_adaptive_avg_pool3d_backward",
+          { return adaptive_avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 3); });
 
 }  // namespace tn

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from cases.common import method
 from cases.rng import seeded
-from spec import CONTIGUOUS, STEPPED, TRANSPOSED, Arg, Case
+from spec import CHANNELS_LAST, CONTIGUOUS, STEPPED, TRANSPOSED, Arg, Case
 
 ACTIVATION_DTYPES = ("float32", "float64", "bfloat16")
 
@@ -418,6 +418,8 @@ def cases():
     yield from _training_attention_cases()
     yield from _transformer_cases()
     yield from _pool1d_cases()
+    yield from _pool3d_cases()
+    yield from _pool2d_edge_cases()
     yield from _pixel_shuffle_cases()
     yield from _bilinear_cases()
     yield from _feature_dropout_cases()
@@ -455,6 +457,158 @@ def _pool1d_cases():
         ("adaptive_avg_pool1d/transposed", lambda x: F.adaptive_avg_pool1d(x, 5), (Arg((2, 3, 7), layout=TRANSPOSED),)),
         ("adaptive_avg_pool1d/empty_batch", lambda x: F.adaptive_avg_pool1d(x, 2), (Arg((0, 3, 7)),)),
         ("adaptive_avg_pool1d/4d", lambda x: F.adaptive_avg_pool1d(x, 2), (Arg((1, 2, 3, 7)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _max_pool3d_backward(g, x):
+    """upstream's backward operator called directly, on the indices of its forward."""
+    indices = F.max_pool3d(x.detach(), (2, 3, 2), (1, 2, 2), (1, 1, 0), 1, return_indices=True)[1]
+    return torch.ops.aten.max_pool3d_with_indices_backward(g, x, [2, 3, 2], [1, 2, 2], [1, 1, 0], [1, 1, 1], False,
+                                                           indices)
+
+
+def _adaptive_max_pool3d_backward(g, x):
+    indices = F.adaptive_max_pool3d(x.detach(), (2, 3, 2), return_indices=True)[1]
+    return torch.ops.aten.adaptive_max_pool3d_backward(g, x, indices)
+
+
+def _pool3d_cases():
+    """The 3-D poolings (depth, height, width): batched 5-D and unbatched 4-D inputs, kernel,
+    stride, padding, dilation and ceil_mode per dim, count_include_pad and divisor_override,
+    transposed, stepped and permuted (non-contiguous) inputs, an empty batch, NaN and inf
+    values, the backward operators called directly, and what upstream refuses."""
+    volume = Arg((2, 3, 4, 5, 6))
+    entries = (
+        ("max_pool3d/k2", lambda x: F.max_pool3d(x, 2), (volume,)),
+        ("max_pool3d/indices_stride_padding", lambda x: F.max_pool3d(x, 3, 2, 1, return_indices=True),
+         (Arg((1, 2, 5, 5, 5)),)),
+        ("max_pool3d/indices_ceil_dilation", lambda x: F.max_pool3d(
+            x, (2, 3, 2), (1, 2, 2), (1, 1, 0), dilation=(2, 1, 2), ceil_mode=True, return_indices=True),
+         (Arg((2, 2, 6, 7, 6)),)),
+        ("max_pool3d/ceil_overhang", lambda x: F.max_pool3d(x, 2, 2, ceil_mode=True, return_indices=True),
+         (Arg((1, 2, 5, 5, 3)),)),
+        ("max_pool3d/unbatched", lambda x: F.max_pool3d(x, 2, 1, return_indices=True), (Arg((3, 4, 5, 6)),)),
+        ("max_pool3d/transposed", lambda x: F.max_pool3d(x, (1, 2, 2), return_indices=True),
+         (Arg((2, 3, 4, 5, 6), layout=TRANSPOSED),)),
+        ("max_pool3d/stepped", lambda x: F.max_pool3d(x, 2, (2, 1, 2)), (Arg((1, 2, 4, 5, 6), layout=STEPPED),)),
+        ("max_pool3d/permuted_unbatched", lambda x: F.max_pool3d(x, 2, return_indices=True),
+         (Arg((3, 4, 5, 6), layout=CHANNELS_LAST),)),
+        ("max_pool3d/nan_inf", lambda x: F.max_pool3d(x, (1, 2, 3), 1, (0, 1, 1), return_indices=True),
+         (Arg((1, 2, 3, 4, 5), "special"),)),
+        ("max_pool3d/empty_batch", lambda x: F.max_pool3d(x, 2, return_indices=True), (Arg((0, 3, 4, 4, 4)),)),
+        ("max_pool3d/empty_channels", lambda x: F.max_pool3d(x, 2), (Arg((2, 0, 4, 4, 4)),)),
+        ("max_pool3d/kernel_too_large", lambda x: F.max_pool3d(x, 5), (volume,)),
+        ("max_pool3d/kernel_too_large_strided", lambda x: F.max_pool3d(x, (5, 2, 2), 2), (volume,)),
+        ("max_pool3d/pad_too_big", lambda x: F.max_pool3d(x, 2, padding=2), (volume,)),
+        ("max_pool3d/negative_pad", lambda x: F.max_pool3d(x, 2, padding=-1), (volume,)),
+        ("max_pool3d/zero_dilation", lambda x: F.max_pool3d(x, 2, dilation=0), (volume,)),
+        ("max_pool3d/two_ints", lambda x: F.max_pool3d(x, (2, 2)), (volume,)),
+        ("max_pool3d/input_3d", lambda x: F.max_pool3d(x, 2), (Arg((3, 4, 5)),)),
+        ("max_pool3d/backward_op", _max_pool3d_backward, (Arg((2, 2, 5, 3, 2)), Arg((2, 2, 4, 5, 4)))),
+        ("avg_pool3d/k2", lambda x: F.avg_pool3d(x, 2), (volume,)),
+        ("avg_pool3d/stride_padding_exclude", lambda x: F.avg_pool3d(x, 3, 2, 1, count_include_pad=False),
+         (Arg((1, 2, 5, 6, 5)),)),
+        ("avg_pool3d/ceil_pad_include", lambda x: F.avg_pool3d(x, (3, 2, 3), (2, 2, 2), (1, 1, 1), ceil_mode=True),
+         (Arg((2, 2, 5, 4, 6)),)),
+        ("avg_pool3d/ceil_pad_exclude", lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+         (Arg((1, 2, 6, 5, 4)),)),
+        ("avg_pool3d/divisor_override", lambda x: F.avg_pool3d(x, 2, 1, 1, divisor_override=3),
+         (Arg((1, 2, 3, 4, 5)),)),
+        ("avg_pool3d/unbatched", lambda x: F.avg_pool3d(x, (2, 1, 3)), (Arg((3, 4, 5, 6)),)),
+        ("avg_pool3d/transposed", lambda x: F.avg_pool3d(x, 2, 1), (Arg((2, 3, 4, 5, 6), layout=TRANSPOSED),)),
+        ("avg_pool3d/stepped", lambda x: F.avg_pool3d(x, 2), (Arg((1, 2, 4, 5, 6), layout=STEPPED),)),
+        ("avg_pool3d/empty_batch", lambda x: F.avg_pool3d(x, 2), (Arg((0, 3, 4, 4, 4)),)),
+        ("avg_pool3d/empty_channels", lambda x: F.avg_pool3d(x, 2), (Arg((2, 0, 4, 4, 4)),)),
+        # With padding the output has a cell, but upstream's 3-D check wants the kernel inside the input.
+        ("avg_pool3d/kernel_larger_than_input_padded", lambda x: F.avg_pool3d(x, 2, padding=1),
+         (Arg((1, 2, 1, 4, 4)),)),
+        ("avg_pool3d/kernel_too_large", lambda x: F.avg_pool3d(x, 5), (volume,)),
+        ("avg_pool3d/pad_too_big", lambda x: F.avg_pool3d(x, 2, padding=2), (volume,)),
+        ("avg_pool3d/divisor_zero", lambda x: F.avg_pool3d(x, 2, divisor_override=0), (volume,)),
+        ("avg_pool3d/zero_stride", lambda x: F.avg_pool3d(x, 2, stride=0), (volume,)),
+        ("avg_pool3d/two_ints", lambda x: F.avg_pool3d(x, (2, 2)), (volume,)),
+        ("avg_pool3d/input_6d", lambda x: F.avg_pool3d(x, 2), (Arg((1, 2, 3, 4, 4, 4)),)),
+        ("avg_pool3d/backward_op", lambda g, x: torch.ops.aten.avg_pool3d_backward(
+            g, x, [3, 2, 3], [2, 2, 2], [1, 1, 1], True, False, None), (Arg((2, 2, 3, 3, 3)), Arg((2, 2, 5, 4, 5)))),
+        ("avg_pool3d/backward_op_divisor", lambda g, x: torch.ops.aten.avg_pool3d_backward(
+            g, x, [2, 2, 2], [1, 1, 1], [1, 1, 1], False, True, 5), (Arg((1, 2, 4, 5, 6)), Arg((1, 2, 3, 4, 5)))),
+        ("adaptive_avg_pool3d/2x3x2", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), (volume,)),
+        ("adaptive_avg_pool3d/1", lambda x: F.adaptive_avg_pool3d(x, 1), (volume,)),
+        ("adaptive_avg_pool3d/up_5x6x7", lambda x: F.adaptive_avg_pool3d(x, (5, 6, 7)), (volume,)),
+        ("adaptive_avg_pool3d/none", lambda x: F.adaptive_avg_pool3d(x, (None, 3, 2)), (volume,)),
+        ("adaptive_avg_pool3d/unbatched", lambda x: F.adaptive_avg_pool3d(x, 3), (Arg((3, 4, 5, 6)),)),
+        ("adaptive_avg_pool3d/transposed", lambda x: F.adaptive_avg_pool3d(x, (3, 2, 4)),
+         (Arg((2, 3, 4, 5, 6), layout=TRANSPOSED),)),
+        ("adaptive_avg_pool3d/empty_batch", lambda x: F.adaptive_avg_pool3d(x, 2), (Arg((0, 3, 4, 4, 4)),)),
+        ("adaptive_avg_pool3d/zero_output", lambda x: F.adaptive_avg_pool3d(x, (0, 2, 2)), (volume,)),
+        ("adaptive_avg_pool3d/1_of_3d_input", lambda x: F.adaptive_avg_pool3d(x, 1), (Arg((3, 4, 5)),)),
+        ("adaptive_avg_pool3d/input_3d", lambda x: F.adaptive_avg_pool3d(x, 2), (Arg((3, 4, 5)),)),
+        ("adaptive_avg_pool3d/empty_channels", lambda x: F.adaptive_avg_pool3d(x, 2), (Arg((2, 0, 4, 4, 4)),)),
+        ("adaptive_avg_pool3d/negative", lambda x: F.adaptive_avg_pool3d(x, (-1, 2, 2)), (volume,)),
+        ("adaptive_avg_pool3d/two_ints", lambda x: F.adaptive_avg_pool3d(x, (2, 2)), (volume,)),
+        ("adaptive_avg_pool3d/backward_op", lambda g, x: torch.ops.aten._adaptive_avg_pool3d_backward(g, x),
+         (Arg((2, 2, 3, 2, 4)), Arg((2, 2, 5, 4, 6)))),
+        ("adaptive_max_pool3d/2", lambda x: F.adaptive_max_pool3d(x, 2), (volume,)),
+        ("adaptive_max_pool3d/indices_2x3x4", lambda x: F.adaptive_max_pool3d(x, (2, 3, 4), return_indices=True),
+         (volume,)),
+        ("adaptive_max_pool3d/up_5x6x7", lambda x: F.adaptive_max_pool3d(x, (5, 6, 7), return_indices=True),
+         (volume,)),
+        ("adaptive_max_pool3d/unbatched", lambda x: F.adaptive_max_pool3d(x, 3, return_indices=True),
+         (Arg((3, 4, 5, 6)),)),
+        ("adaptive_max_pool3d/transposed", lambda x: F.adaptive_max_pool3d(x, (3, 2, 4), return_indices=True),
+         (Arg((2, 3, 4, 5, 6), layout=TRANSPOSED),)),
+        ("adaptive_max_pool3d/nan_inf", lambda x: F.adaptive_max_pool3d(x, (2, 2, 3), return_indices=True),
+         (Arg((1, 2, 3, 4, 5), "special"),)),
+        ("adaptive_max_pool3d/empty_batch", lambda x: F.adaptive_max_pool3d(x, 2), (Arg((0, 3, 4, 4, 4)),)),
+        ("adaptive_max_pool3d/input_3d", lambda x: F.adaptive_max_pool3d(x, 2), (Arg((3, 4, 5)),)),
+        ("adaptive_max_pool3d/empty_channels", lambda x: F.adaptive_max_pool3d(x, 2), (Arg((2, 0, 4, 4, 4)),)),
+        ("adaptive_max_pool3d/two_ints", lambda x: F.adaptive_max_pool3d(x, (2, 2)), (volume,)),
+        ("adaptive_max_pool3d/backward_op", _adaptive_max_pool3d_backward,
+         (Arg((2, 2, 2, 3, 2)), Arg((2, 2, 4, 5, 4)))),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+    # The dtypes upstream's CPU kernels take: float and double; avg_pool3d also int64,
+    # adaptive_avg_pool3d also half (its (1, 1, 1) output, a mean, also bfloat16).
+    dtype_entries = (
+        ("max_pool3d", lambda x: F.max_pool3d(x, 2), ("bfloat16", "float16", "int64")),
+        ("avg_pool3d", lambda x: F.avg_pool3d(x, 2, 1, 1), ("int64", "int32", "bfloat16", "float16")),
+        ("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), ("float16", "bfloat16", "int64")),
+        ("adaptive_max_pool3d", lambda x: F.adaptive_max_pool3d(x, 2), ("bfloat16", "float16", "int64")),
+    )
+    for op, call, dtypes in dtype_entries:
+        for dtype in dtypes:
+            yield Case("%s/%s/dtype" % (op, dtype), call, (volume,), dtype)
+    yield Case("adaptive_avg_pool3d/bfloat16/1", lambda x: F.adaptive_avg_pool3d(x, 1), (volume,), "bfloat16")
+
+
+def _pool2d_edge_cases():
+    """2-D and 1-D poolings where the shared N-d code must agree with upstream: NaN (every
+    later NaN takes the index), windows that would start past the input (floor division of
+    the output size), empty channels, and 5-D inputs."""
+    entries = (
+        ("max_pool2d/nan_inf", lambda x: F.max_pool2d(x, (2, 3), 1, (1, 1), return_indices=True),
+         (Arg((1, 2, 4, 5), "special"),)),
+        ("max_pool1d/nan_inf", lambda x: F.max_pool1d(x, 3, 1, 1, return_indices=True), (Arg((2, 2, 7), "special"),)),
+        ("adaptive_max_pool2d/nan_inf", lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True),
+         (Arg((1, 2, 4, 5), "special"),)),
+        ("max_pool2d/kernel_too_large_strided", lambda x: F.max_pool2d(x, 5, 2), (Arg((1, 1, 4, 4)),)),
+        ("avg_pool2d/kernel_too_large_strided", lambda x: F.avg_pool2d(x, 5, 2), (Arg((1, 1, 4, 4)),)),
+        ("max_pool2d/empty_channels", lambda x: F.max_pool2d(x, 2), (Arg((2, 0, 4, 4)),)),
+        ("avg_pool2d/empty_channels", lambda x: F.avg_pool2d(x, 2), (Arg((2, 0, 4, 4)),)),
+        ("max_pool2d/input_5d", lambda x: F.max_pool2d(x, 2), (Arg((1, 2, 3, 4, 4)),)),
+        ("avg_pool2d/input_5d", lambda x: F.avg_pool2d(x, 2), (Arg((1, 2, 3, 4, 4)),)),
+        ("avg_pool2d/divisor_override", lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=4), (Arg((2, 2, 5, 6)),)),
+        ("avg_pool2d/ceil_pad_exclude", lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+         (Arg((2, 2, 6, 5)),)),
+        ("max_pool2d/ceil_dilation_unbatched", lambda x: F.max_pool2d(
+            x, (2, 3), (2, 1), (1, 1), dilation=(2, 1), ceil_mode=True, return_indices=True), (Arg((3, 6, 5)),)),
     )
     for name, call, args in entries:
         op, variant = name.split("/", 1)
