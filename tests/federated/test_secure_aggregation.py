@@ -8,14 +8,15 @@ against the update the device trained. A device killed while training, or after 
 the round to the survivors, which complete it over their sum (with its input when it died after
 masking); too few left at a stage abandon the attempt by name."""
 import json
+import math
 import subprocess
 
 import numpy as np
 
 import pytest
 
-from federation import (PYTHON, admin_json, closed_rounds, launch_coordinator, log_events, read_safetensors,
-                        rogue_device, start_coordinator, tool, wait_for, write_safetensors)
+from federation import (PYTHON, admin_json, closed_rounds, http_get, launch_coordinator, log_events,
+                        read_safetensors, rogue_device, start_coordinator, tool, wait_for, write_safetensors)
 
 SECURE = ["--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.1", "--secagg-clip-range", "0.5",
           "--secagg-max-weight", "100"]
@@ -72,6 +73,25 @@ def start_devices(coordinator, tmp_path, count, rounds):
          str(tmp_path / "keys"), "--devices", str(count), "--rounds", str(rounds), "--report-dir",
          str(tmp_path / "reports"), "--check-in-wait-ms", "2000"],
         stderr=subprocess.PIPE, text=True)
+
+
+def run_devices(coordinator, tmp_path, task, count, rounds=1, timeout=30, meanwhile=None):
+    """A torchnative-device process of `count` devices (start_devices) until the task's first `rounds`
+    rounds closed and the process ended, which must be with status 0; `meanwhile` is called once it
+    started. Returns those rounds (ListRounds) and the ids the devices registered with, sorted. The
+    process is killed however this ends."""
+    devices = start_devices(coordinator, tmp_path, count, rounds)
+    try:
+        if meanwhile:
+            meanwhile()
+        listed = closed_rounds(coordinator, task, rounds, timeout)
+        _, log = devices.communicate(timeout=30)
+        assert devices.returncode == 0, log
+    finally:
+        if devices.poll() is None:
+            devices.kill()
+            devices.wait()
+    return listed, sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
 
 
 def signed(words):
@@ -131,15 +151,8 @@ def check_round(coordinator, tmp_path, entry, reporting, round_model, more_words
 
 def test_secure_rounds_store_the_bits_of_the_devices_quantised_updates_summed(coordinator, tmp_path):
     task = create_secure_task(coordinator, tmp_path, rounds=2)
-    devices = start_devices(coordinator, tmp_path, DEVICES, rounds=2)
-    try:
-        rounds = closed_rounds(coordinator, task, 2, 60)
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
-    finally:
-        devices.kill()
-        devices.wait()
-    registered = sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
+    rounds, registered = run_devices(coordinator, tmp_path, task, DEVICES, rounds=2, timeout=60)
+    assert registered == sorted(device["device_id"] for device in admin_json(coordinator, "devices"))
     round_model = INITIAL
     for entry in rounds:
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
@@ -163,17 +176,12 @@ def test_a_masked_input_larger_than_a_message_goes_in_several(tmp_path):
     coordinator_runs = start_coordinator(tmp_path, transfer_limits={"max_message_bytes": 8192,
                                                                      "max_chunk_bytes": 4096})
     coordinator = next(coordinator_runs)
-    devices = start_devices(coordinator, tmp_path, DEVICES, rounds=1)
     try:
-        entry = closed_rounds(coordinator, task, 1, 30)[0]
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
+        (entry,), registered = run_devices(coordinator, tmp_path, task, DEVICES)
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
-        assert len(entry["contributors"]) == DEVICES and entry["missing"] == [], entry
-        check_round(coordinator, tmp_path, entry, entry["contributors"], initial)
+        assert entry["contributors"] == registered and entry["missing"] == [], entry
+        check_round(coordinator, tmp_path, entry, registered, initial)
     finally:
-        devices.kill()
-        devices.wait()
         next(coordinator_runs, None)
 
 
@@ -184,24 +192,21 @@ def test_a_device_killed_while_training_leaves_the_secure_round_to_the_others(tm
     marker = tmp_path / "victim-training"
     victim = subprocess.Popen([PYTHON, "-c", SLEEPING_DEVICE, f"127.0.0.1:{coordinator['grpc_port']}",
                                str(tmp_path / "victim.key"), str(marker)], stderr=subprocess.PIPE, text=True)
-    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
-    try:
+
+    def kill_the_victim_in_training():
         wait_for("the victim to train", marker.exists, 30)
         victim.kill()  # SIGKILL, before it advertised its round keys
         victim.wait()
-        rounds = closed_rounds(coordinator, task, 1, 30)
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
-        entry = rounds[0]
+    try:
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1,
+                                          meanwhile=kill_the_victim_in_training)
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
-        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
         assert entry["contributors"] == survivors and len(entry["missing"]) == 1, entry
         check_round(coordinator, tmp_path, entry, survivors, INITIAL)
     finally:
-        for process in (victim, devices):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
         next(coordinator_runs, None)
 
 
@@ -217,26 +222,20 @@ def test_a_device_killed_after_a_stage_leaves_the_round_to_complete_over_the_sur
     rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
                               str(tmp_path / "rogue.key"), "secagg-quit-after", stage],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
     try:
-        rounds = closed_rounds(coordinator, task, 1, 30)
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1)
         out, err = rogue.communicate(timeout=30)
         assert rogue.returncode == -9, err  # killed by its own SIGKILL at the stage
         printed = json.loads(out.splitlines()[0])
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
-        entry = rounds[0]
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
-        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
         in_sum = stage in ("mask", "sign")
         assert entry["contributors"] == sorted(survivors + [printed["device_id"]] * in_sum), entry
         assert entry["missing"] == ([] if in_sum else [printed["device_id"]]), entry
         check_round(coordinator, tmp_path, entry, survivors, INITIAL, [printed["quantised"]] * in_sum)
     finally:
-        for process in (rogue, devices):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        if rogue.poll() is None:
+            rogue.kill()
+            rogue.wait()
         next(coordinator_runs, None)
 
 
@@ -250,23 +249,17 @@ def test_a_device_that_leaves_the_round_alive_is_given_up_without_waiting_for_th
     rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
                               str(tmp_path / "rogue.key"), "secagg-leave-after", "share"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
     try:
-        entry = closed_rounds(coordinator, task, 1, 15)[0]
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1, timeout=15)
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
-        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
         assert entry["contributors"] == survivors and len(entry["missing"]) == 1, entry
         assert rogue.poll() is None  # alive all along
         dropped = log_events(coordinator["log"], "device_dropped")
         assert [(d["device"], d["stage"]) for d in dropped] == [(entry["missing"][0], "masked input")], dropped
         check_round(coordinator, tmp_path, entry, survivors, INITIAL)
     finally:
-        for process in (rogue, devices):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        rogue.kill()
+        rogue.wait()
 
 
 def test_a_masked_input_one_word_too_long_is_refused_naming_the_device_and_left_out_of_the_sum(coordinator,
@@ -280,14 +273,11 @@ def test_a_masked_input_one_word_too_long_is_refused_naming_the_device_and_left_
     rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
                               str(tmp_path / "rogue.key"), "secagg-long-input"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    devices = start_devices(coordinator, tmp_path, DEVICES - 1, rounds=1)
     try:
-        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1)
         out, err = rogue.communicate(timeout=30)
         assert rogue.returncode == 0, err
         answer = json.loads(out.splitlines()[-1])
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
         assert answer["refused"]["code"] == 3, answer  # INVALID_ARGUMENT
         assert answer["refused"]["message"] == (
             f"SecAggStage from device {answer['device_id']} refused: secure aggregation message: a masked input "
@@ -295,14 +285,12 @@ def test_a_masked_input_one_word_too_long_is_refused_naming_the_device_and_left_
         refused = [e for e in log_events(coordinator["log"], "update_refused")]
         assert [(e["device"], e["transport"]) for e in refused] == [(answer["device_id"], "secagg")], refused
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
-        survivors = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
         assert entry["contributors"] == survivors and entry["missing"] == [answer["device_id"]], entry
         check_round(coordinator, tmp_path, entry, survivors, INITIAL)
     finally:
-        for process in (rogue, devices):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        if rogue.poll() is None:
+            rogue.kill()
+            rogue.wait()
 
 
 def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_survivors_exactly(tmp_path):
@@ -319,24 +307,20 @@ def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_surviv
         [rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
          str(tmp_path / f"rogue-{stage}{i}.key"), "secagg-quit-after", stage],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for stage in stages for i in range(10)}
-    devices = start_devices(coordinator, tmp_path, 60, rounds=1)
     try:
-        entry = closed_rounds(coordinator, task, 1, 60)[0]
+        (entry,), honest = run_devices(coordinator, tmp_path, task, 60, timeout=60)
         printed = {}
         for (stage, _), rogue in rogues.items():
             out, err = rogue.communicate(timeout=30)
             assert rogue.returncode == -9, err
             printed.setdefault(stage, []).append(json.loads(out.splitlines()[0]))
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
         assert entry["state"] == "ROUND_STATE_COMPLETED", entry
-        honest = sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
         masked = [p for stage in ("mask", "sign") for p in printed[stage]]
         assert entry["contributors"] == sorted(honest + [p["device_id"] for p in masked]), entry
         assert entry["missing"] == sorted(p["device_id"] for stage in ("advertise", "share") for p in printed[stage])
         check_round(coordinator, tmp_path, entry, honest, INITIAL, [p["quantised"] for p in masked])
     finally:
-        for process in list(rogues.values()) + [devices]:
+        for process in rogues.values():
             if process.poll() is None:
                 process.kill()
                 process.wait()
@@ -404,6 +388,41 @@ def test_a_partial_secure_aggregation_block_is_a_usage_error_naming_the_missing_
     assert "secure aggregation needs --secagg-corrupt-fraction" in partial.stderr.splitlines()[0], partial.stderr
 
 
+# Distributed DP's tasks below: noise multiplier Z, clip norm C, a range of DP_RANGE in DP_LEVELS
+# steps, max_weight 1, DEVICES devices a round of which DP_MIN_UPDATES are needed, delta DP_DELTA.
+Z, C, DP_RANGE, DP_LEVELS, DP_MIN_UPDATES, DP_DELTA = 1.0, 1.0, 0.05, 1024, 3, 1e-5
+
+
+def create_distributed_dp_task(coordinator, tmp_path, initial, rounds, epsilon_budget):
+    write_safetensors(tmp_path / "initial.safetensors", initial)
+    return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
+                      "--devices-per-round", str(DEVICES), "--min-available", str(DEVICES), "--min-updates",
+                      str(DP_MIN_UPDATES), "--round-timeout-ms", "20000", "--model",
+                      str(tmp_path / "initial.safetensors"), "--secagg-corrupt-fraction", "0.05",
+                      "--secagg-dropout-fraction", "0.33", "--secagg-clip-range", str(DP_RANGE),
+                      "--secagg-max-weight", "1", "--secagg-levels", str(DP_LEVELS), "--dp-noise-multiplier",
+                      str(Z), "--dp-clip-norm", str(C), "--dp-delta", str(DP_DELTA), "--dp-epsilon-budget",
+                      str(epsilon_budget))["task_id"]
+
+
+def share_variance(d):
+    """Each device's noise share for a model of d coordinates, in quantised units, as docs/privacy.md
+    calibrates it: (Z (C / step + sqrt(d)))^2 over DP_MIN_UPDATES shares, rounded up to the sampler's
+    rational a / 2^k (the largest k <= 20 with a <= 2^40). Also its sensitivity C / step + sqrt(d)."""
+    sensitivity = C / (DP_RANGE / DP_LEVELS) + math.sqrt(d)
+    variance = (Z * sensitivity) ** 2 / DP_MIN_UPDATES
+    k = next(k for k in range(20, -1, -1) if math.ceil(variance * 2**k) <= 2**40)
+    return math.ceil(variance * 2**k) / 2**k, sensitivity
+
+
+def gaussian_epsilon(multiplier, rounds):
+    """Epsilon at DP_DELTA after `rounds` Gaussian mechanisms of this multiplier, unsampled: RDP
+    rounds alpha / (2 multiplier^2) at order alpha, converted by Mironov's bound (rdp + log(1 / delta)
+    / (alpha - 1)) at the best of the orders 1.1, 1.2, ..., 10.9, 12, ..., 63, 128, 256, 512."""
+    orders = [1 + k / 10 for k in range(1, 100)] + list(range(12, 64)) + [128, 256, 512]
+    return min(rounds * alpha / (2 * multiplier**2) + math.log(1 / DP_DELTA) / (alpha - 1) for alpha in orders)
+
+
 def test_a_distributed_dp_round_stores_the_sum_plus_noise_of_the_calibrated_variance(coordinator, tmp_path):
     """secure_aggregation.distributed_dp (z 1, C 1, range 0.05, 1024 levels, max_weight 1, 5
     devices, min_updates 3): each device adds its discrete Gaussian share to its quantised words
@@ -412,30 +431,15 @@ def test_a_distributed_dp_round_stores_the_sum_plus_noise_of_the_calibrated_vari
     calibration worked out here: 5 shares of (z (C / step + sqrt(d)))^2 / 3 each (rounded up by the
     sampler's rational by under 1e-6), within 5 standard deviations of the variance estimator
     (sqrt(2 / d): 5 x 1.0% = 5%); its mean within 5 standard deviations of 0."""
-    z, clip_norm, clip_range, levels, min_updates = 1.0, 1.0, 0.05, 1024, 3
     initial = {"weight": np.linspace(-1, 1, 20000, dtype=np.float32).reshape(100, 200),
                "bias": np.array([0.5, -0.25, 1.0], dtype=np.float32), "batches_seen": np.array([41], dtype=np.int64)}
-    write_safetensors(tmp_path / "initial.safetensors", initial)
-    task = admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", "1", "--devices-per-round",
-                      str(DEVICES), "--min-available", str(DEVICES), "--min-updates", str(min_updates),
-                      "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"),
-                      "--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.33",
-                      "--secagg-clip-range", str(clip_range), "--secagg-max-weight", "1", "--secagg-levels",
-                      str(levels), "--dp-noise-multiplier", str(z), "--dp-clip-norm", str(clip_norm),
-                      "--dp-delta", "1e-5", "--dp-epsilon-budget", "100")["task_id"]
-    devices = start_devices(coordinator, tmp_path, DEVICES, rounds=1)
-    try:
-        entry = closed_rounds(coordinator, task, 1, 30)[0]
-        _, log = devices.communicate(timeout=30)
-        assert devices.returncode == 0, log
-    finally:
-        devices.kill()
-        devices.wait()
-    assert entry["state"] == "ROUND_STATE_COMPLETED" and len(entry["contributors"]) == DEVICES, entry
+    task = create_distributed_dp_task(coordinator, tmp_path, initial, rounds=1, epsilon_budget=100)
+    (entry,), registered = run_devices(coordinator, tmp_path, task, DEVICES)
+    assert entry["state"] == "ROUND_STATE_COMPLETED" and entry["contributors"] == registered, entry
     reports = [json.loads((tmp_path / "reports" / f"{device}-round1.json").read_text())
                for device in entry["contributors"]]
     noiseless = sum(signed(report["quantised"]) for report in reports)
-    weight, step = noiseless[-1], clip_range / levels
+    weight, step = noiseless[-1], DP_RANGE / DP_LEVELS
     assert weight == DEVICES
     admin_json(coordinator, "fetch-model", entry["output_model_version"], "--out", str(tmp_path / "out.safetensors"))
     model = read_safetensors(tmp_path / "out.safetensors")
@@ -443,9 +447,80 @@ def test_a_distributed_dp_round_stores_the_sum_plus_noise_of_the_calibrated_vari
     start = np.concatenate([initial[name].astype(np.float64).ravel() for name in FLOATING])
     noise = (stored - start) * weight / step - noiseless[:-1]
     d = noise.size
-    share = (z * (clip_norm / step + np.sqrt(d))) ** 2 / min_updates
+    share = (Z * (C / step + np.sqrt(d))) ** 2 / DP_MIN_UPDATES
     calibrated = DEVICES * share
     measured = float(np.mean(noise ** 2))
     assert abs(measured / calibrated - 1) < 5 * np.sqrt(2 / d), (measured, calibrated)
     assert abs(float(np.mean(noise))) < 5 * np.sqrt(calibrated / d), np.mean(noise)
     print(f"distributed DP noise: measured variance {measured:.6g}, calibrated {calibrated:.6g}, d {d}")
+
+
+def test_distributed_dp_rounds_are_charged_and_the_task_stops_before_the_round_past_its_budget(coordinator,
+                                                                                            tmp_path):
+    """Two secure rounds of 5 devices (min_updates 3) on the 15-coordinate model, the budget halfway
+    between the epsilons of 2 and 3 rounds: each completed round is charged the Gaussian mechanism at
+    the multiplier that min_updates shares carry, sqrt(3 share) / sensitivity (worked out here from
+    the calibration; the 5 shares the sum holds would give sqrt(5/3) times it and a smaller epsilon),
+    and the task stops before round 3 by name. Epsilon as the admin status, the round_completed
+    events and /metrics give it, against gaussian_epsilon."""
+    d = sum(INITIAL[name].size for name in FLOATING)
+    share, sensitivity = share_variance(d)
+    multiplier = math.sqrt(DP_MIN_UPDATES * share) / sensitivity
+    epsilon = {rounds: gaussian_epsilon(multiplier, rounds) for rounds in (1, 2, 3)}
+    budget = (epsilon[2] + epsilon[3]) / 2
+    task = create_distributed_dp_task(coordinator, tmp_path, INITIAL, rounds=4, epsilon_budget=budget)
+    rounds, registered = run_devices(coordinator, tmp_path, task, DEVICES, rounds=2)
+    assert [(r["state"], r["contributors"]) for r in rounds] == [("ROUND_STATE_COMPLETED", registered)] * 2, rounds
+
+    def ended():
+        status = admin_json(coordinator, "status", task)
+        return status if status["state"] != "TASK_STATE_RUNNING" else None
+    status = wait_for("the task to end", ended, 30)
+    assert (status["state"], status["rounds_completed"]) == ("TASK_STATE_STOPPED", 2), status
+    assert status["state_reason"] == (
+        f"the privacy budget: round 3 would take epsilon from {epsilon[2]:.6g} to {epsilon[3]:.6g} at delta "
+        f"{DP_DELTA:.6g}, past the budget {budget:.6g}"), status
+    privacy = status["privacy"]
+    assert privacy["epsilon"] == pytest.approx(epsilon[2], rel=1e-9), (privacy, epsilon)
+    assert (privacy["rounds_charged"], privacy["delta"], privacy["epsilon_budget"]) == (2, DP_DELTA, budget)
+    completed = log_events(coordinator["log"], "round_completed")
+    assert [e["privacy"]["rounds_charged"] for e in completed] == [1, 2], completed
+    assert [e["privacy"]["epsilon"] for e in completed] == pytest.approx([epsilon[1], epsilon[2]], rel=1e-9)
+    _, metrics = http_get(coordinator, "/metrics")
+    series = f'torchnative_task_privacy_epsilon{{task="{task}"}} '
+    charged = float(next(line for line in metrics.splitlines() if line.startswith(series)).split()[1])
+    assert charged == pytest.approx(epsilon[2], rel=1e-9), metrics
+    print(f"distributed DP: multiplier {multiplier!r}, epsilon after 1, 2 rounds {epsilon[1]!r}, {epsilon[2]!r}; "
+          f"reported {privacy['epsilon']!r}; budget {budget!r}")
+
+
+def test_a_secure_round_with_too_few_masked_inputs_is_abandoned_unmasked_and_charges_nothing(tmp_path):
+    """Distributed DP, 5 devices, min_updates 3, threshold 2: three devices die once they have shared
+    their keys (federated_rogue_device secagg-quit-after share), so two masked inputs come in. The
+    round is abandoned at the masked input stage, before anything is unmasked (a sum of two shares
+    would carry less noise than the calibration's three), and charges nothing: epsilon 0, no round
+    charged."""
+    coordinator_runs = start_coordinator(tmp_path, heartbeat_interval_ms=400)
+    coordinator = next(coordinator_runs)
+    task = create_distributed_dp_task(coordinator, tmp_path, INITIAL, rounds=1, epsilon_budget=100)
+    rogues = [subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                                str(tmp_path / f"rogue{i}.key"), "secagg-quit-after", "share"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
+    devices = start_devices(coordinator, tmp_path, 2, rounds=1)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        assert entry["state"] == "ROUND_STATE_FAILED", entry
+        why = log_events(coordinator["log"], "round_failed")[0]["message"]
+        assert why == ("at its masked input stage: secure aggregation: 2 devices sent their masked inputs, fewer "
+                       "than min_updates 3; nothing was unmasked"), why
+        privacy = admin_json(coordinator, "status", task)["privacy"]
+        assert (privacy["epsilon"], privacy["rounds_charged"]) == (0, 0), privacy
+        for rogue in rogues:
+            rogue.wait(timeout=30)
+            assert rogue.returncode == -9, rogue.stderr.read()
+    finally:
+        for process in rogues + [devices]:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        next(coordinator_runs, None)

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include "central_dp.h"
 #include "device_metadata.h"
 #include "malformed_requests.h"
 #include "model_versions.h"
 #include "proto/model_transfer.h"
+#include "round_params.h"
 #include "rpc_support.h"
 
 namespace tn::server {
@@ -82,9 +82,8 @@ void fill_task_info(const TaskRecord& task, const std::vector<RoundRecord>& roun
   info.set_latest_model_version(model_version_name(id, completed));
   if (completed) info.set_mean_completed_round_ms(completed_ms / completed);
   // Each completed round released one noised aggregate: the accountant's charge for them.
-  if (const auto found = task.definition.round_params.find("central_dp");
-      found != task.definition.round_params.end())
-    *info.mutable_privacy() = CentralDpParams::from_json(*found).spent(completed);
+  if (const std::optional<CentralDpParams> dp = RoundParams::charged_dp_of(task.definition.round_params))
+    *info.mutable_privacy() = dp->spent(completed);
   if (task.state == TaskState::Running && phase.state == v1::ROUND_STATE_WAITING_FOR_DEVICES) {
     // The round waited for is not recorded until it starts.
     v1::RoundInfo& waiting = *info.mutable_current_round();

@@ -281,9 +281,13 @@ federated::WeightedSumReader CentralDp::noised_sum(const federated::Contribution
   });
 }
 
-void CentralDp::round_completed(const Clipped& clipped, const Bytes32& seed) {
+void CentralDp::charge_round() {
   charge(accountant_, params_, 1);
   ++rounds_charged_;
+}
+
+void CentralDp::round_completed(const Clipped& clipped, const Bytes32& seed) {
+  charge_round();
   if (!params_.adaptive) return;
   const CentralDpParams::Adaptive& adaptive = *params_.adaptive;
   const double count_noise = federated::secagg::central_gaussian_noise(

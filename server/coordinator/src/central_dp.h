@@ -79,7 +79,9 @@ void check_strategy_takes_central_dp(const federated::Strategy& strategy);
 // Reads contribution elements [first, first + count) into `out` (of one device, in its packed layout).
 using ContributionSource = std::function<void(uint64_t first, uint64_t count, double* out)>;
 
-// One task's central DP state: its parameters, the clipping bound, the rounds charged.
+// One task's central DP state: its parameters, the clipping bound, the rounds charged. A
+// distributed DP task (secure aggregation) keeps its accounting here too: budget_refusal, spent
+// and charge_round, never noised_sum (its devices add the noise).
 class CentralDp {
  public:
   // `rounds_completed`: what the task has already spent (a resumed task); `clip_norm`: the bound
@@ -112,6 +114,8 @@ class CentralDp {
   // The round's aggregate was released: charges it and, with adaptive clipping, moves the bound
   // from the noised count of the round's unclipped updates (noise from `seed`).
   void round_completed(const Clipped& clipped, const federated::secagg::Bytes32& seed);
+  // Charges one released round without clipping anything: a distributed DP round's.
+  void charge_round();
 
  private:
   CentralDpParams params_;

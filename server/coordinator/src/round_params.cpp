@@ -86,6 +86,19 @@ nlohmann::json RoundParams::to_json() const {
   return stored;
 }
 
+std::optional<CentralDpParams> RoundParams::charged_dp() const {
+  if (central_dp) return central_dp;
+  return secure_aggregation ? secure_aggregation->charged_dp() : std::nullopt;
+}
+
+std::optional<CentralDpParams> RoundParams::charged_dp_of(const nlohmann::json& stored) {
+  if (const auto found = stored.find("central_dp"); found != stored.end())
+    return CentralDpParams::from_json(*found);
+  if (const auto found = stored.find("secure_aggregation"); found != stored.end())
+    return SecureAggregationParams::from_json(*found).charged_dp();
+  return std::nullopt;
+}
+
 federated::TaskConfig RoundParams::task_config(const std::string& task_id,
                                                const federated::UpdateLimits& limits) const {
   federated::TaskConfig config;

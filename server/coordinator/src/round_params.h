@@ -46,6 +46,14 @@ struct RoundParams {
   bool eligible(const nlohmann::json& metadata) const;
   // A round starts once this many eligible devices are waiting.
   size_t devices_to_wait_for() const;
+  // What each completed round is charged to the task's accountant: central_dp, or
+  // secure_aggregation's distributed DP at the multiplier its devices' shares realise
+  // (SecureAggregationParams::charged_dp); nothing for a task without DP.
+  std::optional<CentralDpParams> charged_dp() const;
+  // The same from the stored round parameters, reading the DP blocks alone (the admin views list a
+  // task whose other parameters no longer read back). Throws nlohmann::json::exception for a block
+  // that does not read back.
+  static std::optional<CentralDpParams> charged_dp_of(const nlohmann::json& stored);
 };
 
 }  // namespace tn::server

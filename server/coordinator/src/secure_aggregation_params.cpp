@@ -125,14 +125,24 @@ std::optional<SecureAggregationParams> SecureAggregationParams::from_header(
 void SecureAggregationParams::plan_noise(size_t dimension, uint32_t min_updates) {
   if (!distributed_dp) return;
   try {
-    fixed_point.noise_margin = federated::secagg::plan_distributed_noise(
-                                   fixed_point, dimension, distributed_dp->noise_multiplier, min_updates)
-                                   .noise_margin;
+    const federated::secagg::DistributedNoise plan = federated::secagg::plan_distributed_noise(
+        fixed_point, dimension, distributed_dp->noise_multiplier, min_updates);
+    fixed_point.noise_margin = plan.noise_margin;
     federated::secagg::check_fixed_point(fixed_point);
+    // The devices plan the same shares (client::noised_input: the same fixed point, dimension,
+    // multiplier and noise_min_devices = min_updates).
+    realised_noise_multiplier = std::sqrt(min_updates * plan.per_device.value()) / plan.sensitivity;
   } catch (const SecAggRefused& error) {
     throw ParameterRefused(std::string(kLabel) + ".distributed_dp for " + std::to_string(dimension) +
                            " coordinates: " + error.what());
   }
+}
+
+std::optional<CentralDpParams> SecureAggregationParams::charged_dp() const {
+  if (!distributed_dp) return std::nullopt;
+  CentralDpParams charged = *distributed_dp;
+  charged.noise_multiplier = realised_noise_multiplier;
+  return charged;
 }
 
 SecureAggregationParams SecureAggregationParams::from_json(const nlohmann::json& stored) {
@@ -152,8 +162,13 @@ SecureAggregationParams SecureAggregationParams::from_json(const nlohmann::json&
   p.max_devices = stored.at("devices").get<uint32_t>();
   // Tasks stored before distributed DP have neither key.
   p.noise_margin = stored.value("noise_margin", uint64_t{0});
-  if (const auto dp = stored.find("distributed_dp"); dp != stored.end() && !dp->is_null())
+  if (const auto dp = stored.find("distributed_dp"); dp != stored.end() && !dp->is_null()) {
     params.distributed_dp = CentralDpParams::from_json(*dp);
+    // Tasks stored before their rounds were charged (3577d18 to 6b23c6e) lack it: their configured
+    // multiplier, which the realised one is never below, so their charge errs high, by the rounding.
+    params.realised_noise_multiplier =
+        stored.value("realised_noise_multiplier", params.distributed_dp->noise_multiplier);
+  }
   return params;
 }
 
@@ -171,6 +186,7 @@ nlohmann::json SecureAggregationParams::to_json() const {
           {"levels", p.levels},
           {"devices", p.max_devices},
           {"noise_margin", p.noise_margin},
+          {"realised_noise_multiplier", realised_noise_multiplier},
           {"distributed_dp", distributed_dp ? distributed_dp->to_json() : nlohmann::json()}};
 }
 

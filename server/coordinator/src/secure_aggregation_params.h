@@ -30,6 +30,11 @@ struct SecureAggregationParams {
   // Distributed DP (docs/privacy.md): what the accountant charges (clip_norm is fixed_point's
   // l2_bound; never adaptive), or nothing. With it, fixed_point.noise_margin is set by plan_noise.
   std::optional<CentralDpParams> distributed_dp;
+  // Distributed DP's noise as the devices' shares realise it (set by plan_noise): the standard
+  // deviation of min_updates shares over one contribution's sensitivity, sqrt(m sigma_dev^2) / Delta.
+  // Never below distributed_dp's noise_multiplier (each share's variance is rounded up to the
+  // sampler's rational); 0 without distributed DP.
+  double realised_noise_multiplier = 0;
 
   // The header's secure_aggregation, or nothing when it has none; zero bits, security_bits,
   // correctness_bits and levels resolved to their defaults (32, 40, 20, the most that fit).
@@ -43,9 +48,13 @@ struct SecureAggregationParams {
   // levels not given and max_weight other than 1.
   static std::optional<SecureAggregationParams> from_header(const v1::CreateTaskHeader& header);
   // Distributed DP's noise for a model of `dimension` coordinates (plan_distributed_noise with the
-  // fewest devices a sum may hold, min_updates): sets fixed_point.noise_margin. Refuses
-  // (federated::ParameterRefused, naming "headroom") a margin the fixed point cannot hold.
+  // fewest devices a sum may hold, min_updates): sets fixed_point.noise_margin and
+  // realised_noise_multiplier. Refuses (federated::ParameterRefused, naming "headroom") a margin
+  // the fixed point cannot hold.
   void plan_noise(size_t dimension, uint32_t min_updates);
+  // What each completed round is charged (docs/privacy.md, Distributed DP): distributed_dp at the
+  // realised multiplier, or nothing without distributed DP.
+  std::optional<CentralDpParams> charged_dp() const;
   static SecureAggregationParams from_json(const nlohmann::json& stored);
   nlohmann::json to_json() const;
 

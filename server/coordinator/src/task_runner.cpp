@@ -203,9 +203,9 @@ TaskRunner::TaskRunner(Services services, federated::Task task, RoundParams para
       params_(std::move(params)),
       rounds_planned_(rounds_planned),
       next_round_id_(next_round_id) {
-  if (params_.central_dp) {
-    central_dp_.emplace(*params_.central_dp, params_.devices_per_round, task_.model_version(), clip_norm);
-    services_.metrics.set_task_epsilon(task_.name(), central_dp_->spent().epsilon());
+  if (const std::optional<CentralDpParams> charged = params_.charged_dp()) {
+    dp_.emplace(*charged, params_.devices_per_round, task_.model_version(), clip_norm);
+    services_.metrics.set_task_epsilon(task_.name(), dp_->spent().epsilon());
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -269,8 +269,7 @@ void TaskRunner::run() {
                                          std::to_string(rounds_planned_) + " rounds completed");
         break;
       }
-      if (std::optional<std::string> over_budget =
-              central_dp_ ? central_dp_->budget_refusal() : std::nullopt) {
+      if (std::optional<std::string> over_budget = dp_ ? dp_->budget_refusal() : std::nullopt) {
         end_task(TaskState::Stopped, *over_budget);
         break;
       }
@@ -749,12 +748,18 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
     }
     round.hosted.data_plane[name + " seconds"] = round.seconds_of_phase();
     deadline = SteadyClock::now() + params_.round_timeout;
+    // The masked inputs are in and their senders are the sum's contributors: fewer than
+    // min_updates abandon the round before anything is unmasked, so that not even the coordinator
+    // learns a sum holding fewer noise shares than distributed DP's calibration (or fewer inputs
+    // than the task requires).
+    if (name != "masked input") continue;
+    round.hosted.contributors = exchange->contributors();
+    if (round.hosted.contributors.size() < round.plan.min_updates)
+      return Hosted::abandoned("at its masked input stage: secure aggregation: " +
+                               std::to_string(round.hosted.contributors.size()) +
+                               " devices sent their masked inputs, fewer than min_updates " +
+                               std::to_string(round.plan.min_updates) + "; nothing was unmasked");
   }
-  round.hosted.contributors = exchange->contributors();
-  if (round.hosted.contributors.size() < round.plan.min_updates)
-    return Hosted::abandoned("secure aggregation: " + std::to_string(round.hosted.contributors.size()) +
-                             " devices' masked inputs are in the sum, fewer than min_updates " +
-                             std::to_string(round.plan.min_updates));
   round.hosted.sum = exchange->weighted_sum(round.model);
   return std::move(round.hosted);
 }
@@ -784,7 +789,7 @@ TaskRunner::Hosted TaskRunner::aggregate(Round& round, size_t plane_contributors
     }
     *fold_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
-  if (central_dp_) {  // each contribution clipped, then summed with the noise
+  if (params_.central_dp) {  // each contribution clipped, then summed with the noise
     std::vector<ContributionSource> clipped_sources;
     for (const auto& source : sources)
       clipped_sources.push_back([read = source.second, timed](uint64_t first, uint64_t count, double* out) {
@@ -792,8 +797,8 @@ TaskRunner::Hosted TaskRunner::aggregate(Round& round, size_t plane_contributors
       });
     hosted.noise_seed = random_noise_seed();
     hosted.clipped.emplace();
-    hosted.sum = central_dp_->noised_sum(round.layout, round.model, std::move(clipped_sources),
-                                         hosted.noise_seed, *hosted.clipped);
+    hosted.sum = dp_->noised_sum(round.layout, round.model, std::move(clipped_sources), hosted.noise_seed,
+                                 *hosted.clipped);
     return std::move(hosted);
   }
   if (round.kind == federated::ContributionKind::Values) {
@@ -871,9 +876,21 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   if (completed) {
     result.new_model = task_.global_model();
     result.strategy_state = task_.strategy().export_state();
-    if (central_dp_) {  // charged with the model, and the next bound stored with it
-      central_dp_->round_completed(*hosted.clipped, hosted.noise_seed);
-      store_clip_norm(central_dp_->clip_norm(), *result.strategy_state);
+    // Charged with the model it releases. An abandoned round is charged nothing, in either mode:
+    // no model is committed, so its sum is never released.
+    if (hosted.clipped) {  // central DP, and the next bound stored with it
+      dp_->round_completed(*hosted.clipped, hosted.noise_seed);
+      store_clip_norm(dp_->clip_norm(), *result.strategy_state);
+    } else if (dp_) {
+      // Distributed DP: the sum holds the noise shares of the devices whose masked inputs are in
+      // it, at least min_updates of them (fewer abandon the round before unmasking), each of the
+      // variance planned for min_updates shares (noise_min_devices). The charge is the noise of
+      // min_updates shares (charged_dp's realised multiplier), not of the survivors observed: the
+      // calibration guarantees that many and no more (a survivor colluding with the coordinator,
+      // as corrupt_fraction allows, knows its own share or never added it, so the extra shares
+      // cannot be counted on; the min_updates are taken as honest: docs/privacy.md, Next), and the
+      // charge must be known before the round, for the budget check that lets it start.
+      dp_->charge_round();
     }
     if (task_.model_version() >= rounds_planned_)
       result.task_end =
@@ -900,7 +917,8 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
                                  {"missing", result.missing}};
   std::string completed_words = "model version " + std::to_string(task_.model_version()) + " from " +
                                 std::to_string(result.contributors.size()) + " contributions";
-  if (completed && central_dp_) completed_words += "; " + report_privacy(*hosted.clipped, round_fields);
+  if (completed && dp_)
+    completed_words += "; " + report_privacy(hosted.clipped ? &*hosted.clipped : nullptr, round_fields);
   const auto now = SteadyClock::now();
   const double seconds = std::chrono::duration<double>(now - started).count();
   if (!hosted.data_plane.is_null()) {
@@ -921,18 +939,20 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   return false;
 }
 
-std::string TaskRunner::report_privacy(const CentralDp::Clipped& clipped, nlohmann::json& fields) {
-  const v1::PrivacySpent spent = central_dp_->spent();
+std::string TaskRunner::report_privacy(const CentralDp::Clipped* clipped, nlohmann::json& fields) {
+  const v1::PrivacySpent spent = dp_->spent();
   services_.metrics.set_task_epsilon(task_.name(), spent.epsilon());
-  fields["privacy"] = {{"epsilon", spent.epsilon()},
-                       {"delta", spent.delta()},
-                       {"epsilon_budget", spent.epsilon_budget()},
-                       {"order", spent.order()},
-                       {"rounds_charged", spent.rounds_charged()},
-                       {"clip_norm", clipped.clip_norm},
-                       {"unclipped", clipped.unclipped},
-                       {"next_clip_norm", central_dp_->clip_norm()}};
-  return central_dp_->spent_words();
+  nlohmann::json& privacy = fields["privacy"] = {{"epsilon", spent.epsilon()},
+                                                 {"delta", spent.delta()},
+                                                 {"epsilon_budget", spent.epsilon_budget()},
+                                                 {"order", spent.order()},
+                                                 {"rounds_charged", spent.rounds_charged()}};
+  if (clipped) {
+    privacy["clip_norm"] = clipped->clip_norm;
+    privacy["unclipped"] = clipped->unclipped;
+    privacy["next_clip_norm"] = dp_->clip_norm();
+  }
+  return dp_->spent_words();
 }
 
 void TaskRunner::log_waiting(size_t available, size_t eligible) {

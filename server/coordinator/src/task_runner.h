@@ -108,9 +108,10 @@ class TaskRunner {
   bool close_round(const federated::RoundPlan& plan, Hosted hosted,
                    std::chrono::steady_clock::time_point started);
   void end_task(TaskState state, const std::string& reason);
-  // A central DP task's round, completed and charged: sets the task's epsilon in /metrics and the
-  // round_completed event's "privacy" fields; returns the event message's words for it.
-  std::string report_privacy(const CentralDp::Clipped& clipped, nlohmann::json& fields);
+  // A DP task's round, completed and charged: sets the task's epsilon in /metrics and the
+  // round_completed event's "privacy" fields (with central DP's `clipped`, what clipping found);
+  // returns the event message's words for it.
+  std::string report_privacy(const CentralDp::Clipped* clipped, nlohmann::json& fields);
   // A round_waiting line once a wait has lasted a second, then when what is waiting changes (at
   // most every 5 s) or every minute: not a line per poll.
   void log_waiting(size_t available, size_t eligible);
@@ -122,7 +123,9 @@ class TaskRunner {
   Services services_;
   federated::Task task_;
   RoundParams params_;
-  std::optional<CentralDp> central_dp_;  // for a task with central DP
+  // A DP task's accounting (RoundParams::charged_dp): central DP's, which also clips and noises
+  // each round, or distributed DP's, charged alone (its devices add the noise).
+  std::optional<CentralDp> dp_;
   uint64_t rounds_planned_;
   mutable std::mutex mutex_;
   bool draining_ = false;

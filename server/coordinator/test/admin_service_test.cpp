@@ -312,4 +312,71 @@ TEST_F(SecureAggregationTaskViews, ASecureTaskRunsAndWaitsForItsDevices) {
   EXPECT_EQ(task.rounds_completed(), 0u);
 }
 
+// Two distributed DP tasks written to the store as CreateTask writes them (round parameters from
+// a CreateTaskHeader, the noise planned for the 4-coordinate model), with completed secure rounds:
+// "ddp-going" (2 rounds, a budget of 1e6) and "ddp-spent" (3 rounds, budget 2.3). The calibration
+// makes each share's variance exact: step 2^-10 (1,024 levels of a range 1), C 1, d 4, so the
+// sensitivity is 1024 + 2 = 1026 quantised units and a share (4 x 1026)^2 / 2 = 8,421,408, an
+// integer the sampler holds as it is; min_updates 2 shares then carry standard deviation
+// 4 x 1026, the multiplier 4 exactly, and the epsilons are central DP's above at z 4.
+class DistributedDpTaskViews : public AdminTaskViews {
+ protected:
+  void populate(StateStore& store) override {
+    for (int i = 0; i < 3; ++i) store.register_device(std::string(1, char('a' + i)), public_key(i), {});
+    add_distributed_dp_task(store, "ddp-going", 1e6, 2);
+    add_distributed_dp_task(store, "ddp-spent", 2.3, 3);
+  }
+
+  void add_distributed_dp_task(StateStore& store, const std::string& id, double epsilon_budget,
+                               uint64_t rounds) {
+    v1::CreateTaskHeader header;
+    header.set_strategy("fedavg");
+    header.set_rounds(10);
+    header.mutable_selection()->set_devices_per_round(3);
+    header.set_min_available_devices(3);
+    header.set_min_updates(2);
+    header.set_round_timeout_ms(60'000);
+    v1::SecureAggregation& secure = *header.mutable_secure_aggregation();
+    secure.set_clip_range(1.0);
+    secure.set_levels(1024);
+    secure.set_max_weight(1);
+    v1::DistributedDp& dp = *secure.mutable_distributed_dp();
+    dp.set_noise_multiplier(4);
+    dp.set_clip_norm(1);
+    dp.set_delta(1e-5);
+    dp.set_epsilon_budget(epsilon_budget);
+    tn::server::RoundParams params = tn::server::RoundParams::from_header(header, id);
+    params.secure_aggregation->plan_noise(4, params.min_updates);  // as CreateTask does
+    TaskDefinition task = definition(id);
+    task.round_params = params.to_json();
+    task.rounds_planned = 10;
+    store.create_task(task, small_model());
+    for (uint64_t round = 1; round <= rounds; ++round) {
+      store.begin_round(id, {round, round - 1, {"a", "b", "c"}, now_ms_ + 60'000});
+      store.close_round(id, round, completed({"a", "b", "c"}, {}, small_model(float(round + 1)), round));
+    }
+  }
+};
+
+TEST_F(DistributedDpTaskViews, GetTaskReportsTheEpsilonOfTheCompletedSecureRounds) {
+  const v1::TaskInfo task = get_task_once_waiting("ddp-going").task();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);
+  EXPECT_NEAR(task.privacy().epsilon(), kEpsilonTwoRounds, 1e-12);
+  EXPECT_EQ(task.privacy().order(), 15.0);
+  EXPECT_EQ(task.privacy().rounds_charged(), 2u);
+  EXPECT_EQ(task.privacy().delta(), 1e-5);
+  EXPECT_EQ(task.privacy().epsilon_budget(), 1e6);
+}
+
+TEST_F(DistributedDpTaskViews, ASecureTaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
+  const v1::TaskInfo task = get_task_once_ended("ddp-spent").task();
+  EXPECT_EQ(task.state(), v1::TASK_STATE_STOPPED);
+  EXPECT_NE(task.state_reason().find("the privacy budget: round 4 would take epsilon from 2.17"),
+            std::string::npos)
+      << task.state_reason();
+  EXPECT_NE(task.state_reason().find("past the budget 2.3"), std::string::npos) << task.state_reason();
+  EXPECT_NEAR(task.privacy().epsilon(), kEpsilonThreeRounds, 1e-12);
+  EXPECT_EQ(task.rounds_completed(), 3u);
+}
+
 }  // namespace

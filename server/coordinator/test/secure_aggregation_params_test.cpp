@@ -243,10 +243,18 @@ TEST(SecureAggregationParams, DistributedDpNoiseMarginIsPlannedForTheModelAndIts
   const double margin = 14 * std::sqrt(10 * sensitivity * sensitivity / 5);
   EXPECT_GE(static_cast<double>(secure.fixed_point.noise_margin), margin);
   EXPECT_LE(static_cast<double>(secure.fixed_point.noise_margin), margin * (1 + 1e-6) + 1);
+  // What the rounds are charged: min_updates (5) shares over the sensitivity, never below z 1 and
+  // above it by the variance's rounding up alone (under 2^-8 in a variance of 3.4e9 here).
+  EXPECT_GE(secure.realised_noise_multiplier, 1.0);
+  EXPECT_LE(secure.realised_noise_multiplier, 1 + 1e-9);
+  EXPECT_EQ(params.charged_dp()->noise_multiplier, secure.realised_noise_multiplier);
+  EXPECT_EQ(params.charged_dp()->epsilon_budget, 100.0);
   const RoundParams back = RoundParams::from_json(params.to_json(), "t");
   EXPECT_EQ(back.secure_aggregation->fixed_point.noise_margin, secure.fixed_point.noise_margin);
+  EXPECT_EQ(back.secure_aggregation->realised_noise_multiplier, secure.realised_noise_multiplier);
   ASSERT_TRUE(back.secure_aggregation->distributed_dp);
   EXPECT_EQ(back.secure_aggregation->distributed_dp->to_json(), secure.distributed_dp->to_json());
+  EXPECT_EQ(RoundParams::charged_dp_of(params.to_json())->to_json(), params.charged_dp()->to_json());
 
   RoundParams loud = RoundParams::from_header(distributed_dp_header(3), "t");
   const std::string why = message_of<federated::ParameterRefused>(
