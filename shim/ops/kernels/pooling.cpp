@@ -70,6 +70,7 @@ std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, cons
   if (values.is_meta()) return {values, indices};  // the meta device: shapes and dtypes are the results
   const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
                 planes = plane_in > 0 ? x.numel() / plane_in : 0;
+  const int64_t height = in[1], width = in[2];
   TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     for (int64_t p = 0; p < planes; ++p) {
@@ -78,17 +79,18 @@ std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, cons
       int64_t* out_indices = indices.template data_as<int64_t>() + p * cells;
       each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
         double best = -std::numeric_limits<double>::infinity();
-        int64_t best_index = (td.begin * in[1] + th.begin) * in[2] + tw.begin;
+        int64_t best_index = (td.begin * height + th.begin) * width + tw.begin;
         for (int64_t z = td.begin; z < td.end; z += td.step)
-          for (int64_t y = th.begin; y < th.end; y += th.step)
-            for (int64_t i = (z * in[1] + y) * in[2] + tw.begin, e = i - tw.begin + tw.end; i < e;
-                 i += tw.step) {
-              double v = double(compute_t<scalar_t>(plane[i]));
-              if (v > best || std::isnan(v)) {
-                best = v;
-                best_index = i;
-              }
+          for (int64_t y = th.begin; y < th.end; y += th.step) {
+            const int64_t row = (z * height + y) * width;
+            for (int64_t col = tw.begin; col < tw.end; col += tw.step) {
+              double v = double(compute_t<scalar_t>(plane[row + col]));
+              // Without a branch: random data mispredicts one about every other tap.
+              bool take = v > best || std::isnan(v);
+              best = take ? v : best;
+              best_index = take ? row + col : best_index;
             }
+          }
         out_values[cell] = scalar_t(compute_t<scalar_t>(best));
         out_indices[cell] = best_index;
       });
