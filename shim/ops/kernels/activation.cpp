@@ -178,7 +178,7 @@ TN_KERNEL("aten::threshold_backward", {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     c threshold = c(a.scalar(2).to<scalar_t>());  // in the operands' type, as upstream's kernel
-    return map_binary<scalar_t>(grad, self, t, t, [=](c g, c x) { return x <= threshold ? c(0) : g; });
+    return map_binary<scalar_t>(grad, self, t, [=](c g, c x) { return x <= threshold ? c(0) : g; });
   });
 });
 TN_KERNEL("aten::leaky_relu", {

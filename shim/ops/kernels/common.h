@@ -104,31 +104,37 @@ void for_each_in_iteration_order(const Tensor& t, F&& f) {
   strided_loop<1>(order.sizes(), {order.strides()}, f);
 }
 
-// out[i] = f(a[i]): input converted to `compute` (whose C++ type is in_t), output
-// stored as in_t or, when `out_type` is Bool, as bool. Typed by the caller's dispatch,
-// so each call instantiates two loops, not one per dtype pair.
+// The element type f's results are stored as: a predicate's (f returns bool) fill a Bool
+// tensor, anything else is stored as the compute type in_t. Fixed by f's type, so each call
+// instantiates the loops for one output type, not for both.
+template <typename in_t, typename R>
+using stored_t = std::conditional_t<std::is_same_v<R, bool>, bool, in_t>;
+
+template <typename out_t>
+ScalarType stored_dtype(ScalarType compute) {
+  return std::is_same_v<out_t, bool> ? ScalarType::Bool : compute;
+}
+
+// out[i] = f(a[i]): input converted to `compute` (whose C++ type is in_t), output stored as
+// stored_t. Typed by the caller's dispatch, so each call instantiates one set of loops, not
+// one per dtype pair.
 template <typename in_t, typename F>
-Tensor map_unary(const Tensor& a, ScalarType compute, ScalarType out_type, F&& f) {
+Tensor map_unary(const Tensor& a, ScalarType compute, F&& f) {
+  using out_t = stored_t<in_t, std::invoke_result_t<F&, compute_t<in_t>>>;
   Tensor in = a.to(compute);
-  Tensor out = empty_for_operands(a.sizes(), {a}, compute, out_type);
+  Tensor out = empty_for_operands(a.sizes(), {a}, compute, stored_dtype<out_t>(compute));
   if (out.is_meta()) return out;  // the meta device: the shape and dtype are the result
-  auto run = [&](auto* po) {
-    using out_t = std::remove_pointer_t<decltype(po)>;
-    const in_t* x = in.data_as<in_t>();
-    // The common case (contiguous, or dense and laid out as the output): one flat loop over
-    // memory that the compiler can vectorize.
-    if (in.strides() == out.strides()) {
-      int64_t n = in.numel();
-      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
-      return;
-    }
-    strided_loop<2>(a.sizes(), {out.strides(), in.strides()},
-                    [&](const std::array<int64_t, 2>& o) { po[o[0]] = out_t(f(compute_t<in_t>(x[o[1]]))); });
-  };
-  if (out_type == ScalarType::Bool)
-    run(out.data_as<bool>());
-  else
-    run(out.data_as<in_t>());
+  out_t* po = out.data_as<out_t>();
+  const in_t* x = in.data_as<in_t>();
+  // The common case (contiguous, or dense and laid out as the output): one flat loop over
+  // memory that the compiler can vectorize.
+  if (in.strides() == out.strides()) {
+    int64_t n = in.numel();
+    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
+    return out;
+  }
+  strided_loop<2>(a.sizes(), {out.strides(), in.strides()},
+                  [&](const std::array<int64_t, 2>& o) { po[o[0]] = out_t(f(compute_t<in_t>(x[o[1]]))); });
   return out;
 }
 
@@ -139,7 +145,7 @@ Tensor float_predicate(const Tensor& x, const char* name, Pred pred, bool intege
   return TN_DISPATCH_ALL_TYPES(x.dtype(), name, [&](auto tag) {
     using scalar_t = TN_TYPE(tag);
     using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [&](c v) -> bool {
+    return map_unary<scalar_t>(x, x.dtype(), [&](c v) -> bool {
       if constexpr (std::is_floating_point_v<c>) return pred(v);
       return integer_answer;
     });
@@ -148,43 +154,33 @@ Tensor float_predicate(const Tensor& x, const char* name, Pred pred, bool intege
 
 // out = f(a, b) broadcast; typed like map_unary.
 template <typename in_t, typename F>
-Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, ScalarType out_type, F&& f) {
+Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f) {
+  using c = compute_t<in_t>;
+  using out_t = stored_t<in_t, std::invoke_result_t<F&, c, c>>;
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
   Tensor x = a.to(compute), y = b.to(compute);
-  Tensor out = empty_for_operands(shape, {a, b}, compute, out_type);
+  Tensor out = empty_for_operands(shape, {a, b}, compute, stored_dtype<out_t>(compute));
   if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
-  auto run = [&](auto* po) {
-    using out_t = std::remove_pointer_t<decltype(po)>;
-    // Flat loops over memory for the common layouts: both operands laid out as the output
-    // (which is dense), or one of them a single element.
-    int64_t n = out.numel();
-    bool x_dense = x.sizes() == shape && x.strides() == out.strides();
-    bool y_dense = y.sizes() == shape && y.strides() == out.strides();
-    if (x_dense && y_dense) {
-      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(px[i]), compute_t<in_t>(py[i])));
-      return;
-    }
-    if (x_dense && y.numel() == 1) {
-      compute_t<in_t> b = compute_t<in_t>(py[0]);
-      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(px[i]), b));
-      return;
-    }
-    if (y_dense && x.numel() == 1) {
-      compute_t<in_t> a0 = compute_t<in_t>(px[0]);
-      for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(a0, compute_t<in_t>(py[i])));
-      return;
-    }
+  out_t* po = out.data_as<out_t>();
+  // Flat loops over memory for the common layouts: both operands laid out as the output
+  // (which is dense), or one of them a single element.
+  int64_t n = out.numel();
+  bool x_dense = x.sizes() == shape && x.strides() == out.strides();
+  bool y_dense = y.sizes() == shape && y.strides() == out.strides();
+  if (x_dense && y_dense) {
+    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(c(px[i]), c(py[i])));
+  } else if (x_dense && y.numel() == 1) {
+    c b0 = c(py[0]);
+    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(c(px[i]), b0));
+  } else if (y_dense && x.numel() == 1) {
+    c a0 = c(px[0]);
+    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(a0, c(py[i])));
+  } else {
     strided_loop<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
-                    [&](const std::array<int64_t, 3>& o) {
-                      po[o[0]] = out_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]])));
-                    });
-  };
-  if (out_type == ScalarType::Bool)
-    run(out.data_as<bool>());
-  else
-    run(out.data_as<in_t>());
+                    [&](const std::array<int64_t, 3>& o) { po[o[0]] = out_t(f(c(px[o[1]]), c(py[o[2]]))); });
+  }
   return out;
 }
 
@@ -415,10 +411,10 @@ Tensor float_binary(const Tensor& a, const Tensor& b, const char* half_kernel, F
   return TN_DISPATCH_ALL_TYPES(t, "binary", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, float>)
-      return map_binary<scalar_t>(a, b, t, t,
+      return map_binary<scalar_t>(a, b, t,
                                   [&](double x, double y) -> double { return f(float(x), float(y)); });
     else if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
-      return map_binary<scalar_t>(a, b, t, t, [&](double x, double y) -> double { return f(x, y); });
+      return map_binary<scalar_t>(a, b, t, [&](double x, double y) -> double { return f(x, y); });
     else
       return Tensor();
   });
@@ -431,7 +427,7 @@ Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
   return TN_DISPATCH_ALL_TYPES(t, "unary", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
-      return map_unary<scalar_t>(a, t, t, [&](double x) -> double { return f(x); });
+      return map_unary<scalar_t>(a, t, [&](double x) -> double { return f(x); });
     else
       return Tensor();
   });

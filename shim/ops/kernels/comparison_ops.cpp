@@ -16,7 +16,7 @@ Tensor compare(const Tensor& a, const Tensor& b, F f) {
   return TN_DISPATCH_ALL_TYPES(t, "compare", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_binary<scalar_t>(a, b, t, ScalarType::Bool, [&](c x, c y) -> bool { return f(x, y); });
+    return map_binary<scalar_t>(a, b, t, [&](c x, c y) -> bool { return f(x, y); });
   });
 }
 
@@ -26,8 +26,7 @@ Tensor logical(const Tensor& a, const Tensor& b, F f) {
   return TN_DISPATCH_ALL_TYPES(t, "logical", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_binary<scalar_t>(a, b, t, ScalarType::Bool,
-                                [&](c x, c y) -> bool { return f(x != c(0), y != c(0)); });
+    return map_binary<scalar_t>(a, b, t, [&](c x, c y) -> bool { return f(x != c(0), y != c(0)); });
   });
 }
 
@@ -43,7 +42,7 @@ Tensor bitwise(const Tensor& a, const Tensor& b, const char* name, F f) {
   return TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_integral_v<scalar_t>)
-      return map_binary<scalar_t>(a, b, t, t,
+      return map_binary<scalar_t>(a, b, t,
                                   [&](scalar_t x, scalar_t y) -> scalar_t { return scalar_t(f(x, y)); });
     else
       return Tensor();
@@ -59,7 +58,7 @@ Tensor shift(const Tensor& a, const Tensor& b) {
     if constexpr (std::is_integral_v<scalar_t> && !std::is_same_v<scalar_t, bool>) {
       // As upstream's build behaves on x86-64: operands promoted to 32 bits (64 for
       // int64) and the shift count masked to that width (a negative count wraps).
-      return map_binary<scalar_t>(a, b, t, t, [](scalar_t x, scalar_t y) -> scalar_t {
+      return map_binary<scalar_t>(a, b, t, [](scalar_t x, scalar_t y) -> scalar_t {
         using wide_t = std::conditional_t<sizeof(scalar_t) == 8, int64_t, int32_t>;
         using uwide_t = std::make_unsigned_t<wide_t>;
         int count = int(uint64_t(y) & (sizeof(wide_t) * 8 - 1));
@@ -78,17 +77,18 @@ Tensor shift(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+// One function object per operator, shared by its Tensor and Scalar overloads: each distinct
+// lambda would instantiate map_binary's loops for every dtype once more.
 #define TN_COMPARE(NAME, EXPR)                                                                   \
-  TN_KERNEL("aten::" NAME ".Tensor",                                                             \
-            { return compare(a.tensor(0), a.tensor(1), [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" NAME ".Scalar",                                                             \
-            { return compare(a.tensor(0), scalar_arg(a, 1), [](auto x, auto y) { return EXPR; }); });
-TN_COMPARE("eq", x == y)
-TN_COMPARE("ne", x != y)
-TN_COMPARE("lt", x < y)
-TN_COMPARE("le", x <= y)
-TN_COMPARE("gt", x > y)
-TN_COMPARE("ge", x >= y)
+  constexpr auto NAME##_fn = [](auto x, auto y) { return EXPR; };                                \
+  TN_KERNEL("aten::" #NAME ".Tensor", { return compare(a.tensor(0), a.tensor(1), NAME##_fn); }); \
+  TN_KERNEL("aten::" #NAME ".Scalar", { return compare(a.tensor(0), scalar_arg(a, 1), NAME##_fn); });
+TN_COMPARE(eq, x == y)
+TN_COMPARE(ne, x != y)
+TN_COMPARE(lt, x < y)
+TN_COMPARE(le, x <= y)
+TN_COMPARE(gt, x > y)
+TN_COMPARE(ge, x >= y)
 #undef TN_COMPARE
 
 TN_KERNEL("aten::logical_and",
@@ -101,22 +101,18 @@ TN_KERNEL("aten::logical_not", {
   return TN_DISPATCH_ALL_TYPES(a.tensor(0).dtype(), "logical_not", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(a.tensor(0), a.tensor(0).dtype(), ScalarType::Bool,
-                               [](c x) { return !(x != c(0)); });
+    return map_unary<scalar_t>(a.tensor(0), a.tensor(0).dtype(), [](c x) { return !(x != c(0)); });
   });
 });
-#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                      \
-  TN_KERNEL("aten::" NAME ".Tensor",                                                                        \
-            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); });      \
-  TN_KERNEL("aten::" NAME ".Scalar",                                                                        \
-            { return bitwise(a.tensor(0), scalar_arg(a, 1), NAME, [](auto x, auto y) { return EXPR; }); }); \
-  TN_KERNEL("aten::" DUNDER ".Tensor",                                                                      \
-            { return bitwise(a.tensor(0), a.tensor(1), NAME, [](auto x, auto y) { return EXPR; }); });      \
-  TN_KERNEL("aten::" DUNDER ".Scalar",                                                                      \
-            { return bitwise(a.tensor(0), scalar_arg(a, 1), NAME, [](auto x, auto y) { return EXPR; }); });
-TN_BITWISE("bitwise_and", "__and__", x& y)
-TN_BITWISE("bitwise_or", "__or__", x | y)
-TN_BITWISE("bitwise_xor", "__xor__", x ^ y)
+#define TN_BITWISE(NAME, DUNDER, EXPR)                                                                       \
+  constexpr auto NAME##_fn = [](auto x, auto y) { return EXPR; };                                            \
+  TN_KERNEL("aten::" #NAME ".Tensor", { return bitwise(a.tensor(0), a.tensor(1), #NAME, NAME##_fn); });      \
+  TN_KERNEL("aten::" #NAME ".Scalar", { return bitwise(a.tensor(0), scalar_arg(a, 1), #NAME, NAME##_fn); }); \
+  TN_KERNEL("aten::" DUNDER ".Tensor", { return bitwise(a.tensor(0), a.tensor(1), #NAME, NAME##_fn); });     \
+  TN_KERNEL("aten::" DUNDER ".Scalar", { return bitwise(a.tensor(0), scalar_arg(a, 1), #NAME, NAME##_fn); });
+TN_BITWISE(bitwise_and, "__and__", x& y)
+TN_BITWISE(bitwise_or, "__or__", x | y)
+TN_BITWISE(bitwise_xor, "__xor__", x ^ y)
 #undef TN_BITWISE
 TN_KERNEL("aten::bitwise_not", {
   const Tensor& x = a.tensor(0);
@@ -124,9 +120,9 @@ TN_KERNEL("aten::bitwise_not", {
   return TN_DISPATCH_ALL_TYPES(x.dtype(), "bitwise_not", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     if constexpr (std::is_same_v<scalar_t, bool>)
-      return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [](bool v) { return !v; });
+      return map_unary<scalar_t>(x, x.dtype(), [](bool v) { return !v; });
     else if constexpr (std::is_integral_v<scalar_t>)
-      return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [](scalar_t v) { return scalar_t(~v); });
+      return map_unary<scalar_t>(x, x.dtype(), [](scalar_t v) { return scalar_t(~v); });
     else
       return Tensor();
   });

@@ -35,10 +35,10 @@ Tensor pointwise_loss(const Tensor& input, const Tensor& target, int64_t reducti
     // float32 reaches a generic `f` as float: upstream's loss kernels compute in the
     // storage type, and their sums add exactly those values.
     if constexpr (std::is_same_v<scalar_t, float>)
-      return map_binary<scalar_t>(x, t, type, type,
+      return map_binary<scalar_t>(x, t, type,
                                   [&](double a, double b) -> double { return f(float(a), float(b)); });
     else if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
-      return map_binary<scalar_t>(x, t, type, type, [&](double a, double b) -> double { return f(a, b); });
+      return map_binary<scalar_t>(x, t, type, [&](double a, double b) -> double { return f(a, b); });
     else
       return Tensor();
   });

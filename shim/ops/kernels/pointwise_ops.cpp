@@ -150,7 +150,7 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
   return TN_DISPATCH_ALL_TYPES(t, "isclose", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_binary<scalar_t>(a, b, t, ScalarType::Bool, [=](c x, c y) -> bool {
+    return map_binary<scalar_t>(a, b, t, [=](c x, c y) -> bool {
       if (x == y) return true;
       if constexpr (std::is_floating_point_v<c>) {
         if (std::isnan(x) || std::isnan(y)) return equal_nan && std::isnan(x) && std::isnan(y);

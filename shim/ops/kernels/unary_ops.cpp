@@ -17,7 +17,7 @@ Tensor same_type_unary(const Tensor& a, const char* name, F f) {
   return TN_DISPATCH_ALL_TYPES(t, name, [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(a, t, t, [&](c x) -> c { return f(x); });
+    return map_unary<scalar_t>(a, t, [&](c x) -> c { return f(x); });
   });
 }
 
@@ -165,7 +165,7 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
               : double(std::numeric_limits<
                        std::conditional_t<std::is_same_v<scalar_t, double>, double, float>>::max());
       double hi = posinf.value_or(largest), lo = neginf.value_or(-largest), n = nan.value_or(0.0);
-      return map_unary<scalar_t>(x, x.dtype(), x.dtype(), [=](double v) -> double {
+      return map_unary<scalar_t>(x, x.dtype(), [=](double v) -> double {
         if (std::isnan(v)) return n;
         if (std::isinf(v)) return v > 0 ? hi : lo;
         return v;
@@ -284,7 +284,7 @@ TN_KERNEL("aten::signbit", {
   return TN_DISPATCH_ALL_TYPES(x.dtype(), "signbit", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
-    return map_unary<scalar_t>(x, x.dtype(), ScalarType::Bool, [](c v) -> bool {
+    return map_unary<scalar_t>(x, x.dtype(), [](c v) -> bool {
       if constexpr (std::is_floating_point_v<c>)
         return std::signbit(v);
       else if constexpr (std::is_signed_v<c>)
