@@ -165,7 +165,10 @@ int64_t pool_out(int64_t size, int64_t k, int64_t pad, int64_t stride, int64_t d
     throw Error("pad should be at most half of kernel size, but got pad=" + std::to_string(pad) +
                 " and kernel_size=" + std::to_string(k));
   int64_t numerator = size + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
-  int64_t out = numerator / stride - ((numerator % stride != 0) && ((numerator < 0) != (stride < 0))) + 1;
+  // Rounded down, not toward zero: a kernel longer than the input gives no output.
+  int64_t quotient = numerator / stride;
+  if (numerator % stride != 0 && (numerator < 0) != (stride < 0)) --quotient;
+  int64_t out = quotient + 1;
   if (ceil && (out - 1) * stride >= size + pad) --out;
   return out;
 }
@@ -186,19 +189,31 @@ Dims3 per_dim(const Shape& list, int spatial, int64_t depth, const std::string& 
   return d;
 }
 
-// Upstream's pool2d/pool3d checks and output sizes, for an input of 3 or 4 (2-D) or 4 or 5 dims.
-Dims3 checked_output(const Tensor& input, const PoolArgs& a, int spatial, const std::string& name,
-                     bool kernel_inside_input) {
-  if (input.dim() != spatial + 1 && input.dim() != spatial + 2)
-    throw Error(spatial == 3
-                    ? "non-empty 4D or 5D (batch mode) tensor expected for input"
-                    : "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
-                      "but got:" +
-                          shape_str(input.sizes()));
-  Dims3 in = spatial_sizes(input.sizes(), spatial), out;
-  for (int i = 3 - spatial; i < 3; ++i)
-    out[i] = pool_out(in[i], a.kernel[i], a.padding[i], a.stride[i], a.dilation[i], a.ceil);
-  out[0] = spatial == 3 ? out[0] : 1;
+// Upstream's pool2d/pool3d input checks: 3 or 4 (2-D) or 4 or 5 dims (checked first), none
+// empty but the batch (checked after the output sizes).
+std::string rank_refusal(const Tensor& input, int spatial) {
+  return spatial == 3
+             ? "non-empty 4D or 5D (batch mode) tensor expected for input"
+             : "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:" +
+                   shape_str(input.sizes());
+}
+void check_rank(const Tensor& input, int spatial) {
+  if (input.dim() != spatial + 1 && input.dim() != spatial + 2) throw Error(rank_refusal(input, spatial));
+}
+// (Upstream's 3-D text names dimension 0 whichever is empty.)
+void check_not_empty(const Tensor& input, int spatial, const std::string& name) {
+  for (int64_t i = input.dim() - spatial - 1; i < input.dim(); ++i)
+    if (input.size(i) == 0)
+      throw Error(spatial == 2
+                      ? rank_refusal(input, spatial)
+                      : name +
+                            "(): Expected input's non-batch dimensions to have positive length, but "
+                            "input has a shape of " +
+                            shape_str(input.sizes()) + " and non-batch dimension 0 has length zero!");
+}
+
+// Upstream's checks of kernel, stride and dilation, after it has computed the output sizes.
+void check_positive(const PoolArgs& a, int spatial) {
   const char* letters = "THW";
   auto listed = [&](const std::string& prefix, const Dims3& v) {
     std::string text;
@@ -211,21 +226,23 @@ Dims3 checked_output(const Tensor& input, const PoolArgs& a, int spatial, const 
   if (!positive(a.stride)) throw Error("stride should be greater than zero, but got" + listed("d", a.stride));
   if (!positive(a.dilation))
     throw Error("dilation should be greater than zero, but got" + listed("dilation", a.dilation));
-  for (int64_t i = input.dim() - spatial - 1; i < input.dim(); ++i)
-    if (input.size(i) == 0)
-      throw Error(spatial == 3
-                      ? name +
-                            "(): Expected input's non-batch dimensions to have positive length, but "
-                            "input has a shape of " +
-                            shape_str(input.sizes()) + " and non-batch dimension 0 has length zero!"
-                      : "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
-                        "but got:" +
-                            shape_str(input.sizes()));
+}
+
+// The output sizes of a max or average pooling, checked in upstream's order; 3-D average
+// pooling also wants the kernel inside the input.
+Dims3 checked_output(const Tensor& input, const PoolArgs& a, int spatial, const std::string& name,
+                     bool kernel_inside_input) {
+  check_rank(input, spatial);
+  Dims3 in = spatial_sizes(input.sizes(), spatial), out{1, 1, 1};
+  for (int i = 3 - spatial; i < 3; ++i)
+    out[i] = pool_out(in[i], a.kernel[i], a.padding[i], a.stride[i], a.dilation[i], a.ceil);
+  check_positive(a, spatial);
+  check_not_empty(input, spatial, name);
   if (kernel_inside_input && (in[0] < a.kernel[0] || in[1] < a.kernel[1] || in[2] < a.kernel[2]))
     throw Error("input image (T: " + std::to_string(in[0]) + " H: " + std::to_string(in[1]) + " W: " +
                 std::to_string(in[2]) + ") smaller than kernel size (kT: " + std::to_string(a.kernel[0]) +
                 " kH: " + std::to_string(a.kernel[1]) + " kW: " + std::to_string(a.kernel[2]) + ")");
-  if (!positive(out)) {
+  if (out[0] <= 0 || out[1] <= 0 || out[2] <= 0) {
     std::string planes = std::to_string(input.size(-spatial - 1));
     throw Error("Given input size: (" + planes + "x" + spatial_text(in, spatial, "x") +
                 "). Calculated output size: (" + planes + "x" + spatial_text(out, spatial, "x") +
