@@ -142,11 +142,15 @@ Tensor spread(const Tensor& grad, const Shape& input_sizes, int spatial, const W
   const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
                 planes = cells > 0 ? g.numel() / cells : 0;
   Tensor out = ops::zeros(input_sizes, ScalarType::Double);
+  const bool integral = !is_floating(grad.dtype());
   for (int64_t p = 0; p < planes; ++p) {
     const double* gv = g.data_as<double>() + p * cells;
     double* ov = out.data_as<double>() + p * plane_in;
     each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
-      double share = gv[cell] / double(divisor(td, th, tw, count_include_pad, divisor_override));
+      int64_t d = divisor(td, th, tw, count_include_pad, divisor_override);
+      // An integer gradient is divided as upstream's kernel divides it: in integers, each share
+      // rounded toward zero before the shares are added.
+      double share = integral ? double(int64_t(gv[cell]) / d) : gv[cell] / double(d);
       for (int64_t z = td.begin; z < td.end; ++z)
         for (int64_t y = th.begin; y < th.end; ++y)
           for (int64_t i = (z * in[1] + y) * in[2] + tw.begin, e = i - tw.begin + tw.end; i < e; ++i)
