@@ -586,6 +586,8 @@ def _pool3d_cases():
         for dtype in dtypes:
             yield Case("%s/%s/dtype" % (op, dtype), call, (volume,), dtype)
     yield Case("adaptive_avg_pool3d/bfloat16/1", lambda x: F.adaptive_avg_pool3d(x, 1), (volume,), "bfloat16")
+    yield Case("adaptive_avg_pool3d/float16/backward_op", lambda g, x: torch.ops.aten._adaptive_avg_pool3d_backward(
+        g, x), (Arg((2, 2, 3, 2, 4)), Arg((2, 2, 5, 4, 6))), "float16")
     # upstream's integer backward divides each output's gradient in integers before adding.
     yield Case("avg_pool3d/int64/backward_op", lambda g, x: torch.ops.aten.avg_pool3d_backward(
         g, x, [2, 2, 2], [1, 1, 1], [1, 0, 1], False, True, None), (Arg((1, 2, 4, 3, 5)), Arg((1, 2, 3, 4, 4))), "int64")
