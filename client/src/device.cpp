@@ -456,10 +456,10 @@ struct Device::Impl {
   // this device took part in a task or saw one running, or, before it first said its work ended,
   // waited in a CheckIn through one (a device started before its task waits for it). Said once:
   // the device then waits for a task it takes part in or is told is running. Not for a CheckIn
-  // held through an end of the work after that: the coordinator records a task's end before it
-  // answers the held CheckIns, so a device told of the end by one CheckIn can be held by its next
-  // one through that same end (the board's end_of_work, work_ended_while_held), which ended no
-  // new work.
+  // held through an end of the work after that (work_ended_while_held): an end of tasks it was
+  // neither in nor told of ended no work of its own, and a coordinator that recorded a task's end
+  // in its store before it counted it on its board (before 2026-12-07) held a device told of the
+  // end by one CheckIn in its next one through that same end.
   std::optional<WorkEnded> work_ended() {
     if (!last_no_work || !last_no_work->has_running_tasks()) return std::nullopt;  // an older coordinator
     const bool held_through_an_end = last_no_work->work_ended_while_held() && !said_work_ended;

@@ -205,15 +205,16 @@ std::vector<DeviceBoard::Answer> DeviceBoard::take_every_hold() {
   return answers;
 }
 
-void DeviceBoard::end_of_work() {
-  std::vector<Answer> unanswered;
-  {
-    std::lock_guard lock(mutex_);
-    ++endings_;
-    unanswered = take_every_hold();
-  }
+std::vector<DeviceBoard::Answer> DeviceBoard::end_of_work() {
+  std::lock_guard lock(mutex_);
+  ++endings_;
+  std::vector<Answer> taken = take_every_hold();
   expiry_changed_.notify_all();
-  for (Answer& answer : unanswered) answer(std::nullopt);
+  return taken;
+}
+
+void DeviceBoard::answer_with_no_work(std::vector<Answer> answers) {
+  for (Answer& answer : answers) answer(std::nullopt);
 }
 
 uint64_t DeviceBoard::endings() const {
@@ -230,7 +231,7 @@ void DeviceBoard::close() {
   }
   arrived_.notify_all();
   expiry_changed_.notify_all();
-  for (Answer& answer : unanswered) answer(std::nullopt);
+  answer_with_no_work(std::move(unanswered));
 }
 
 }  // namespace tn::server

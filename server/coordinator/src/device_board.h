@@ -94,9 +94,14 @@ class DeviceBoard {
   // When each device heard from since the last call was last heard from (Unix ms), for the
   // coordinator to store as last_seen in one transaction rather than one per request.
   std::map<federated::DeviceId, int64_t> take_unsaved_last_heard();
-  // A task ended and none is running: answers every held CheckIn with no work now, rather than
-  // when its wait passes, so that a device with nothing more to do learns it at once.
-  void end_of_work();
+  // A task ended and none is running: counts the end (endings()) and takes every held CheckIn off
+  // the board, in one step, for the caller to answer with no work (answer_with_no_work) once it
+  // holds no lock, so that a device with nothing more to do learns it now rather than when its
+  // wait passes. Called in the state store's critical section that records the end
+  // (end_work_if_no_task_runs): the store's lock is taken before the board's, never the other way
+  // round (nothing run under the board's lock looks at the store).
+  [[nodiscard]] std::vector<Answer> end_of_work();
+  static void answer_with_no_work(std::vector<Answer> answers);
   // How many times end_of_work was called.
   uint64_t endings() const;
   // Answers every held CheckIn with no work, now and from now on (shutdown).

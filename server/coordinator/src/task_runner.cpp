@@ -901,8 +901,12 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
   }
   if (!result.task_end && !stop_reason.empty()) result.task_end = TaskEnd{TaskState::Stopped, stop_reason};
   const auto commit_start = SteadyClock::now();
+  std::vector<DeviceBoard::Answer> held;  // when the round ends the task
   try {
-    services_.state.with([&](StateStore& store) { return store.close_round(id, plan.round_id, result); });
+    services_.state.with([&](StateStore& store) {
+      store.close_round(id, plan.round_id, result);
+      if (result.task_end) held = end_work_if_no_task_runs(store, services_.board);
+    });
   } catch (const std::exception& error) {
     // The task has moved on in memory but not on disk: stop here, and let the next start resume
     // from the last committed round (this one is then marked interrupted).
@@ -935,7 +939,7 @@ bool TaskRunner::close_round(const federated::RoundPlan& plan, Hosted hosted,
       result.task_end->state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED
                                                    : v1::EVENT_KIND_TASK_FINISHED,
       id, 0, "", std::string(task_state_name(result.task_end->state)) + ": " + result.task_end->reason);
-  end_held_check_ins_if_no_task_runs(services_);
+  DeviceBoard::answer_with_no_work(std::move(held));
   return false;
 }
 
@@ -983,8 +987,12 @@ void TaskRunner::note_waiting(size_t available, size_t eligible) {
 
 void TaskRunner::end_task(TaskState state, const std::string& reason) {
   const std::string& id = task_.name();
+  std::vector<DeviceBoard::Answer> held;
   try {
-    services_.state.with([&](StateStore& store) { store.set_task_state(id, state, reason); });
+    services_.state.with([&](StateStore& store) {
+      store.set_task_state(id, state, reason);
+      held = end_work_if_no_task_runs(store, services_.board);
+    });
   } catch (const std::exception& error) {
     log_event(LogLevel::Error, "task_state_not_recorded", {{"task", id}, {"error", error.what()}});
     return;
@@ -992,14 +1000,14 @@ void TaskRunner::end_task(TaskState state, const std::string& reason) {
   services_.events.publish(
       state == TaskState::Stopped ? v1::EVENT_KIND_TASK_STOPPED : v1::EVENT_KIND_TASK_FINISHED, id, 0, "",
       std::string(task_state_name(state)) + ": " + reason);
-  end_held_check_ins_if_no_task_runs(services_);
+  DeviceBoard::answer_with_no_work(std::move(held));
 }
 
-void end_held_check_ins_if_no_task_runs(const Services& services) {
-  const std::vector<TaskRecord> tasks =
-      services.state.with([](StateStore& store) { return store.list_tasks(); });
-  if (std::ranges::none_of(tasks, [](const TaskRecord& task) { return task.state == TaskState::Running; }))
-    services.board.end_of_work();
+std::vector<DeviceBoard::Answer> end_work_if_no_task_runs(StateStore& store, DeviceBoard& board) {
+  const std::vector<TaskRecord> tasks = store.list_tasks();
+  if (std::ranges::any_of(tasks, [](const TaskRecord& task) { return task.state == TaskState::Running; }))
+    return {};
+  return board.end_of_work();
 }
 
 }  // namespace tn::server

@@ -45,10 +45,17 @@ class Work;
 
 namespace tn::server {
 
-// Once a task has ended (its end recorded in the state store) and no task is running, ends the
-// devices' held CheckIns with no work, so that a device with nothing more to do learns it now and
-// not when its wait (check_in_wait_bound) passes.
-void end_held_check_ins_if_no_task_runs(const Services& services);
+// Called in the state store's critical section that records a task's end (`store` is the
+// store it guards): when no task is running then, counts the end of the work on the board and
+// takes the devices' held CheckIns (DeviceBoard::end_of_work), for the caller to answer with no
+// work (DeviceBoard::answer_with_no_work) once it has left that section, so that a device with
+// nothing more to do learns it now and not when its wait (check_in_wait_bound) passes. In the
+// same section, because a CheckIn sees the end in the store (no task running, its task ended)
+// and the board's endings() in two looks: counted after the section, a device told of the end
+// by one CheckIn could read endings() from before it in its next, be held, and be answered with
+// that same end (NoWork.work_ended_while_held), which it counts as a task it saw running.
+[[nodiscard]] std::vector<DeviceBoard::Answer> end_work_if_no_task_runs(StateStore& store,
+                                                                        DeviceBoard& board);
 
 class TaskRunner {
  public:

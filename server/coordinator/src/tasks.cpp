@@ -107,9 +107,13 @@ void Tasks::stop(const std::string& task_id, const std::string& reason) {
   auto found = runners_.find(task_id);
   if (found != runners_.end() && !found->second->finished()) return found->second->stop(why);
   // Running in the store with no loop (it could not be resumed): record the stop directly.
-  services_.state.with([&](StateStore& store) { store.set_task_state(task_id, TaskState::Stopped, why); });
+  std::vector<DeviceBoard::Answer> held;
+  services_.state.with([&](StateStore& store) {
+    store.set_task_state(task_id, TaskState::Stopped, why);
+    held = end_work_if_no_task_runs(store, services_.board);
+  });
   services_.events.publish(v1::EVENT_KIND_TASK_STOPPED, task_id, 0, "", why);
-  end_held_check_ins_if_no_task_runs(services_);
+  DeviceBoard::answer_with_no_work(std::move(held));
 }
 
 void Tasks::drain_and_join() {

@@ -9,14 +9,22 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
 #include <random>
+#include <streambuf>
 #include <thread>
 
 #include "device_board.h"
+#include "event_log.h"
 #include "nonce_ledger.h"
 #include "proto/protocol.h"
 #include "proto/signing.h"
+#include "round_params.h"
 #include "server/hex.h"
+#include "state_store_fixture.h"
+#include "tasks.h"
 #include "torchnative/federated/v1/admin.grpc.pb.h"
 #include "torchnative/federated/v1/device.grpc.pb.h"
 
@@ -287,7 +295,7 @@ TEST(DeviceBoardEndOfWork, EndsEveryHoldAndAnswersACheckInThatLookedBeforeTheEnd
   board.hold("dev-a", {}, 60s, count, v1::ROUND_TRANSPORT_DATA_PLANE, looked);
   board.hold("dev-b", {}, 60s, count);
   EXPECT_EQ(board.waiting(), 2u);
-  board.end_of_work();
+  tn::server::DeviceBoard::answer_with_no_work(board.end_of_work());
   EXPECT_EQ(answered_without_work, 2);
   EXPECT_EQ(board.waiting(), 0u);
   EXPECT_EQ(board.endings(), looked + 1);
@@ -376,3 +384,110 @@ TEST(NonceLedger, CallbacksAnswerEveryRequestOnceWithoutAWaitingThreadAndDestruc
   EXPECT_TRUE(reopened.record_nonce("signer", "nonce-1999", 1000));  // only ever replayed as 1998
   std::filesystem::remove_all(directory);
 }
+
+namespace {
+
+using tn::server::state_test::StateStoreTest;
+
+// Calls `action`, once, on the thread that logs the event `event`, while that thread is in
+// log_event (std::cerr's buffer, until it goes): a place in the coordinator's own sequence of
+// steps that the test can stop at without a hook in the code under test.
+class OnLogged : public std::streambuf {
+ public:
+  OnLogged(const std::string& event, std::function<void()> action)
+      : needle_("\"event\":\"" + event + "\""), action_(std::move(action)), logged_(std::cerr.rdbuf(this)) {}
+  ~OnLogged() override { std::cerr.rdbuf(logged_); }
+  OnLogged(const OnLogged&) = delete;
+  OnLogged& operator=(const OnLogged&) = delete;
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    line_ += traits_type::to_char_type(c);
+    return logged_->sputc(traits_type::to_char_type(c));
+  }
+  std::streamsize xsputn(const char* text, std::streamsize count) override {
+    line_.append(text, size_t(count));
+    return logged_->sputn(text, count);
+  }
+  // log_event flushes each line (std::cerr is unit-buffered besides).
+  int sync() override {
+    if (action_ && line_.find(needle_) != std::string::npos) std::exchange(action_, {})();
+    line_.clear();
+    return logged_->pubsync();
+  }
+
+ private:
+  const std::string needle_;
+  std::function<void()> action_;
+  std::streambuf* const logged_;
+  std::string line_;
+};
+
+// A coordinator's task loop and the board, on a store holding task "mnist", running.
+class TaskEnd : public StateStoreTest {
+ protected:
+  void SetUp() override {
+    StateStoreTest::SetUp();
+    tn::server::StateStore store = open();
+    tn::server::RoundParams params;
+    params.devices_per_round = 2;
+    params.min_updates = 1;
+    params.round_timeout = std::chrono::minutes(1);
+    tn::server::TaskDefinition task = definition("mnist");
+    task.round_params = params.to_json();
+    store.create_task(task, small_model());
+    state_.emplace(std::move(store));
+  }
+
+  tn::server::CoordinatorConfig config_;
+  std::optional<tn::server::GuardedState> state_;
+  tn::server::Metrics metrics_;
+  tn::server::UpdateInboxes inboxes_;
+  tn::server::SecureExchanges secure_exchanges_;
+};
+
+// A device told by one CheckIn that its task ended (answered from the store: no task running) and
+// checking in again must not be held through that same end: the end it was told of must already
+// be in the board's endings() its next CheckIn reads (and so not reported as
+// NoWork.work_ended_while_held, which the device counts as a task it saw running). The test looks
+// at the board and the store as a CheckIn does where the task loop logs task_stopped, after the
+// store has the end and before the held CheckIns are answered: the two CheckIns run there, in
+// turn, on the loop's thread. Before the end was counted in the store's critical section, the
+// second looked at endings 0, was held, and was answered with the end it had been told of.
+TEST_F(TaskEnd, ADeviceToldOfTheEndIsNotHeldThroughItByItsNextCheckIn) {
+  std::optional<uint64_t> looked;                 // the endings() the second CheckIn read
+  std::optional<bool> answered_ended_while_held;  // its answer, if it had one
+  tn::server::DeviceBoard board(std::chrono::seconds(10));
+  tn::server::EventLog events(*state_);
+  const tn::server::Services services{config_, *state_, board, events, metrics_, inboxes_, secure_exchanges_};
+  bool told_of_the_end = false;
+  // In place before the task loop starts and logs, and after it has been joined.
+  OnLogged at_task_stopped("task_stopped", [&] {
+    // The first CheckIn names the task it took part in (DeviceServiceImpl::work_already_ended).
+    const std::vector<tn::server::TaskRecord> stored =
+        state_->with([](tn::server::StateStore& store) { return store.list_tasks(); });
+    told_of_the_end = stored.size() == 1 && stored[0].state == tn::server::TaskState::Stopped;
+    // The second, new to the work, reads the board's endings() and is held.
+    looked = board.endings();
+    board.hold(
+        "dev-a", {}, std::chrono::minutes(1),
+        [&](std::optional<v1::Assignment> assignment) {
+          if (!assignment) answered_ended_while_held = board.endings() != *looked;
+        },
+        v1::ROUND_TRANSPORT_DATA_PLANE, looked);
+  });
+  tn::server::Tasks tasks(services);
+  tasks.resume_all();
+  tasks.stop("mnist", "the test stops it");
+  tasks.drain_and_join();  // the loop has ended the task and answered the held CheckIns
+  ASSERT_TRUE(told_of_the_end) << "the hook did not run where the store has the end";
+  EXPECT_EQ(board.endings(), 1u);
+  EXPECT_EQ(looked, 1u) << "the second CheckIn read endings() before the end it was told of was counted";
+  EXPECT_EQ(answered_ended_while_held, std::nullopt)
+      << "held through the end it was told of, and answered work_ended_while_held "
+      << answered_ended_while_held.value_or(false);
+  EXPECT_EQ(board.waiting(), 1u);  // held still, for the next task
+}
+
+}  // namespace
