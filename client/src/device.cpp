@@ -3,10 +3,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -115,6 +117,52 @@ void check_round_sizes(const v1::RoundConfig& round, const DeviceOptions& option
     throw std::runtime_error(round_name(round) + " puts this device at rank " + std::to_string(plane.rank()) +
                              " of a data plane of " + std::to_string(plane.world_size()) +
                              " ranks, rank 0 being the hub's");
+}
+
+// A secure round runs over gRPC alone: its masked words go by SecAggStage, since the hub's reduce
+// sums float64 values and masked words must be added modulo 2^bits. A device that asked for the
+// data plane is not moved to gRPC unasked (it may have asked for a reason: a proxy that passes the
+// hub's traffic and not large gRPC streams, a quota): it refuses by name, and its operator decides.
+void check_secure_transport(const v1::RoundConfig& round, const DeviceOptions& options) {
+  if (options.round_transport == v1::ROUND_TRANSPORT_GRPC) return;
+  throw std::runtime_error(round_name(round) + " of task " + round.task_id() +
+                           " is a secure aggregation round, which runs over gRPC alone (its masked words do "
+                           "not go over the hub's data plane), and this device asked for the data plane: it "
+                           "takes part in secure rounds only when it checks in with round_transport grpc "
+                           "(torchnative-device --round-transport grpc)");
+}
+
+std::string noise_words(double multiplier, uint32_t devices) {
+  std::ostringstream words;
+  words << "multiplier " << multiplier << " for sums of " << devices << " devices (a share of "
+        << multiplier / std::sqrt(double(devices)) << " sensitivities)";
+  return words.str();
+}
+
+// The noise a secure round asks of this device, checked against the device's own floor before it
+// trains. The coordinator sets noise_multiplier z and noise_min_devices m, and the device adds a
+// share of variance (z sensitivity)^2 / m: a coordinator that claims a larger m or a smaller z
+// makes every device add less, and nothing the device fetches from that coordinator (the task
+// included) can tell it otherwise. Its own floor (Z, M) can: the share it adds then has standard
+// deviation at least Z / sqrt(M) sensitivities of its own contribution, whatever the round says
+// (the sensitivity comes from the same clipping bound and fixed point the device quantises with,
+// so inflating them inflates the noise with them). Compared as z^2 / m against Z^2 / M, the share
+// itself: a round of larger z and m that asks for as much noise per device is as good. NaN fails.
+void check_noise_floor(const v1::RoundConfig& round, const DeviceOptions& options) {
+  if (!options.noise_floor) return;
+  const NoiseFloor& floor = *options.noise_floor;
+  const v1::SecAggRound& secure = round.secure_aggregation();
+  const std::string floor_words =
+      "this device's noise floor, " + noise_words(floor.multiplier, floor.devices);
+  if (!secure.has_noise_multiplier())
+    throw std::runtime_error(round_name(round) + " of task " + round.task_id() +
+                             " adds no distributed DP noise, below " + floor_words);
+  const double z = secure.noise_multiplier();
+  const uint32_t m = secure.noise_min_devices();
+  if (!(z * z * double(floor.devices) >= floor.multiplier * floor.multiplier * double(m)))
+    throw std::runtime_error(round_name(round) + " of task " + round.task_id() +
+                             " asks each device for noise of " + noise_words(z, m) + ", below " +
+                             floor_words);
 }
 
 // The broadcast bytes, laid out as the round's table (check_round_sizes), as a model whose
@@ -714,6 +762,8 @@ void Device::upload_over_grpc(const v1::RoundConfig& round, RoundReport& report)
 }
 
 void Device::participate_securely(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report) {
+  check_secure_transport(round, impl_->options);
+  check_noise_floor(round, impl_->options);
   fetch_train_and(round, trainer, report, [&](federated::Model& global) {
     impl_->check_not_abandoned(round, "masking its update");
     report.quantised = quantised_update(round.secure_aggregation(), global, report.result);

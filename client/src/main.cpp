@@ -56,6 +56,8 @@ struct Options {
   int training_slots = 0;  // 0: no bound
   uint64_t max_model_bytes = tn::proto::TransferLimits{}.max_total_bytes;
   tn::client::v1::RoundTransport round_transport = tn::client::v1::ROUND_TRANSPORT_DATA_PLANE;
+  double min_noise_multiplier = 0;  // with max_noise_devices: the device's noise floor; 0: none
+  uint32_t max_noise_devices = 0;
 };
 
 Options parse(int argc, char** argv) {
@@ -114,7 +116,21 @@ Options parse(int argc, char** argv) {
             "and submitting updates with SubmitUpdate")
       .choice(o.round_transport, {{"data-plane", tn::client::v1::ROUND_TRANSPORT_DATA_PLANE},
                                   {"grpc", tn::client::v1::ROUND_TRANSPORT_GRPC}});
+  command
+      .flag("--min-noise-multiplier", "Z",
+            "with --max-noise-devices M, this device's floor on distributed DP noise: it refuses a secure "
+            "round asking each device for a smaller share than that of a sum of M devices at multiplier Z, "
+            "or for none")
+      .into(o.min_noise_multiplier);
+  command
+      .flag("--max-noise-devices", "M",
+            "the most devices whose shares this device's noise floor counts on in a released sum "
+            "(--min-noise-multiplier)")
+      .into(o.max_noise_devices, uint32_t{1});
   command.parse_or_exit(argc, argv);
+  if (o.min_noise_multiplier < 0) command.fail("--min-noise-multiplier: expected a positive number");
+  if ((o.min_noise_multiplier > 0) != (o.max_noise_devices > 0))
+    command.fail("--min-noise-multiplier and --max-noise-devices make the noise floor together: give both");
   return o;
 }
 
@@ -264,6 +280,8 @@ int main(int argc, char** argv) {
   common.metadata.set_platform("synthetic");
   common.check_in_wait = tn::client::Milliseconds(options.check_in_wait_ms);
   common.round_transport = options.round_transport;
+  if (options.max_noise_devices > 0)
+    common.noise_floor = tn::client::NoiseFloor{options.min_noise_multiplier, options.max_noise_devices};
   common.wait_for_next_task = options.wait_for_next_task;
   common.limits.max_total_bytes = options.max_model_bytes;
   try {

@@ -151,6 +151,78 @@ TEST_F(HostileRound, ADataPlaneOfTooManyRanksOrARankThatIsNotADevicesIsRefused) 
             "round 7 puts this device at rank 4 of a data plane of 4 ranks, rank 0 being the hub's");
 }
 
+// A secure round as a coordinator would send it: no data plane, the model by FetchModel (from a
+// port nobody listens on), distributed DP of multiplier z for sums of m devices.
+v1::RoundConfig secure_round(double z, uint32_t m) {
+  v1::RoundConfig round;
+  round.set_task_id("task-secure");
+  round.set_round_id(7);
+  round.set_model_version("task-secure/0");
+  round.set_deadline_unix_ms(unix_ms_from_now(std::chrono::seconds(60)));
+  v1::SecAggRound& secure = *round.mutable_secure_aggregation();
+  secure.set_session("task-secure/7");
+  secure.set_noise_multiplier(z);
+  secure.set_noise_min_devices(m);
+  return round;
+}
+
+// Masked words do not go over the hub's data plane: a device that asked for it is not moved to
+// gRPC by a secure round, it refuses the round by name.
+TEST_F(HostileRound, ASecureRoundIsRefusedByADeviceThatAskedForTheDataPlane) {
+  EXPECT_EQ(
+      refusal(secure_round(1, 3), options()),
+      "round 7 of task task-secure is a secure aggregation round, which runs over gRPC alone (its masked "
+      "words do not go over the hub's data plane), and this device asked for the data plane: it takes "
+      "part in secure rounds only when it checks in with round_transport grpc (torchnative-device "
+      "--round-transport grpc)");
+}
+
+// A device with a noise floor of multiplier 1 for sums of 3 devices adds a share of at least
+// 1/sqrt(3) = 0.57735 sensitivities, whatever the coordinator says: a round claiming more devices
+// (1/sqrt(5) = 0.447214), a smaller multiplier (0.5/sqrt(3) = 0.288675) or no noise is refused
+// before training.
+TEST_F(HostileRound, ASecureRoundAskingForLessNoiseThanTheDevicesFloorIsRefusedByName) {
+  DeviceOptions floored = options();
+  floored.round_transport = v1::ROUND_TRANSPORT_GRPC;
+  floored.noise_floor = tn::client::NoiseFloor{1, 3};
+  const std::string floor =
+      ", below this device's noise floor, multiplier 1 for sums of 3 devices (a share of 0.57735 "
+      "sensitivities)";
+  EXPECT_EQ(refusal(secure_round(1, 5), floored),
+            "round 7 of task task-secure asks each device for noise of multiplier 1 for sums of 5 devices (a "
+            "share of 0.447214 sensitivities)" +
+                floor);
+  EXPECT_EQ(
+      refusal(secure_round(0.5, 3), floored),
+      "round 7 of task task-secure asks each device for noise of multiplier 0.5 for sums of 3 devices (a "
+      "share of 0.288675 sensitivities)" +
+          floor);
+  v1::RoundConfig noiseless = secure_round(1, 3);
+  noiseless.mutable_secure_aggregation()->clear_noise_multiplier();
+  EXPECT_EQ(
+      refusal(noiseless, floored),
+      "round 7 of task task-secure adds no distributed DP noise, below this device's noise floor, multiplier "
+      "1 for sums of 3 devices (a share of 0.57735 sensitivities)");
+}
+
+// A round asking for at least the floor's share, however split between multiplier and devices
+// (2/sqrt(12) = 1/sqrt(3)), is taken part in: the device goes on to fetch the model.
+TEST_F(HostileRound, ASecureRoundMeetingTheDevicesNoiseFloorGoesOnToFetchTheModel) {
+  DeviceOptions floored = options();
+  floored.round_transport = v1::ROUND_TRANSPORT_GRPC;
+  floored.noise_floor = tn::client::NoiseFloor{1, 3};
+  for (const auto& [z, m] : {std::pair{1.0, 3u}, {2.0, 12u}, {1.0, 1u}}) {
+    Device device(floored);
+    const RoundReport report = device.participate(secure_round(z, m), [&](const auto& global, const auto&) {
+      ADD_FAILURE() << "trained without a model";
+      return TrainResult{global, 1, {}};
+    });
+    EXPECT_FALSE(report.contributed);
+    EXPECT_EQ(report.error.find("noise"), std::string::npos) << report.error;
+    EXPECT_NE(report.error.find("FetchModel"), std::string::npos) << report.error;
+  }
+}
+
 // A coordinator that answers the CheckIns of one device with `answers` in turn, then, with none
 // left, stops the device; Register gives it an id, and every other call is unimplemented.
 class ScriptedCoordinator final : public v1::DeviceService::Service {

@@ -122,12 +122,14 @@ std::shared_ptr<grpc::Channel> unlimited_channel(const std::string& server) {
   return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), arguments);
 }
 
-tn::client::Device registered_device(const Options& options) {
+tn::client::Device registered_device(const Options& options,
+                                     v1::RoundTransport transport = v1::ROUND_TRANSPORT_DATA_PLANE) {
   tn::client::DeviceOptions device_options;
   device_options.server_address = options.server;
   device_options.key_file = options.key_file;
   device_options.metadata.set_platform("rogue");
   device_options.check_in_wait = Milliseconds(1000);
+  device_options.round_transport = transport;
   return tn::client::Device(device_options);
 }
 
@@ -506,7 +508,8 @@ struct Refused {
 // again until it is stopped; secagg-long-input: its last masked input message carries one word too
 // many, and the refusal is its answer.
 json secagg_rogue(const Options& options) {
-  tn::client::Device device = registered_device(options);
+  // A secure task selects only devices that check in for gRPC alone (its rounds have no data plane).
+  tn::client::Device device = registered_device(options, v1::ROUND_TRANSPORT_GRPC);
   const std::string id = device.device_id();
   const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
   auto stub = v1::DeviceService::NewStub(unlimited_channel(options.server));

@@ -17,7 +17,8 @@ FLAGS = {
                           "tasks", "status", "rounds", "fetch-model", "events"],
     "torchnative-device": ["--server", "--key-dir", "--devices", "--rounds", "--examples", "--seed", "--step",
                            "--report-dir", "--tls-ca", "--check-in-wait-ms", "--training-slots",
-                           "--max-model-bytes", "--round-transport", "--register-timeout-ms", "--when-no-task"],
+                           "--max-model-bytes", "--round-transport", "--register-timeout-ms", "--when-no-task",
+                           "--min-noise-multiplier", "--max-noise-devices"],
 }
 ADMIN_COMMAND_FLAGS = {
     "create-task": ["--strategy", "--params", "--rounds", "--devices-per-round", "--min-updates",
@@ -84,6 +85,12 @@ def test_unknown_flag_prints_usage_and_exits_2(name):
     ("torchnative-device", ["--key-dir", "k"], "--server is required"),
     ("torchnative-device", ["--server", "h:1", "--key-dir", "k", "--round-transport", "tcp"],
      "--round-transport: expected data-plane or grpc, got 'tcp'"),
+    ("torchnative-device", ["--server", "h:1", "--key-dir", "k", "--min-noise-multiplier", "1"],
+     "--min-noise-multiplier and --max-noise-devices make the noise floor together: give both"),
+    ("torchnative-device", ["--server", "h:1", "--key-dir", "k", "--max-noise-devices", "3"],
+     "--min-noise-multiplier and --max-noise-devices make the noise floor together: give both"),
+    ("torchnative-device", ["--server", "h:1", "--key-dir", "k", "--min-noise-multiplier", "-1",
+                            "--max-noise-devices", "3"], "--min-noise-multiplier: expected a positive number"),
     ("torchnative-admin", ["--key", "k", "create-task", "--rounds", "-1"],
      "--rounds: expected a non-negative integer, got '-1'"),
     ("torchnative-admin", ["--key", "k", "stop-task"], "stop-task needs TASK"),

@@ -37,7 +37,7 @@ SLEEPING_DEVICE = r'''
 import pathlib, sys, time
 from torchnative.device import Device
 server, key_file, marker = sys.argv[1:4]
-device = Device(server, key_file, check_in_wait=1.0)
+device = Device(server, key_file, check_in_wait=1.0, round_transport="grpc")
 def train(state, config):
     pathlib.Path(marker).touch()
     time.sleep(60)
@@ -66,13 +66,17 @@ def create_secure_task(coordinator, tmp_path, rounds, devices=DEVICES, min_updat
                       str(LEVELS))["task_id"]
 
 
+def device_command(coordinator, tmp_path, count, rounds, transport="grpc"):
+    """torchnative-device's command line for `count` devices, writing reports to tmp_path/reports;
+    secure rounds run over gRPC alone, so the devices check in with --round-transport grpc."""
+    return [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key-dir",
+            str(tmp_path / "keys"), "--devices", str(count), "--rounds", str(rounds), "--report-dir",
+            str(tmp_path / "reports"), "--check-in-wait-ms", "2000", "--round-transport", transport]
+
+
 def start_devices(coordinator, tmp_path, count, rounds):
-    """A torchnative-device process of `count` devices, writing its reports to tmp_path/reports."""
-    return subprocess.Popen(
-        [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key-dir",
-         str(tmp_path / "keys"), "--devices", str(count), "--rounds", str(rounds), "--report-dir",
-         str(tmp_path / "reports"), "--check-in-wait-ms", "2000"],
-        stderr=subprocess.PIPE, text=True)
+    """A torchnative-device process of `count` devices (device_command)."""
+    return subprocess.Popen(device_command(coordinator, tmp_path, count, rounds), stderr=subprocess.PIPE, text=True)
 
 
 def run_devices(coordinator, tmp_path, task, count, rounds=1, timeout=30, meanwhile=None):
@@ -524,3 +528,57 @@ def test_a_secure_round_with_too_few_masked_inputs_is_abandoned_unmasked_and_cha
                 process.kill()
                 process.wait()
         next(coordinator_runs, None)
+
+
+def test_devices_that_ask_for_the_data_plane_are_not_selected_for_a_secure_task_and_the_wait_says_why(coordinator,
+                                                                                                     tmp_path):
+    """Masked words do not go over the hub's data plane: five devices checking in with the default
+    --round-transport data-plane are not put on gRPC unasked for a secure task. None is selected,
+    and the round_waiting line names the conflict and the flag that resolves it."""
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    with open(tmp_path / "devices.log", "w") as log:
+        devices = subprocess.Popen(device_command(coordinator, tmp_path, DEVICES, 1, transport="data-plane"),
+                                   stderr=log)
+    try:
+        def waiting_for_all():
+            lines = [line for line in log_events(coordinator["log"], "round_waiting") if line["available"] == DEVICES]
+            return lines[-1] if lines else None
+        waiting = wait_for("a round_waiting line with the 5 devices", waiting_for_all, 20)
+        assert (waiting["task"], waiting["eligible"]) == (task, 0), waiting
+        assert waiting["why"] == (
+            "waiting for 5 eligible devices (the larger of min_available 5 and min_updates 3): 0 eligible of 5 "
+            "waiting; 5 asked for the hub's data plane (round_transport data-plane), which a secure aggregation "
+            "task's rounds do not have: its masked words go over gRPC alone, and a device takes part only when it "
+            "checks in with round_transport grpc (torchnative-device --round-transport grpc)"), waiting
+        assert admin_json(coordinator, "rounds", task) == [], "a round started"
+    finally:
+        devices.kill()
+        devices.wait()
+
+
+def test_devices_refuse_by_name_a_round_asking_for_less_noise_than_their_floor(coordinator, tmp_path):
+    """The coordinator's round asks each device for the share of a sum of min_updates 3 devices at
+    multiplier Z; devices whose own floor is multiplier Z for sums of 2 devices (a share sqrt(3/2)
+    larger) refuse it before training, naming both, so the round fails and nothing is charged."""
+    task = create_distributed_dp_task(coordinator, tmp_path, INITIAL, rounds=1, epsilon_budget=100)
+    with open(tmp_path / "devices.log", "w") as log:
+        devices = subprocess.Popen(device_command(coordinator, tmp_path, DEVICES, 1) +
+                                   ["--min-noise-multiplier", str(Z), "--max-noise-devices", "2"], stderr=log)
+    try:
+        entry = closed_rounds(coordinator, task, 1, 30)[0]
+        assert entry["state"] == "ROUND_STATE_FAILED" and entry["contributors"] == [], entry
+        def round_1_lines():
+            lines = [json.loads(line) for line in (tmp_path / "devices.log").read_text().splitlines()]
+            lines = [line for line in lines if line.get("round") == 1]
+            return lines if len(lines) == DEVICES else None
+        lines = wait_for("each device's line for round 1", round_1_lines, 30)
+        assert not any(line["trained"] for line in lines), lines
+        assert {line["error"] for line in lines} == {
+            f"round 1 of task {task} asks each device for noise of multiplier 1 for sums of 3 devices (a share of "
+            f"{1 / math.sqrt(3):.6g} sensitivities), below this device's noise floor, multiplier 1 for sums of 2 "
+            f"devices (a share of {1 / math.sqrt(2):.6g} sensitivities)"}, lines
+        privacy = admin_json(coordinator, "status", task)["privacy"]
+        assert (privacy["epsilon"], privacy["rounds_charged"]) == (0, 0), privacy
+    finally:
+        devices.kill()
+        devices.wait()

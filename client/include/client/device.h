@@ -37,6 +37,15 @@ struct Backoff {
   Milliseconds wait(int failures, std::mt19937_64& random) const;
 };
 
+// A device's own floor on the noise it adds in a secure round with distributed DP: the share of
+// a sum of `devices` devices whose noise has standard deviation `multiplier` times one
+// contribution's sensitivity, i.e. a share of standard deviation multiplier / sqrt(devices)
+// sensitivities. A round asking for less (or for no noise) is refused before training.
+struct NoiseFloor {
+  double multiplier = 0;
+  uint32_t devices = 0;
+};
+
 struct DeviceOptions {
   std::string server_address;  // host:port of the coordinator's device service
   std::string key_file;        // Ed25519 seed, created on first use (proto::SigningKey)
@@ -47,6 +56,9 @@ struct DeviceOptions {
   // How this device takes part in rounds, as its CheckIns ask: the round's data plane, or gRPC
   // alone (FetchModel, SubmitUpdate) where only the coordinator's gRPC port is reachable.
   v1::RoundTransport round_transport = v1::ROUND_TRANSPORT_DATA_PLANE;
+  // The least distributed-DP noise this device adds to a secure round, whatever the round says
+  // (docs/privacy.md, The device's noise floor): absent, the device adds what the round asks.
+  std::optional<NoiseFloor> noise_floor;
   Backoff backoff;
   // What this device accepts from the coordinator: messages on the channel, and the model table a
   // round announces (total bytes, tensors, names, ranks), which sizes the broadcast buffer, the

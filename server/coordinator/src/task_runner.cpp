@@ -104,12 +104,21 @@ std::string needed_words(const RoundParams& params) {
 }
 
 // What a round waits for: the round_waiting line's and the ROUND_WAITING_FOR_DEVICES event's why.
-std::string waiting_words(const RoundParams& params, size_t available, size_t eligible) {
+// `on_data_plane`: of the devices not eligible, those that asked for the data plane, which a
+// secure task's rounds do not have (run_round).
+std::string waiting_words(const RoundParams& params, size_t available, size_t eligible,
+                          size_t on_data_plane) {
   std::string why = "waiting for " + std::to_string(params.devices_to_wait_for()) + " eligible devices (" +
                     needed_words(params) + "): " + std::to_string(eligible) + " eligible of " +
                     std::to_string(available) + " waiting";
-  if (available > eligible)
-    why += " (" + std::to_string(available - eligible) + " lack the task's required labels or memory)";
+  if (available > eligible + on_data_plane)
+    why += " (" + std::to_string(available - eligible - on_data_plane) +
+           " lack the task's required labels or memory)";
+  if (on_data_plane > 0)
+    why += "; " + std::to_string(on_data_plane) +
+           " asked for the hub's data plane (round_transport data-plane), which a secure aggregation task's "
+           "rounds do not have: its masked words go over gRPC alone, and a device takes part only when it "
+           "checks in with round_transport grpc (torchnative-device --round-transport grpc)";
   return why;
 }
 
@@ -288,17 +297,25 @@ bool TaskRunner::run_round() {
   // Of the waiting devices, those that asked for ROUND_TRANSPORT_GRPC (all of them when the data
   // plane is off).
   std::set<DeviceId> over_grpc;
-  size_t available = 0, eligible_count = 0;  // when the board was last looked at
+  size_t available = 0, eligible_count = 0, on_data_plane = 0;  // when the board was last looked at
   std::vector<DeviceId> selected =
       services_.board.reserve([&](const std::vector<DeviceBoard::Waiting>& waiting) {
         std::vector<DeviceId> eligible;
         available = waiting.size();
+        on_data_plane = 0;
         for (const DeviceBoard::Waiting& device : waiting) {
           if (!params_.eligible(device.metadata)) continue;
+          // A secure round has no data plane (host_secure_round: its masked words go by SecAggStage,
+          // the hub's reduce summing float64 values, not words modulo 2^bits). A device that asked
+          // for the data plane is not put on gRPC unasked: it is not selected, and the waiting line
+          // says why (a device handed such a round anyway refuses it by name: client/src/device.cpp,
+          // check_secure_transport).
+          if (params_.secure_aggregation && device.transport != v1::ROUND_TRANSPORT_GRPC) {
+            ++on_data_plane;
+            continue;
+          }
           eligible.push_back(device.id);
-          // A secure round has no data plane: its masked words go by SecAggStage.
-          if (device.transport == v1::ROUND_TRANSPORT_GRPC || !services_.config.data_plane_enabled ||
-              params_.secure_aggregation)
+          if (device.transport == v1::ROUND_TRANSPORT_GRPC || !services_.config.data_plane_enabled)
             over_grpc.insert(device.id);
         }
         eligible_count = eligible.size();
@@ -306,8 +323,8 @@ bool TaskRunner::run_round() {
         return task_.start_round(std::move(eligible)).devices;  // empty when it selected nobody
       });
   if (selected.empty()) {
-    note_waiting(available, eligible_count);
-    log_waiting(available, eligible_count);
+    note_waiting(available, eligible_count, on_data_plane);
+    log_waiting(available, eligible_count, on_data_plane);
     // The board's lock is taken before the runner's (halted), never the other way round.
     services_.board.wait_for_arrival(kIdlePoll, [this] { return halted(); });
     return true;
@@ -959,7 +976,7 @@ std::string TaskRunner::report_privacy(const CentralDp::Clipped* clipped, nlohma
   return dp_->spent_words();
 }
 
-void TaskRunner::log_waiting(size_t available, size_t eligible) {
+void TaskRunner::log_waiting(size_t available, size_t eligible, size_t on_data_plane) {
   const auto now = SteadyClock::now();
   if (!waiting_since_) waiting_since_ = now;
   if (now - *waiting_since_ < kWaitLogAfter) return;
@@ -973,15 +990,15 @@ void TaskRunner::log_waiting(size_t available, size_t eligible) {
   fields["task"] = task_.name();
   fields["model_version"] = task_.model_version();
   fields["waited_seconds"] = std::chrono::duration<double>(now - *waiting_since_).count();
-  fields["why"] = waiting_words(params_, available, eligible);
+  fields["why"] = waiting_words(params_, available, eligible, on_data_plane);
   log_event(LogLevel::Info, "round_waiting", std::move(fields));
 }
 
-void TaskRunner::note_waiting(size_t available, size_t eligible) {
+void TaskRunner::note_waiting(size_t available, size_t eligible, size_t on_data_plane) {
   if (phase().state == v1::ROUND_STATE_WAITING_FOR_DEVICES) return;
   set_phase(v1::ROUND_STATE_WAITING_FOR_DEVICES, next_round_id_);
   services_.events.publish(v1::EVENT_KIND_ROUND_WAITING_FOR_DEVICES, task_.name(), next_round_id_, "",
-                           waiting_words(params_, available, eligible),
+                           waiting_words(params_, available, eligible, on_data_plane),
                            selection_fields(params_, available, eligible));
 }
 

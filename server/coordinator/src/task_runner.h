@@ -121,9 +121,9 @@ class TaskRunner {
   std::string report_privacy(const CentralDp::Clipped* clipped, nlohmann::json& fields);
   // A round_waiting line once a wait has lasted a second, then when what is waiting changes (at
   // most every 5 s) or every minute: not a line per poll.
-  void log_waiting(size_t available, size_t eligible);
+  void log_waiting(size_t available, size_t eligible, size_t on_data_plane);
   // The loop begins waiting for devices (once per wait): the phase and its event.
-  void note_waiting(size_t available, size_t eligible);
+  void note_waiting(size_t available, size_t eligible, size_t on_data_plane);
   void set_phase(v1::RoundState state, uint64_t round_id);
   bool halted(std::string* stop_reason = nullptr) const;
 
