@@ -28,6 +28,7 @@ import builtins
 import dis
 import functools
 import importlib
+import json
 import math
 import struct
 import symtable
@@ -564,3 +565,13 @@ class CallableDecoder:
                 namespace[name] = function
             return function
         raise ValueError("unknown callable kind %r" % kind)
+
+
+def worker_inputs(samples_path, names_path):
+    """What a worker process runs: the samples catalog, its cases by name, and the names of the
+    cases it is given, in order."""
+    with open(samples_path) as stream:
+        catalog = json.load(stream)
+    with open(names_path) as stream:
+        names = stream.read().split()
+    return catalog, {case["name"]: case for case in catalog["cases"]}, names

@@ -86,12 +86,8 @@ def main():
     warnings.simplefilter("ignore")
     import torch
 
-    with open(options.samples) as stream:
-        catalog = json.load(stream)
-    cases = {case["name"]: case for case in catalog["cases"]}
+    catalog, cases, names = codec.worker_inputs(options.samples, options.names)
     decoders = codec.CallableDecoder(torch, catalog["callables"])
-    with open(options.names) as names_file:
-        names = names_file.read().split()
     with open(options.out, "w") as out:
         for name in names:
             out.write(json.dumps({"start": name}) + "\n")
