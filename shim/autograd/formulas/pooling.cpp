@@ -29,9 +29,10 @@ AvgPoolWindows avg_windows(const Args& a, int spatial) {
           a.boolean(5), a.optional_integer(6)};
 }
 
-// A max pooling's gradient of its gradient: the input's gradient at each output's chosen index.
-Tensor gather_chosen(const Tensor& grad, const Tensor& indices) {
-  return ops::reshape(ops::gather(ops::flatten(grad, -3, -1), -1, ops::flatten(indices, -3, -1)),
+// A max pooling's gradient of its gradient (and max unpooling's gradient): `grad`, over its
+// last `spatial` dims, at each of `indices`.
+Tensor gather_chosen(const Tensor& grad, const Tensor& indices, int spatial) {
+  return ops::reshape(ops::gather(ops::flatten(grad, -spatial, -1), -1, ops::flatten(indices, -spatial, -1)),
                       indices.sizes());
 }
 
@@ -83,6 +84,8 @@ TN_DERIVATIVE("aten::max_pool1d_with_indices", "MaxPool2DWithIndicesBackward0", 
                                   with_height_one(s.input_sizes(0)), 2);
   return {ops::squeeze(grad, -2)};
 });
+TN_DERIVATIVE("aten::_adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", SAVES(),
+              { return {adaptive_avg_pool_backward(g[0], s.input_sizes(0), 2)}; });
 TN_DERIVATIVE("aten::adaptive_avg_pool2d", "AdaptiveAvgPool2DBackward0", SAVES(),
               { return {adaptive_avg_pool_backward(g[0], s.input_sizes(0), 2)}; });
 TN_DERIVATIVE("aten::adaptive_avg_pool1d", "AdaptiveAvgPool2DBackward0", SAVES(), {
@@ -103,10 +106,10 @@ TN_DERIVATIVE("aten::_adaptive_avg_pool3d", "AdaptiveAvgPool3DBackward0", SAVES(
 // The 3-D backward operators' own derivatives (double backward): linear in grad_output, their
 // self only giving sizes.
 TN_DERIVATIVE("aten::max_pool3d_with_indices_backward", "MaxPool3DWithIndicesBackwardBackward0", SAVES(7), {
-  return {gather_chosen(g[0], s.input(7)), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+  return {gather_chosen(g[0], s.input(7), 3), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
 });
 TN_DERIVATIVE("aten::adaptive_max_pool3d_backward", "AdaptiveMaxPool3DBackwardBackward0", SAVES(2), {
-  return {gather_chosen(g[0], s.input(2)), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+  return {gather_chosen(g[0], s.input(2), 3), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
 });
 TN_DERIVATIVE("aten::avg_pool3d_backward", "AvgPool3DBackwardBackward0", SAVES(), {
   auto a = s.args();
@@ -119,5 +122,30 @@ TN_DERIVATIVE("aten::_adaptive_avg_pool3d_backward", "AdaptiveAvgPool3DBackwardB
   return {ops::_adaptive_avg_pool3d(g[0], Shape(out.end() - 3, out.end())),
           ops::zeros(s.input_sizes(1), s.input_dtype(1))};
 });
+
+// The 2-D backward operators' own derivatives, as the 3-D ones'.
+TN_DERIVATIVE("aten::max_pool2d_with_indices_backward", "MaxPool2DWithIndicesBackwardBackward0", SAVES(7), {
+  return {gather_chosen(g[0], s.input(7), 2), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
+TN_DERIVATIVE("aten::adaptive_max_pool2d_backward", "AdaptiveMaxPool2DBackwardBackward0", SAVES(2), {
+  return {gather_chosen(g[0], s.input(2), 2), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
+TN_DERIVATIVE("aten::avg_pool2d_backward", "AvgPool2DBackwardBackward0", SAVES(), {
+  auto a = s.args();
+  return {ops::avg_pool2d(g[0], a.int_list(2), a.int_list(3), a.int_list(4), a.boolean(5), a.boolean(6),
+                          a.optional_integer(7)),
+          ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
+TN_DERIVATIVE("aten::_adaptive_avg_pool2d_backward", "AdaptiveAvgPool2DBackwardBackward0", SAVES(), {
+  const Shape& out = s.input_sizes(0);
+  return {ops::_adaptive_avg_pool2d(g[0], Shape(out.end() - 2, out.end())),
+          ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
+
+// Max unpooling sends each input element the gradient at the index it was written to.
+TN_DERIVATIVE("aten::max_unpool2d", "MaxUnpool2DBackward0", SAVES(1),
+              { return {gather_chosen(g[0], s.input(1), 2)}; });
+TN_DERIVATIVE("aten::max_unpool3d", "MaxUnpool3DBackward0", SAVES(1),
+              { return {gather_chosen(g[0], s.input(1), 3)}; });
 
 }  // namespace tn::autograd

@@ -1,6 +1,6 @@
 // Pooling: max_pool1d/2d/3d (with indices), avg_pool1d/2d/3d, adaptive_avg_pool1d/2d/3d,
-// adaptive_max_pool2d/3d and the 3-D ones' backward operators. One implementation over depth,
-// height and width: a 2-D pooling is a 3-D one of depth 1, a 1-D one a 2-D one of height 1, as
+// adaptive_max_pool2d/3d, the 2-D and 3-D backward operators, and max_unpool2d/3d. One implementation over
+// depth, height and width: a 2-D pooling is a 3-D one of depth 1, a 1-D one a 2-D one of height 1, as
 // upstream computes them. Each spatial dim's windows are computed once per call (they depend on
 // that dim's output index alone), then every plane (batch x channel) runs over them.
 #include "pooling.h"
@@ -142,6 +142,10 @@ Tensor spread(const Tensor& grad, const Shape& input_sizes, int spatial, const W
   const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
                 planes = cells > 0 ? g.numel() / cells : 0;
   Tensor out = ops::zeros(input_sizes, ScalarType::Double);
+  // Upstream reads past its buffers when grad_output's planes are not the input's: refused here.
+  if (cells > 0 && plane_in > 0 && planes != out.numel() / plane_in)
+    throw Error("grad_output of sizes " + shape_str(grad.sizes()) + " does not pool an input of sizes " +
+                shape_str(input_sizes));
   const bool integral = !is_floating(grad.dtype());
   for (int64_t p = 0; p < planes; ++p) {
     const double* gv = g.data_as<double>() + p * cells;
@@ -349,7 +353,9 @@ PoolArgs args2d(const std::string& op, const Shape& kernel, const Shape& stride,
                  ? a.kernel
                  : per_dim(stride, 2, 1,
                            op + ": stride must either be omitted, a single int, or a tuple of two ints");
-  a.padding = per_dim(padding, 2, 0, op + ": padding must be either be a single int, or a tuple of two ints");
+  a.padding = per_dim(padding, 2, 0,
+                      op + (op == "max_pool2d" ? ": padding must be either be" : ": padding must either be") +
+                          " a single int, or a tuple of two ints");
   a.dilation = per_dim(dilation, 2, 1, op + ": dilation must be either a single int, or a tuple of two ints");
   a.ceil = ceil;
   return a;
@@ -404,6 +410,139 @@ void check_grad_output(const Tensor& grad, const Tensor& self, const PoolArgs& p
 Tensor adaptive_avg_pool2d(const Tensor& x, const Shape& output_size) {
   if (output_size == Shape{1, 1}) return ops::mean(x, std::vector<int64_t>{-1, -2}, true, std::nullopt);
   return adaptive_pool<false>(x, output_size, 2, "adaptive_avg_pool2d").first;
+}
+
+// Upstream's check_dim_size: `t` has `dims` dims and its dim `dim` is `size` (the message
+// reads that dim whatever the rank, so a missing one raises IndexError).
+void check_dim_size(const Tensor& t, int64_t dims, int64_t dim, int64_t size) {
+  int64_t actual = t.size(wrap_dim(dim, t.dim()));
+  if (t.dim() != dims || actual != size)
+    throw Error("Expected a tensor of dimension " + std::to_string(dims) + " and tensor.size[" +
+                std::to_string(dim) + "] == " + std::to_string(size) + " but got: dimension " +
+                std::to_string(t.dim()) + " and tensor.size[" + std::to_string(dim) +
+                "] = " + std::to_string(actual));
+}
+
+// A 2-D backward operator's grad_output (or indices): the input's planes over the pooled
+// height and width (the batch is not checked, as upstream's).
+void check_pooled_sizes(const Tensor& t, const Tensor& self, const Dims3& out) {
+  const int64_t dims = self.dim();
+  check_dim_size(t, dims, dims - 3, self.size(-3));
+  check_dim_size(t, dims, dims - 2, out[1]);
+  check_dim_size(t, dims, dims - 1, out[2]);
+}
+
+// The C++ type name upstream's messages print for a dtype (its caffe2::TypeMeta's name).
+std::string type_meta_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::Float:
+      return "float";
+    case ScalarType::Double:
+      return "double";
+    case ScalarType::BFloat16:
+      return "c10::BFloat16";
+    case ScalarType::Half:
+      return "c10::Half";
+    case ScalarType::Long:
+      return "long int";
+    case ScalarType::Int:
+      return "int";
+    case ScalarType::Short:
+      return "short int";
+    case ScalarType::Char:
+      return "signed char";
+    case ScalarType::Byte:
+      return "unsigned char";
+    case ScalarType::Bool:
+      return "bool";
+    default:
+      return scalar_type_name(type);
+  }
+}
+
+void check_same_dtype(const Tensor& grad, const Tensor& self, const char* grad_name) {
+  if (grad.dtype() != self.dtype())
+    throw Error("expected dtype " + type_meta_name(self.dtype()) + " for `" + grad_name + "` but got dtype " +
+                type_meta_name(grad.dtype()));
+}
+
+// The 2-D backward operators and max unpooling dispatch on the input's dtype after their
+// checks (so not at the door, kernel_dtypes.cpp): float and double, and those `also` lists.
+void check_dispatch_dtype(const char* kernel, ScalarType type, std::initializer_list<ScalarType> also) {
+  if (type == ScalarType::Float || type == ScalarType::Double) return;
+  for (ScalarType allowed : also)
+    if (type == allowed) return;
+  dtype_not_implemented(kernel, type);
+}
+
+void check_long_indices(const Tensor& indices) {
+  if (indices.dtype() != ScalarType::Long)
+    throw Error(std::string("expected scalar type Long but found ") + upstream_type_name(indices.dtype()));
+}
+
+// The 2-D adaptive backward operators' checks of grad_output: its rank (3 or 4), no empty
+// dim after the first, the input's dtype.
+void check_adaptive_grad(const Tensor& grad, const Tensor& self, const std::string& name, bool max) {
+  if (grad.dim() != 3 && grad.dim() != 4)
+    throw Error(name + "(): Expected 3D or 4D " +
+                (max ? "grad_output, but got: " + shape_str(grad.sizes())
+                     : "tensor, but got " + shape_str(self.sizes())));  // (upstream prints the input's)
+  for (int64_t i = 1; i < grad.dim(); ++i)
+    if (grad.size(i) == 0)
+      throw Error(
+          name +
+          "(): Expected grad_output to have non-zero size for non-batch dimensions, but grad_output has "
+          "sizes " +
+          shape_str(grad.sizes()) + " with dimension " + std::to_string(i) + " being empty");
+  check_same_dtype(grad, self, "grad_output");
+}
+
+// Max unpooling's input and indices: equal sizes, the indices int64, no empty dim after the
+// first (upstream's words name its kernel).
+void check_unpool_input(const Tensor& input, const Tensor& indices, const std::string& kernel) {
+  if (input.sizes() != indices.sizes())
+    throw Error("Expected shape of indices to be same as that of the input tensor (" +
+                shape_str(input.sizes()) +
+                ") but got indices tensor with shape: " + shape_str(indices.sizes()));
+  for (int64_t i = 1; i < input.dim(); ++i)
+    if (input.size(i) == 0)
+      throw Error(kernel + "(): Expected input to have non-zero size for non-batch dimensions, but got " +
+                  shape_str(input.sizes()) + " with dimension " + std::to_string(i) + " being empty.");
+}
+
+// Max unpooling: a zero output of `out` over the last `spatial` dims, each input element
+// written at its index in its plane (a later element over an earlier one at the same index).
+// An index outside the plane is refused after the loop, naming the last one met, as
+// upstream's kernel does.
+Tensor unpool(const Tensor& input, const Tensor& indices, const Dims3& out, int spatial) {
+  Shape out_sizes = with_spatial(input.sizes(), out, spatial);
+  if (input.is_meta()) return ops::empty(out_sizes, input.dtype(), std::nullopt, std::string("meta"));
+  Tensor result = ops::zeros(out_sizes, input.dtype());
+  if (result.numel() == 0) return result;
+  check_dispatch_dtype(spatial == 2 ? "max_unpool2d" : "max_unpool3d", input.dtype(), {});
+  Tensor x = input.contiguous(), at = indices.contiguous();
+  Dims3 in = spatial_sizes(input.sizes(), spatial);
+  const int64_t plane_in = in[0] * in[1] * in[2], cells = out[0] * out[1] * out[2],
+                planes = x.numel() / plane_in;
+  std::optional<int64_t> invalid;
+  TN_DISPATCH_ALL_TYPES(x.dtype(), "max_unpool", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    for (int64_t p = 0; p < planes; ++p) {
+      const scalar_t* source = x.template data_as<scalar_t>() + p * plane_in;
+      const int64_t* index = at.template data_as<int64_t>() + p * plane_in;
+      scalar_t* target = result.template data_as<scalar_t>() + p * cells;
+      for (int64_t k = 0; k < plane_in; ++k) {
+        if (index[k] < 0 || index[k] >= cells)
+          invalid = index[k];
+        else
+          target[index[k]] = source[k];
+      }
+    }
+  });
+  if (invalid)
+    throw Error("Found an invalid max index: " + std::to_string(*invalid) + " (output volumes are of size " +
+                spatial_text(out, spatial, "x"));
+  return result;
 }
 
 }  // namespace
@@ -530,5 +669,92 @@ TN_KERNEL("aten::avg_pool3d_backward", {
 });
 TN_KERNEL("aten::_adaptive_avg_pool3d_backward",
           { return adaptive_avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 3); });
+
+// The 2-D backward operators, with upstream's checks in its order: the int lists, the
+// input's rank, grad_output's dtype, the pooled sizes, then grad_output's (and the indices')
+// sizes against them.
+TN_KERNEL("aten::max_pool2d_with_indices_backward", {
+  const Tensor &grad = a.tensor(0), &self = a.tensor(1), &indices = a.tensor(7);
+  PoolArgs p = args2d("max_pool2d", a.int_list(2), a.int_list(3), a.int_list(4), a.int_list(5), a.boolean(6));
+  if (self.dim() != 3 && self.dim() != 4)
+    throw Error("non-empty 3D or 4D (batch mode) tensor expected for input");
+  check_same_dtype(grad, self, "gradOutput");
+  Dims3 out = checked_output(self, p, 2, "max_pool2d", false);
+  check_pooled_sizes(grad, self, out);
+  check_pooled_sizes(indices, self, out);
+  check_dispatch_dtype("max_pool2d_backward", self.dtype(), {ScalarType::BFloat16});
+  check_long_indices(indices);
+  return max_pool_backward(grad, indices, self.sizes(), 2);
+});
+TN_KERNEL("aten::avg_pool2d_backward", {
+  const Tensor &grad = a.tensor(0), &self = a.tensor(1);
+  PoolArgs p = args2d("avg_pool2d", a.int_list(2), a.int_list(3), a.int_list(4), {1}, a.boolean(5));
+  std::optional<int64_t> divisor_override = a.optional_integer(7);
+  if (divisor_override && *divisor_override == 0) throw Error("divisor must be not zero");
+  wrap_dim(-3, self.dim());  // upstream reads the input's planes before it checks its rank
+  check_same_dtype(grad, self, "gradOutput");
+  check_pooled_sizes(grad, self, checked_output(self, p, 2, "avg_pool2d", false));
+  check_dispatch_dtype("avg_pool2d_backward", self.dtype(), {ScalarType::BFloat16, ScalarType::Long});
+  return avg_pool_backward(grad, self.sizes(), 2,
+                           {p.kernel, p.stride, p.padding, a.boolean(6), divisor_override});
+});
+TN_KERNEL("aten::adaptive_max_pool2d_backward", {
+  const Tensor &grad = a.tensor(0), &self = a.tensor(1), &indices = a.tensor(2);
+  check_adaptive_grad(grad, self, "adaptive_max_pooling2d_backward", true);
+  check_dispatch_dtype("adaptive_max_pool2d_backward", self.dtype(), {ScalarType::BFloat16});
+  check_long_indices(indices);
+  // Upstream reads past its buffers when they differ: refused here.
+  if (grad.sizes() != indices.sizes())
+    throw Error("adaptive_max_pool2d_backward: grad_output of sizes " + shape_str(grad.sizes()) +
+                " and indices of sizes " + shape_str(indices.sizes()) + " differ");
+  return max_pool_backward(grad, indices, self.sizes(), 2);
+});
+TN_KERNEL("aten::_adaptive_avg_pool2d_backward", {
+  check_adaptive_grad(a.tensor(0), a.tensor(1), "adaptive_avg_pool2d_backward", false);
+  check_dispatch_dtype("adaptive_avg_pool2d_backward", a.tensor(1).dtype(), {ScalarType::BFloat16});
+  return adaptive_avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 2);
+});
+// The windowed adaptive average pooling alone (adaptive_avg_pool2d's other sizes and the
+// double backward of _adaptive_avg_pool2d_backward).
+TN_KERNEL("aten::_adaptive_avg_pool2d",
+          { return adaptive_pool<false>(a.tensor(0), a.int_list(1), 2, "adaptive_avg_pool2d").first; });
+
+// max_unpool2d(self, indices, output_size) and max_unpool3d(..., stride, padding): upstream
+// checks stride and padding but does not use them.
+TN_KERNEL("aten::max_unpool2d", {
+  const Tensor &self = a.tensor(0), &indices = a.tensor(1);
+  Shape size = a.int_list(2);
+  if (indices.dtype() != ScalarType::Long)
+    throw Error(std::string("elements in indices should be type int64 but got: ") +
+                upstream_type_name(indices.dtype()));
+  if (size.size() != 2)
+    throw Error("There should be exactly two elements (height, width) in output_size, but got " +
+                std::to_string(size.size()) + " elements.");
+  if (self.dim() != 3 && self.dim() != 4)
+    throw Error("Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor with " +
+                std::to_string(self.dim()) + " dimensions.");
+  check_unpool_input(self, indices, "max_unpooling2d_forward_out_cpu");
+  return unpool(self, indices, {1, size[0], size[1]}, 2);
+});
+TN_KERNEL("aten::max_unpool3d", {
+  const Tensor &self = a.tensor(0), &indices = a.tensor(1);
+  Shape size = a.int_list(2), stride = a.int_list(3), padding = a.int_list(4);
+  if (indices.dtype() != ScalarType::Long) throw Error("elements in indices should be type int64");
+  if (self.dim() != 4 && self.dim() != 5)
+    throw Error("Input to max_unpooling3d should be a 4d or 5d Tensor, but got a tensor with " +
+                std::to_string(self.dim()) + " dimensions.");
+  auto three = [](const Shape& list, const std::string& what, const char* but_got) {
+    if (list.size() != 3)
+      throw Error("There should be exactly three elements (depth, height, width) in " + what + but_got +
+                  std::to_string(list.size()) + " elements.");
+  };
+  three(size, "output_size", ", but got ");
+  three(stride, "stride", ", but got: ");
+  three(padding, "padding", ", but got: ");
+  check_unpool_input(self, indices, "max_unpooling3d_forward_out_cpu");
+  if (stride[0] <= 0 || stride[1] <= 0 || stride[2] <= 0)
+    throw Error("strides should be greater than zero, but got stride: " + shape_str(stride));
+  return unpool(self, indices, {size[0], size[1], size[2]}, 3);
+});
 
 }  // namespace tn

@@ -420,6 +420,8 @@ def cases():
     yield from _pool1d_cases()
     yield from _pool3d_cases()
     yield from _pool2d_edge_cases()
+    yield from _pool2d_backward_cases()
+    yield from _max_unpool_cases()
     yield from _pixel_shuffle_cases()
     yield from _bilinear_cases()
     yield from _feature_dropout_cases()
@@ -621,6 +623,222 @@ def _pool2d_edge_cases():
         op, variant = name.split("/", 1)
         for dtype in ("float32", "float64"):
             yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+A = torch.ops.aten
+
+
+def _other_float(t):
+    """A dtype other than t's, for upstream's check that grad_output has the input's."""
+    return t.to(torch.float64 if t.dtype != torch.float64 else torch.float32)
+
+
+def _max_pool2d_backward(*pool):
+    """max_pool2d_with_indices_backward called directly with (kernel, stride, padding,
+    dilation, ceil_mode), on the indices of its forward."""
+    def call(g, x):
+        # (Its indices from float64, which holds every dtype's values: the refused dtypes
+        # reach the backward operator.)
+        indices = F.max_pool2d(x.detach().double(), *pool[:4], ceil_mode=pool[4], return_indices=True)[1]
+        return A.max_pool2d_with_indices_backward(g, x, *pool, indices)
+    return call
+
+
+def _adaptive_max_pool2d_backward(size, convert=lambda g, i: (g, i)):
+    def call(g, x):
+        g, indices = convert(g, F.adaptive_max_pool2d(x.detach().double(), size, return_indices=True)[1])
+        return A.adaptive_max_pool2d_backward(g, x, indices)
+    return call
+
+
+def _pool2d_backward_cases():
+    """The 2-D backward operators called directly: non-contiguous grads, ceil_mode, padding,
+    dilation, divisor_override, unbatched inputs, an empty batch, the dtypes upstream's CPU
+    kernels take and refuse, and upstream's checks. Their @grad twins differentiate the
+    backward operators themselves (upstream's *BackwardBackward0 nodes)."""
+    k23 = ([2, 3], [1, 2], [1, 1], [1, 1], True)
+    entries = (
+        ("max_pool2d/backward_op_ceil_pad", _max_pool2d_backward(*k23),
+         (Arg((2, 3, 6, 4), layout=TRANSPOSED), Arg((2, 3, 5, 6)))),
+        ("max_pool2d/backward_op_dilation_unbatched", _max_pool2d_backward([2], [1], [1], [2], False),
+         (Arg((3, 7, 6), layout=STEPPED), Arg((3, 7, 6)))),
+        ("max_pool2d/backward_op_stride_omitted", _max_pool2d_backward([3, 2], [], [1, 0], [1], False),
+         (Arg((1, 2, 2, 3)), Arg((1, 2, 5, 6), layout=TRANSPOSED))),
+        ("max_pool2d/backward_op_empty_batch", _max_pool2d_backward([2], [2], [0], [1], False),
+         (Arg((0, 2, 2, 2)), Arg((0, 2, 4, 4)))),
+        ("max_pool2d/backward_op_grad_size", lambda g, x: A.max_pool2d_with_indices_backward(
+            g, x, [2], [2], [0], [1], False, F.max_pool2d(x.detach(), 2, return_indices=True)[1]),
+         (Arg((1, 2, 3, 2)), Arg((1, 2, 4, 4)))),
+        ("max_pool2d/backward_op_grad_dtype", lambda g, x: A.max_pool2d_with_indices_backward(
+            _other_float(g), x, [2], [2], [0], [1], False, F.max_pool2d(x.detach(), 2, return_indices=True)[1]),
+         (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("max_pool2d/backward_op_float_indices", lambda g, x: A.max_pool2d_with_indices_backward(
+            g, x, [2], [2], [0], [1], False, F.max_pool2d(x.detach(), 2, return_indices=True)[1].to(g.dtype)),
+         (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("max_pool2d/backward_op_input_2d", lambda g, x: A.max_pool2d_with_indices_backward(
+            g, x, [2], [2], [0], [1], False, torch.zeros(2, 2, dtype=torch.long)), (Arg((2, 2)), Arg((4, 4)))),
+        ("max_pool2d/backward_op_kernel_three", lambda g, x: A.max_pool2d_with_indices_backward(
+            g, x, [2, 2, 2], [2], [0], [1], False, torch.zeros(1, 2, 2, 2, dtype=torch.long)),
+         (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("max_pool2d/backward_op_empty_channels", lambda g, x: A.max_pool2d_with_indices_backward(
+            g, x, [2], [2], [0], [1], False, torch.zeros(1, 0, 2, 2, dtype=torch.long)),
+         (Arg((1, 0, 2, 2)), Arg((1, 0, 4, 4)))),
+        ("avg_pool2d/backward_op_ceil_pad_exclude", lambda g, x: A.avg_pool2d_backward(
+            g, x, [3], [2], [1], True, False, None), (Arg((2, 2, 4, 3), layout=TRANSPOSED), Arg((2, 2, 6, 5)))),
+        ("avg_pool2d/backward_op_ceil_pad_include", lambda g, x: A.avg_pool2d_backward(
+            g, x, [3, 2], [2, 2], [1, 1], True, True, None), (Arg((1, 2, 4, 4)), Arg((1, 2, 6, 6)))),
+        ("avg_pool2d/backward_op_divisor", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2, 3], [1, 2], [1, 1], False, True, 3), (Arg((1, 2, 5, 3), layout=STEPPED), Arg((1, 2, 4, 5)))),
+        ("avg_pool2d/backward_op_unbatched_stride_omitted", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [], [0], False, True, None), (Arg((3, 2, 3), layout=STEPPED), Arg((3, 4, 6)))),
+        ("avg_pool2d/backward_op_empty_batch", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0], False, True, None), (Arg((0, 2, 2, 2)), Arg((0, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_grad_size", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0], False, True, None), (Arg((1, 2, 2, 3)), Arg((1, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_grad_rank", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0], False, True, None), (Arg((2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_grad_dtype", lambda g, x: A.avg_pool2d_backward(
+            _other_float(g), x, [2], [2], [0], False, True, None), (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_divisor_zero", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0], False, True, 0), (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_input_2d", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0], False, True, None), (Arg((2, 2)), Arg((4, 4)))),
+        ("avg_pool2d/backward_op_input_5d", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0], False, True, None), (Arg((1, 1, 2, 2, 2)), Arg((1, 1, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_padding_three", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [0, 0, 0], False, True, None), (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("avg_pool2d/backward_op_pad_too_big", lambda g, x: A.avg_pool2d_backward(
+            g, x, [2], [2], [2], False, True, None), (Arg((1, 2, 4, 4)), Arg((1, 2, 4, 4)))),
+        ("adaptive_max_pool2d/backward_op", _adaptive_max_pool2d_backward((3, 2)),
+         (Arg((2, 3, 3, 2), layout=TRANSPOSED), Arg((2, 3, 5, 7)))),
+        ("adaptive_max_pool2d/backward_op_up_unbatched", _adaptive_max_pool2d_backward((6, 4)),
+         (Arg((3, 6, 4), layout=STEPPED), Arg((3, 4, 3)))),
+        ("adaptive_max_pool2d/backward_op_grad_dtype",
+         _adaptive_max_pool2d_backward(2, lambda g, i: (_other_float(g), i)), (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("adaptive_max_pool2d/backward_op_float_indices",
+         _adaptive_max_pool2d_backward(2, lambda g, i: (g, i.to(g.dtype))), (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("adaptive_max_pool2d/backward_op_input_2d", lambda g, x: A.adaptive_max_pool2d_backward(
+            g, x, torch.zeros(2, 2, dtype=torch.long)), (Arg((2, 2)), Arg((4, 4)))),
+        ("adaptive_max_pool2d/backward_op_empty_channels", lambda g, x: A.adaptive_max_pool2d_backward(
+            g, x, torch.zeros(1, 0, 2, 2, dtype=torch.long)), (Arg((1, 0, 2, 2)), Arg((1, 0, 4, 4)))),
+        ("adaptive_avg_pool2d/backward_op", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((2, 3, 3, 4), layout=STEPPED), Arg((2, 3, 5, 7)))),
+        ("adaptive_avg_pool2d/backward_op_up_unbatched", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((2, 7, 6), layout=TRANSPOSED), Arg((2, 5, 4)))),
+        ("adaptive_avg_pool2d/backward_op_empty_batch", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((0, 2, 2, 3)), Arg((0, 2, 4, 5)))),
+        ("adaptive_avg_pool2d/backward_op_grad_dtype", lambda g, x: A._adaptive_avg_pool2d_backward(
+            _other_float(g), x), (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("adaptive_avg_pool2d/backward_op_input_2d", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((2, 2)), Arg((4, 4)))),
+        ("adaptive_avg_pool2d/backward_op_input_5d", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((1, 1, 2, 2, 2)), Arg((1, 1, 2, 4, 4)))),
+        ("adaptive_avg_pool2d/backward_op_empty_channels", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((1, 0, 2, 2)), Arg((1, 0, 4, 4)))),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+    # The dtypes: max and adaptive pooling's backward float, double and bfloat16,
+    # avg_pool2d_backward also int64; the others refused by the kernel's name.
+    dtype_entries = (
+        ("max_pool2d", _max_pool2d_backward(*k23), (Arg((2, 3, 6, 4)), Arg((2, 3, 5, 6))),
+         ("bfloat16", "float16", "int64")),
+        ("avg_pool2d", lambda g, x: A.avg_pool2d_backward(g, x, [3], [2], [1], True, False, None),
+         (Arg((2, 2, 4, 3)), Arg((2, 2, 6, 5))), ("bfloat16", "int64", "float16", "int32")),
+        ("adaptive_max_pool2d", _adaptive_max_pool2d_backward((3, 2)), (Arg((2, 3, 3, 2)), Arg((2, 3, 5, 7))),
+         ("bfloat16", "float16", "int64")),
+        ("adaptive_avg_pool2d", lambda g, x: A._adaptive_avg_pool2d_backward(g, x),
+         (Arg((2, 3, 3, 4)), Arg((2, 3, 5, 7))), ("bfloat16", "float16", "int64")),
+    )
+    for op, call, args, dtypes in dtype_entries:
+        for dtype in dtypes:
+            yield Case("%s/%s/backward_op_dtype" % (op, dtype), call, args, dtype)
+
+
+def _unpool(pool, unpool, *pool_args, **unpool_kwargs):
+    """max_unpool of an input v (a leaf of its own) at the indices max pooling x chose."""
+    def call(v, x):
+        indices = pool(x.detach(), *pool_args, return_indices=True)[1]
+        return unpool(v, indices, *pool_args, **unpool_kwargs)
+    return call
+
+
+def _unpool_at(indices, unpool, *args):
+    """max_unpool at the given indices (repeated, negative or past the output)."""
+    return lambda v: unpool(v, torch.tensor(indices).view(v.shape), *args)
+
+
+def _max_unpool_cases():
+    """max_unpool2d/3d (forward and, by the @grad twins, backward): kernels, strides and
+    padding through F, output_size, unbatched inputs, non-contiguous values, an index taken
+    twice (the later element wins), an empty batch, and upstream's refusals, an index outside
+    the output among them."""
+    entries = (
+        ("max_unpool2d/k2", _unpool(F.max_pool2d, F.max_unpool2d, 2), (Arg((2, 3, 2, 3)), Arg((2, 3, 4, 6)))),
+        ("max_unpool2d/k3_s2_p1_output_size", _unpool(F.max_pool2d, F.max_unpool2d, 3, 2, 1, output_size=(6, 5)),
+         (Arg((1, 2, 3, 3), layout=TRANSPOSED), Arg((1, 2, 6, 5)))),
+        ("max_unpool2d/unbatched", _unpool(F.max_pool2d, F.max_unpool2d, (2, 3), (1, 2)),
+         (Arg((3, 4, 2), layout=STEPPED), Arg((3, 5, 6)))),
+        ("max_unpool2d/empty_batch", _unpool(F.max_pool2d, F.max_unpool2d, 2), (Arg((0, 2, 2, 2)), Arg((0, 2, 4, 4)))),
+        ("max_unpool2d/repeated_index", _unpool_at([3, 0, 3, 3, 8, 8, 1, 0], A.max_unpool2d, [3, 3]),
+         (Arg((1, 2, 2, 2)),)),
+        ("max_unpool2d/index_past_output", _unpool_at([3, 0, 9, 3, 8, 8, 1, 0], A.max_unpool2d, [3, 3]),
+         (Arg((1, 2, 2, 2)),)),
+        ("max_unpool2d/negative_index", _unpool_at([3, 0, 2, 3, -1, 8, 1, 0], A.max_unpool2d, [3, 3]),
+         (Arg((1, 2, 2, 2)),)),
+        ("max_unpool2d/indices_shape", lambda v: A.max_unpool2d(v, torch.zeros(1, 2, 1, 2, dtype=torch.long), [3, 3]),
+         (Arg((1, 2, 2, 2)),)),
+        ("max_unpool2d/int32_indices", lambda v: A.max_unpool2d(v, torch.zeros(1, 2, 2, 2, dtype=torch.int32), [3, 3]),
+         (Arg((1, 2, 2, 2)),)),
+        ("max_unpool2d/input_2d", lambda v: A.max_unpool2d(v, torch.zeros(2, 2, dtype=torch.long), [3, 3]),
+         (Arg((2, 2)),)),
+        ("max_unpool2d/output_size_three", lambda v: A.max_unpool2d(
+            v, torch.zeros(1, 2, 2, 2, dtype=torch.long), [3, 3, 3]), (Arg((1, 2, 2, 2)),)),
+        ("max_unpool2d/empty_channels", lambda v: A.max_unpool2d(v, torch.zeros(1, 0, 2, 2, dtype=torch.long), [3, 3]),
+         (Arg((1, 0, 2, 2)),)),
+        ("max_unpool2d/F_output_size_too_big", _unpool(F.max_pool2d, F.max_unpool2d, 2, output_size=(9, 9)),
+         (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
+        ("max_unpool3d/k2", _unpool(F.max_pool3d, F.max_unpool3d, 2), (Arg((2, 2, 2, 2, 3)), Arg((2, 2, 4, 5, 6)))),
+        ("max_unpool3d/k3_s2_p1_output_size", _unpool(F.max_pool3d, F.max_unpool3d, 3, 2, 1, output_size=(5, 6, 5)),
+         (Arg((1, 2, 3, 3, 3), layout=TRANSPOSED), Arg((1, 2, 5, 6, 5)))),
+        ("max_unpool3d/unbatched", _unpool(F.max_pool3d, F.max_unpool3d, (1, 2, 2)),
+         (Arg((3, 3, 2, 2), layout=STEPPED), Arg((3, 3, 4, 5)))),
+        ("max_unpool3d/empty_batch", _unpool(F.max_pool3d, F.max_unpool3d, 2),
+         (Arg((0, 2, 2, 2, 2)), Arg((0, 2, 4, 4, 4)))),
+        ("max_unpool3d/repeated_index", _unpool_at([3, 0, 3, 3, 7, 7, 1, 0], A.max_unpool3d, [2, 2, 2], [2, 2, 2],
+                                                   [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/index_past_output", _unpool_at([3, 0, 8, 3, 9, 7, 1, 0], A.max_unpool3d, [2, 2, 2],
+                                                      [2, 2, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/negative_index", _unpool_at([3, 0, 2, 3, -2, 7, 1, 0], A.max_unpool3d, [2, 2, 2],
+                                                   [2, 2, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/indices_shape", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 1, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/float_indices", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 2, 1, 2, 2), [2, 2, 2], [2, 2, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/input_3d", lambda v: A.max_unpool3d(
+            v, torch.zeros(2, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, 0, 0]), (Arg((2, 2, 2)),)),
+        ("max_unpool3d/stride_two", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/padding_two", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/zero_stride", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 0, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/negative_padding", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, -1, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/empty_channels", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 0, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, 0, 0]), (Arg((1, 0, 1, 2, 2)),)),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+    for dtype in ("bfloat16", "float16", "int64"):
+        yield Case("max_unpool2d/%s/dtype" % dtype, _unpool(F.max_pool2d, F.max_unpool2d, 2),
+                   (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4), dtype="float32")), dtype)
+        yield Case("max_unpool3d/%s/dtype" % dtype, _unpool(F.max_pool3d, F.max_unpool3d, 2),
+                   (Arg((1, 2, 2, 2, 2)), Arg((1, 2, 4, 4, 4), dtype="float32")), dtype)
 
 
 def _pixel_shuffle_cases():
