@@ -32,8 +32,17 @@ Windows windows_for(const Dims3& out, TapsOf&& taps_of) {
   return w;
 }
 
+// A pooling operator's tensors have their `spatial` dims at least; the backward operators
+// called directly can be given fewer (upstream reads past its buffers there).
+void check_has_spatial(const Shape& sizes, int spatial) {
+  if (int64_t(sizes.size()) < spatial)
+    throw Error("pooling over " + std::to_string(spatial) + " dims: a tensor of sizes " + shape_str(sizes) +
+                " has fewer");
+}
+
 // The last `spatial` dims of `sizes` as depth, height and width (depth 1 for two).
 Dims3 spatial_sizes(const Shape& sizes, int spatial) {
+  check_has_spatial(sizes, spatial);
   Dims3 d{1, 1, 1};
   for (int i = 0; i < spatial; ++i) d[3 - spatial + i] = sizes[sizes.size() - spatial + i];
   return d;
@@ -41,6 +50,7 @@ Dims3 spatial_sizes(const Shape& sizes, int spatial) {
 
 // `sizes` with its last `spatial` dims replaced by out's.
 Shape with_spatial(Shape sizes, const Dims3& out, int spatial) {
+  check_has_spatial(sizes, spatial);
   for (int i = 0; i < spatial; ++i) sizes[sizes.size() - spatial + i] = out[3 - spatial + i];
   return sizes;
 }
@@ -432,38 +442,10 @@ void check_pooled_sizes(const Tensor& t, const Tensor& self, const Dims3& out) {
   check_dim_size(t, dims, dims - 1, out[2]);
 }
 
-// The C++ type name upstream's messages print for a dtype (its caffe2::TypeMeta's name).
-std::string type_meta_name(ScalarType type) {
-  switch (type) {
-    case ScalarType::Float:
-      return "float";
-    case ScalarType::Double:
-      return "double";
-    case ScalarType::BFloat16:
-      return "c10::BFloat16";
-    case ScalarType::Half:
-      return "c10::Half";
-    case ScalarType::Long:
-      return "long int";
-    case ScalarType::Int:
-      return "int";
-    case ScalarType::Short:
-      return "short int";
-    case ScalarType::Char:
-      return "signed char";
-    case ScalarType::Byte:
-      return "unsigned char";
-    case ScalarType::Bool:
-      return "bool";
-    default:
-      return scalar_type_name(type);
-  }
-}
-
 void check_same_dtype(const Tensor& grad, const Tensor& self, const char* grad_name) {
   if (grad.dtype() != self.dtype())
-    throw Error("expected dtype " + type_meta_name(self.dtype()) + " for `" + grad_name + "` but got dtype " +
-                type_meta_name(grad.dtype()));
+    throw Error(std::string("expected dtype ") + cpp_type_name(self.dtype()) + " for `" + grad_name +
+                "` but got dtype " + cpp_type_name(grad.dtype()));
 }
 
 // The 2-D backward operators and max unpooling dispatch on the input's dtype after their
@@ -559,8 +541,8 @@ Tensor adaptive_avg_pool_backward(const Tensor& grad, const Shape& input_sizes, 
 }
 
 Tensor max_pool_backward(const Tensor& grad, const Tensor& indices, const Shape& input_sizes, int spatial) {
-  Shape planes(input_sizes.begin(), input_sizes.end() - spatial);
   Dims3 in = spatial_sizes(input_sizes, spatial);
+  Shape planes(input_sizes.begin(), input_sizes.end() - spatial);
   planes.push_back(in[0] * in[1] * in[2]);
   Tensor flat = ops::zeros(planes, grad.dtype());
   Tensor summed =
@@ -667,8 +649,13 @@ TN_KERNEL("aten::avg_pool3d_backward", {
   return avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 3,
                            {p.kernel, p.stride, p.padding, a.boolean(6), a.optional_integer(7)});
 });
-TN_KERNEL("aten::_adaptive_avg_pool3d_backward",
-          { return adaptive_avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 3); });
+TN_KERNEL("aten::_adaptive_avg_pool3d_backward", {
+  // Upstream reads the input's planes (dim -4), then grad_output's last three dims: fewer
+  // raise its IndexError.
+  wrap_dim(-4, a.tensor(1).dim());
+  wrap_dim(-3, a.tensor(0).dim());
+  return adaptive_avg_pool_backward(a.tensor(0), a.tensor(1).sizes(), 3);
+});
 
 // The 2-D backward operators, with upstream's checks in its order: the int lists, the
 // input's rank, grad_output's dtype, the pooled sizes, then grad_output's (and the indices')
