@@ -261,8 +261,9 @@ class CentralDpTaskViews : public AdminTaskViews {
 const double kEpsilonTwoRounds = 2 * 15 / 32.0 + std::log(1e5) / 14;
 const double kEpsilonThreeRounds = 3 * 12 / 32.0 + std::log(1e5) / 11;
 
-TEST_F(CentralDpTaskViews, GetTaskReportsTheAccountantsEpsilonForTheCompletedRounds) {
-  const v1::TaskInfo task = get_task_once_waiting("dp-going").task();
+// What GetTask says of a task (central or distributed DP alike) charged two rounds at z 4, still
+// running with a budget it is far from.
+void expect_two_rounds_charged(const v1::TaskInfo& task) {
   EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);
   EXPECT_NEAR(task.privacy().epsilon(), kEpsilonTwoRounds, 1e-12);
   EXPECT_EQ(task.privacy().order(), 15.0);
@@ -271,8 +272,8 @@ TEST_F(CentralDpTaskViews, GetTaskReportsTheAccountantsEpsilonForTheCompletedRou
   EXPECT_EQ(task.privacy().epsilon_budget(), 1e6);
 }
 
-TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
-  const v1::TaskInfo task = get_task_once_ended("dp-spent").task();
+// ... and of one whose fourth round would pass its budget of 2.3: stopped after three, naming it.
+void expect_stopped_before_round_four(const v1::TaskInfo& task) {
   EXPECT_EQ(task.state(), v1::TASK_STATE_STOPPED);
   EXPECT_NE(task.state_reason().find("the privacy budget: round 4 would take epsilon from 2.17"),
             std::string::npos)
@@ -280,6 +281,14 @@ TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
   EXPECT_NE(task.state_reason().find("past the budget 2.3"), std::string::npos) << task.state_reason();
   EXPECT_NEAR(task.privacy().epsilon(), kEpsilonThreeRounds, 1e-12);
   EXPECT_EQ(task.rounds_completed(), 3u);
+}
+
+TEST_F(CentralDpTaskViews, GetTaskReportsTheAccountantsEpsilonForTheCompletedRounds) {
+  expect_two_rounds_charged(get_task_once_waiting("dp-going").task());
+}
+
+TEST_F(CentralDpTaskViews, ATaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
+  expect_stopped_before_round_four(get_task_once_ended("dp-spent").task());
 }
 
 // A secure aggregation task written to the store as CreateTask would write it (its round
@@ -359,24 +368,11 @@ class DistributedDpTaskViews : public AdminTaskViews {
 };
 
 TEST_F(DistributedDpTaskViews, GetTaskReportsTheEpsilonOfTheCompletedSecureRounds) {
-  const v1::TaskInfo task = get_task_once_waiting("ddp-going").task();
-  EXPECT_EQ(task.state(), v1::TASK_STATE_RUNNING);
-  EXPECT_NEAR(task.privacy().epsilon(), kEpsilonTwoRounds, 1e-12);
-  EXPECT_EQ(task.privacy().order(), 15.0);
-  EXPECT_EQ(task.privacy().rounds_charged(), 2u);
-  EXPECT_EQ(task.privacy().delta(), 1e-5);
-  EXPECT_EQ(task.privacy().epsilon_budget(), 1e6);
+  expect_two_rounds_charged(get_task_once_waiting("ddp-going").task());
 }
 
 TEST_F(DistributedDpTaskViews, ASecureTaskWhoseNextRoundWouldPassItsBudgetStopsSayingSo) {
-  const v1::TaskInfo task = get_task_once_ended("ddp-spent").task();
-  EXPECT_EQ(task.state(), v1::TASK_STATE_STOPPED);
-  EXPECT_NE(task.state_reason().find("the privacy budget: round 4 would take epsilon from 2.17"),
-            std::string::npos)
-      << task.state_reason();
-  EXPECT_NE(task.state_reason().find("past the budget 2.3"), std::string::npos) << task.state_reason();
-  EXPECT_NEAR(task.privacy().epsilon(), kEpsilonThreeRounds, 1e-12);
-  EXPECT_EQ(task.rounds_completed(), 3u);
+  expect_stopped_before_round_four(get_task_once_ended("ddp-spent").task());
 }
 
 }  // namespace
