@@ -300,8 +300,13 @@ class PythonDevices:
                       for label in sorted(labels, key=self.device_id))
 
     def kill_all(self):
-        # SIGKILL ends a device a test has stopped (SIGSTOP) as well: it needs no SIGCONT first.
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        kill_all(self.processes.values())
+
+
+def kill_all(processes):
+    """Ends every process of `processes` still running and reaps it. SIGKILL ends a process a test
+    has stopped (SIGSTOP) as well: it needs no SIGCONT first."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -15,7 +15,7 @@ import numpy as np
 
 import pytest
 
-from federation import (PYTHON, admin_json, closed_rounds, http_get, launch_coordinator, log_events,
+from federation import (PYTHON, admin_json, closed_rounds, http_get, kill_all, launch_coordinator, log_events,
                         read_safetensors, rogue_device, start_coordinator, tool, wait_for, write_safetensors)
 
 SECURE = ["--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", "0.1", "--secagg-clip-range", "0.5",
@@ -352,10 +352,7 @@ def test_too_few_devices_left_at_a_stage_abandon_the_secure_round_by_name(tmp_pa
             rogue.wait(timeout=30)
             assert rogue.returncode == -9, rogue.stderr.read()
     finally:
-        for process in rogues + [devices]:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        kill_all(rogues + [devices])
         next(coordinator_runs, None)
 
 
@@ -523,10 +520,7 @@ def test_a_secure_round_with_too_few_masked_inputs_is_abandoned_unmasked_and_cha
             rogue.wait(timeout=30)
             assert rogue.returncode == -9, rogue.stderr.read()
     finally:
-        for process in rogues + [devices]:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        kill_all(rogues + [devices])
         next(coordinator_runs, None)
 
 
