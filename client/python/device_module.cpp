@@ -6,7 +6,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -120,6 +122,25 @@ py::dict round_config(const tn::client::v1::RoundConfig& round) {
   return config;
 }
 
+// Device(min_noise_multiplier=Z, max_noise_devices=M): the noise floor of torchnative-device's
+// --min-noise-multiplier Z --max-noise-devices M, both or neither, Z positive and finite, M from
+// 1 to 2^32 - 1. Signed M, so that a negative one is refused by name rather than by pybind11.
+std::optional<tn::client::NoiseFloor> noise_floor(std::optional<double> multiplier,
+                                                  std::optional<long long> devices) {
+  if (multiplier.has_value() != devices.has_value())
+    throw py::value_error(
+        "torchnative._device: min_noise_multiplier and max_noise_devices make the noise floor together: "
+        "give both");
+  if (!multiplier) return std::nullopt;
+  if (!(*multiplier > 0) || !std::isfinite(*multiplier))
+    throw py::value_error("torchnative._device: min_noise_multiplier must be positive and finite, not " +
+                          py::str(py::float_(*multiplier)).cast<std::string>());
+  if (*devices < 1 || *devices > (long long)UINT32_MAX)
+    throw py::value_error("torchnative._device: max_noise_devices must be from 1 to " +
+                          std::to_string(UINT32_MAX) + ", not " + std::to_string(*devices));
+  return tn::client::NoiseFloor{*multiplier, uint32_t(*devices)};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_device, m) {
@@ -138,7 +159,8 @@ PYBIND11_MODULE(_device, m) {
       .def(py::init([](const std::string& server, const std::string& key_file,
                        std::optional<std::string> tls_ca, double check_in_wait_seconds,
                        long long max_model_bytes, const std::string& round_transport,
-                       const std::string& when_no_task) {
+                       const std::string& when_no_task, std::optional<double> min_noise_multiplier,
+                       std::optional<long long> max_noise_devices) {
              // Signed, so that a negative limit is refused by name rather than by pybind11's
              // conversion to an unsigned type.
              if (max_model_bytes <= 0)
@@ -154,6 +176,7 @@ PYBIND11_MODULE(_device, m) {
                throw py::value_error("torchnative._device: when_no_task is 'wait' or 'exit', not '" +
                                      when_no_task + "'");
              options.wait_for_next_task = when_no_task == "wait";
+             options.noise_floor = noise_floor(min_noise_multiplier, max_noise_devices);
              options.server_address = server;
              options.key_file = key_file;
              options.tls_root_certificates_file = std::move(tls_ca);
@@ -165,7 +188,8 @@ PYBIND11_MODULE(_device, m) {
            py::arg("server"), py::arg("key_file"), py::kw_only(), py::arg("tls_ca") = py::none(),
            py::arg("check_in_wait") = 20.0,
            py::arg("max_model_bytes") = (long long)(tn::proto::TransferLimits{}.max_total_bytes),
-           py::arg("round_transport") = "data_plane", py::arg("when_no_task") = "wait")
+           py::arg("round_transport") = "data_plane", py::arg("when_no_task") = "wait",
+           py::arg("min_noise_multiplier") = py::none(), py::arg("max_noise_devices") = py::none())
       .def_property_readonly("device_id",
                              [](tn::client::Device& device) {
                                py::gil_scoped_release released;

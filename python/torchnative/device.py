@@ -53,13 +53,21 @@ class Device:
         "exit": run() returns the reports it has once the coordinator says no task is running and
         every task this device took part in (or, if none, saw running) has ended, as
         `torchnative-device --when-no-task exit` does.
+    min_noise_multiplier, max_noise_devices: this device's floor on the distributed DP noise it adds
+        in a secure round, as `torchnative-device --min-noise-multiplier Z --max-noise-devices M`
+        (docs/privacy.md, The device's noise floor): a round asking each device for a smaller share
+        than that of a sum of M devices at multiplier Z, or for no noise, is refused before training
+        (its RoundReport has contributed False and an error naming both). Both or neither (None);
+        Z positive and finite, M an int from 1 to 2^32 - 1 (ValueError otherwise).
     """
 
     def __init__(self, server, key_file, *, tls_ca=None, check_in_wait=20.0,
-                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES, round_transport="data_plane", when_no_task="wait"):
+                 max_model_bytes=_device.DEFAULT_MAX_MODEL_BYTES, round_transport="data_plane", when_no_task="wait",
+                 min_noise_multiplier=None, max_noise_devices=None):
         self._device = _device.Device(server, key_file, tls_ca=tls_ca, check_in_wait=check_in_wait,
                                       max_model_bytes=max_model_bytes, round_transport=round_transport,
-                                      when_no_task=when_no_task)
+                                      when_no_task=when_no_task, min_noise_multiplier=min_noise_multiplier,
+                                      max_noise_devices=max_noise_devices)
 
     @property
     def device_id(self):

@@ -117,8 +117,9 @@ def test_with_when_no_task_wait_a_device_takes_part_in_the_next_task(coordinator
         device.kill()
     assert not device.having("exiting"), device.lines
     # Said once per wait: a device told of the end by one CheckIn and held by its next through the
-    # same end (the coordinator records the end before it answers the holds) said it twice under
-    # load (CI of 2026-12-06 20:24; client_test's WorkEnd tests replay it).
+    # same end said it twice under load (CI of 2026-12-06 20:24; client_test's WorkEnd tests replay
+    # it), when the coordinator recorded the end in its store before it counted it on its board;
+    # since ca9e166 it counts the end in the store's critical section that records it.
     said = Counter(line["contributed_rounds"] for line in device.having("waiting"))
     assert said[1] == 1 and set(said.values()) == {1}, device.lines
 

@@ -2,7 +2,8 @@
 One of them trains to NaN: its client refuses to send the update (the check the hub applies too),
 and the round completes over the others with their exact weights, the poisoned one missing.
 A Python device's max_model_bytes, like torchnative-device's --max-model-bytes, refuses a round
-whose model is larger, by name. Ctrl-C stops a Python device that waits for work."""
+whose model is larger, by name; its noise floor is checked as torchnative-device's. Ctrl-C stops a
+Python device that waits for work."""
 import json
 import signal
 import subprocess
@@ -116,6 +117,36 @@ def test_a_python_device_refuses_a_max_model_bytes_that_is_not_positive(tmp_path
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "ValueError: torchnative._device: max_model_bytes must be positive, not 0" in result.stderr, result.stderr
+
+
+NOISE_FLOORS_SCRIPT = r'''
+import sys
+from torchnative.device import Device
+for floor in ({"min_noise_multiplier": 1.0}, {"max_noise_devices": 3}, {"min_noise_multiplier": -1.0, "max_noise_devices": 3},
+              {"min_noise_multiplier": float("inf"), "max_noise_devices": 3}, {"min_noise_multiplier": 1.0, "max_noise_devices": 0},
+              {"min_noise_multiplier": 1.0, "max_noise_devices": 2**32}):
+    try:
+        Device("127.0.0.1:1", sys.argv[1], **floor)
+        print("accepted")
+    except ValueError as error:
+        print(error)
+'''
+
+
+def test_a_python_device_refuses_a_noise_floor_as_torchnative_device_does(tmp_path):
+    """min_noise_multiplier and max_noise_devices, as --min-noise-multiplier and --max-noise-devices:
+    both or neither, a positive finite multiplier, from 1 to 2^32 - 1 devices (the floor held in a
+    round: test_secure_aggregation.py)."""
+    result = subprocess.run([PYTHON, "-c", NOISE_FLOORS_SCRIPT, str(tmp_path / "k.key")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    prefix = "torchnative._device: "
+    assert result.stdout.splitlines() == [
+        prefix + "min_noise_multiplier and max_noise_devices make the noise floor together: give both"] * 2 + [
+        prefix + "min_noise_multiplier must be positive and finite, not -1.0",
+        prefix + "min_noise_multiplier must be positive and finite, not inf",
+        prefix + "max_noise_devices must be from 1 to 4294967295, not 0",
+        prefix + "max_noise_devices must be from 1 to 4294967295, not 4294967296"], result.stdout
 
 
 WAITING_SCRIPT = r'''

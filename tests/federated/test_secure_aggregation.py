@@ -463,13 +463,20 @@ def test_distributed_dp_rounds_are_charged_and_the_task_stops_before_the_round_p
     the multiplier that min_updates shares carry, sqrt(3 share) / sensitivity (worked out here from
     the calibration; the 5 shares the sum holds would give sqrt(5/3) times it and a smaller epsilon),
     and the task stops before round 3 by name. Epsilon as the admin status, the round_completed
-    events and /metrics give it, against gaussian_epsilon."""
+    events and /metrics give it, against gaussian_epsilon; the task_created event's plan for its 4
+    rounds, past the budget, too."""
     d = sum(INITIAL[name].size for name in FLOATING)
     share, sensitivity = share_variance(d)
     multiplier = math.sqrt(DP_MIN_UPDATES * share) / sensitivity
     epsilon = {rounds: gaussian_epsilon(multiplier, rounds) for rounds in (1, 2, 3)}
     budget = (epsilon[2] + epsilon[3]) / 2
     task = create_distributed_dp_task(coordinator, tmp_path, INITIAL, rounds=4, epsilon_budget=budget)
+    # The task_created event states what the 4 planned rounds would spend, as central DP's does.
+    (created,) = log_events(coordinator["log"], "task_created")
+    assert created["message"].endswith(
+        f"; each round charged at the multiplier of min_updates shares, {multiplier:.6g}; the 4 planned rounds "
+        f"would spend epsilon {gaussian_epsilon(multiplier, 4):.6g}, so the task stops at its budget before them"
+    ), created
     rounds, registered = run_devices(coordinator, tmp_path, task, DEVICES, rounds=2)
     assert [(r["state"], r["contributors"]) for r in rounds] == [("ROUND_STATE_COMPLETED", registered)] * 2, rounds
 
@@ -576,3 +583,40 @@ def test_devices_refuse_by_name_a_round_asking_for_less_noise_than_their_floor(c
     finally:
         devices.kill()
         devices.wait()
+
+
+# A Python device (torchnative.device) over gRPC with the noise floor of the arguments Z, M; prints
+# its id and its one round's report as JSON.
+FLOORED_DEVICE = r'''
+import json, sys
+from torchnative.device import Device
+server, key_file, multiplier, devices = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+device = Device(server, key_file, check_in_wait=1.0, round_transport="grpc", min_noise_multiplier=multiplier,
+                max_noise_devices=devices)
+(report,) = device.run(lambda state, config: (state, 1), rounds=1)
+print(json.dumps({"device_id": device.device_id, "contributed": report.contributed, "error": report.error}))
+'''
+
+
+def test_a_python_device_refuses_by_name_a_round_asking_for_less_noise_than_its_floor(coordinator, tmp_path):
+    """Device(min_noise_multiplier=Z, max_noise_devices=2) holds the floor of torchnative-device's
+    --min-noise-multiplier Z --max-noise-devices 2: of the round's 5 devices, the Python one refuses
+    the share of min_updates 3 devices by name before training, and the round completes over the
+    other four (without the floor it would be a contributor)."""
+    task = create_distributed_dp_task(coordinator, tmp_path, INITIAL, rounds=1, epsilon_budget=100)
+    python = subprocess.Popen([PYTHON, "-c", FLOORED_DEVICE, f"127.0.0.1:{coordinator['grpc_port']}",
+                               str(tmp_path / "python.key"), str(Z), "2"], stdout=subprocess.PIPE, text=True)
+    try:
+        (entry,), registered = run_devices(coordinator, tmp_path, task, DEVICES - 1)
+        out, _ = python.communicate(timeout=30)
+    finally:
+        kill_all([python])
+    assert python.returncode == 0, out
+    report = json.loads(out)
+    assert (entry["state"], entry["contributors"], entry["missing"]) == (
+        "ROUND_STATE_COMPLETED", registered, [report["device_id"]]), entry
+    assert report["contributed"] is False, report
+    assert report["error"] == (
+        f"round 1 of task {task} asks each device for noise of multiplier 1 for sums of 3 devices (a share of "
+        f"{1 / math.sqrt(3):.6g} sensitivities), below this device's noise floor, multiplier 1 for sums of 2 "
+        f"devices (a share of {1 / math.sqrt(2):.6g} sensitivities)"), report

@@ -193,11 +193,15 @@ v1::PrivacySpent CentralDpParams::spent(uint64_t rounds) const {
 }
 
 std::string CentralDpParams::planned_words(uint64_t rounds_planned) const {
-  const v1::PrivacySpent planned = spent(rounds_planned);
   return "central DP: noise_multiplier " + text(noise_multiplier) + ", " +
          (adaptive ? "adaptive clipping from " : "clip_norm ") + text(clip_norm) + ", epsilon_budget " +
-         text(epsilon_budget) + " at delta " + text(delta) + "; the " + std::to_string(rounds_planned) +
-         " planned rounds would spend epsilon " + text(planned.epsilon()) +
+         text(epsilon_budget) + " at delta " + text(delta) + "; " + planned_spending_words(rounds_planned);
+}
+
+std::string CentralDpParams::planned_spending_words(uint64_t rounds_planned) const {
+  const v1::PrivacySpent planned = spent(rounds_planned);
+  return "the " + std::to_string(rounds_planned) + " planned rounds would spend epsilon " +
+         text(planned.epsilon()) +
          (planned.epsilon() > epsilon_budget ? ", so the task stops at its budget before them" : "");
 }
 

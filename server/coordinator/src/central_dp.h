@@ -69,6 +69,9 @@ struct CentralDpParams {
   v1::PrivacySpent spent(uint64_t rounds) const;
   // The parameters and what `rounds_planned` rounds would spend, for the TASK_CREATED event.
   std::string planned_words(uint64_t rounds_planned) const;
+  // What `rounds_planned` rounds would spend ("the N planned rounds would spend epsilon E", and
+  // whether the budget stops the task before them); distributed DP's event says it too.
+  std::string planned_spending_words(uint64_t rounds_planned) const;
 };
 
 // Refuses (federated::ParameterRefused) central DP for a strategy that does not aggregate a sum:

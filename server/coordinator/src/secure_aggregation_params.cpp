@@ -194,7 +194,7 @@ federated::secagg::GraphParameters SecureAggregationParams::graph() const {
   return federated::secagg::derive_graph_parameters(fixed_point.max_devices, threat);
 }
 
-std::string SecureAggregationParams::planned_words() const {
+std::string SecureAggregationParams::planned_words(uint64_t rounds_planned) const {
   const federated::secagg::GraphParameters g = graph();
   std::ostringstream words;
   words << "secure aggregation: " << g.devices << " devices a round, " << g.degree
@@ -206,7 +206,9 @@ std::string SecureAggregationParams::planned_words() const {
   if (distributed_dp)
     words << "; distributed DP: noise_multiplier " << distributed_dp->noise_multiplier << ", clip_norm "
           << distributed_dp->clip_norm << ", epsilon_budget " << distributed_dp->epsilon_budget
-          << " at delta " << distributed_dp->delta << ", noise margin " << fixed_point.noise_margin;
+          << " at delta " << distributed_dp->delta << ", noise margin " << fixed_point.noise_margin
+          << "; each round charged at the multiplier of min_updates shares, " << realised_noise_multiplier
+          << "; " << charged_dp()->planned_spending_words(rounds_planned);
   return words.str();
 }
 

@@ -60,8 +60,9 @@ struct SecureAggregationParams {
 
   // The graph's degree and threshold for a round of devices_per_round devices.
   federated::secagg::GraphParameters graph() const;
-  // The parameters, for the TASK_CREATED event.
-  std::string planned_words() const;
+  // The parameters, for the TASK_CREATED event; with distributed DP, also what `rounds_planned`
+  // rounds would spend at the charged multiplier (after plan_noise).
+  std::string planned_words(uint64_t rounds_planned) const;
 };
 
 // Refuses (federated::ParameterRefused) secure aggregation for a strategy that does not aggregate

@@ -91,7 +91,9 @@ std::string Tasks::create(const v1::CreateTaskHeader& header, federated::Model i
       definition.strategy + ", " + std::to_string(definition.rounds_planned) + " rounds of " +
           std::to_string(params.devices_per_round) + " devices, initial model " + model_version_name(id, 0) +
           (params.central_dp ? "; " + params.central_dp->planned_words(definition.rounds_planned) : "") +
-          (params.secure_aggregation ? "; " + params.secure_aggregation->planned_words() : ""));
+          (params.secure_aggregation
+               ? "; " + params.secure_aggregation->planned_words(definition.rounds_planned)
+               : ""));
   start(std::move(task), std::move(params), definition.rounds_planned, 1);
   return id;
 }

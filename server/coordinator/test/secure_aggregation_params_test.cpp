@@ -59,9 +59,9 @@ TEST(SecureAggregationParams, DefaultsAreResolvedAndTheGraphDerivedForTheDevices
   const federated::secagg::GraphParameters graph = secure.graph();
   EXPECT_EQ(graph.degree, 4u);
   EXPECT_EQ(graph.threshold, 2u);
-  EXPECT_NE(secure.planned_words().find("10 devices a round, 4 neighbours each, threshold 2"),
+  EXPECT_NE(secure.planned_words(10).find("10 devices a round, 4 neighbours each, threshold 2"),
             std::string::npos)
-      << secure.planned_words();
+      << secure.planned_words(10);
 }
 
 TEST(SecureAggregationParams, AnActiveCoordinatorRaisesTheThresholdMinUpdatesMustReach) {
@@ -249,6 +249,16 @@ TEST(SecureAggregationParams, DistributedDpNoiseMarginIsPlannedForTheModelAndIts
   EXPECT_LE(secure.realised_noise_multiplier, 1 + 1e-9);
   EXPECT_EQ(params.charged_dp()->noise_multiplier, secure.realised_noise_multiplier);
   EXPECT_EQ(params.charged_dp()->epsilon_budget, 100.0);
+  // The TASK_CREATED event states the plan at that multiplier, as central DP's does: 10 Gaussian
+  // rounds at z 1 (to 1e-9) spend 10 alpha / 2 + log(1e5) / (alpha - 1), least at order 2.5:
+  // 12.5 + 7.67528 = 20.1753, within the budget 100.
+  const std::string planned = secure.planned_words(10);
+  EXPECT_NE(
+      planned.find("; each round charged at the multiplier of min_updates shares, 1; the 10 planned rounds "
+                   "would spend epsilon 20.1753"),
+      std::string::npos)
+      << planned;
+  EXPECT_EQ(planned.find("stops at its budget"), std::string::npos) << planned;
   const RoundParams back = RoundParams::from_json(params.to_json(), "t");
   EXPECT_EQ(back.secure_aggregation->fixed_point.noise_margin, secure.fixed_point.noise_margin);
   EXPECT_EQ(back.secure_aggregation->realised_noise_multiplier, secure.realised_noise_multiplier);
