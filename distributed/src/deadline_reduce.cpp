@@ -48,12 +48,12 @@ uint64_t segment_of(uint32_t slot) { return slot & ((1u << 24) - 1); }
 constexpr uint64_t kMaxSegments = (uint64_t{1} << 24) - 1;
 // The credit that tells a sender root has closed the round without the rest of its buffer.
 constexpr uint64_t kRoundClosed = std::numeric_limits<uint64_t>::max();
-// Segments a sender may have granted but not landed while root spools: the next one travels
+// ElementSegments a sender may have granted but not landed while root spools: the next one travels
 // while root writes the last.
 constexpr uint64_t kSpoolWindow = 2;
 
 // The buffer cut into segments of whole elements.
-struct Segments {
+struct ElementSegments {
   uint64_t bytes = 0;
   uint64_t size = 0;  // bytes of every segment but the last
   uint64_t count = 0;
@@ -61,7 +61,7 @@ struct Segments {
   uint64_t length(uint64_t s) const { return std::min(size, bytes - s * size); }
 };
 
-Segments segments_of(const OpContext& context, const Buffer& buffer) {
+ElementSegments segments_of(const OpContext& context, const Buffer& buffer) {
   const uint64_t element = element_size(buffer.dtype), numel = static_cast<uint64_t>(buffer.numel);
   const uint64_t per_segment = std::max(
       {uint64_t{1}, context.options().segment_bytes / element, (numel + kMaxSegments - 1) / kMaxSegments});
@@ -81,7 +81,7 @@ class Keeper {
   virtual void keep(int peer, uint64_t s, uint8_t* landed) = 0;
   // A receive into `landed` failed: the memory may be lent again.
   virtual void release(uint8_t* landed) = 0;
-  // Segments one sender may have granted and not landed.
+  // ElementSegments one sender may have granted and not landed.
   virtual uint64_t window() const = 0;
   virtual std::shared_ptr<const void> owner() const = 0;
   virtual uint64_t spooled_bytes() const = 0;
@@ -98,7 +98,7 @@ class Keeper {
 
 class InMemory final : public Keeper {
  public:
-  InMemory(const Segments& segments, int size, int root)
+  InMemory(const ElementSegments& segments, int size, int root)
       : segments_(segments),
         root_(root),
         copies_(scratch(segments.bytes * static_cast<uint64_t>(size - 1))) {}
@@ -134,14 +134,14 @@ class InMemory final : public Keeper {
  private:
   uint8_t* copy_of(int peer) const { return copies_.get() + segments_.bytes * copy_index(peer, root_); }
 
-  const Segments segments_;
+  const ElementSegments segments_;
   const int root_;
   const std::shared_ptr<uint8_t[]> copies_;
 };
 
 class Spool final : public Keeper {
  public:
-  Spool(const OpContext& context, const Segments& segments)
+  Spool(const OpContext& context, const ElementSegments& segments)
       : name_(collective_name(context.signature().collective)),
         directory_(spool_directory(context.options())),
         segments_(segments),
@@ -266,7 +266,7 @@ class Spool final : public Keeper {
 
   const std::string name_;
   const std::string directory_;
-  const Segments segments_;
+  const ElementSegments segments_;
   const int root_;
   std::shared_ptr<uint8_t[]> landings_;
   std::vector<uint8_t*> free_;
@@ -293,7 +293,7 @@ struct Finished {
 // sender as complete (its whole buffer landed) or lost (its connection failed).
 class Collector {
  public:
-  Collector(OpContext& context, const Segments& segments, Keeper& keeper, const ContributionCheck& check)
+  Collector(OpContext& context, const ElementSegments& segments, Keeper& keeper, const ContributionCheck& check)
       : context_(context), segments_(segments), keeper_(keeper), check_(check), senders_(context.size()) {
     for (int peer = 0; peer < context.size(); ++peer) {
       if (peer == context.rank()) continue;
@@ -454,7 +454,7 @@ class Collector {
   }
 
   OpContext& context_;
-  const Segments segments_;
+  const ElementSegments segments_;
   Keeper& keeper_;
   const ContributionCheck& check_;
   std::vector<Sender> senders_;
@@ -508,7 +508,7 @@ class KeptContributions final : public DeferredReduction {
 }  // namespace
 
 bool send_streamed(OpContext& context, const Buffer& buffer, int root) {
-  const Segments segments = segments_of(context, buffer);
+  const ElementSegments segments = segments_of(context, buffer);
   const auto* data = static_cast<const uint8_t*>(buffer.data);
   context.send(root, OpContext::slot(kReadyPhase, 0), nullptr, 0, nullptr);
   uint64_t granted = 0;
@@ -530,7 +530,7 @@ bool send_streamed(OpContext& context, const Buffer& buffer, int root) {
 DeadlineReduceResult receive_streamed(OpContext& context, Buffer& buffer, ReduceOp op,
                                       Clock::time_point deadline, bool every_rank,
                                       const ContributionCheck& check, bool defer) {
-  const Segments segments = segments_of(context, buffer);
+  const ElementSegments segments = segments_of(context, buffer);
   std::unique_ptr<Keeper> keeper;
   if (segments.bytes * static_cast<uint64_t>(context.size() - 1) >
       context.options().deadline_reduce_spool_bytes)

@@ -17,15 +17,15 @@ using u128 = unsigned __int128;
 constexpr uint64_t kLargestNumerator = uint64_t{1} << 40;
 constexpr unsigned kDenominatorBits = 20;
 
-[[noreturn]] void refuse(const std::string& message) {
+[[noreturn]] void refuse_noise(const std::string& message) {
   throw SecAggRefused(SecAggRefused::Reason::Parameter, "dp noise: " + message);
 }
 
 void check_variance(NoiseVariance v) {
   if (v.numerator == 0 || v.numerator > kLargestNumerator || v.denominator == 0 ||
       v.denominator > (uint64_t{1} << kDenominatorBits))
-    refuse("variance " + std::to_string(v.numerator) + "/" + std::to_string(v.denominator) +
-           " needs a numerator in [1, 2^40] and a denominator in [1, 2^20]");
+    refuse_noise("variance " + std::to_string(v.numerator) + "/" + std::to_string(v.denominator) +
+                 " needs a numerator in [1, 2^40] and a denominator in [1, 2^20]");
 }
 
 // The keystream's uniform draws, widened to the sampler's 128-bit arithmetic.
@@ -116,21 +116,16 @@ int64_t discrete_gaussian(Uniform& uniform, NoiseVariance v) {
   }
 }
 
-void check_positive_finite(double value, const char* name) {
-  if (!(value > 0 && std::isfinite(value)))
-    refuse(std::string(name) + " " + std::to_string(value) + " must be positive and finite");
-}
-
 }  // namespace
 
 NoiseVariance NoiseVariance::at_least(double variance) {
-  check_positive_finite(variance, "variance");
+  detail::check_positive_finite("dp noise", variance, "variance");
   for (int k = kDenominatorBits; k >= 0; --k) {
     double scaled = std::ceil(std::ldexp(variance, k));
     if (scaled <= static_cast<double>(kLargestNumerator))
       return {static_cast<uint64_t>(scaled), uint64_t{1} << k};
   }
-  refuse("variance " + std::to_string(variance) + " is above 2^40");
+  refuse_noise("variance " + std::to_string(variance) + " is above 2^40");
 }
 
 std::vector<int64_t> sample_discrete_gaussian(NoiseVariance variance, size_t count, const Bytes32& seed) {
@@ -154,11 +149,12 @@ void add_noise_share(std::span<uint32_t> words, unsigned bits, NoiseVariance var
 DistributedNoise plan_distributed_noise(const FixedPointParameters& p, size_t dimension,
                                         double noise_multiplier, uint32_t min_devices) {
   check_fixed_point(p);
-  if (!p.l2_bound) refuse("distributed DP needs an l2_bound: without it no contribution has a bounded norm");
-  check_positive_finite(noise_multiplier, "noise_multiplier");
+  if (!p.l2_bound)
+    refuse_noise("distributed DP needs an l2_bound: without it no contribution has a bounded norm");
+  detail::check_positive_finite("dp noise", noise_multiplier, "noise_multiplier");
   if (min_devices == 0 || min_devices > p.max_devices)
-    refuse("min_devices " + std::to_string(min_devices) + " is outside [1, max_devices " +
-           std::to_string(p.max_devices) + "]");
+    refuse_noise("min_devices " + std::to_string(min_devices) + " is outside [1, max_devices " +
+                 std::to_string(p.max_devices) + "]");
   DistributedNoise plan;
   plan.sensitivity = p.max_weight * *p.l2_bound / p.step() + std::sqrt(static_cast<double>(dimension));
   plan.target_stddev = noise_multiplier * plan.sensitivity;
@@ -170,8 +166,8 @@ DistributedNoise plan_distributed_noise(const FixedPointParameters& p, size_t di
 
 std::vector<double> central_gaussian_noise(size_t count, double stddev, double granularity,
                                            const Bytes32& seed) {
-  check_positive_finite(stddev, "stddev");
-  check_positive_finite(granularity, "granularity");
+  detail::check_positive_finite("dp noise", stddev, "stddev");
+  detail::check_positive_finite("dp noise", granularity, "granularity");
   double ratio = stddev / granularity;
   std::vector<int64_t> draws = sample_discrete_gaussian(NoiseVariance::at_least(ratio * ratio), count, seed);
   std::vector<double> noise;

@@ -18,11 +18,6 @@ using Reason = SecAggRefused::Reason;
   throw SecAggRefused(Reason::Parameter, "fixed point: " + message);
 }
 
-void check_positive_finite(double value, const char* name) {
-  if (!(value > 0 && std::isfinite(value)))
-    refuse(std::string(name) + " " + std::to_string(value) + " must be positive and finite");
-}
-
 // The largest magnitude a sum may hold per coordinate: 2^(bits-1) - 1, so that two's complement
 // decoding is unambiguous.
 uint64_t largest_magnitude(unsigned bits) { return (uint64_t{1} << (bits - 1)) - 1; }
@@ -66,10 +61,16 @@ int64_t decode(uint32_t word, unsigned bits) {
 
 }  // namespace
 
+void detail::check_positive_finite(const char* part, double value, const char* name) {
+  if (!(value > 0 && std::isfinite(value)))
+    throw SecAggRefused(Reason::Parameter, std::string(part) + ": " + name + " " + std::to_string(value) +
+                                               " must be positive and finite");
+}
+
 void check_fixed_point(const FixedPointParameters& p) {
   if (p.bits < 2 || p.bits > 32) refuse("bits " + std::to_string(p.bits) + " is outside [2, 32]");
-  check_positive_finite(p.range, "range");
-  if (p.l2_bound) check_positive_finite(*p.l2_bound, "l2_bound");
+  detail::check_positive_finite("fixed point", p.range, "range");
+  if (p.l2_bound) detail::check_positive_finite("fixed point", *p.l2_bound, "l2_bound");
   if (p.levels == 0) refuse("levels must be at least 1");
   if (p.max_weight == 0) refuse("max_weight must be at least 1");
   if (p.max_devices == 0) refuse("max_devices must be at least 1");

@@ -66,4 +66,8 @@ enum class Sign { Add, Subtract };
 // vector +/- the keystream of `seed`, word by word, modulo 2^bits.
 void apply_mask(std::vector<uint32_t>& vector, const Bytes32& seed, Sign sign, unsigned bits);
 
+// Refuses (SecAggRefused, Parameter) with "<part>: <name> <value> must be positive and finite"
+// unless value is: fixed point's and DP noise's parameter checks, each naming its part.
+void check_positive_finite(const char* part, double value, const char* name);
+
 }  // namespace tn::federated::secagg::detail

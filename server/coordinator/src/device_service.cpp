@@ -22,7 +22,7 @@ namespace tn::server {
 
 namespace {
 
-std::string method(const char* name) { return rpc_method(v1::DeviceService::service_full_name(), name); }
+std::string device_method(const char* name) { return rpc_method(v1::DeviceService::service_full_name(), name); }
 
 // CheckInPayload.followed_task_ids beyond these are not looked at: a device names the tasks it
 // took part in, and a bound keeps a forged list from costing the coordinator a scan per id.
@@ -129,7 +129,7 @@ DeviceServiceImpl::DeviceServiceImpl(Services services, const RequestVerifier& v
 grpc::ServerUnaryReactor* DeviceServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {
-  const std::string name = method("Register");
+  const std::string name = device_method("Register");
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto payload = std::make_shared<v1::RegisterPayload>();
   grpc::Status checked = serve(name, [&] {
@@ -184,7 +184,7 @@ grpc::Status DeviceServiceImpl::complete_registration(const v1::RegisterPayload&
 grpc::ServerUnaryReactor* DeviceServiceImpl::CheckIn(grpc::CallbackServerContext*,
                                                      const v1::CheckInRequest* request,
                                                      v1::CheckInResponse* response) {
-  const std::string name = method("CheckIn");
+  const std::string name = device_method("CheckIn");
   auto* held = new HeldCheckIn(services_.board, request->auth().key_id(), response);
   verifier_.device(
       name, request->auth(), request->payload(), [this, name, held, request](grpc::Status verified) {
@@ -257,7 +257,7 @@ template <typename Payload, typename Request, typename Response>
 grpc::ServerUnaryReactor* DeviceServiceImpl::answer_once_verified(
     grpc::CallbackServerContext* context, const char* method_name, const Request* request, Response* response,
     grpc::Status (DeviceServiceImpl::*answer)(const Request&, const Payload&, Response&)) {
-  const std::string name = method(method_name);
+  const std::string name = device_method(method_name);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   verifier_.device(name, request->auth(), request->payload(),
                    [this, name, reactor, request, response, answer](grpc::Status verified) {
@@ -295,7 +295,7 @@ grpc::Status DeviceServiceImpl::answer_fetch_task(const v1::FetchTaskRequest& re
 
 grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::FetchModelRequest* request,
                                            grpc::ServerWriter<v1::ModelStream>* writer) {
-  const std::string name = method("FetchModel");
+  const std::string name = device_method("FetchModel");
   return serve(name, [&] {
     v1::FetchModelPayload payload;
     if (grpc::Status admitted = verifier_.device_payload(name, request->auth(), request->payload(), payload);
@@ -314,7 +314,7 @@ grpc::Status DeviceServiceImpl::FetchModel(grpc::ServerContext*, const v1::Fetch
 grpc::Status DeviceServiceImpl::SubmitUpdateFromBytes(grpc::ServerContext*,
                                                       grpc::ServerReader<grpc::ByteBuffer>* reader,
                                                       v1::SubmitUpdateResponse*) {
-  const std::string name = method("SubmitUpdate");
+  const std::string name = device_method("SubmitUpdate");
   return serve(name, [&] {
     ClientStream<v1::SubmitUpdateRequest> stream(*reader, services_.metrics, name);
     v1::SubmitUpdateRequest first;
@@ -420,7 +420,7 @@ grpc::ServerUnaryReactor* DeviceServiceImpl::Heartbeat(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* DeviceServiceImpl::SecAggStage(grpc::CallbackServerContext* context,
                                                          const v1::SecAggStageRequest* request,
                                                          v1::SecAggStageResponse* response) {
-  const std::string name = method("SecAggStage");
+  const std::string name = device_method("SecAggStage");
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   verifier_.device(name, request->auth(), request->payload(),
                    [this, name, reactor, request, response](grpc::Status verified) {

@@ -311,7 +311,7 @@ v1::CreateTaskHeader dp_header() {
   return header;
 }
 
-std::string refusal(const std::function<void(v1::CreateTaskHeader&)>& change) {
+std::string central_dp_refusal(const std::function<void(v1::CreateTaskHeader&)>& change) {
   v1::CreateTaskHeader header = dp_header();
   change(header);
   return message_of<federated::ParameterRefused>([&] { RoundParams::from_header(header, "t"); });
@@ -353,7 +353,7 @@ TEST(CentralDp, BadConfigurationsAreRefusedByName) {
        "adaptive_clipping.count_stddev 1 with noise_multiplier 2"},
   };
   for (const auto& each : cases) {
-    const std::string why = refusal(each.change);
+    const std::string why = central_dp_refusal(each.change);
     EXPECT_NE(why.find(each.named), std::string::npos) << why;
   }
   for (const char* robust : {"fedmedian", "trimmed_mean", "krum", "multi_krum"}) {

@@ -39,7 +39,7 @@ v1::CreateTaskHeader secure_header() {
   return header;
 }
 
-std::string refusal(const std::function<void(v1::CreateTaskHeader&)>& change) {
+std::string secure_params_refusal(const std::function<void(v1::CreateTaskHeader&)>& change) {
   v1::CreateTaskHeader header = secure_header();
   change(header);
   return message_of<federated::ParameterRefused>([&] { RoundParams::from_header(header, "t"); });
@@ -69,7 +69,7 @@ TEST(SecureAggregationParams, AnActiveCoordinatorRaisesTheThresholdMinUpdatesMus
     h.mutable_secure_aggregation()->set_dropout_fraction(0.33);
     h.mutable_secure_aggregation()->set_active_coordinator(true);
   };
-  const std::string why = refusal([&](auto& h) {
+  const std::string why = secure_params_refusal([&](auto& h) {
     active(h);
     h.set_min_updates(4);
   });
@@ -130,7 +130,7 @@ TEST(SecureAggregationParams, BadConfigurationsAreRefusedByName) {
        "headroom"},
   };
   for (const auto& each : cases) {
-    const std::string why = refusal(each.change);
+    const std::string why = secure_params_refusal(each.change);
     EXPECT_NE(why.find(each.named), std::string::npos) << why;
   }
 }

@@ -17,10 +17,10 @@ namespace {
 
 using Reason = SecAggRefused::Reason;
 
-constexpr std::string_view kRound = "task-3/12";
+constexpr std::string_view kRoundId = "task-3/12";
 constexpr size_t kLength = 1000;
 
-struct Device {
+struct RoundDevice {
   IdentityKeys identity = IdentityKeys::generate();
   RoundSecrets secrets = RoundSecrets::generate();
   std::vector<uint32_t> input;
@@ -48,18 +48,18 @@ class SimulatedRound {
         graph_(NeighbourGraph::random_harary(devices, parameters_.degree, Bytes32{42})),
         devices_(devices) {
     std::mt19937 random(7);
-    for (Device& device : devices_) device.input = quantised_input(random, bits - 8);
+    for (RoundDevice& device : devices_) device.input = quantised_input(random, bits - 8);
   }
 
   const GraphParameters& parameters() const { return parameters_; }
   const NeighbourGraph& graph() const { return graph_; }
-  Device& device(DeviceIndex index) { return devices_[index]; }
+  RoundDevice& device(DeviceIndex index) { return devices_[index]; }
 
   // Stage 1: every device signs its round keys.
   std::map<DeviceIndex, KeyAdvertisement> advertise() {
     std::map<DeviceIndex, KeyAdvertisement> advertised;
     for (DeviceIndex d = 0; d < devices_.size(); ++d)
-      advertised[d] = devices_[d].secrets.advertise(d, kRound, devices_[d].identity);
+      advertised[d] = devices_[d].secrets.advertise(d, kRoundId, devices_[d].identity);
     return advertised;
   }
 
@@ -77,7 +77,7 @@ class SimulatedRound {
     for (DeviceIndex d : dealers) {
       std::vector<uint32_t> points;
       for (DeviceIndex peer : graph_.neighbours(d)) {
-        verify_advertisement(advertised.at(peer), kRound, devices_[peer].identity.public_key);
+        verify_advertisement(advertised.at(peer), kRoundId, devices_[peer].identity.public_key);
         points.push_back(peer + 1);
       }
       const RoundSecrets& secrets = devices_[d].secrets;
@@ -87,14 +87,14 @@ class SimulatedRound {
         DeviceIndex peer = points[i] - 1;
         relayed.push_back({d, peer,
                            seal_shares({self[i], secret[i]}, secrets.channel_secret, d,
-                                       advertised.at(peer).channel_key, peer, kRound)});
+                                       advertised.at(peer).channel_key, peer, kRoundId)});
       }
     }
     for (const Envelope& envelope : relayed)
       if (dealers.count(envelope.recipient))
         devices_[envelope.recipient].held[envelope.sender] = open_shares(
             envelope.bytes, devices_[envelope.recipient].secrets.channel_secret, envelope.recipient,
-            advertised.at(envelope.sender).channel_key, envelope.sender, kRound);
+            advertised.at(envelope.sender).channel_key, envelope.sender, kRoundId);
   }
 
   // Stage 3: the devices in `senders` mask their inputs, pairwise with each neighbour whose shares
@@ -107,7 +107,7 @@ class SimulatedRound {
       std::map<DeviceIndex, Bytes32> seeds;
       for (const auto& [peer, shares] : devices_[d].held)
         seeds[peer] =
-            pairwise_seed(devices_[d].secrets.mask_secret, d, advertised.at(peer).mask_key, peer, kRound);
+            pairwise_seed(devices_[d].secrets.mask_secret, d, advertised.at(peer).mask_key, peer, kRoundId);
       add_modular(sum, mask_input(devices_[d].input, bits_, devices_[d].secrets.self_mask_seed, d, seeds),
                   bits_);
     }
@@ -134,7 +134,7 @@ class SimulatedRound {
   unsigned bits_;
   GraphParameters parameters_;
   NeighbourGraph graph_;
-  std::vector<Device> devices_;
+  std::vector<RoundDevice> devices_;
 };
 
 std::map<DeviceIndex, Bytes32> mask_keys_of(const std::map<DeviceIndex, KeyAdvertisement>& advertised) {
@@ -184,7 +184,7 @@ TEST_P(SecAggRound, UnmaskedSumEqualsTheSurvivorsPlainSumBitForBit) {
   EXPECT_EQ(secrets.self_mask_seeds.size(), 75u);
   EXPECT_EQ(secrets.mask_secrets.size(), 20u);
   std::vector<uint32_t> unmasked =
-      unmask_sum(masked, round.bits(), round.graph(), kRound, mask_keys_of(advertised), request, secrets);
+      unmask_sum(masked, round.bits(), round.graph(), kRoundId, mask_keys_of(advertised), request, secrets);
   EXPECT_EQ(unmasked, expected);
 }
 
@@ -232,7 +232,7 @@ TEST(SecAggRoundRefusals, SubstitutedRoundKeyRefusedByName) {
   SimulatedRound round(100, {0.05, 0.33, 40, 20, false}, 32);
   std::map<DeviceIndex, KeyAdvertisement> advertised = round.advertise();
   // The coordinator swaps device 7's mask key for one whose secret it knows.
-  advertised[7].mask_key = RoundSecrets::generate().advertise(7, kRound, IdentityKeys::generate()).mask_key;
+  advertised[7].mask_key = RoundSecrets::generate().advertise(7, kRoundId, IdentityKeys::generate()).mask_key;
   Refusal refusal = refusal_of([&] { round.share_keys(advertised, dropouts(100).dealers); });
   EXPECT_EQ(refusal.reason, Reason::BadSignature);
   EXPECT_NE(refusal.message.find("device 7 for round 'task-3/12'"), std::string::npos) << refusal.message;
