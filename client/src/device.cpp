@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/read_file.h"
+#include "client/data_plane.h"
 #include "client/secure_stages.h"
 #include "distributed/process_group.h"
 #include "federated/contribution.h"
@@ -124,12 +125,21 @@ void check_round_sizes(const v1::RoundConfig& round, const DeviceOptions& option
 // data plane is not moved to gRPC unasked (it may have asked for a reason: a proxy that passes the
 // hub's traffic and not large gRPC streams, a quota): it refuses by name, and its operator decides.
 void check_secure_transport(const v1::RoundConfig& round, const DeviceOptions& options) {
+  if (round.has_data_plane()) {
+    if (round.data_plane().contribution() == v1::CONTRIBUTION_KIND_MASKED_WORDS) return;
+    throw std::runtime_error(
+        round_name(round) + " of task " + round.task_id() +
+        " is a secure aggregation round whose data plane carries contribution kind " +
+        std::to_string(int(round.data_plane().contribution())) +
+        ", not masked words: this device's masked input would be summed as something else");
+  }
   if (options.round_transport == v1::ROUND_TRANSPORT_GRPC) return;
-  throw std::runtime_error(round_name(round) + " of task " + round.task_id() +
-                           " is a secure aggregation round, which runs over gRPC alone (its masked words do "
-                           "not go over the hub's data plane), and this device asked for the data plane: it "
-                           "takes part in secure rounds only when it checks in with round_transport grpc "
-                           "(torchnative-device --round-transport grpc)");
+  throw std::runtime_error(
+      round_name(round) + " of task " + round.task_id() +
+      " is a secure aggregation round without a data plane (its masked words go over gRPC "
+      "alone), and this device asked for the data plane: it takes part in such rounds only "
+      "when it checks in with round_transport grpc (torchnative-device --round-transport "
+      "grpc)");
 }
 
 std::string noise_words(double multiplier, uint32_t devices) {
@@ -185,6 +195,61 @@ federated::Model model_from_broadcast(const v1::RoundConfig& round,
                              ": the model broadcast does not hash to the digest the round names");
   return model;
 }
+
+}  // namespace
+
+std::unique_ptr<dist::ProcessGroup> join_data_plane(const v1::RoundConfig& round, Milliseconds timeout) {
+  const v1::DataPlane& plane = round.data_plane();
+  dist::TCPStoreOptions store_options;
+  store_options.host = plane.store_host();
+  store_options.port = uint16_t(plane.store_port());
+  store_options.wait_for_workers = false;
+  store_options.timeout = std::max(until_unix_ms(plane.join_deadline_unix_ms()), Milliseconds(1));
+  auto store = dist::make_prefix_store(plane.store_prefix(), dist::make_tcp_store(store_options));
+  dist::ProcessGroupOptions group_options;
+  group_options.topology = dist::Topology::Star;
+  group_options.hub = 0;
+  group_options.timeout = std::max(timeout, Milliseconds(1));
+  return std::make_unique<dist::ProcessGroup>(store, int(plane.rank()), int(plane.world_size()),
+                                              group_options);
+}
+
+// In the hub's pieces (DataPlane.broadcast_piece_bytes; 0 from a hub that sends the model whole),
+// each received in place (model_from_broadcast).
+federated::Model receive_model(dist::ProcessGroup& group, const v1::RoundConfig& round) {
+  const v1::DataPlane& plane = round.data_plane();
+  auto model_bytes = std::make_shared<std::string>(plane.model().total_bytes(), '\0');
+  const uint64_t total = model_bytes->size();
+  const uint64_t piece = plane.broadcast_piece_bytes() > 0 ? plane.broadcast_piece_bytes() : total;
+  uint64_t offset = 0;
+  do {
+    const uint64_t length = std::min(piece, total - offset);
+    group.broadcast({model_bytes->data() + offset, ScalarType::Byte, int64_t(length), model_bytes}, 0)
+        ->wait();
+    offset += length;
+  } while (offset < total);
+  return model_from_broadcast(round, std::move(model_bytes));
+}
+
+// The reduce's deadline: the masked input stage closes at the latest a stage_timeout_ms for sharing
+// and one for masking after the round's deadline, by which the keys are advertised.
+void send_masked_words(dist::ProcessGroup& group, const v1::RoundConfig& round,
+                       const std::vector<uint32_t>& masked) {
+  auto words = std::make_shared<std::vector<uint32_t>>(masked);
+  auto outcome = std::make_shared<dist::DeadlineReduceResult>();
+  const Milliseconds stage_timeout(round.secure_aggregation().stage_timeout_ms());
+  group
+      .deadline_reduce(
+          {words->data(), ScalarType::Int, int64_t(words->size()), words}, 0, dist::ReduceOp::Sum,
+          std::max(until_unix_ms(round.deadline_unix_ms()), Milliseconds(0)) + 2 * stage_timeout, outcome)
+      ->wait();
+  if (outcome->contributors.empty())
+    throw std::runtime_error(round_name(round) +
+                             ": the hub closed the masked input stage before this device's "
+                             "masked input was delivered");
+}
+
+namespace {
 
 federated::ContributionKind contribution_kind(const v1::RoundConfig& round) {
   switch (round.data_plane().contribution()) {
@@ -642,34 +707,12 @@ RoundReport Device::participate(const v1::RoundConfig& round, const Trainer& tra
     }
     check_round_sizes(round, impl_->options);
     impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
-    const v1::DataPlane& plane = round.data_plane();
-    dist::TCPStoreOptions store_options;
-    store_options.host = plane.store_host();
-    store_options.port = uint16_t(plane.store_port());
-    store_options.wait_for_workers = false;
-    store_options.timeout = std::max(until_unix_ms(plane.join_deadline_unix_ms()), Milliseconds(1));
-    auto store = dist::make_prefix_store(plane.store_prefix(), dist::make_tcp_store(store_options));
-    dist::ProcessGroupOptions group_options;
-    group_options.topology = dist::Topology::Star;
-    group_options.hub = 0;
     // Every operation of the round must be over by the round's deadline.
-    group_options.timeout = std::max(until_unix_ms(round.deadline_unix_ms()), Milliseconds(1));
-    dist::ProcessGroup group(store, int(plane.rank()), int(plane.world_size()), group_options);
-
-    // In the hub's pieces (DataPlane.broadcast_piece_bytes; 0 from a hub that sends the model
-    // whole), each received in place.
-    auto model_bytes = std::make_shared<std::string>(plane.model().total_bytes(), '\0');
-    const uint64_t total = model_bytes->size();
-    const uint64_t piece = plane.broadcast_piece_bytes() > 0 ? plane.broadcast_piece_bytes() : total;
-    uint64_t offset = 0;
-    do {
-      const uint64_t length = std::min(piece, total - offset);
-      group.broadcast({model_bytes->data() + offset, ScalarType::Byte, int64_t(length), model_bytes}, 0)
-          ->wait();
-      offset += length;
-    } while (offset < total);
-    federated::Model global = model_from_broadcast(round, std::move(model_bytes));
-    report.bytes_received = total;
+    const std::unique_ptr<dist::ProcessGroup> plane =
+        join_data_plane(round, until_unix_ms(round.deadline_unix_ms()));
+    dist::ProcessGroup& group = *plane;
+    federated::Model global = receive_model(group, round);
+    report.bytes_received = global.total_bytes();
 
     const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
     impl_->check_not_abandoned(round, "training");
@@ -705,7 +748,11 @@ void Device::fetch_train_and(const v1::RoundConfig& round, const Trainer& traine
   if (!fetched)
     throw std::runtime_error(round_name(round) + ": the coordinator has no model version '" +
                              round.model_version() + "'");
-  federated::Model global = std::move(*fetched);
+  train_and(round, trainer, report, std::move(*fetched), send);
+}
+
+void Device::train_and(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report,
+                       federated::Model global, const std::function<void(federated::Model& global)>& send) {
   report.bytes_received = global.total_bytes();
 
   const TrainingSlot slot(impl_->options.training_slots.get(), round.deadline_unix_ms(), round.round_id());
@@ -764,10 +811,23 @@ void Device::upload_over_grpc(const v1::RoundConfig& round, RoundReport& report)
 void Device::participate_securely(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report) {
   check_secure_transport(round, impl_->options);
   check_noise_floor(round, impl_->options);
-  fetch_train_and(round, trainer, report, [&](federated::Model& global) {
+  const auto quantise = [&](federated::Model& global) {
     impl_->check_not_abandoned(round, "masking its update");
     report.quantised = quantised_update(round.secure_aggregation(), global, report.result);
-  });
+  };
+  // On the data plane the model comes by the hub's broadcast and the masked input goes into its
+  // reduce; the stages' other messages go by SecAggStage either way.
+  std::unique_ptr<dist::ProcessGroup> plane;
+  MaskedInputDelivery deliver_on_plane;
+  if (round.has_data_plane()) {
+    check_round_sizes(round, impl_->options);
+    impl_->report(v1::DEVICE_STATE_FETCHING_MODEL, &round);
+    plane = join_data_plane(round, until_unix_ms(round.deadline_unix_ms()));
+    train_and(round, trainer, report, receive_model(*plane, round), quantise);
+    deliver_on_plane = [&](const std::vector<uint32_t>& masked) { send_masked_words(*plane, round, masked); };
+  } else {
+    fetch_train_and(round, trainer, report, quantise);
+  }
   impl_->report(v1::DEVICE_STATE_UPLOADING, &round);
   // Each call is held until its stage closes: by the round's deadline for the first (the others'
   // training), within stage_timeout_ms of its opening for each later one.
@@ -785,7 +845,8 @@ void Device::participate_securely(const v1::RoundConfig& round, const Trainer& t
         if (grpc::Status status = impl_->stub->SecAggStage(&context, request, &response); !status.ok())
           throw RpcError("SecAggStage", status);
         return response;
-      });
+      },
+      deliver_on_plane);
   report.contributed = true;
   report.bytes_sent = report.quantised.size() * sizeof(uint32_t);
 }

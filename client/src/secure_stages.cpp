@@ -78,7 +78,7 @@ std::vector<uint32_t> noised_input(const v1::SecAggRound& round, std::vector<uin
 }
 
 void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>& input, secagg::Signer sign,
-                       const StageCall& call) {
+                       const StageCall& call, const MaskedInputDelivery& deliver_on_plane) {
   const v1::SecAggRound& secure = round.secure_aggregation();
   if (secure.words_per_message() == 0)
     throw std::runtime_error("secure round: words_per_message 0 leaves no room for the masked input");
@@ -105,13 +105,21 @@ void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>
   const secagg::Envelopes received = proto::envelopes_for_recipient(
       me, {answer.envelopes().envelopes().begin(), answer.envelopes().envelopes().end()});
 
-  const std::vector<v1::SecAggMaskedInput> chunks =
-      proto::masked_input_messages(session.masked_input(received, input), secure.words_per_message());
-  for (size_t i = 0; i < chunks.size(); ++i) {
+  const std::vector<uint32_t> masked = session.masked_input(received, input);
+  if (deliver_on_plane) {
+    deliver_on_plane(masked);
     payload = base;
-    *payload.mutable_masked_input() = chunks[i];
-    answer =
-        expect(call(payload), i + 1 < chunks.size() ? Next::kChunkTaken : Next::kSurvivors, "masked input");
+    payload.mutable_masked_input_on_data_plane();
+    answer = expect(call(payload), Next::kSurvivors, "masked input");
+  } else {
+    const std::vector<v1::SecAggMaskedInput> chunks =
+        proto::masked_input_messages(masked, secure.words_per_message());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      payload = base;
+      *payload.mutable_masked_input() = chunks[i];
+      answer =
+          expect(call(payload), i + 1 < chunks.size() ? Next::kChunkTaken : Next::kSurvivors, "masked input");
+    }
   }
 
   payload = base;

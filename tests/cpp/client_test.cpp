@@ -166,15 +166,20 @@ v1::RoundConfig secure_round(double z, uint32_t m) {
   return round;
 }
 
-// Masked words do not go over the hub's data plane: a device that asked for it is not moved to
-// gRPC by a secure round, it refuses the round by name.
+// A device that asked for the data plane is not moved to gRPC unasked by a secure round without
+// one, and a secure round's data plane must carry masked words (not weighted values, say).
 TEST_F(HostileRound, ASecureRoundIsRefusedByADeviceThatAskedForTheDataPlane) {
   EXPECT_EQ(
       refusal(secure_round(1, 3), options()),
-      "round 7 of task task-secure is a secure aggregation round, which runs over gRPC alone (its masked "
-      "words do not go over the hub's data plane), and this device asked for the data plane: it takes "
-      "part in secure rounds only when it checks in with round_transport grpc (torchnative-device "
-      "--round-transport grpc)");
+      "round 7 of task task-secure is a secure aggregation round without a data plane (its masked words go "
+      "over gRPC alone), and this device asked for the data plane: it takes part in such rounds only when it "
+      "checks in with round_transport grpc (torchnative-device --round-transport grpc)");
+  v1::RoundConfig weighted = secure_round(1, 3);
+  weighted.mutable_data_plane()->set_contribution(v1::CONTRIBUTION_KIND_WEIGHTED);
+  EXPECT_EQ(
+      refusal(weighted, options()),
+      "round 7 of task task-secure is a secure aggregation round whose data plane carries contribution kind "
+      "0, not masked words: this device's masked input would be summed as something else");
 }
 
 // A device with a noise floor of multiplier 1 for sums of 3 devices adds a share of at least

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli/arguments.h"
+#include "client/data_plane.h"
 #include "client/device.h"
 #include "client/secure_stages.h"
 #include "distributed/process_group.h"
@@ -46,6 +47,7 @@ constexpr auto kSelectionWait = std::chrono::seconds(60);
 struct Options {
   std::string server, key_file, mode, argument;
   uint64_t oversized_bytes = 0;
+  v1::RoundTransport secagg_transport = v1::ROUND_TRANSPORT_GRPC;
 };
 
 Options parse(tn::cli::Command& program, int argc, char** argv) {
@@ -55,6 +57,13 @@ Options parse(tn::cli::Command& program, int argc, char** argv) {
       .flag("--key", "FILE", "the device's key (an administrator's for garbage-chunk), created on first use")
       .required()
       .into(o.key_file);
+  program
+      .flag(
+          "--secagg-transport", "grpc|data-plane",
+          "how the secagg modes check in: data-plane takes the model from the hub's broadcast and sends the "
+          "masked input into its reduce (secagg-long-input: one word too many there)")
+      .choice(o.secagg_transport,
+              {{"grpc", v1::ROUND_TRANSPORT_GRPC}, {"data-plane", v1::ROUND_TRANSPORT_DATA_PLANE}});
   auto mode = [&](const char* name, const char* summary) -> tn::cli::Command& {
     return program.subcommand(name, summary);
   };
@@ -82,10 +91,11 @@ Options parse(tn::cli::Command& program, int argc, char** argv) {
       .positional("POISON",
                   "nan (a NaN in the first tensor), short (one element too few) or long (one too many)")
       .choice(o.argument, {{"nan", "nan"}, {"short", "short"}, {"long", "long"}});
-  mode("secagg-quit-after",
-       "takes part honestly in the next secure aggregation round it is selected for, its update every value "
-       "+0.005, prints its quantised words, and kills itself (SIGKILL) once the coordinator has answered its "
-       "STAGE message")
+  mode(
+      "secagg-quit-after",
+      "takes part honestly in the next secure aggregation round it is selected for, its update every value "
+      "+0.005, prints its quantised words, and kills itself (SIGKILL) once the coordinator has answered its "
+      "STAGE message (with --secagg-transport data-plane, mask: once the hub's reduce took its masked input)")
       .positional("STAGE", "advertise, share, mask or sign (the consistency check)")
       .choice(o.argument,
               {{"advertise", "advertise"}, {"share", "share"}, {"mask", "mask"}, {"sign", "sign"}});
@@ -489,6 +499,7 @@ const char* stage_name(const v1::SecAggStagePayload& payload) {
     case v1::SecAggStagePayload::kShares:
       return "share";
     case v1::SecAggStagePayload::kMaskedInput:
+    case v1::SecAggStagePayload::kMaskedInputOnDataPlane:
       return "mask";
     case v1::SecAggStagePayload::kSurvivorsSignature:
       return "sign";
@@ -508,8 +519,7 @@ struct Refused {
 // again until it is stopped; secagg-long-input: its last masked input message carries one word too
 // many, and the refusal is its answer.
 json secagg_rogue(const Options& options) {
-  // A secure task selects only devices that check in for gRPC alone (its rounds have no data plane).
-  tn::client::Device device = registered_device(options, v1::ROUND_TRANSPORT_GRPC);
+  tn::client::Device device = registered_device(options, options.secagg_transport);
   const std::string id = device.device_id();
   const tn::proto::SigningKey key = tn::proto::SigningKey::load_or_create(options.key_file);
   auto stub = v1::DeviceService::NewStub(unlimited_channel(options.server));
@@ -517,7 +527,22 @@ json secagg_rogue(const Options& options) {
   if (!round.has_secure_aggregation())
     throw std::runtime_error("round " + std::to_string(round.round_id()) +
                              " is not a secure aggregation round");
-  const tn::federated::Model global = fetch_model(*stub, id, key, round.model_version());
+  std::unique_ptr<tn::dist::ProcessGroup> plane;
+  tn::client::MaskedInputDelivery deliver_on_plane;
+  tn::federated::Model global;
+  if (round.has_data_plane()) {
+    plane = tn::client::join_data_plane(round, std::chrono::seconds(60));
+    global = tn::client::receive_model(*plane, round);
+    deliver_on_plane = [&](const std::vector<uint32_t>& masked) {
+      std::vector<uint32_t> sent = masked;
+      if (options.mode == "secagg-long-input") sent.push_back(0);
+      tn::client::send_masked_words(*plane, round, sent);
+      // Its words are in the hub's reduce; it dies before it can say so by SecAggStage.
+      if (options.mode == "secagg-quit-after" && options.argument == "mask") std::raise(SIGKILL);
+    };
+  } else {
+    global = fetch_model(*stub, id, key, round.model_version());
+  }
   const tn::client::TrainResult trained = shifted(global);
   const std::vector<uint32_t> words =
       tn::client::quantised_update(round.secure_aggregation(), global, trained);
@@ -526,7 +551,8 @@ json secagg_rogue(const Options& options) {
   const std::vector<uint32_t> input = tn::client::noised_input(round.secure_aggregation(), words);
   try {
     tn::client::run_secure_stages(
-        round, input, tn::proto::signer_of(key), [&](const v1::SecAggStagePayload& payload) {
+        round, input, tn::proto::signer_of(key),
+        [&](const v1::SecAggStagePayload& payload) {
           v1::SecAggStagePayload sent = payload;
           const bool last_words =
               payload.has_masked_input() &&
@@ -545,7 +571,8 @@ json secagg_rogue(const Options& options) {
             throw LeftTheRound{};
           }
           return response;
-        });
+        },
+        deliver_on_plane);
   } catch (const LeftTheRound&) {
     for (;;) device.check_in();  // alive and back in a CheckIn, as a device whose round failed
   } catch (const Refused& refused) {

@@ -66,25 +66,32 @@ def create_secure_task(coordinator, tmp_path, rounds, devices=DEVICES, min_updat
                       str(LEVELS))["task_id"]
 
 
-def device_command(coordinator, tmp_path, count, rounds, transport="grpc"):
-    """torchnative-device's command line for `count` devices, writing reports to tmp_path/reports;
-    secure rounds run over gRPC alone, so the devices check in with --round-transport grpc."""
+def device_command(coordinator, tmp_path, count, rounds, transport="grpc", keys="keys"):
+    """torchnative-device's command line for `count` devices with their keys in tmp_path/KEYS,
+    writing reports to tmp_path/reports, checking in with --round-transport TRANSPORT (grpc: every
+    message by gRPC; data-plane: the model by the hub's broadcast, the masked input into its reduce)."""
     return [tool("torchnative-device"), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key-dir",
-            str(tmp_path / "keys"), "--devices", str(count), "--rounds", str(rounds), "--report-dir",
+            str(tmp_path / keys), "--devices", str(count), "--rounds", str(rounds), "--report-dir",
             str(tmp_path / "reports"), "--check-in-wait-ms", "2000", "--round-transport", transport]
 
 
-def start_devices(coordinator, tmp_path, count, rounds):
+def start_devices(coordinator, tmp_path, count, rounds, transport="grpc", keys="keys"):
     """A torchnative-device process of `count` devices (device_command)."""
-    return subprocess.Popen(device_command(coordinator, tmp_path, count, rounds), stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(device_command(coordinator, tmp_path, count, rounds, transport, keys),
+                            stderr=subprocess.PIPE, text=True)
 
 
-def run_devices(coordinator, tmp_path, task, count, rounds=1, timeout=30, meanwhile=None):
+def registered_ids(log):
+    """The ids a torchnative-device process's devices registered with (its stderr), sorted."""
+    return sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
+
+
+def run_devices(coordinator, tmp_path, task, count, rounds=1, timeout=30, meanwhile=None, transport="grpc"):
     """A torchnative-device process of `count` devices (start_devices) until the task's first `rounds`
     rounds closed and the process ended, which must be with status 0; `meanwhile` is called once it
     started. Returns those rounds (ListRounds) and the ids the devices registered with, sorted. The
     process is killed however this ends."""
-    devices = start_devices(coordinator, tmp_path, count, rounds)
+    devices = start_devices(coordinator, tmp_path, count, rounds, transport)
     try:
         if meanwhile:
             meanwhile()
@@ -95,7 +102,7 @@ def run_devices(coordinator, tmp_path, task, count, rounds=1, timeout=30, meanwh
         if devices.poll() is None:
             devices.kill()
             devices.wait()
-    return listed, sorted(json.loads(line)["device"] for line in log.splitlines() if '"registered_with"' in line)
+    return listed, registered_ids(log)
 
 
 def signed(words):
@@ -531,30 +538,111 @@ def test_a_secure_round_with_too_few_masked_inputs_is_abandoned_unmasked_and_cha
         next(coordinator_runs, None)
 
 
-def test_devices_that_ask_for_the_data_plane_are_not_selected_for_a_secure_task_and_the_wait_says_why(coordinator,
-                                                                                                     tmp_path):
-    """Masked words do not go over the hub's data plane: five devices checking in with the default
-    --round-transport data-plane are not put on gRPC unasked for a secure task. None is selected,
-    and the round_waiting line names the conflict and the flag that resolves it."""
-    task = create_secure_task(coordinator, tmp_path, rounds=1)
-    with open(tmp_path / "devices.log", "w") as log:
-        devices = subprocess.Popen(device_command(coordinator, tmp_path, DEVICES, 1, transport="data-plane"),
-                                   stderr=log)
+def test_without_a_data_plane_devices_that_ask_for_it_are_not_selected_for_a_secure_task(tmp_path):
+    """A coordinator without a data plane (data_plane.enabled false) puts a plaintext round's devices
+    on gRPC whatever they asked, but not a secure task's: five devices that check in with
+    --round-transport data-plane are not selected, and the round_waiting line names the conflict and
+    the flag that resolves it."""
+    for coordinator in start_coordinator(tmp_path, data_plane_enabled=False):
+        task = create_secure_task(coordinator, tmp_path, rounds=1)
+        with open(tmp_path / "devices.log", "w") as log:
+            devices = subprocess.Popen(device_command(coordinator, tmp_path, DEVICES, 1, transport="data-plane"),
+                                       stderr=log)
+        try:
+            def waiting_for_all():
+                lines = [line for line in log_events(coordinator["log"], "round_waiting")
+                         if line["available"] == DEVICES]
+                return lines[-1] if lines else None
+            waiting = wait_for("a round_waiting line with the 5 devices", waiting_for_all, 20)
+            assert (waiting["task"], waiting["eligible"]) == (task, 0), waiting
+            assert waiting["why"] == (
+                "waiting for 5 eligible devices (the larger of min_available 5 and min_updates 3): 0 eligible of 5 "
+                "waiting; 5 asked for the hub's data plane (round_transport data-plane), which this coordinator runs "
+                "without (data_plane.enabled false): a secure aggregation task's masked words then go over gRPC "
+                "alone, and a device takes part only when it checks in with round_transport grpc "
+                "(torchnative-device --round-transport grpc)"), waiting
+            assert admin_json(coordinator, "rounds", task) == [], "a round started"
+        finally:
+            kill_all([devices])
+
+
+def test_devices_on_the_data_plane_sum_their_masked_inputs_in_the_hubs_reduce(coordinator, tmp_path):
+    """Three of a round's five devices check in for the data plane (torchnative-device's default),
+    two for gRPC: the three receive the model by the hub's broadcast and send their masked inputs
+    into its reduce of integer vectors (int32 words summed modulo 2^32), the two by SecAggStage.
+    Over two rounds each stored model has the bits of the five's quantised updates summed
+    (check_round), and each round's round_data_plane line counts the three on the data plane, to
+    whom the model went by the broadcast."""
+    task = create_secure_task(coordinator, tmp_path, rounds=2)
+    plane = start_devices(coordinator, tmp_path, 3, 2, transport="data-plane", keys="plane-keys")
     try:
-        def waiting_for_all():
-            lines = [line for line in log_events(coordinator["log"], "round_waiting") if line["available"] == DEVICES]
-            return lines[-1] if lines else None
-        waiting = wait_for("a round_waiting line with the 5 devices", waiting_for_all, 20)
-        assert (waiting["task"], waiting["eligible"]) == (task, 0), waiting
-        assert waiting["why"] == (
-            "waiting for 5 eligible devices (the larger of min_available 5 and min_updates 3): 0 eligible of 5 "
-            "waiting; 5 asked for the hub's data plane (round_transport data-plane), which a secure aggregation "
-            "task's rounds do not have: its masked words go over gRPC alone, and a device takes part only when it "
-            "checks in with round_transport grpc (torchnative-device --round-transport grpc)"), waiting
-        assert admin_json(coordinator, "rounds", task) == [], "a round started"
+        rounds, over_grpc = run_devices(coordinator, tmp_path, task, 2, rounds=2, timeout=60)
+        _, log = plane.communicate(timeout=30)
+        assert plane.returncode == 0, log
     finally:
-        devices.kill()
-        devices.wait()
+        kill_all([plane])
+    everyone = sorted(registered_ids(log) + over_grpc)
+    assert len(everyone) == DEVICES
+    round_model = INITIAL
+    for entry in rounds:
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        assert entry["contributors"] == everyone and entry["missing"] == [], entry
+        round_model = check_round(coordinator, tmp_path, entry, everyone, round_model)
+    hosted = log_events(coordinator["log"], "round_data_plane")
+    assert [(line["data_plane_devices"], "broadcast_seconds" in line) for line in hosted] == [(3, True)] * 2, hosted
+
+
+@pytest.mark.parametrize("stage", ["share", "mask"])
+def test_a_data_plane_device_killed_before_or_after_its_masked_input_reached_the_hub(tmp_path, stage):
+    """federated_rogue_device --secagg-transport data-plane secagg-quit-after STAGE beside four honest
+    devices on the data plane. Killed after sharing its keys, before its masked input went into the
+    hub's reduce: the reduce lists it missing, and the sum is the four's (its pairwise masks rebuilt
+    from its neighbours' shares). Killed once the reduce took its masked input whole, before it could
+    say so by SecAggStage: the reduce lists it a contributor, and the sum holds its words (its self
+    mask rebuilt). The unmask stage goes by exactly the devices whose words the reduce added."""
+    coordinator_runs = start_coordinator(tmp_path, heartbeat_interval_ms=400)
+    coordinator = next(coordinator_runs)
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                              str(tmp_path / "rogue.key"), "--secagg-transport", "data-plane", "secagg-quit-after",
+                              stage], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1, transport="data-plane")
+        out, err = rogue.communicate(timeout=30)
+        assert rogue.returncode == -9, err  # killed by its own SIGKILL
+        printed = json.loads(out.splitlines()[0])
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        in_sum = stage == "mask"
+        assert entry["contributors"] == sorted(survivors + [printed["device_id"]] * in_sum), entry
+        assert entry["missing"] == ([] if in_sum else [printed["device_id"]]), entry
+        check_round(coordinator, tmp_path, entry, survivors, INITIAL, [printed["quantised"]] * in_sum)
+    finally:
+        kill_all([rogue])
+        next(coordinator_runs, None)
+
+
+def test_a_masked_input_one_word_too_long_on_the_data_plane_is_refused_naming_the_device(coordinator, tmp_path):
+    """federated_rogue_device --secagg-transport data-plane secagg-long-input sends 17 words into the
+    hub's reduce of the layout's 16: the hub refuses it as it announces itself (a collective
+    mismatch, the device disconnected), the update_refused event names the device, and the round
+    completes over the other four, bit for bit, the rogue out as a device that shared its keys and
+    masked nothing."""
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                              str(tmp_path / "rogue.key"), "--secagg-transport", "data-plane", "secagg-long-input"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1, transport="data-plane")
+        rogue.communicate(timeout=30)
+        refused = log_events(coordinator["log"], "update_refused")
+        assert len(refused) == 1 and refused[0]["transport"] == "data-plane", refused
+        (rogue_id,) = set(entry["missing"])
+        assert refused[0]["device"] == rogue_id and "int32, 17 elements" in refused[0]["message"], refused
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        assert entry["contributors"] == survivors, entry
+        check_round(coordinator, tmp_path, entry, survivors, INITIAL)
+    finally:
+        kill_all([rogue])
 
 
 def test_devices_refuse_by_name_a_round_asking_for_less_noise_than_their_floor(coordinator, tmp_path):

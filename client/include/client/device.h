@@ -160,12 +160,17 @@ class Device {
   // `send` given the round's model, all within one training slot. Throws what stops it.
   void fetch_train_and(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report,
                        const std::function<void(federated::Model& global)>& send);
+  // The same from the round's model `global` however it came (FetchModel, the hub's broadcast).
+  void train_and(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report,
+                 federated::Model global, const std::function<void(federated::Model& global)>& send);
   // participate() for a round without a data plane; throws what stops it.
   void participate_over_grpc(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report);
   // Its SubmitUpdate of report.result.
   void upload_over_grpc(const v1::RoundConfig& round, RoundReport& report);
-  // participate() for a secure aggregation round (secure_stages.h): fetch_and_train, then the
-  // update quantised and masked through the SecAggStage stages; throws what stops it.
+  // participate() for a secure aggregation round (secure_stages.h): the model fetched (or, with a
+  // data plane, received from the hub's broadcast) and trained, then the update quantised and
+  // masked through the SecAggStage stages, the masked input into the hub's reduce when the round
+  // has a data plane; throws what stops it.
   void participate_securely(const v1::RoundConfig& round, const Trainer& trainer, RoundReport& report);
 
   struct Impl;

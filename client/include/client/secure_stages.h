@@ -28,10 +28,17 @@ std::vector<uint32_t> quantised_update(const v1::SecAggRound& round, const feder
 // libsodium. The noiseless words stay the device's own (RoundReport.quantised).
 std::vector<uint32_t> noised_input(const v1::SecAggRound& round, std::vector<uint32_t> quantised);
 
+// Delivers a masked input by another way than SecAggStage (the hub's reduce of the round's data
+// plane); throws unless it was delivered whole.
+using MaskedInputDelivery = std::function<void(const std::vector<uint32_t>& masked)>;
+
 // The five stages for `input` (quantised_update's words), signing with `sign` (the device's
-// registered key). Throws, naming the stage, what the session or the coordinator refuses, and an
-// answer that is not the one its stage expects.
+// registered key). The masked input goes by `deliver_on_plane` when given, then a
+// masked_input_on_data_plane message says so; otherwise in masked_input messages. Throws, naming
+// the stage, what the session or the coordinator refuses, and an answer that is not the one its
+// stage expects.
 void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>& input,
-                       federated::secagg::Signer sign, const StageCall& call);
+                       federated::secagg::Signer sign, const StageCall& call,
+                       const MaskedInputDelivery& deliver_on_plane = {});
 
 }  // namespace tn::client

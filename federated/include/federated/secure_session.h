@@ -95,6 +95,13 @@ class CoordinatorSession {
   // Stage 3: a masked input of a device that shared its keys, added to the sum (a vector of the
   // wrong length or with a word not below 2^bits is refused and the sum left as it was).
   void receive_masked_input(DeviceIndex sender, const std::vector<uint32_t>& masked);
+  // Stage 3, summed by a transport (the hub's reduce of the data plane): the masked inputs of
+  // `senders`, each a device that shared its keys and has not masked yet, summed modulo 2^32 (any
+  // multiple of 2^bits: it is reduced modulo 2^bits here). Refuses (naming the first device at
+  // fault, or the sum's length) an empty set, a device that did not share, one that masked
+  // already and a sum of the wrong length, leaving the sum as it was: the transport must know
+  // exactly whose words it added, since unmasking removes exactly their self masks.
+  void receive_masked_sum(const std::set<DeviceIndex>& senders, std::vector<uint32_t> sum);
   // Ends stage 3: the unmask request every survivor gets (its survivors are the set they sign).
   UnmaskRequest close_masking();
 

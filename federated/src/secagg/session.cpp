@@ -250,6 +250,32 @@ void CoordinatorSession::receive_masked_input(DeviceIndex sender, const std::vec
   masked_.insert(sender);
 }
 
+void CoordinatorSession::receive_masked_sum(const std::set<DeviceIndex>& senders, std::vector<uint32_t> sum) {
+  if (senders.empty())
+    throw SecAggRefused(Reason::Parameter,
+                        "secure aggregation: a masked sum of no device in round " + round_id_);
+  for (DeviceIndex sender : senders) {
+    require(Stage::MaskedInput, sender, "masked input");
+    if (!shared_.contains(sender))
+      throw SecAggRefused(Reason::Parameter,
+                          "secure aggregation: device " + std::to_string(sender) +
+                              "'s masked input is in a sum, without its keys shared in round " + round_id_ +
+                              ": it could not be unmasked");
+    if (masked_.contains(sender))
+      throw SecAggRefused(Reason::OutOfOrder,
+                          "secure aggregation: device " + std::to_string(sender) +
+                              "'s masked input is in a sum, after it masked already in round " + round_id_);
+  }
+  const uint32_t modulus_mask = bits_ == 32 ? ~uint32_t{0} : (uint32_t{1} << bits_) - 1;
+  for (uint32_t& word : sum) word &= modulus_mask;
+  try {
+    add_modular(sum_, sum, bits_);
+  } catch (const SecAggRefused& error) {
+    throw SecAggRefused(error.reason, "the masked sum of devices " + listed(senders) + ": " + error.what());
+  }
+  masked_.insert(senders.begin(), senders.end());
+}
+
 UnmaskRequest CoordinatorSession::close_masking() {
   close(Stage::MaskedInput, masked_.size(), "sent their masked input");
   request_.survivors.assign(masked_.begin(), masked_.end());

@@ -18,9 +18,11 @@ void answer(SecureExchange::Call& call, const grpc::Status& status) {
 
 }  // namespace
 
-SecureExchange::SecureExchange(std::unique_ptr<SecureRound> round, size_t words_per_message)
+SecureExchange::SecureExchange(std::unique_ptr<SecureRound> round, size_t words_per_message,
+                               std::set<federated::DeviceId> on_plane)
     : round_(std::move(round)), words_per_message_(words_per_message) {
   for (DeviceIndex index = 0; index < round_->devices().size(); ++index) expected_.insert(index);
+  for (const federated::DeviceId& device : on_plane) on_plane_.insert(round_->index_of(device));
 }
 
 SecureExchange::~SecureExchange() {
@@ -35,6 +37,7 @@ SecureExchange::Stage SecureExchange::stage_of(const v1::SecAggStagePayload& pay
     case v1::SecAggStagePayload::kShares:
       return Stage::ShareKeys;
     case v1::SecAggStagePayload::kMaskedInput:
+    case v1::SecAggStagePayload::kMaskedInputOnDataPlane:
       return Stage::MaskedInput;
     case v1::SecAggStagePayload::kSurvivorsSignature:
       return Stage::ConsistencyCheck;
@@ -105,7 +108,15 @@ bool SecureExchange::feed(DeviceIndex index, const v1::SecAggStagePayload& paylo
       session.receive_shares(index, proto::envelopes_of_sender(index, {payload.shares().envelopes().begin(),
                                                                        payload.shares().envelopes().end()}));
       return true;
+    case v1::SecAggStagePayload::kMaskedInputOnDataPlane:
+      return hold_plane_delivery(index, call);
     case v1::SecAggStagePayload::kMaskedInput: {
+      // Its words go into the hub's reduce: taken here as well, they would be in the sum twice.
+      if (on_plane_.contains(index))
+        throw federated::ParameterRefused(
+            "a masked input message from a device of the round's data plane, whose masked input goes into "
+            "the "
+            "hub's reduce");
       std::vector<v1::SecAggMaskedInput>& chunks = chunks_[index];
       if (size_t(payload.masked_input().words_size()) > words_per_message_)
         throw federated::ParameterRefused("a masked input message of " +
@@ -137,6 +148,50 @@ bool SecureExchange::feed(DeviceIndex index, const v1::SecAggStagePayload& paylo
     default:
       return false;  // stage_of refused it
   }
+}
+
+bool SecureExchange::hold_plane_delivery(DeviceIndex index, Call& call) {
+  if (!on_plane_.contains(index))
+    throw federated::ParameterRefused(
+        "a masked_input_on_data_plane message from a device that takes part over gRPC: its masked input goes "
+        "in masked_input messages");
+  if (!plane_settled_ || plane_contributors_.contains(index)) return true;
+  const auto why = plane_refusals_.find(index);
+  answer(call,
+         grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "SecAggStage from device " + round_->devices()[index] +
+                          " refused: the hub's reduce of the masked inputs did not count this device's" +
+                          (why == plane_refusals_.end() ? std::string(" (it was not delivered whole in time)")
+                                                        : ": " + why->second)));
+  return false;
+}
+
+std::set<federated::DeviceId> SecureExchange::in_stage() const {
+  std::lock_guard lock(mutex_);
+  std::set<federated::DeviceId> out;
+  for (DeviceIndex index : expected_) out.insert(round_->devices()[index]);
+  return out;
+}
+
+void SecureExchange::take_masked_sum(const std::set<federated::DeviceId>& contributors,
+                                     std::vector<uint32_t> sum,
+                                     const std::map<federated::DeviceId, std::string>& why_not) {
+  std::lock_guard lock(mutex_);
+  std::set<DeviceIndex> senders;
+  for (const federated::DeviceId& device : contributors) senders.insert(round_->index_of(device));
+  if (!senders.empty()) round_->session().receive_masked_sum(senders, std::move(sum));
+  plane_settled_ = true;
+  plane_contributors_ = senders;
+  for (const auto& [device, why] : why_not) plane_refusals_[round_->index_of(device)] = why;
+  for (DeviceIndex index : on_plane_) {
+    if (senders.contains(index)) continue;
+    expected_.erase(index);  // out of the round: the stage waits for it no more
+    if (auto held = held_.find(index); held != held_.end()) {
+      hold_plane_delivery(index, held->second);  // answers it with the refusal
+      held_.erase(held);
+    }
+  }
+  arrived_.notify_all();
 }
 
 std::vector<federated::DeviceId> SecureExchange::wait(

@@ -35,8 +35,11 @@ class SecureExchange {
     std::function<void(const grpc::Status&)> finish;
   };
 
-  // Masked inputs arrive in messages of at most `words_per_message` words.
-  SecureExchange(std::unique_ptr<SecureRound> round, size_t words_per_message);
+  // Masked inputs arrive in messages of at most `words_per_message` words, except those of the
+  // devices `on_plane`, which go into the hub's reduce of the round's data plane (take_masked_sum)
+  // while the device says so by a masked_input_on_data_plane message.
+  SecureExchange(std::unique_ptr<SecureRound> round, size_t words_per_message,
+                 std::set<federated::DeviceId> on_plane = {});
   ~SecureExchange();  // answers the calls still held: the round is over
   SecureExchange(const SecureExchange&) = delete;
   SecureExchange& operator=(const SecureExchange&) = delete;
@@ -48,6 +51,15 @@ class SecureExchange {
   // round from then on, so that the stage does not wait for it).
   void take(const federated::DeviceId& device, const v1::SecAggStagePayload& payload, Call call);
 
+  // The devices still in the round at the open stage.
+  std::set<federated::DeviceId> in_stage() const;
+  // The hub's sum modulo 2^32 of the masked inputs of the data plane's devices `contributors`
+  // (exactly those whose words its reduce added), at the masked input stage: taken into the
+  // session (CoordinatorSession::receive_masked_sum), and every other device on the data plane is
+  // out of the round from then on, its masked_input_on_data_plane refused (FAILED_PRECONDITION,
+  // naming `why_not[device]` when given). Throws what the session refuses.
+  void take_masked_sum(const std::set<federated::DeviceId>& contributors, std::vector<uint32_t> sum,
+                       const std::map<federated::DeviceId, std::string>& why_not);
   // Returns once every device expected at the open stage has sent its message or is `gone`, or at
   // `deadline`; `gone` is asked every `look_every`. Returns the devices given up as gone.
   std::vector<federated::DeviceId> wait(std::chrono::steady_clock::time_point deadline,
@@ -74,8 +86,16 @@ class SecureExchange {
   static Stage stage_of(const v1::SecAggStagePayload& payload);
   static const char* name_of(Stage stage);
 
+  // Feeds a masked_input_on_data_plane: held until the stage closes; false when refused.
+  bool hold_plane_delivery(federated::secagg::DeviceIndex index, Call& call);
+
   const std::unique_ptr<SecureRound> round_;
   const size_t words_per_message_;
+  std::set<federated::secagg::DeviceIndex> on_plane_;
+  // Once the hub's reduce is over: which devices of the data plane its sum holds, and why not the others.
+  bool plane_settled_ = false;
+  std::set<federated::secagg::DeviceIndex> plane_contributors_;
+  std::map<federated::secagg::DeviceIndex, std::string> plane_refusals_;
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   Stage stage_ = Stage::AdvertiseKeys;

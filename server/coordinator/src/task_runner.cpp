@@ -105,7 +105,7 @@ std::string needed_words(const RoundParams& params) {
 
 // What a round waits for: the round_waiting line's and the ROUND_WAITING_FOR_DEVICES event's why.
 // `on_data_plane`: of the devices not eligible, those that asked for the data plane, which a
-// secure task's rounds do not have (run_round).
+// secure task's rounds do not have when the coordinator runs without one (run_round).
 std::string waiting_words(const RoundParams& params, size_t available, size_t eligible,
                           size_t on_data_plane) {
   std::string why = "waiting for " + std::to_string(params.devices_to_wait_for()) + " eligible devices (" +
@@ -115,10 +115,12 @@ std::string waiting_words(const RoundParams& params, size_t available, size_t el
     why += " (" + std::to_string(available - eligible - on_data_plane) +
            " lack the task's required labels or memory)";
   if (on_data_plane > 0)
-    why += "; " + std::to_string(on_data_plane) +
-           " asked for the hub's data plane (round_transport data-plane), which a secure aggregation task's "
-           "rounds do not have: its masked words go over gRPC alone, and a device takes part only when it "
-           "checks in with round_transport grpc (torchnative-device --round-transport grpc)";
+    why +=
+        "; " + std::to_string(on_data_plane) +
+        " asked for the hub's data plane (round_transport data-plane), which this coordinator runs without "
+        "(data_plane.enabled false): a secure aggregation task's masked words then go over gRPC alone, and a "
+        "device takes part only when it checks in with round_transport grpc (torchnative-device "
+        "--round-transport grpc)";
   return why;
 }
 
@@ -305,12 +307,12 @@ bool TaskRunner::run_round() {
         on_data_plane = 0;
         for (const DeviceBoard::Waiting& device : waiting) {
           if (!params_.eligible(device.metadata)) continue;
-          // A secure round has no data plane (host_secure_round: its masked words go by SecAggStage,
-          // the hub's reduce summing float64 values, not words modulo 2^bits). A device that asked
-          // for the data plane is not put on gRPC unasked: it is not selected, and the waiting line
-          // says why (a device handed such a round anyway refuses it by name: client/src/device.cpp,
-          // check_secure_transport).
-          if (params_.secure_aggregation && device.transport != v1::ROUND_TRANSPORT_GRPC) {
+          // A secure round's masked words go into the hub's reduce for the devices that asked for
+          // the data plane (host_secure_round). Without a data plane, such a device is not put on
+          // gRPC unasked: it is not selected, and the waiting line says why (a device handed such a
+          // round anyway refuses it by name: client/src/device.cpp, check_secure_transport).
+          if (params_.secure_aggregation && device.transport != v1::ROUND_TRANSPORT_GRPC &&
+              !services_.config.data_plane_enabled) {
             ++on_data_plane;
             continue;
           }
@@ -468,7 +470,11 @@ TaskRunner::Hosted TaskRunner::host_round(const federated::RoundPlan& plan, int6
                              {"model_bytes", model.total_bytes()},
                              {"grpc_devices", over_grpc.size()}};
   if (!round.on_plane.empty())
-    if (std::optional<std::string> failure = host_data_plane(round)) return Hosted::abandoned(*failure);
+    if (std::optional<std::string> failure =
+            host_data_plane(round, [&](dist::ProcessGroup& group, const WaitForWork& wait) {
+              return reduce_contributions(round, group, wait);
+            }))
+      return Hosted::abandoned(*failure);
   const size_t plane_contributors = round.sources.size();
   collect_grpc_updates(round);
   return aggregate(round, plane_contributors);
@@ -519,7 +525,7 @@ void TaskRunner::open_data_plane_store(Round& round) {
   }
 }
 
-std::optional<std::string> TaskRunner::host_data_plane(Round& round) {
+std::optional<std::string> TaskRunner::host_data_plane(Round& round, const OnDataPlane& then) {
   const CoordinatorConfig& config = services_.config;
   dist::ProcessGroupOptions options;
   options.host = config.data_plane_host;
@@ -557,7 +563,7 @@ std::optional<std::string> TaskRunner::host_data_plane(Round& round) {
   };
   if (std::optional<std::string> failure = broadcast_model(round, *group, wait_dropping_silent_devices))
     return failure;
-  return reduce_contributions(round, *group, wait_dropping_silent_devices);
+  return then(*group, wait_dropping_silent_devices);
 }
 
 std::optional<std::string> TaskRunner::broadcast_model(Round& round, dist::ProcessGroup& group,
@@ -631,9 +637,22 @@ std::optional<std::string> TaskRunner::reduce_contributions(Round& round, dist::
                         {{"transport", "data-plane"}}});
     }
   for (int rank : reduced->missing) round.missing.push_back(round.on_plane[size_t(rank) - 1]);
-  for (const auto& [rank, why] : reduced->refused) {
-    const DeviceId& device = round.on_plane[size_t(rank) - 1];
+  for (const auto& [device, why] : note_refused(round, *reduced, events))
     round.refused += (round.refused.empty() ? "" : "; ") + device + ": " + why;
+  if (!events.empty()) services_.events.publish(events);
+  round.hosted.data_plane["reduce_seconds"] = round.seconds_of_phase();
+  round.hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
+  round.deferred = reduced->deferred;
+  return std::nullopt;
+}
+
+std::map<DeviceId, std::string> TaskRunner::note_refused(const Round& round,
+                                                         const dist::DeadlineReduceResult& reduced,
+                                                         std::vector<EventLog::Draft>& events) {
+  std::map<DeviceId, std::string> refused;
+  for (const auto& [rank, why] : reduced.refused) {
+    const DeviceId& device = round.on_plane[size_t(rank) - 1];
+    refused[device] = why;
     services_.metrics.count_refusal("contribution_refused");
     events.push_back({v1::EVENT_KIND_UPDATE_REFUSED,
                       round.task,
@@ -642,11 +661,7 @@ std::optional<std::string> TaskRunner::reduce_contributions(Round& round, dist::
                       why,
                       {{"transport", "data-plane"}}});
   }
-  if (!events.empty()) services_.events.publish(events);
-  round.hosted.data_plane["reduce_seconds"] = round.seconds_of_phase();
-  round.hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
-  round.deferred = reduced->deferred;
-  return std::nullopt;
+  return refused;
 }
 
 void TaskRunner::collect_grpc_updates(Round& round) {
@@ -726,12 +741,17 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
                                               secure_session_name(round.task, round.plan.round_id),
                                               identities, round.layout);
   const std::vector<v1::SecAggRound> configs = secure_round_configs(round, identities);
+  for (const DeviceId& device : round.over_grpc) round.configs[device] = round.common;  // no data plane
+  open_data_plane_store(round);  // for the devices that asked for it, if any
   auto exchange = std::make_shared<SecureExchange>(
-      std::move(secure), secure_words_per_message(services_.config.transfer_limits));
+      std::move(secure), secure_words_per_message(services_.config.transfer_limits),
+      std::set<DeviceId>(round.on_plane.begin(), round.on_plane.end()));
   services_.secure_exchanges.open(round.task, round.plan.round_id, exchange);
   const ExchangeCloser closer{services_.secure_exchanges, round.task, round.plan.round_id};
   for (size_t index = 0; index < configs.size(); ++index) {
-    v1::RoundConfig& config = round.configs[exchange->round().devices()[index]] = round.common;
+    v1::RoundConfig& config = round.configs.at(exchange->round().devices()[index]);
+    if (config.has_data_plane())
+      config.mutable_data_plane()->set_contribution(v1::CONTRIBUTION_KIND_MASKED_WORDS);
     *config.mutable_secure_aggregation() = configs[index];
   }
   services_.board.assign(round.configs);
@@ -739,7 +759,24 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
                              {"round", round.plan.round_id},
                              {"devices", round.plan.selected.size()},
                              {"model_bytes", round.model.total_bytes()},
-                             {"secure_aggregation", true}};
+                             {"secure_aggregation", true},
+                             {"data_plane_devices", round.on_plane.size()}};
+  std::optional<std::string> failure;
+  if (round.on_plane.empty())
+    failure = run_secure_stages(round, *exchange, {});
+  else
+    failure = host_data_plane(round, [&](dist::ProcessGroup& group, const WaitForWork& wait) {
+      return run_secure_stages(round, *exchange, [&](std::chrono::steady_clock::time_point deadline) {
+        return reduce_masked_inputs(round, group, wait, *exchange, deadline);
+      });
+    });
+  if (failure) return Hosted::abandoned(*failure);
+  round.hosted.sum = exchange->weighted_sum(round.model);
+  return std::move(round.hosted);
+}
+
+std::optional<std::string> TaskRunner::run_secure_stages(Round& round, SecureExchange& exchange,
+                                                         const PlaneSum& plane_sum) {
   // Training ends with the keys' advertisement, by the round's deadline; each later stage is
   // cryptography and messages alone, and has round_timeout of its own from when it opens.
   SteadyClock::time_point deadline = round.plan.deadline;
@@ -750,8 +787,10 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
     return !presence.alive || presence.checking_in;
   };
   for (int stage = 0; stage < 5; ++stage) {
-    const std::string name = exchange->stage_name();
-    for (const DeviceId& device : exchange->wait(deadline, gone, round.look_every))
+    const std::string name = exchange.stage_name();
+    if (name == "masked input" && plane_sum)
+      if (std::optional<std::string> failure = plane_sum(deadline)) return failure;
+    for (const DeviceId& device : exchange.wait(deadline, gone, round.look_every))
       log_event(LogLevel::Warning, "device_dropped",
                 {{"task", round.task},
                  {"round", round.plan.round_id},
@@ -759,9 +798,9 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
                  {"stage", name},
                  {"reason", "silent past the liveness window, or back in a CheckIn: it left the round"}});
     try {
-      exchange->close_stage();
+      exchange.close_stage();
     } catch (const federated::Refused& error) {
-      return Hosted::abandoned("at its " + name + " stage: " + error.what());
+      return "at its " + name + " stage: " + error.what();
     }
     round.hosted.data_plane[name + " seconds"] = round.seconds_of_phase();
     deadline = SteadyClock::now() + params_.round_timeout;
@@ -770,15 +809,66 @@ TaskRunner::Hosted TaskRunner::host_secure_round(Round& round) {
     // learns a sum holding fewer noise shares than distributed DP's calibration (or fewer inputs
     // than the task requires).
     if (name != "masked input") continue;
-    round.hosted.contributors = exchange->contributors();
+    round.hosted.contributors = exchange.contributors();
     if (round.hosted.contributors.size() < round.plan.min_updates)
-      return Hosted::abandoned("at its masked input stage: secure aggregation: " +
-                               std::to_string(round.hosted.contributors.size()) +
-                               " devices sent their masked inputs, fewer than min_updates " +
-                               std::to_string(round.plan.min_updates) + "; nothing was unmasked");
+      return "at its masked input stage: secure aggregation: " +
+             std::to_string(round.hosted.contributors.size()) +
+             " devices sent their masked inputs, fewer than min_updates " +
+             std::to_string(round.plan.min_updates) + "; nothing was unmasked";
   }
-  round.hosted.sum = exchange->weighted_sum(round.model);
-  return std::move(round.hosted);
+  return std::nullopt;
+}
+
+std::optional<std::string> TaskRunner::reduce_masked_inputs(Round& round, dist::ProcessGroup& group,
+                                                            const WaitForWork& wait, SecureExchange& exchange,
+                                                            SteadyClock::time_point deadline) {
+  // A device of the data plane already out of the round (it did not advertise or share its keys
+  // in time, or a stage refused it) is disconnected: the reduce neither waits for it nor adds its
+  // words, which no one could unmask.
+  const std::set<DeviceId> in_stage = exchange.in_stage();
+  for (size_t i = 0; i < round.on_plane.size(); ++i)
+    if (!in_stage.contains(round.on_plane[i]))
+      group.disconnect(int(i) + 1,
+                       "(device " + round.on_plane[i] + ") left the secure round before its masked input");
+  // Each word is checked below 2^bits as it lands: the int32 sum would carry a larger one into the
+  // unmasked sum. A device with one is left out of the sum, named; one of another length is
+  // refused as it announces itself (a collective mismatch).
+  const unsigned bits = params_.secure_aggregation->fixed_point.bits;
+  const dist::ContributionCheck check = [bits](int, uint64_t offset, const void* data,
+                                               uint64_t bytes) -> std::optional<std::string> {
+    const auto* words = static_cast<const uint32_t*>(data);
+    for (uint64_t i = 0; bits < 32 && i < bytes / sizeof(uint32_t); ++i)
+      if (words[i] >> bits)
+        return "masked input word " + std::to_string(offset / sizeof(uint32_t) + i) + " is " +
+               std::to_string(words[i]) + ", not below 2^" + std::to_string(bits);
+    return std::nullopt;
+  };
+  auto reduced = std::make_shared<dist::DeadlineReduceResult>();
+  std::vector<uint32_t> sum(round.layout.elements());
+  try {
+    wait(*group.deadline_reduce_deferred(ScalarType::Int, int64_t(sum.size()), 0, dist::ReduceOp::Sum,
+                                         until(deadline), reduced, check));
+    // The ranks the reduce lists as contributors are exactly those whose words the fold adds.
+    if (std::any_of(reduced->contributors.begin(), reduced->contributors.end(),
+                    [](int rank) { return rank != 0; }))
+      reduced->deferred->fold(0, sum.size(), sum.data());
+  } catch (const std::exception& error) {
+    return std::string("at its masked input stage: the hub's reduce of the masked inputs failed: ") +
+           error.what();
+  }
+  std::set<DeviceId> contributors;
+  for (int rank : reduced->contributors)
+    if (rank != 0) contributors.insert(round.on_plane[size_t(rank) - 1]);
+  std::vector<EventLog::Draft> events;
+  const std::map<DeviceId, std::string> refused = note_refused(round, *reduced, events);
+  if (!events.empty()) services_.events.publish(events);
+  round.hosted.data_plane["spooled_bytes"] = reduced->spooled_bytes;
+  try {
+    exchange.take_masked_sum(contributors, std::move(sum), refused);
+  } catch (const federated::Refused& error) {
+    return std::string("at its masked input stage: the hub's sum of masked inputs: ") + error.what();
+  }
+  return std::nullopt;
 }
 
 TaskRunner::Hosted TaskRunner::aggregate(Round& round, size_t plane_contributors) {

@@ -41,6 +41,7 @@
 namespace tn::dist {
 class ProcessGroup;
 class Work;
+struct DeadlineReduceResult;
 }  // namespace tn::dist
 
 namespace tn::server {
@@ -98,15 +99,34 @@ class TaskRunner {
   using WaitForWork = std::function<void(dist::Work&)>;
   void open_grpc_inbox(Round& round);
   void open_data_plane_store(Round& round);
-  std::optional<std::string> host_data_plane(Round& round);  // join, then broadcast and reduce
+  // Join, broadcast the model, then `then` (the plaintext round's reduce, or a secure round's stages).
+  using OnDataPlane = std::function<std::optional<std::string>(dist::ProcessGroup&, const WaitForWork&)>;
+  std::optional<std::string> host_data_plane(Round& round, const OnDataPlane& then);
   std::optional<std::string> broadcast_model(Round& round, dist::ProcessGroup& group,
                                              const WaitForWork& wait);
   std::optional<std::string> reduce_contributions(Round& round, dist::ProcessGroup& group,
                                                   const WaitForWork& wait);
+  // The reduce's refused contributions, by device: counted in /metrics, each an UPDATE_REFUSED
+  // event added to `events`.
+  std::map<federated::DeviceId, std::string> note_refused(const Round& round,
+                                                          const dist::DeadlineReduceResult& reduced,
+                                                          std::vector<EventLog::Draft>& events);
   void collect_grpc_updates(Round& round);
-  // A secure aggregation task's round, instead of the data plane and the inbox: every device over
-  // gRPC, its update masked through the SecAggStage stages (secure_exchange.h).
+  // A secure aggregation task's round, instead of the plaintext reduce and the inbox: each
+  // device's update masked through the SecAggStage stages (secure_exchange.h); the devices that
+  // asked for the data plane receive the model by the hub's broadcast and send their masked
+  // inputs into its reduce of integer vectors (reduce_masked_inputs), the others by SecAggStage.
   Hosted host_secure_round(Round& round);
+  // The five stages; `plane_sum`, when the round has a data plane, runs first at the masked input
+  // stage (until that stage's deadline). Why the round is abandoned, if it is.
+  using PlaneSum = std::function<std::optional<std::string>(std::chrono::steady_clock::time_point deadline)>;
+  std::optional<std::string> run_secure_stages(Round& round, SecureExchange& exchange,
+                                               const PlaneSum& plane_sum);
+  // The hub's reduce of the data plane's masked inputs, summed modulo 2^32 and handed to the
+  // exchange with exactly the devices whose words it holds (SecureExchange::take_masked_sum).
+  std::optional<std::string> reduce_masked_inputs(Round& round, dist::ProcessGroup& group,
+                                                  const WaitForWork& wait, SecureExchange& exchange,
+                                                  std::chrono::steady_clock::time_point deadline);
   // Each device's SecAggRound, by index: `identities` (the registered keys) in device-id order.
   std::vector<v1::SecAggRound> secure_round_configs(
       const Round& round, const std::map<federated::DeviceId, std::string>& identities) const;

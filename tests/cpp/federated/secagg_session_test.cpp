@@ -53,8 +53,9 @@ class Fleet {
   const std::vector<uint32_t>& input(DeviceIndex d) const { return inputs_[d]; }
 
   // Every stage up to the unmask request, with the dropouts before it; the devices that took
-  // part in each stage.
-  UnmaskRequest run_to_unmask(const Dropouts& dropouts) {
+  // part in each stage. The masked inputs of `summed` (those of them that mask) reach the
+  // coordinator as one sum modulo 2^32, as the hub's reduce of the data plane adds them.
+  UnmaskRequest run_to_unmask(const Dropouts& dropouts, const std::set<DeviceIndex>& summed = {}) {
     std::set<DeviceIndex> live;
     for (DeviceIndex d = 0; d < sessions_.size(); ++d)
       if (!dropouts.before_advertising.contains(d)) live.insert(d);
@@ -65,9 +66,19 @@ class Fleet {
       coordinator_->receive_shares(d, sessions_[d].share_keys(coordinator_->keys_for(d)));
     coordinator_->close_sharing();
     std::erase_if(live, [&](DeviceIndex d) { return dropouts.after_sharing.contains(d); });
-    for (DeviceIndex d : live)
-      coordinator_->receive_masked_input(
-          d, sessions_[d].masked_input(coordinator_->envelopes_for(d), inputs_[d]));
+    std::set<DeviceIndex> in_sum;
+    std::vector<uint32_t> sum(kWords, 0);
+    for (DeviceIndex d : live) {
+      const std::vector<uint32_t> masked =
+          sessions_[d].masked_input(coordinator_->envelopes_for(d), inputs_[d]);
+      if (!summed.contains(d)) {
+        coordinator_->receive_masked_input(d, masked);
+        continue;
+      }
+      in_sum.insert(d);
+      for (size_t i = 0; i < kWords; ++i) sum[i] += masked[i];  // wraps modulo 2^32
+    }
+    if (!in_sum.empty()) coordinator_->receive_masked_sum(in_sum, sum);
     return coordinator_->close_masking();
   }
 
@@ -115,6 +126,64 @@ TEST(SecAggSession, TheUnmaskedSumIsTheSurvivorsInputsWithADropoutAtEveryStage) 
   const std::vector<uint32_t> sum = fleet.unmask(request, dropouts);
   EXPECT_EQ(sum, fleet.plain_sum(request.survivors));
   EXPECT_EQ(fleet.coordinator().survivors(), expected);
+}
+
+// Most masked inputs summed by a transport before the coordinator sees them (the data plane's
+// hub), the others one by one (gRPC), with a dropout at every stage on both sides: the same
+// survivors, and the unmasked sum the survivors' inputs.
+TEST(SecAggSession, MaskedInputsSummedByATransportUnmaskToTheSurvivorsInputs) {
+  Fleet fleet(16);
+  const Dropouts dropouts{{1}, {2}, {3, 9}, {5, 10}, {6, 11}};
+  const UnmaskRequest request = fleet.run_to_unmask(dropouts, {0, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  std::vector<DeviceIndex> expected;
+  for (DeviceIndex d = 0; d < 16; ++d)
+    if (d != 1 && d != 2 && d != 3 && d != 9) expected.push_back(d);
+  EXPECT_EQ(request.survivors, expected);
+  EXPECT_EQ(request.dropped, (std::vector<DeviceIndex>{3, 9}));
+  EXPECT_EQ(fleet.unmask(request, dropouts), fleet.plain_sum(request.survivors));
+}
+
+// The coordinator must know exactly whose words a transport's sum holds: a sum naming a device
+// that did not share its keys, or one that masked already, or of the wrong length, is refused by
+// name and leaves the sum as it was.
+TEST(SecAggSession, AMaskedSumOfDevicesThatCannotBeInItIsRefusedByName) {
+  Fleet fleet(8);
+  Dropouts dropouts;
+  dropouts.after_advertising = {1};
+  CoordinatorSession& coordinator = fleet.coordinator();
+  for (DeviceIndex d = 0; d < 8; ++d) coordinator.receive_advertisement(fleet.device(d).advertise_keys());
+  coordinator.close_advertising();
+  for (DeviceIndex d = 0; d < 8; ++d)
+    if (d != 1) coordinator.receive_shares(d, fleet.device(d).share_keys(coordinator.keys_for(d)));
+  coordinator.close_sharing();
+  std::vector<std::vector<uint32_t>> masked(8);
+  for (DeviceIndex d = 0; d < 8; ++d)
+    if (d != 1) masked[d] = fleet.device(d).masked_input(coordinator.envelopes_for(d), fleet.input(d));
+  coordinator.receive_masked_input(0, masked[0]);
+  const auto refused = [&](const std::set<DeviceIndex>& senders, std::vector<uint32_t> sum) {
+    return refusal_of([&] { coordinator.receive_masked_sum(senders, sum); });
+  };
+  Refusal refusal = refused({2, 1}, masked[2]);
+  EXPECT_EQ(refusal.reason, Reason::Parameter);
+  EXPECT_NE(refusal.message.find("device 1's masked input is in a sum, without its keys shared"),
+            std::string::npos)
+      << refusal.message;
+  refusal = refused({0, 2}, masked[2]);
+  EXPECT_EQ(refusal.reason, Reason::OutOfOrder);
+  EXPECT_NE(refusal.message.find("device 0's masked input is in a sum, after it masked already"),
+            std::string::npos)
+      << refusal.message;
+  refusal = refused({2}, std::vector<uint32_t>(kWords + 1));
+  EXPECT_NE(refusal.message.find("the masked sum of devices {2}: "), std::string::npos) << refusal.message;
+  EXPECT_EQ(refused({}, masked[2]).reason, Reason::Parameter);
+  // None of those touched the sum: the others' inputs, summed, unmask to the seven's.
+  std::vector<uint32_t> sum(kWords, 0);
+  for (DeviceIndex d = 2; d < 8; ++d)
+    for (size_t i = 0; i < kWords; ++i) sum[i] += masked[d][i];
+  coordinator.receive_masked_sum({2, 3, 4, 5, 6, 7}, sum);
+  const UnmaskRequest request = coordinator.close_masking();
+  EXPECT_EQ(request.survivors, (std::vector<DeviceIndex>{0, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(fleet.unmask(request, dropouts), fleet.plain_sum(request.survivors));
 }
 
 TEST(SecAggSession, TheUnmaskedSumIsTheSumOfAllInputsWithoutDropouts) {
