@@ -304,10 +304,13 @@ def test_a_masked_input_one_word_too_long_is_refused_naming_the_device_and_left_
             rogue.wait()
 
 
-def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_survivors_exactly(tmp_path):
+@pytest.mark.parametrize("transport", ["grpc", "data-plane"])
+def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_survivors_exactly(tmp_path, transport):
     """Issue 20's round: 100 devices, 10 killed after each of advertising, sharing, masking and
     signing (federated_rogue_device), 60 honest (one torchnative-device process): the round completes
     with the 80 whose inputs were masked, its model bit for bit their words summed and dequantised.
+    Every device over gRPC, or every device on the data plane (the model by the hub's broadcast, the
+    masked inputs into its reduce; those killed after masking die once the reduce took their words).
     Heartbeats every 500 ms: at 200 ms, 100 processes starting on two cores made honest devices miss
     the 600 ms liveness window and be given up."""
     coordinator_runs = start_coordinator(tmp_path, heartbeat_interval_ms=500)
@@ -316,10 +319,10 @@ def test_a_100_device_round_with_10_percent_killed_at_each_stage_sums_the_surviv
     stages = ["advertise", "share", "mask", "sign"]
     rogues = {(stage, i): subprocess.Popen(
         [rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
-         str(tmp_path / f"rogue-{stage}{i}.key"), "secagg-quit-after", stage],
+         str(tmp_path / f"rogue-{stage}{i}.key"), "--secagg-transport", transport, "secagg-quit-after", stage],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for stage in stages for i in range(10)}
     try:
-        (entry,), honest = run_devices(coordinator, tmp_path, task, 60, timeout=60)
+        (entry,), honest = run_devices(coordinator, tmp_path, task, 60, timeout=60, transport=transport)
         printed = {}
         for (stage, _), rogue in rogues.items():
             out, err = rogue.communicate(timeout=30)
