@@ -142,6 +142,29 @@ TN_DERIVATIVE("aten::_adaptive_avg_pool2d_backward", "AdaptiveAvgPool2DBackwardB
           ops::zeros(s.input_sizes(1), s.input_dtype(1))};
 });
 
+// Fractional max pooling sends each output's gradient to the element its forward chose (the
+// indices its forward returned); the random samples placing the windows have none (upstream
+// refuses them requiring grad). Its backward operators' own derivatives are the 2-D and 3-D
+// max poolings' (grad_output's at the indices, self only giving sizes).
+TN_DERIVATIVE("aten::fractional_max_pool2d", "FractionalMaxPool2DBackward0",
+              SAVES_RESULT(0).without_derivative({3}).refused_as("fractional_max_pool2d"), {
+                auto a = s.args();
+                return {ops::fractional_max_pool2d_backward(g[0], s.input(0), a.int_list(1), a.int_list(2),
+                                                            s.result(1))};
+              });
+TN_DERIVATIVE("aten::fractional_max_pool3d", "FractionalMaxPool3DBackward0",
+              SAVES_RESULT(0).without_derivative({3}).refused_as("fractional_max_pool3d"), {
+                auto a = s.args();
+                return {ops::fractional_max_pool3d_backward(g[0], s.input(0), a.int_list(1), a.int_list(2),
+                                                            s.result(1))};
+              });
+TN_DERIVATIVE("aten::fractional_max_pool2d_backward", "FractionalMaxPool2DBackwardBackward0", SAVES(4), {
+  return {gather_chosen(g[0], s.input(4), 2), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
+TN_DERIVATIVE("aten::fractional_max_pool3d_backward", "FractionalMaxPool3DBackwardBackward0", SAVES(4), {
+  return {gather_chosen(g[0], s.input(4), 3), ops::zeros(s.input_sizes(1), s.input_dtype(1))};
+});
+
 // Max unpooling sends each input element the gradient at the index it was written to.
 TN_DERIVATIVE("aten::max_unpool2d", "MaxUnpool2DBackward0", SAVES(1),
               { return {gather_chosen(g[0], s.input(1), 2)}; });

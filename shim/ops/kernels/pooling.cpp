@@ -1,10 +1,12 @@
 // Pooling: max_pool1d/2d/3d (with indices), avg_pool1d/2d/3d, adaptive_avg_pool1d/2d/3d,
-// adaptive_max_pool2d/3d, the 2-D and 3-D backward operators, and max_unpool2d/3d. One implementation over
-// depth, height and width: a 2-D pooling is a 3-D one of depth 1, a 1-D one a 2-D one of height 1, as
-// upstream computes them. Each spatial dim's windows are computed once per call (they depend on
-// that dim's output index alone), then every plane (batch x channel) runs over them.
+// adaptive_max_pool2d/3d, fractional_max_pool2d/3d, the 2-D and 3-D backward operators, and
+// max_unpool2d/3d. One implementation over depth, height and width: a 2-D pooling is a 3-D one of
+// depth 1, a 1-D one a 2-D one of height 1, as upstream computes them. Each spatial dim's windows
+// are computed once per call (they depend on that dim's output index alone; a fractional pooling's
+// once per plane, from that plane's samples), then every plane (batch x channel) runs over them.
 #include "pooling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -70,41 +72,49 @@ void each_cell(const Windows& w, Visit&& visit) {
       for (const Taps& tw : w[2]) visit(cell++, td, th, tw);
 }
 
-// Max pooling over a contiguous input of `planes` planes of `in`: per output cell the first
-// maximum, replaced by every NaN after it (upstream's `val > max || isnan(val)`); a cell starts
-// at its first tap with -inf.
+// Max pooling of one plane of `in` over windows w: per output cell the first maximum, replaced
+// by every NaN after it (upstream's `val > max || isnan(val)`); a cell starts at its first tap
+// with -inf.
+template <typename scalar_t>
+void max_plane(const scalar_t* plane, const Dims3& in, const Windows& w, scalar_t* out_values,
+               int64_t* out_indices) {
+  const int64_t height = in[1], width = in[2];
+  each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
+    double best = -std::numeric_limits<double>::infinity();
+    int64_t best_index = (td.begin * height + th.begin) * width + tw.begin;
+    for (int64_t z = td.begin; z < td.end; z += td.step)
+      for (int64_t y = th.begin; y < th.end; y += th.step) {
+        const int64_t row = (z * height + y) * width;
+        for (int64_t col = tw.begin; col < tw.end; col += tw.step) {
+          double v = double(compute_t<scalar_t>(plane[row + col]));
+          // Without a branch: random data mispredicts one about every other tap.
+          bool take = v > best || std::isnan(v);
+          best = take ? v : best;
+          best_index = take ? row + col : best_index;
+        }
+      }
+    out_values[cell] = scalar_t(compute_t<scalar_t>(best));
+    out_indices[cell] = best_index;
+  });
+}
+
+// The number of planes (batch x channel) of a contiguous tensor whose planes hold `plane` elements.
+int64_t planes_of(const Tensor& x, int64_t plane) { return plane > 0 ? x.numel() / plane : 0; }
+
+// Max pooling over a contiguous input, every plane over the same windows.
 std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, const Dims3& in,
                                    const Windows& w) {
   Tensor values = Tensor::empty(out_sizes, x.dtype());
   Tensor indices = Tensor::empty(out_sizes, ScalarType::Long);
   if (values.is_meta()) return {values, indices};  // the meta device: shapes and dtypes are the results
   const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
-                planes = plane_in > 0 ? x.numel() / plane_in : 0;
-  const int64_t height = in[1], width = in[2];
+                planes = planes_of(x, plane_in);
   TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    for (int64_t p = 0; p < planes; ++p) {
-      const scalar_t* plane = x.template data_as<scalar_t>() + p * plane_in;
-      scalar_t* out_values = values.template data_as<scalar_t>() + p * cells;
-      int64_t* out_indices = indices.template data_as<int64_t>() + p * cells;
-      each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
-        double best = -std::numeric_limits<double>::infinity();
-        int64_t best_index = (td.begin * height + th.begin) * width + tw.begin;
-        for (int64_t z = td.begin; z < td.end; z += td.step)
-          for (int64_t y = th.begin; y < th.end; y += th.step) {
-            const int64_t row = (z * height + y) * width;
-            for (int64_t col = tw.begin; col < tw.end; col += tw.step) {
-              double v = double(compute_t<scalar_t>(plane[row + col]));
-              // Without a branch: random data mispredicts one about every other tap.
-              bool take = v > best || std::isnan(v);
-              best = take ? v : best;
-              best_index = take ? row + col : best_index;
-            }
-          }
-        out_values[cell] = scalar_t(compute_t<scalar_t>(best));
-        out_indices[cell] = best_index;
-      });
-    }
+    for (int64_t p = 0; p < planes; ++p)
+      max_plane(x.template data_as<scalar_t>() + p * plane_in, in, w,
+                values.template data_as<scalar_t>() + p * cells,
+                indices.template data_as<int64_t>() + p * cells);
   });
   return {values, indices};
 }
@@ -123,7 +133,7 @@ Tensor mean_over(const Tensor& x, const Shape& out_sizes, const Dims3& in, const
   Tensor out = Tensor::empty(out_sizes, x.dtype());
   if (out.is_meta()) return out;
   const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
-                planes = plane_in > 0 ? x.numel() / plane_in : 0;
+                planes = planes_of(x, plane_in);
   TN_DISPATCH_ALL_TYPES(x.dtype(), "avg_pool", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     for (int64_t p = 0; p < planes; ++p) {
@@ -457,10 +467,14 @@ void check_dispatch_dtype(const char* kernel, ScalarType type, std::initializer_
   dtype_not_implemented(kernel, type);
 }
 
-void check_long_indices(const Tensor& indices) {
-  if (indices.dtype() != ScalarType::Long)
-    throw Error(std::string("expected scalar type Long but found ") + upstream_type_name(indices.dtype()));
+// Upstream's data_ptr<T> check of a tensor its kernel reads as `expected`.
+void check_scalar_type(const Tensor& t, ScalarType expected) {
+  if (t.dtype() != expected)
+    throw Error(std::string("expected scalar type ") + upstream_type_name(expected) + " but found " +
+                upstream_type_name(t.dtype()));
 }
+
+void check_long_indices(const Tensor& indices) { check_scalar_type(indices, ScalarType::Long); }
 
 // The 2-D adaptive backward operators' checks of grad_output: its rank (3 or 4), no empty
 // dim after the first, the input's dtype.
@@ -498,6 +512,15 @@ void check_unpool_input(const Tensor& input, const Tensor& indices, const std::s
 // upstream's kernel does.
 Tensor unpool(const Tensor& input, const Tensor& indices, const Dims3& out, int spatial) {
   Shape out_sizes = with_spatial(input.sizes(), out, spatial);
+  // Upstream resizes its output to these sizes, counting their elements as unsigned: a negative
+  // size overflows the count, unless another size is zero, where it makes a tensor of negative
+  // size (which the shim has not).
+  if (std::any_of(out.begin(), out.end(), [](int64_t size) { return size < 0; })) {
+    if (std::find(out_sizes.begin(), out_sizes.end(), 0) == out_sizes.end())
+      throw Error("numel: integer multiplication overflow");
+    throw NotImplemented("torchnative has no tensors of negative sizes: max unpooling's output of sizes " +
+                         shape_str(out_sizes));
+  }
   if (input.is_meta()) return ops::empty(out_sizes, input.dtype(), std::nullopt, std::string("meta"));
   Tensor result = ops::zeros(out_sizes, input.dtype());
   if (result.numel() == 0) return result;
@@ -525,6 +548,188 @@ Tensor unpool(const Tensor& input, const Tensor& indices, const Dims3& out, int 
     throw Error("Found an invalid max index: " + std::to_string(*invalid) + " (output volumes are of size " +
                 spatial_text(out, spatial, "x"));
   return result;
+}
+
+// Fractional max pooling (Graham, "Fractional Max-Pooling", 2014): windows of the kernel's size
+// whose starts, per plane and spatial dim, come from one uniform sample u of that plane: output
+// o < out - 1 starts at int((o + u) alpha) - int(u alpha), alpha = (in - pool) / (out - 1), the
+// last at in - pool. Computed in the input's type, as upstream, since the truncation shows its
+// rounding.
+template <typename scalar_t>
+int64_t fractional_start(scalar_t u, int64_t o, int64_t in, int64_t out, int64_t pool) {
+  if (o == out - 1) return in - pool;
+  scalar_t alpha = scalar_t(in - pool) / scalar_t(out - 1);
+  return int64_t(int((scalar_t(o) + u) * alpha)) - int(u * alpha);
+}
+
+// A plane's windows from its samples: a 2-D pooling's first is its width's, a 3-D one's are
+// depth, height, width. Upstream asserts each window it reads lies inside the input (samples
+// outside [0, 1) can move them); a window of no taps reads nothing.
+template <typename scalar_t>
+Windows fractional_windows(const scalar_t* samples, const Dims3& in, const Dims3& out, const Dims3& pool,
+                           int spatial) {
+  return windows_for(out, [&](size_t i, int64_t o) {
+    if (int(i) < 3 - spatial) return Taps{0, 1, 1, 1};  // a 2-D pooling's depth
+    scalar_t u = samples[spatial == 3 ? i : 2 - i];
+    int64_t begin = fractional_start(u, o, in[i], out[i], pool[i]);
+    if (pool[i] > 0 && (begin < 0 || begin + pool[i] > in[i]))
+      throw Error("fractional max pooling: the random sample " + std::to_string(double(u)) +
+                  " starts window " + std::to_string(o) + " at " + std::to_string(begin) +
+                  ", outside an input of length " + std::to_string(in[i]));
+    return Taps{begin, begin + pool[i], 1, pool[i]};
+  });
+}
+
+// Upstream reads random_samples and the backward's indices through their data pointers alone:
+// the `count` elements of memory from each one's first, whatever its sizes and strides. Refused
+// where those pass the end of its storage (upstream reads past it).
+Tensor leading_memory(const Tensor& t, int64_t count, const std::string& what) {
+  int64_t available = int64_t(t.storage()->nbytes() / t.itemsize()) - t.offset();
+  if (count > available)
+    throw Error(what + " of sizes " + shape_str(t.sizes()) + " has " + std::to_string(available) +
+                " elements in memory from its first, and " + std::to_string(count) + " are read");
+  return Tensor::from_storage(t.storage(), {count}, {1}, t.offset(), t.dtype());
+}
+
+// fractional_max_pool2d/3d's checks of its lists and input, in upstream's order (its 3-D words
+// name its out= kernel, and its 3-D size check is strict): the pool's and output's sizes.
+std::pair<Dims3, Dims3> fractional_sizes(const Args& a, int spatial) {
+  const Tensor& input = a.tensor(0);
+  const bool two = spatial == 2;
+  const std::string op = two ? "fractional_max_pool2d" : "fractional_max_pool3d",
+                    name = two ? op : op + "_out";
+  for (auto [list, what] : {std::pair{a.int_list(1), "kernel_size"}, std::pair{a.int_list(2), "output_size"}})
+    if (list.size() != size_t(spatial))
+      throw Error(op + ": " + what + " must either be a single Int or tuple of " +
+                  (two ? "Ints" : "three Ints"));
+  if (input.dim() != spatial + 1 && input.dim() != spatial + 2)
+    throw Error(name + "(): Expected " + (two ? "3D or 4D" : "4D or 5D") +
+                " tensor, but got: " + shape_str(input.sizes()));
+  for (int64_t i = 1; i < input.dim(); ++i)
+    if (input.size(i) == 0)
+      throw Error(name + "(): Expected input to have non-zero size for non-batch dimensions, but got" +
+                  shape_str(input.sizes()) + " with dimension " + std::to_string(i) + " being empty.");
+  Dims3 in = spatial_sizes(input.sizes(), spatial), pool = per_dim(a.int_list(1), spatial, 1, ""),
+        out = per_dim(a.int_list(2), spatial, 1, "");
+  const char* words[] = {"time", "height", "width"};
+  for (int i : two ? std::vector<int>{1, 2} : std::vector<int>{0, 2, 1})
+    if (out[i] + pool[i] - 1 > in[i] - (two ? 0 : 1))
+      throw Error(name + "(): pool " + words[i] + " " + std::to_string(pool[i]) +
+                  " too large relative to input " + words[i] + " " + std::to_string(in[i]));
+  return {pool, out};
+}
+
+// Fractional max pooling of `input` into `values` and `indices` (allocated, of its planes over
+// `out`): the dtypes upstream's kernel takes (float, double; the samples the input's), then each
+// plane's windows and maxima. Upstream's loop checks no sizes (its out= form runs it on an input
+// resized since its checks).
+void fractional_pool_into(const Tensor& input, const Tensor& samples, const Dims3& pool, const Dims3& out,
+                          int spatial, const Tensor& values, const Tensor& indices) {
+  if (input.dtype() != ScalarType::Float && input.dtype() != ScalarType::Double)
+    dtype_not_implemented(
+        spatial == 2 ? "fractional_max_pool2d_out_frame" : "fractional_max_pool3d_out_frame", input.dtype());
+  check_scalar_type(samples, input.dtype());
+  if (values.is_meta()) return;
+  Tensor x = input.contiguous();
+  Dims3 in = spatial_sizes(input.sizes(), spatial);
+  const int64_t plane_in = in[0] * in[1] * in[2], cells = out[0] * out[1] * out[2],
+                planes = input.dim() == spatial + 2 ? input.size(0) * input.size(1) : input.size(0);
+  // Every plane draws its windows, also when they are empty.
+  Tensor drawn = leading_memory(samples, planes * spatial, "random_samples");
+  auto pool_planes = [&](auto zero) {
+    using scalar_t = decltype(zero);
+    for (int64_t p = 0; p < planes; ++p)
+      max_plane(x.data_as<scalar_t>() + p * plane_in, in,
+                fractional_windows(drawn.data_as<scalar_t>() + p * spatial, in, out, pool, spatial),
+                values.data_as<scalar_t>() + p * cells, indices.data_as<int64_t>() + p * cells);
+  };
+  input.dtype() == ScalarType::Float ? pool_planes(float{}) : pool_planes(double{});
+}
+
+// fractional_max_pool2d/3d(self, kernel_size, output_size, random_samples).
+std::pair<Tensor, Tensor> fractional_max_pool(const Args& a, int spatial) {
+  const Tensor& input = a.tensor(0);
+  auto [pool, out] = fractional_sizes(a, spatial);
+  Shape out_sizes = with_spatial(input.sizes(), out, spatial);
+  Tensor values = Tensor::empty(out_sizes, input.dtype()),
+         indices = Tensor::empty(out_sizes, ScalarType::Long);
+  fractional_pool_into(input, a.tensor(3), pool, out, spatial, values, indices);
+  return {values, indices};
+}
+
+// Whether t's elements fill the memory from its first one densely (its strides a permutation of
+// contiguous ones), so writing that memory in contiguous order stays inside t.
+bool fills_its_memory(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of more than one element
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (auto [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// The out= forms, upstream's structured kernels: the checks on self as called, then the outputs
+// resized where their sizes differ (self too, when it is one), then the loop over self as it is
+// then, writing each output's memory from its first element in contiguous order, whatever its
+// strides (a result of other strides holds the values in that order), cell by cell, so that a
+// self written to is read as the loop has left it. Refused where that memory is not the
+// output's (upstream writes past its elements).
+IValue fractional_max_pool_out(const Args& a, int spatial) {
+  const Tensor &input = a.tensor(0), &output = a.tensor(4), &indices = a.tensor(5);
+  auto [pool, out] = fractional_sizes(a, spatial);
+  Shape out_sizes = with_spatial(input.sizes(), out, spatial);
+  std::vector<Tensor> memory;
+  for (const Tensor& t : {output, indices}) {
+    if (t.sizes() != out_sizes) t.resize(out_sizes);
+    if (!fills_its_memory(t))
+      throw Error(
+          "fractional max pooling writes its out= tensors in contiguous order from their first "
+          "element: an output of sizes " +
+          shape_str(t.sizes()) + " and strides " + shape_str(t.strides()) + " does not hold that memory");
+    memory.push_back(leading_memory(t, t.numel(), "output"));
+  }
+  fractional_pool_into(input, a.tensor(3), pool, out, spatial, memory[0], memory[1]);
+  return IValue::tuple({output, indices});
+}
+
+// fractional_max_pool2d/3d_backward(grad_output, self, kernel_size (unused, as upstream's),
+// output_size, indices): upstream reads self's planes and spatial sizes, checks grad_output's
+// spatial sizes (2-D: width first), then the dtypes. It then reads grad_output (contiguous) and
+// the indices' memory as the pooled planes of self: the first elements of each, refused where
+// there are fewer (upstream reads past them).
+Tensor fractional_max_pool_backward(const Args& a, int spatial) {
+  const Tensor &grad = a.tensor(0), &self = a.tensor(1), &indices = a.tensor(4);
+  const bool two = spatial == 2;
+  const std::string op = two ? "fractional_max_pool2d" : "fractional_max_pool3d",
+                    name = op + (two ? "_backward" : "_backward_out");
+  Shape output_size = a.int_list(3);
+  if (output_size.size() < size_t(spatial))
+    throw Error(name + "(): output_size " + shape_str(output_size) + " has fewer than " +
+                std::to_string(spatial) + " elements");
+  output_size.resize(spatial);                              // upstream reads the first ones
+  const int64_t first = self.dim() == spatial + 2 ? 2 : 1;  // the first spatial dim, as upstream's
+  for (int64_t d = first - 1; d < first + spatial; ++d) wrap_dim(d, self.dim());
+  const char* words[] = {"time", "height", "width"};
+  for (int i : two ? std::vector<int>{1, 0} : std::vector<int>{0, 1, 2})
+    if (output_size[i] != grad.size(wrap_dim(first + i, grad.dim())))
+      throw Error(name + "(): gradOutput " + words[3 - spatial + i] + " unexpected");
+  if (self.dtype() != ScalarType::Float && self.dtype() != ScalarType::Double)
+    dtype_not_implemented((op + "_backward_out_frame").c_str(), self.dtype());
+  check_scalar_type(grad, self.dtype());
+  check_long_indices(indices);
+  if (self.dim() != spatial + 1 && self.dim() != spatial + 2)
+    throw Error(name + "(): an input of " + std::to_string(self.dim()) + " dims is not pooled over " +
+                std::to_string(spatial) + " (upstream reads it as " + std::to_string(spatial + 1) + "-D)");
+  Shape pooled = with_spatial(self.sizes(), per_dim(output_size, spatial, 1, ""), spatial);
+  int64_t count = 1;
+  for (int64_t size : pooled) count *= size;
+  Tensor g = ops::reshape(leading_memory(grad.contiguous(), count, "grad_output"), pooled);
+  return max_pool_backward(g, ops::reshape(leading_memory(indices, count, "indices"), pooled), self.sizes(),
+                           spatial);
 }
 
 }  // namespace
@@ -743,5 +948,19 @@ TN_KERNEL("aten::max_unpool3d", {
     throw Error("strides should be greater than zero, but got stride: " + shape_str(stride));
   return unpool(self, indices, {size[0], size[1], size[2]}, 3);
 });
+
+// Fractional max pooling, forward and backward (2-D and 3-D).
+TN_KERNEL("aten::fractional_max_pool2d", {
+  auto [v, i] = fractional_max_pool(a, 2);
+  return IValue::tuple({v, i});
+});
+TN_KERNEL("aten::fractional_max_pool3d", {
+  auto [v, i] = fractional_max_pool(a, 3);
+  return IValue::tuple({v, i});
+});
+TN_KERNEL("aten::fractional_max_pool2d.output", { return fractional_max_pool_out(a, 2); });
+TN_KERNEL("aten::fractional_max_pool3d.output", { return fractional_max_pool_out(a, 3); });
+TN_KERNEL("aten::fractional_max_pool2d_backward", { return fractional_max_pool_backward(a, 2); });
+TN_KERNEL("aten::fractional_max_pool3d_backward", { return fractional_max_pool_backward(a, 3); });
 
 }  // namespace tn

@@ -428,6 +428,7 @@ def cases():
     yield from _embedding_max_norm_cases()
     yield from _embedding_bag_cases()
     yield from _bicubic_cases()
+    yield from _fractional_max_pool_cases()
 
 
 def _pool1d_cases():
@@ -798,6 +799,8 @@ def _max_unpool_cases():
             v, torch.zeros(1, 2, 2, 2, dtype=torch.long), [3, 3, 3]), (Arg((1, 2, 2, 2)),)),
         ("max_unpool2d/empty_channels", lambda v: A.max_unpool2d(v, torch.zeros(1, 0, 2, 2, dtype=torch.long), [3, 3]),
          (Arg((1, 0, 2, 2)),)),
+        ("max_unpool2d/negative_output_size", lambda v: A.max_unpool2d(
+            v, torch.zeros(1, 2, 2, 2, dtype=torch.long), [3, -1]), (Arg((1, 2, 2, 2)),)),
         ("max_unpool2d/F_output_size_too_big", _unpool(F.max_pool2d, F.max_unpool2d, 2, output_size=(9, 9)),
          (Arg((1, 2, 2, 2)), Arg((1, 2, 4, 4)))),
         ("max_unpool3d/k2", _unpool(F.max_pool3d, F.max_unpool3d, 2), (Arg((2, 2, 2, 2, 3)), Arg((2, 2, 4, 5, 6)))),
@@ -825,6 +828,8 @@ def _max_unpool_cases():
             v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, 0]), (Arg((1, 2, 1, 2, 2)),)),
         ("max_unpool3d/zero_stride", lambda v: A.max_unpool3d(
             v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 0, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
+        ("max_unpool3d/negative_output_size", lambda v: A.max_unpool3d(
+            v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [-2, 2, 2], [2, 2, 2], [0, 0, 0]), (Arg((1, 2, 1, 2, 2)),)),
         ("max_unpool3d/negative_padding", lambda v: A.max_unpool3d(
             v, torch.zeros(1, 2, 1, 2, 2, dtype=torch.long), [2, 2, 2], [2, 2, 2], [0, -1, 0]), (Arg((1, 2, 1, 2, 2)),)),
         ("max_unpool3d/empty_channels", lambda v: A.max_unpool3d(
@@ -1011,3 +1016,167 @@ def _bicubic_cases():
         op, variant = name.split("/", 1)
         for dtype in ("float32", "float64"):
             yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+
+
+def _fractional_samples(values, shape):
+    """random_samples built inside the call (so the @grad twins leave them without grad):
+    dyadic values, the same in every dtype, some outside [0, 1), which upstream takes too."""
+    return lambda x: torch.tensor(values, dtype=x.dtype).reshape(shape)
+
+
+def _fractional_direct(spatial, kernel, size, samples):
+    pool = A.fractional_max_pool2d if spatial == 2 else A.fractional_max_pool3d
+    return lambda x: pool(x, kernel, size, samples(x))
+
+
+def _fractional_backward(spatial, kernel, size, samples, convert=lambda g, i: (g, i)):
+    """The backward operator called directly, on the indices of its forward."""
+    pool = A.fractional_max_pool2d if spatial == 2 else A.fractional_max_pool3d
+    backward = A.fractional_max_pool2d_backward if spatial == 2 else A.fractional_max_pool3d_backward
+
+    def call(g, x):
+        # (Its indices from float64, which holds every dtype's values: the refused dtypes
+        # reach the backward operator.)
+        g, indices = convert(g, pool(x.detach().double(), kernel, size, samples(x).double())[1])
+        return backward(g, x, kernel, size, indices)
+    return call
+
+
+def _fractional_max_pool_cases():
+    """fractional_max_pool2d/3d through F with upstream's draws under a seed (output_size,
+    output_ratio, with and without indices), then called directly with given samples (outside
+    [0, 1) too, or a tensor argument whose @grad twin upstream refuses), batched, unbatched,
+    non-contiguous, NaN, an empty batch, a window as large as the input; the backward operators
+    called directly (their @grad twins are upstream's *BackwardBackward0); the dtypes and
+    upstream's checks."""
+    f2, f3 = F.fractional_max_pool2d, F.fractional_max_pool3d
+    s2 = _fractional_samples([0.5, 0.25, 0.9375, 0.0, 0.125, 0.75, 0.375, 0.625, 0.0625, 0.8125, 0.5, 0.5],
+                             (2, 3, 2))
+    s2_outside = _fractional_samples([1.5, -0.5, 0.9375, 3.0, -0.75, 0.25], (1, 3, 2))
+    s3 = _fractional_samples([0.5, 0.25, 0.9375, 0.0, 0.125, 0.75, 0.375, 0.625, 0.0625, 0.8125, 0.5, 0.5,
+                              0.1875, 0.6875, 0.4375, 0.3125, 0.5625, 0.875], (2, 3, 3))
+    image, volume = Arg((2, 3, 7, 8)), Arg((2, 3, 6, 7, 8))
+    entries = (
+        ("fractional_max_pool2d/output_size", seeded(1, lambda x: f2(x, 2, output_size=(4, 5), return_indices=True)),
+         (image,)),
+        ("fractional_max_pool2d/output_ratio", seeded(2, lambda x: f2(x, (2, 3), output_ratio=(0.5, 0.7),
+                                                                      return_indices=True)), (image,)),
+        ("fractional_max_pool2d/no_indices", seeded(3, lambda x: f2(x, 3, output_size=4)), (Arg((1, 2, 9, 9)),)),
+        ("fractional_max_pool2d/unbatched", seeded(4, lambda x: f2(x, (3, 2), output_size=(3, 5),
+                                                                   return_indices=True)), (Arg((3, 7, 8)),)),
+        ("fractional_max_pool2d/transposed", seeded(5, lambda x: f2(x, 2, output_size=(5, 4), return_indices=True)),
+         (Arg((2, 3, 7, 8), layout=TRANSPOSED),)),
+        ("fractional_max_pool2d/stepped", seeded(6, lambda x: f2(x, 2, output_ratio=0.6, return_indices=True)),
+         (Arg((1, 2, 7, 8), layout=STEPPED),)),
+        ("fractional_max_pool2d/nan_inf", seeded(7, lambda x: f2(x, 2, output_size=(4, 4), return_indices=True)),
+         (Arg((1, 2, 6, 7), "special"),)),
+        ("fractional_max_pool2d/empty_batch", seeded(8, lambda x: f2(x, 2, output_size=3, return_indices=True)),
+         (Arg((0, 3, 7, 8)),)),
+        ("fractional_max_pool2d/whole_input", seeded(9, lambda x: f2(x, (7, 8), output_size=1, return_indices=True)),
+         (image,)),
+        ("fractional_max_pool2d/output_as_input", seeded(9, lambda x: f2(x, 1, output_size=(7, 8),
+                                                                         return_indices=True)), (image,)),
+        ("fractional_max_pool2d/samples", _fractional_direct(2, [2, 3], [4, 3], s2), (image,)),
+        ("fractional_max_pool2d/samples_outside_unit", _fractional_direct(2, [2, 2], [3, 4], s2_outside),
+         (Arg((3, 6, 7)),)),
+        ("fractional_max_pool2d/samples_argument", lambda x, u: A.fractional_max_pool2d(x, [2, 2], [3, 4], u),
+         (image, Arg((2, 3, 2), "prob"))),
+        ("fractional_max_pool2d/output_zero", _fractional_direct(2, [2, 2], [0, 4], s2), (image,)),
+        ("fractional_max_pool2d/kernel_zero", _fractional_direct(2, [0, 2], [3, 4], s2), (image,)),
+        ("fractional_max_pool2d/none", lambda x: f2(x, 2), (image,)),
+        ("fractional_max_pool2d/input_2d", _fractional_direct(2, [2, 2], [3, 4], s2), (Arg((7, 8)),)),
+        ("fractional_max_pool2d/input_5d", _fractional_direct(2, [2, 2], [3, 4], s2), (Arg((1, 2, 3, 7, 8)),)),
+        ("fractional_max_pool2d/empty_channels", _fractional_direct(2, [2, 2], [3, 4], s2), (Arg((2, 0, 7, 8)),)),
+        ("fractional_max_pool2d/empty_channels_unbatched", _fractional_direct(2, [2, 2], [3, 4], s2),
+         (Arg((0, 7, 8)),)),
+        ("fractional_max_pool2d/pool_too_high", _fractional_direct(2, [4, 2], [5, 4], s2), (image,)),
+        ("fractional_max_pool2d/pool_too_wide", _fractional_direct(2, [2, 5], [3, 5], s2), (image,)),
+        ("fractional_max_pool2d/kernel_three", _fractional_direct(2, [2, 2, 2], [3, 4], s2), (image,)),
+        ("fractional_max_pool2d/output_size_one", _fractional_direct(2, [2, 2], [3], s2), (image,)),
+        ("fractional_max_pool2d/negative_output", _fractional_direct(2, [2, 2], [3, -1], s2), (image,)),
+        ("fractional_max_pool2d/samples_dtype", lambda x: A.fractional_max_pool2d(
+            x, [2, 2], [3, 4], _other_float(s2(x))), (image,)),
+        ("fractional_max_pool2d/backward_op", _fractional_backward(2, [2, 3], [4, 3], s2),
+         (Arg((2, 3, 4, 3), layout=TRANSPOSED), image)),
+        ("fractional_max_pool2d/backward_op_unbatched", _fractional_backward(2, [2, 2], [3, 4], s2),
+         (Arg((3, 3, 4), layout=STEPPED), Arg((3, 7, 8)))),
+        ("fractional_max_pool2d/backward_op_empty_batch", _fractional_backward(2, [2, 2], [3, 4], s2),
+         (Arg((0, 3, 3, 4)), Arg((0, 3, 7, 8)))),
+        ("fractional_max_pool2d/backward_op_grad_width", _fractional_backward(2, [2, 2], [3, 4], s2),
+         (Arg((2, 3, 3, 5)), image)),
+        ("fractional_max_pool2d/backward_op_grad_height", _fractional_backward(2, [2, 2], [3, 4], s2),
+         (Arg((2, 3, 2, 4)), image)),
+        ("fractional_max_pool2d/backward_op_grad_rank", _fractional_backward(2, [2, 2], [3, 4], s2),
+         (Arg((3, 3, 4)), image)),
+        ("fractional_max_pool2d/backward_op_grad_dtype", _fractional_backward(
+            2, [2, 2], [3, 4], s2, lambda g, i: (_other_float(g), i)), (Arg((2, 3, 3, 4)), image)),
+        ("fractional_max_pool2d/backward_op_int_indices", _fractional_backward(
+            2, [2, 2], [3, 4], s2, lambda g, i: (g, i.int())), (Arg((2, 3, 3, 4)), image)),
+        ("fractional_max_pool2d/backward_op_input_2d", lambda g, x: A.fractional_max_pool2d_backward(
+            g, x, [2, 2], [3, 4], torch.zeros(3, 4, dtype=torch.long)), (Arg((3, 4)), Arg((7, 8)))),
+        ("fractional_max_pool3d/output_size", seeded(1, lambda x: f3(x, 2, output_size=(4, 5, 6),
+                                                                     return_indices=True)), (volume,)),
+        ("fractional_max_pool3d/output_ratio", seeded(2, lambda x: f3(x, (2, 3, 2), output_ratio=(0.5, 0.6, 0.7),
+                                                                      return_indices=True)), (volume,)),
+        ("fractional_max_pool3d/no_indices", seeded(3, lambda x: f3(x, 2, output_size=3)), (Arg((1, 2, 5, 5, 5)),)),
+        ("fractional_max_pool3d/unbatched", seeded(4, lambda x: f3(x, (2, 3, 2), output_size=(3, 4, 3),
+                                                                   return_indices=True)), (Arg((3, 6, 7, 8)),)),
+        ("fractional_max_pool3d/transposed", seeded(5, lambda x: f3(x, 2, output_size=(3, 4, 5),
+                                                                    return_indices=True)),
+         (Arg((2, 3, 6, 7, 8), layout=TRANSPOSED),)),
+        ("fractional_max_pool3d/nan_inf", seeded(7, lambda x: f3(x, 2, output_size=(2, 3, 4), return_indices=True)),
+         (Arg((1, 2, 5, 6, 7), "special"),)),
+        ("fractional_max_pool3d/empty_batch", seeded(8, lambda x: f3(x, 2, output_size=3, return_indices=True)),
+         (Arg((0, 3, 6, 7, 8)),)),
+        ("fractional_max_pool3d/samples", _fractional_direct(3, [2, 3, 2], [4, 3, 5], s3), (volume,)),
+        ("fractional_max_pool3d/samples_argument", lambda x, u: A.fractional_max_pool3d(x, [2, 2, 2], [3, 4, 5], u),
+         (volume, Arg((2, 3, 3), "prob"))),
+        ("fractional_max_pool3d/none", lambda x: f3(x, 2), (volume,)),
+        ("fractional_max_pool3d/input_3d", _fractional_direct(3, [2, 2, 2], [3, 4, 5], s3), (Arg((6, 7, 8)),)),
+        ("fractional_max_pool3d/input_6d", _fractional_direct(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((1, 2, 3, 6, 7, 8)),)),
+        ("fractional_max_pool3d/empty_channels", _fractional_direct(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((2, 0, 6, 7, 8)),)),
+        ("fractional_max_pool3d/empty_channels_unbatched", _fractional_direct(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((0, 6, 7, 8)),)),
+        ("fractional_max_pool3d/pool_fills_time", _fractional_direct(3, [3, 2, 2], [4, 4, 5], s3), (volume,)),
+        ("fractional_max_pool3d/pool_too_high_and_wide", _fractional_direct(3, [2, 3, 3], [4, 5, 6], s3), (volume,)),
+        ("fractional_max_pool3d/pool_too_high", _fractional_direct(3, [2, 3, 2], [4, 5, 6], s3), (volume,)),
+        ("fractional_max_pool3d/kernel_two", _fractional_direct(3, [2, 2], [3, 4, 5], s3), (volume,)),
+        ("fractional_max_pool3d/output_size_two", _fractional_direct(3, [2, 2, 2], [3, 4], s3), (volume,)),
+        ("fractional_max_pool3d/negative_output", _fractional_direct(3, [2, 2, 2], [3, -2, 5], s3), (volume,)),
+        ("fractional_max_pool3d/samples_dtype", lambda x: A.fractional_max_pool3d(
+            x, [2, 2, 2], [3, 4, 5], _other_float(s3(x))), (volume,)),
+        ("fractional_max_pool3d/backward_op", _fractional_backward(3, [2, 3, 2], [4, 3, 5], s3),
+         (Arg((2, 3, 4, 3, 5), layout=TRANSPOSED), volume)),
+        ("fractional_max_pool3d/backward_op_unbatched", _fractional_backward(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((3, 3, 4, 5), layout=STEPPED), Arg((3, 6, 7, 8)))),
+        ("fractional_max_pool3d/backward_op_empty_batch", _fractional_backward(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((0, 3, 3, 4, 5)), Arg((0, 3, 6, 7, 8)))),
+        ("fractional_max_pool3d/backward_op_grad_time", _fractional_backward(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((2, 3, 2, 4, 5)), volume)),
+        ("fractional_max_pool3d/backward_op_grad_height", _fractional_backward(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((2, 3, 3, 3, 5)), volume)),
+        ("fractional_max_pool3d/backward_op_grad_width", _fractional_backward(3, [2, 2, 2], [3, 4, 5], s3),
+         (Arg((2, 3, 3, 4, 4)), volume)),
+        ("fractional_max_pool3d/backward_op_grad_dtype", _fractional_backward(
+            3, [2, 2, 2], [3, 4, 5], s3, lambda g, i: (_other_float(g), i)), (Arg((2, 3, 3, 4, 5)), volume)),
+        ("fractional_max_pool3d/backward_op_int_indices", _fractional_backward(
+            3, [2, 2, 2], [3, 4, 5], s3, lambda g, i: (g, i.int())), (Arg((2, 3, 3, 4, 5)), volume)),
+        ("fractional_max_pool3d/backward_op_input_3d", lambda g, x: A.fractional_max_pool3d_backward(
+            g, x, [2, 2, 2], [3, 4, 5], torch.zeros(3, 4, 5, dtype=torch.long)), (Arg((3, 4, 5)), Arg((6, 7, 8)))),
+    )
+    for name, call, args in entries:
+        op, variant = name.split("/", 1)
+        for dtype in ("float32", "float64"):
+            yield Case("%s/%s/%s" % (op, dtype, variant), call, args, dtype)
+    # Upstream's kernels take float and double; the others are refused by their names.
+    for dtype in ("float16", "bfloat16", "int64"):
+        yield Case("fractional_max_pool2d/%s/dtype" % dtype, _fractional_direct(2, [2, 2], [3, 4], s2), (image,),
+                   dtype)
+        yield Case("fractional_max_pool3d/%s/dtype" % dtype, _fractional_direct(3, [2, 2, 2], [3, 4, 5], s3),
+                   (volume,), dtype)
+        yield Case("fractional_max_pool2d/%s/backward_op_dtype" % dtype, _fractional_backward(
+            2, [2, 2], [3, 4], s2), (Arg((2, 3, 3, 4)), image), dtype)
+        yield Case("fractional_max_pool3d/%s/backward_op_dtype" % dtype, _fractional_backward(
+            3, [2, 2, 2], [3, 4, 5], s3), (Arg((2, 3, 3, 4, 5)), volume), dtype)
