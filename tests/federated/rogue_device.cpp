@@ -102,6 +102,10 @@ Options parse(tn::cli::Command& program, int argc, char** argv) {
   mode("secagg-long-input",
        "takes part honestly in the next secure aggregation round it is selected for until its masked input, "
        "whose last message it sends one word too long; prints the coordinator's answer");
+  mode("secagg-wide-word",
+       "with --secagg-transport data-plane: takes part honestly in the next secure aggregation round it is "
+       "selected for until its masked input, whose first word it sends into the hub's reduce as 2^bits (the "
+       "round's modulus, below 32 bits); prints the coordinator's answer to what follows");
   mode("secagg-leave-after",
        "as secagg-quit-after, but instead of dying it leaves the round alive: it checks in again "
        "(heartbeating) "
@@ -536,6 +540,11 @@ json secagg_rogue(const Options& options) {
     deliver_on_plane = [&](const std::vector<uint32_t>& masked) {
       std::vector<uint32_t> sent = masked;
       if (options.mode == "secagg-long-input") sent.push_back(0);
+      if (options.mode == "secagg-wide-word") {
+        if (round.secure_aggregation().bits() >= 32)
+          throw std::runtime_error("secagg-wide-word needs bits below 32");
+        sent[0] = uint32_t{1} << round.secure_aggregation().bits();
+      }
       tn::client::send_masked_words(*plane, round, sent);
       // Its words are in the hub's reduce; it dies before it can say so by SecAggStage.
       if (options.mode == "secagg-quit-after" && options.argument == "mask") std::raise(SIGKILL);
@@ -576,7 +585,8 @@ json secagg_rogue(const Options& options) {
   } catch (const LeftTheRound&) {
     for (;;) device.check_in();  // alive and back in a CheckIn, as a device whose round failed
   } catch (const Refused& refused) {
-    if (options.mode == "secagg-long-input") return {{"device_id", id}, {"refused", refused.status}};
+    if (options.mode == "secagg-long-input" || options.mode == "secagg-wide-word")
+      return {{"device_id", id}, {"refused", refused.status}};
     throw std::runtime_error("SecAggStage failed: " + refused.status.dump());
   }
   throw std::runtime_error("the round ended before stage " + options.argument);

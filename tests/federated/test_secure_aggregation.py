@@ -56,14 +56,14 @@ def create_task(coordinator, tmp_path, *extra, strategy="fedavg"):
 
 
 def create_secure_task(coordinator, tmp_path, rounds, devices=DEVICES, min_updates=3, dropout_fraction=0.33,
-                       initial=INITIAL):
+                       initial=INITIAL, bits=32, levels=LEVELS):
     write_safetensors(tmp_path / "initial.safetensors", initial)
     return admin_json(coordinator, "create-task", "--strategy", "fedavg", "--rounds", str(rounds),
                       "--devices-per-round", str(devices), "--min-available", str(devices), "--min-updates",
                       str(min_updates), "--round-timeout-ms", "20000", "--model", str(tmp_path / "initial.safetensors"),
                       "--secagg-corrupt-fraction", "0.05", "--secagg-dropout-fraction", str(dropout_fraction),
                       "--secagg-clip-range", str(CLIP), "--secagg-max-weight", str(MAX_WEIGHT), "--secagg-levels",
-                      str(LEVELS))["task_id"]
+                      str(levels), "--secagg-bits", str(bits))["task_id"]
 
 
 def device_command(coordinator, tmp_path, count, rounds, transport="grpc", keys="keys"):
@@ -711,3 +711,32 @@ def test_a_python_device_refuses_by_name_a_round_asking_for_less_noise_than_its_
         f"round 1 of task {task} asks each device for noise of multiplier 1 for sums of 3 devices (a share of "
         f"{1 / math.sqrt(3):.6g} sensitivities), below this device's noise floor, multiplier 1 for sums of 2 "
         f"devices (a share of {1 / math.sqrt(2):.6g} sensitivities)"), report
+
+
+def test_a_masked_word_past_the_modulus_on_the_data_plane_is_refused_naming_the_device(coordinator, tmp_path):
+    """Sums modulo 2^24 (30,000 levels: 5 x 50 x 30,000 fits 23 bits): federated_rogue_device
+    --secagg-transport data-plane secagg-wide-word sends 2^24 as its first masked word into the hub's
+    reduce, a word no honest device sends (SecAggStage refuses it too). The hub's check refuses it as
+    it lands, naming the device and the word (an update_refused event); the rogue's SecAggStage saying
+    its words went is refused with that reason; the round completes over the other four, the rogue
+    missing (without the check it would be a contributor, checked)."""
+    task = create_secure_task(coordinator, tmp_path, rounds=1, bits=24, levels=30000)
+    rogue = subprocess.Popen([rogue_device(), "--server", f"127.0.0.1:{coordinator['grpc_port']}", "--key",
+                              str(tmp_path / "rogue.key"), "--secagg-transport", "data-plane", "secagg-wide-word"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (entry,), survivors = run_devices(coordinator, tmp_path, task, DEVICES - 1, transport="data-plane")
+        out, err = rogue.communicate(timeout=30)
+        assert rogue.returncode == 0, err
+        answer = json.loads(out.splitlines()[-1])
+        why = "masked input word 0 is 16777216, not below 2^24"
+        assert answer["refused"] == {"code": 9, "message": (  # FAILED_PRECONDITION
+            f"SecAggStage from device {answer['device_id']} refused: the hub's reduce of the masked inputs did not "
+            f"count this device's: {why}")}, answer
+        refused = log_events(coordinator["log"], "update_refused")
+        assert [(e["device"], e["transport"], e["message"]) for e in refused] == [
+            (answer["device_id"], "data-plane", why)], refused
+        assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+        assert entry["contributors"] == survivors and entry["missing"] == [answer["device_id"]], entry
+    finally:
+        kill_all([rogue])

@@ -74,6 +74,13 @@ void SecureExchange::take(const federated::DeviceId& device, const v1::SecAggSta
   const Stage stage = stage_of(payload);
   if (stage == Stage::Done)
     return refuse(grpc::StatusCode::INVALID_ARGUMENT, "it carries no stage's message");
+  // A data-plane device whose words the hub's reduce did not count is out of the round by then;
+  // it learns why (hold_plane_delivery answers it), not only that it is out.
+  if (payload.has_masked_input_on_data_plane() && stage_ == Stage::MaskedInput && plane_settled_ &&
+      on_plane_.contains(index) && !plane_contributors_.contains(index)) {
+    hold_plane_delivery(index, call);
+    return;
+  }
   // Checked here as well as by the session, so that masked input chunks out of their stage, or
   // from a device left out of it, are never kept.
   if (stage != stage_ || !expected_.contains(index) || held_.contains(index))

@@ -830,9 +830,11 @@ std::optional<std::string> TaskRunner::reduce_masked_inputs(Round& round, dist::
     if (!in_stage.contains(round.on_plane[i]))
       group.disconnect(int(i) + 1,
                        "(device " + round.on_plane[i] + ") left the secure round before its masked input");
-  // Each word is checked below 2^bits as it lands: the int32 sum would carry a larger one into the
-  // unmasked sum. A device with one is left out of the sum, named; one of another length is
-  // refused as it announces itself (a collective mismatch).
+  // Each word is checked below 2^bits as it lands, as a masked input by SecAggStage is (add_modular):
+  // a larger one is no word of the protocol (the sum is taken modulo 2^bits, so it could not wrap
+  // into the others', but a device sending it is not following the round). A device with one is
+  // left out of the sum, named; one of another length is refused as it announces itself (a
+  // collective mismatch).
   const unsigned bits = params_.secure_aggregation->fixed_point.bits;
   const dist::ContributionCheck check = [bits](int, uint64_t offset, const void* data,
                                                uint64_t bytes) -> std::optional<std::string> {
