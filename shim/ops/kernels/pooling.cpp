@@ -672,27 +672,30 @@ bool fills_its_memory(const Tensor& t) {
   return true;
 }
 
+// An out= tensor of fractional pooling resized to `sizes` where its sizes differ, as the memory
+// upstream's kernels write: from its first element in contiguous order, whatever its strides (a
+// result of other strides holds the values in that order). Refused where that memory is not the
+// tensor's (upstream writes past its elements).
+Tensor written_memory(const Tensor& t, const Shape& sizes) {
+  if (t.sizes() != sizes) t.resize(sizes);
+  if (!fills_its_memory(t))
+    throw Error(
+        "fractional max pooling writes its out= tensors in contiguous order from their first "
+        "element: an output of sizes " +
+        shape_str(t.sizes()) + " and strides " + shape_str(t.strides()) + " does not hold that memory");
+  return leading_memory(t, t.numel(), "output");
+}
+
 // The out= forms, upstream's structured kernels: the checks on self as called, then the outputs
 // resized where their sizes differ (self too, when it is one), then the loop over self as it is
-// then, writing each output's memory from its first element in contiguous order, whatever its
-// strides (a result of other strides holds the values in that order), cell by cell, so that a
-// self written to is read as the loop has left it. Refused where that memory is not the
-// output's (upstream writes past its elements).
+// then, writing the outputs' memory cell by cell, so that a self written to is read as the loop
+// has left it.
 IValue fractional_max_pool_out(const Args& a, int spatial) {
   const Tensor &input = a.tensor(0), &output = a.tensor(4), &indices = a.tensor(5);
   auto [pool, out] = fractional_sizes(a, spatial);
   Shape out_sizes = with_spatial(input.sizes(), out, spatial);
-  std::vector<Tensor> memory;
-  for (const Tensor& t : {output, indices}) {
-    if (t.sizes() != out_sizes) t.resize(out_sizes);
-    if (!fills_its_memory(t))
-      throw Error(
-          "fractional max pooling writes its out= tensors in contiguous order from their first "
-          "element: an output of sizes " +
-          shape_str(t.sizes()) + " and strides " + shape_str(t.strides()) + " does not hold that memory");
-    memory.push_back(leading_memory(t, t.numel(), "output"));
-  }
-  fractional_pool_into(input, a.tensor(3), pool, out, spatial, memory[0], memory[1]);
+  fractional_pool_into(input, a.tensor(3), pool, out, spatial, written_memory(output, out_sizes),
+                       written_memory(indices, out_sizes));
   return IValue::tuple({output, indices});
 }
 
@@ -730,6 +733,16 @@ Tensor fractional_max_pool_backward(const Args& a, int spatial) {
   Tensor g = ops::reshape(leading_memory(grad.contiguous(), count, "grad_output"), pooled);
   return max_pool_backward(g, ops::reshape(leading_memory(indices, count, "indices"), pooled), self.sizes(),
                            spatial);
+}
+
+// The backward's out= forms: grad_input computed from the operands as called, then written as
+// upstream writes it, in memory order.
+Tensor fractional_max_pool_backward_out(const Args& a, int spatial) {
+  Tensor result = fractional_max_pool_backward(a, spatial);
+  const Tensor& grad_input = a.tensor(5);
+  Tensor memory = written_memory(grad_input, result.sizes());
+  if (!memory.is_meta()) memory.copy_from(ops::reshape(result, {-1}));
+  return grad_input;
 }
 
 }  // namespace
@@ -962,5 +975,9 @@ TN_KERNEL("aten::fractional_max_pool2d.output", { return fractional_max_pool_out
 TN_KERNEL("aten::fractional_max_pool3d.output", { return fractional_max_pool_out(a, 3); });
 TN_KERNEL("aten::fractional_max_pool2d_backward", { return fractional_max_pool_backward(a, 2); });
 TN_KERNEL("aten::fractional_max_pool3d_backward", { return fractional_max_pool_backward(a, 3); });
+TN_KERNEL("aten::fractional_max_pool2d_backward.grad_input",
+          { return fractional_max_pool_backward_out(a, 2); });
+TN_KERNEL("aten::fractional_max_pool3d_backward.grad_input",
+          { return fractional_max_pool_backward_out(a, 3); });
 
 }  // namespace tn

@@ -1112,6 +1112,9 @@ def _fractional_max_pool_cases():
             2, [2, 2], [3, 4], s2, lambda g, i: (_other_float(g), i)), (Arg((2, 3, 3, 4)), image)),
         ("fractional_max_pool2d/backward_op_int_indices", _fractional_backward(
             2, [2, 2], [3, 4], s2, lambda g, i: (g, i.int())), (Arg((2, 3, 3, 4)), image)),
+        ("fractional_max_pool2d/backward_op_out_transposed", lambda g, x: A.fractional_max_pool2d_backward(
+            g, x, [2, 2], [3, 4], A.fractional_max_pool2d(x.detach(), [2, 2], [3, 4], s2(x))[1],
+            grad_input=torch.zeros(2, 3, 8, 7, dtype=x.dtype).transpose(2, 3)), (Arg((2, 3, 3, 4)), image)),
         ("fractional_max_pool2d/backward_op_input_2d", lambda g, x: A.fractional_max_pool2d_backward(
             g, x, [2, 2], [3, 4], torch.zeros(3, 4, dtype=torch.long)), (Arg((3, 4)), Arg((7, 8)))),
         ("fractional_max_pool3d/output_size", seeded(1, lambda x: f3(x, 2, output_size=(4, 5, 6),
@@ -1163,6 +1166,12 @@ def _fractional_max_pool_cases():
             3, [2, 2, 2], [3, 4, 5], s3, lambda g, i: (_other_float(g), i)), (Arg((2, 3, 3, 4, 5)), volume)),
         ("fractional_max_pool3d/backward_op_int_indices", _fractional_backward(
             3, [2, 2, 2], [3, 4, 5], s3, lambda g, i: (g, i.int())), (Arg((2, 3, 3, 4, 5)), volume)),
+        ("fractional_max_pool3d/out_transposed", lambda x: A.fractional_max_pool3d(
+            x, [2, 2, 2], [3, 4, 5], s3(x), output=torch.zeros(2, 3, 5, 4, 3, dtype=x.dtype).permute(0, 1, 4, 3, 2),
+            indices=torch.zeros(2, 3, 3, 4, 5, dtype=torch.long)), (volume,)),
+        ("fractional_max_pool3d/backward_op_out_transposed", lambda g, x: A.fractional_max_pool3d_backward(
+            g, x, [2, 2, 2], [3, 4, 5], A.fractional_max_pool3d(x.detach(), [2, 2, 2], [3, 4, 5], s3(x))[1],
+            grad_input=torch.zeros(2, 3, 8, 7, 6, dtype=x.dtype).permute(0, 1, 4, 3, 2)), (Arg((2, 3, 3, 4, 5)), volume)),
         ("fractional_max_pool3d/backward_op_input_3d", lambda g, x: A.fractional_max_pool3d_backward(
             g, x, [2, 2, 2], [3, 4, 5], torch.zeros(3, 4, 5, dtype=torch.long)), (Arg((3, 4, 5)), Arg((6, 7, 8)))),
     )
