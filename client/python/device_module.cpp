@@ -150,7 +150,13 @@ PYBIND11_MODULE(_device, m) {
       .def_readonly("contributed", &tn::client::RoundReport::contributed)
       .def_readonly("error", &tn::client::RoundReport::error)
       .def_property_readonly("num_examples",
-                             [](const tn::client::RoundReport& r) { return r.result.num_examples; });
+                             [](const tn::client::RoundReport& r) { return r.result.num_examples; })
+      // A secure round's quantised update (the words this device masked, the last its capped
+      // example count) as a uint32 array, empty otherwise: what torchnative-device's --report-dir
+      // writes, for a test to recompute the round's sum.
+      .def_property_readonly("quantised", [](const tn::client::RoundReport& r) {
+        return py::array_t<uint32_t>(py::ssize_t(r.quantised.size()), r.quantised.data());
+      });
 
   // torchnative-device's --max-model-bytes default, from the one place that sets it.
   m.attr("DEFAULT_MAX_MODEL_BYTES") = tn::proto::TransferLimits{}.max_total_bytes;

@@ -109,8 +109,9 @@ class Device:
 
     def run(self, train, *, rounds):
         """Takes part in `rounds` rounds (fewer when the work ends first and when_no_task is "exit");
-        returns their RoundReports (contributed, error, ...). Ctrl-C ends it at once, even while a
-        check-in is held."""
+        returns their RoundReports (contributed, error, num_examples; in a secure aggregation round,
+        quantised: the words this device masked, a uint32 array whose last word is its capped
+        example count). Ctrl-C ends it at once, even while a check-in is held."""
         def train_arrays(arrays, config):
             state = tensors_of(arrays)
             trained, examples = train(state, config)

@@ -595,6 +595,56 @@ def test_devices_on_the_data_plane_sum_their_masked_inputs_in_the_hubs_reduce(co
     assert [(line["data_plane_devices"], "broadcast_seconds" in line) for line in hosted] == [(3, True)] * 2, hosted
 
 
+# A Python device (torchnative.device, the device side of nn.federated.Engine) on the data plane,
+# Device's default round_transport: its training adds a fixed update to the round's model (some
+# coordinates past CLIP, to be clamped) and reports 73 examples (capped at MAX_WEIGHT); prints its
+# round's report as JSON in the form of torchnative-device's --report-dir files (check_quantised).
+PYTHON_SECURE_DEVICE = r'''
+import json, sys
+import numpy as np
+import torch
+from torchnative.device import Device
+device = Device(sys.argv[1], sys.argv[2], check_in_wait=1.0)
+trained = {}
+def train(state, config):
+    for scale, name in enumerate(("weight", "bias"), start=1):
+        values = state[name].numpy()
+        values = values + scale * np.linspace(-0.03, 0.02, values.size, dtype=np.float32).reshape(values.shape)
+        state[name] = torch.from_numpy(values)
+        trained[name] = {"values": values.ravel().tolist()}
+    return state, 73
+(report,) = device.run(train, rounds=1)
+print(json.dumps({"device_id": device.device_id, "contributed": report.contributed, "error": report.error,
+                  "num_examples": report.num_examples, "quantised": report.quantised.tolist(), "tensors": trained}))
+'''
+
+
+def test_a_python_device_takes_part_in_a_secure_round_on_the_data_plane(coordinator, tmp_path):
+    """A torchnative.device.Device with its default transport beside four torchnative-devices, all
+    on the data plane: it receives the model by the hub's broadcast, quantises its update, masks
+    it and sends the words into the hub's reduce; the round completes with the five as
+    contributors, the Python device's reported words (RoundReport.quantised) within one step of its
+    capped weight times its clamped update, and the stored model bit for bit the five's quantised
+    updates summed and dequantised (check_round)."""
+    task = create_secure_task(coordinator, tmp_path, rounds=1)
+    python = subprocess.Popen([PYTHON, "-c", PYTHON_SECURE_DEVICE, f"127.0.0.1:{coordinator['grpc_port']}",
+                               str(tmp_path / "python.key")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (entry,), others = run_devices(coordinator, tmp_path, task, DEVICES - 1, transport="data-plane")
+        out, err = python.communicate(timeout=30)
+    finally:
+        kill_all([python])
+    assert python.returncode == 0, err
+    report = json.loads(out)
+    assert report["contributed"] and report["error"] == "" and report["num_examples"] == 73, report
+    assert entry["state"] == "ROUND_STATE_COMPLETED", entry
+    assert entry["contributors"] == sorted(others + [report["device_id"]]) and entry["missing"] == [], entry
+    check_quantised(report, INITIAL)
+    check_round(coordinator, tmp_path, entry, others, INITIAL, [report["quantised"]])
+    hosted = log_events(coordinator["log"], "round_data_plane")
+    assert [line["data_plane_devices"] for line in hosted] == [DEVICES], hosted
+
+
 @pytest.mark.parametrize("stage", ["share", "mask"])
 def test_a_data_plane_device_killed_before_or_after_its_masked_input_reached_the_hub(tmp_path, stage):
     """federated_rogue_device --secagg-transport data-plane secagg-quit-after STAGE beside four honest
