@@ -2,7 +2,6 @@
 
 #include <sodium.h>
 
-#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -30,19 +29,6 @@ secagg::FixedPointParameters fixed_point_of(const v1::SecAggRound& round) {
   parameters.max_weight = round.max_weight();
   parameters.max_devices = round.max_devices();
   return parameters;
-}
-
-std::map<DeviceIndex, secagg::Bytes32> identities_of(const v1::SecAggRound& round) {
-  std::map<DeviceIndex, secagg::Bytes32> identities;
-  for (int index = 0; index < round.identities_size(); ++index) {
-    const std::string& key = round.identities(index);
-    if (key.size() != secagg::Bytes32{}.size())
-      throw std::runtime_error("secure round: the identity of device index " + std::to_string(index) +
-                               " is " + std::to_string(key.size()) +
-                               " bytes, not an Ed25519 public key of 32");
-    std::memcpy(identities[DeviceIndex(index)].data(), key.data(), key.size());
-  }
-  return identities;
 }
 
 // The coordinator's answer to a stage's message, refused unless it is of the kind expected.
@@ -83,8 +69,8 @@ void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>
   if (secure.words_per_message() == 0)
     throw std::runtime_error("secure round: words_per_message 0 leaves no room for the masked input");
   const DeviceIndex me = secure.device_index();
-  secagg::DeviceSession session(secure.session(), me, std::move(sign), identities_of(secure),
-                                secure.threshold(), secure.bits());
+  // No identities yet: its neighbours' come with their keys, and it is sent no others.
+  secagg::DeviceSession session(secure.session(), me, std::move(sign), {}, secure.threshold(), secure.bits());
   v1::SecAggStagePayload base;
   base.set_task_id(round.task_id());
   base.set_round_id(round.round_id());
@@ -92,14 +78,11 @@ void run_secure_stages(const v1::RoundConfig& round, const std::vector<uint32_t>
   v1::SecAggStagePayload payload = base;
   *payload.mutable_advertisement() = proto::to_message(session.advertise_keys());
   v1::SecAggStageResponse answer = expect(call(payload), Next::kNeighbourKeys, "advertise keys");
-  std::map<DeviceIndex, secagg::KeyAdvertisement> neighbours;
-  for (const v1::SecAggKeyAdvertisement& message : answer.neighbour_keys().advertisements()) {
-    const secagg::KeyAdvertisement advertisement = proto::from_message(message);
-    neighbours[advertisement.device] = advertisement;
-  }
+  const secagg::Envelopes sealed = session.share_keys(proto::advertisements_of(answer.neighbour_keys()),
+                                                      proto::identities_of(answer.neighbour_keys()));
 
   payload = base;
-  for (v1::SecAggEnvelope& envelope : proto::envelopes_from(me, session.share_keys(neighbours)))
+  for (v1::SecAggEnvelope& envelope : proto::envelopes_from(me, sealed))
     *payload.mutable_shares()->add_envelopes() = std::move(envelope);
   answer = expect(call(payload), Next::kEnvelopes, "share keys");
   const secagg::Envelopes received = proto::envelopes_for_recipient(

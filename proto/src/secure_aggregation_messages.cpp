@@ -163,20 +163,54 @@ secagg::Signature from_message(const v1::SecAggSurvivorsSignature& message) {
 }
 
 v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request,
-                                   const std::map<DeviceIndex, secagg::Signature>& signatures) {
+                                   const secagg::SignedViews& signatures) {
   v1::SecAggUnmaskRequest message;
   message.mutable_survivors()->Add(request.survivors.begin(), request.survivors.end());
   message.mutable_dropped()->Add(request.dropped.begin(), request.dropped.end());
-  for (const auto& [device, signature] : signatures)
-    *message.add_signatures() = to_message(device, signature);
+  for (const auto& [device, view] : signatures) {
+    v1::SecAggSurvivorsSignature& signed_view = *message.add_signatures() =
+        to_message(device, view.signature);
+    signed_view.mutable_survivors()->Add(view.survivors.begin(), view.survivors.end());
+  }
   return message;
 }
 
-std::map<DeviceIndex, secagg::Signature> signatures_of(const v1::SecAggUnmaskRequest& message) {
-  std::map<DeviceIndex, secagg::Signature> out;
+secagg::SignedViews signatures_of(const v1::SecAggUnmaskRequest& message) {
+  secagg::SignedViews out;
   for (const v1::SecAggSurvivorsSignature& signature : message.signatures())
-    if (!out.emplace(signature.device_index(), from_message(signature)).second)
+    if (!out.emplace(
+                signature.device_index(),
+                secagg::SignedView{ascending(signature.survivors(), "signed view"), from_message(signature)})
+             .second)
       refuse("two signatures of device " + std::to_string(signature.device_index()));
+  return out;
+}
+
+v1::SecAggNeighbourKeys to_message(const std::map<DeviceIndex, secagg::KeyAdvertisement>& keys,
+                                   const std::map<DeviceIndex, secagg::Bytes32>& identities) {
+  v1::SecAggNeighbourKeys message;
+  for (const auto& [device, advertisement] : keys) {
+    *message.add_advertisements() = to_message(advertisement);
+    message.add_identities(as_string(identities.at(device)));
+  }
+  return message;
+}
+
+std::map<DeviceIndex, secagg::KeyAdvertisement> advertisements_of(const v1::SecAggNeighbourKeys& message) {
+  std::map<DeviceIndex, secagg::KeyAdvertisement> out;
+  for (const v1::SecAggKeyAdvertisement& advertisement : message.advertisements())
+    if (!out.emplace(advertisement.device_index(), from_message(advertisement)).second)
+      refuse("two advertisements of device " + std::to_string(advertisement.device_index()));
+  return out;
+}
+
+std::map<DeviceIndex, secagg::Bytes32> identities_of(const v1::SecAggNeighbourKeys& message) {
+  if (message.identities_size() != message.advertisements_size())
+    refuse(std::to_string(message.identities_size()) + " identities for " +
+           std::to_string(message.advertisements_size()) + " advertisements");
+  std::map<DeviceIndex, secagg::Bytes32> out;
+  for (int i = 0; i < message.identities_size(); ++i)
+    out[message.advertisements(i).device_index()] = fixed_bytes<32>(message.identities(i), "identity key");
   return out;
 }
 

@@ -61,18 +61,21 @@ TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
   }
   std::vector<secagg::DeviceSession> devices;
   for (DeviceIndex d = 0; d < n; ++d)
-    devices.emplace_back(kRound, d, signer_of(identities[d].key), registry, graph.threshold, kBits);
+    devices.emplace_back(kRound, d, signer_of(identities[d].key), std::map<DeviceIndex, secagg::Bytes32>{},
+                         graph.threshold, kBits);
   secagg::CoordinatorSession coordinator(kRound, public_keys, graph, secagg::Bytes32{9}, kBits, kWords);
 
   for (DeviceIndex d = 0; d < n; ++d)
     coordinator.receive_advertisement(from_message(carried(to_message(devices[d].advertise_keys()))));
   coordinator.close_advertising();
   for (DeviceIndex d = 0; d < n; ++d) {
-    std::map<DeviceIndex, secagg::KeyAdvertisement> keys;
-    for (const auto& [peer, advertisement] : coordinator.keys_for(d))
-      keys[peer] = from_message(carried(to_message(advertisement)));
+    std::map<DeviceIndex, secagg::Bytes32> identities;
+    for (const auto& [peer, advertisement] : coordinator.keys_for(d)) identities[peer] = registry[peer];
+    const v1::SecAggNeighbourKeys keys = carried(to_message(coordinator.keys_for(d), identities));
     if (d == 4) continue;  // gone after advertising
-    const secagg::Envelopes sealed = devices[d].share_keys(keys);
+    // A device is given no identities but its neighbours', with their keys.
+    secagg::DeviceSession& device = devices[d];
+    const secagg::Envelopes sealed = device.share_keys(advertisements_of(keys), identities_of(keys));
     coordinator.receive_shares(d, envelopes_of_sender(d, carried(envelopes_from(d, sealed))));
   }
   coordinator.close_sharing();
@@ -89,14 +92,19 @@ TEST(SecAggMessages, ARoundCarriedAsMessagesUnmasksToTheSurvivorsSum) {
   }
   const secagg::UnmaskRequest check = from_message(carried(to_message(coordinator.close_masking())));
   EXPECT_EQ(check.dropped, (std::vector<DeviceIndex>{6}));
-  for (DeviceIndex d : check.survivors)
+  for (DeviceIndex d : check.survivors) {
+    const secagg::UnmaskRequest shown =
+        from_message(carried(to_message(secagg::UnmaskRequest{coordinator.view_of(d), {}})));
     coordinator.receive_survivors_signature(
-        d, from_message(carried(to_message(d, devices[d].consistency_check(check.survivors)))));
-  const v1::SecAggUnmaskRequest sent = carried(to_message(check, coordinator.close_consistency_check()));
-  const secagg::UnmaskRequest request = from_message(sent);
-  for (DeviceIndex d : request.survivors)
+        d, from_message(carried(to_message(d, devices[d].consistency_check(shown.survivors)))));
+  }
+  coordinator.close_consistency_check();
+  for (DeviceIndex d : check.survivors) {
+    const v1::SecAggUnmaskRequest sent =
+        carried(to_message(coordinator.request_for(d), coordinator.signatures_for(d)));
     coordinator.receive_unmask_response(
-        d, from_message(carried(to_message(devices[d].unmask(request, signatures_of(sent))))));
+        d, from_message(carried(to_message(devices[d].unmask(from_message(sent), signatures_of(sent))))));
+  }
   EXPECT_EQ(coordinator.close_unmasking(), expected);  // 2^32 wraps as uint32_t does
 }
 
@@ -113,12 +121,24 @@ TEST(SecAggMessages, WhatAPeerCouldGetWrongIsRefusedByName) {
       refusal_of([&] { from_message(request); }).find("survivors not strictly ascending at 1 (2 then 1)"),
       std::string::npos);
   request.Clear();
+  request.add_signatures()->add_survivors(1);
+  request.mutable_signatures(0)->add_survivors(1);
+  EXPECT_NE(refusal_of([&] { signatures_of(request); }).find("signed view not strictly ascending"),
+            std::string::npos);
+  request.Clear();
   *request.add_signatures() = to_message(1, secagg::Signature{});
   *request.add_signatures() = to_message(1, secagg::Signature{});
   EXPECT_NE(refusal_of([&] { signatures_of(request); }).find("two signatures of device 1"),
             std::string::npos);
   request.mutable_signatures(0)->mutable_signature()->resize(63);
   EXPECT_NE(refusal_of([&] { signatures_of(request); }).find("signature of 63 bytes, expected 64"),
+            std::string::npos);
+  v1::SecAggNeighbourKeys keys;
+  *keys.add_advertisements() = advertisement;
+  EXPECT_NE(refusal_of([&] { identities_of(keys); }).find("0 identities for 1 advertisements"),
+            std::string::npos);
+  keys.add_identities("short");
+  EXPECT_NE(refusal_of([&] { identities_of(keys); }).find("identity key of 5 bytes, expected 32"),
             std::string::npos);
   std::vector<v1::SecAggMaskedInput> pieces = masked_input_messages(std::vector<uint32_t>(10, 7), 4);
   EXPECT_EQ(pieces.size(), 3u);

@@ -5,10 +5,12 @@
 // unmask), with their aborts: a party stops when fewer than the threshold t remain at a stage.
 //
 // Each stage's message is taken once, in its stage: a second one or one out of order is refused
-// by name (OutOfOrder), so that a replayed stage changes nothing. At the consistency check each
-// survivor signs the survivor set it was shown; a device reveals shares only for that same set and
-// with at least t valid signatures of it, so that a coordinator cannot show devices different
-// sets to obtain both shares of one device from different neighbours.
+// by name (OutOfOrder), so that a replayed stage changes nothing. A device's messages concern only
+// its neighbourhood (O(k) per device, k = O(log n)): at stage 2 its neighbours' identities come
+// with their keys; at the consistency check each survivor signs its view, the survivors among
+// itself and its neighbours, and reveals shares only for that view, with at least t of its
+// surviving neighbours' signed views that agree with it wherever they overlap
+// (docs/secure_aggregation.md, "The consistency check in the sparse graph").
 #pragma once
 
 #include <cstdint>
@@ -23,9 +25,17 @@ namespace tn::federated::secagg {
 
 using Envelopes = std::map<DeviceIndex, std::vector<uint8_t>>;  // by recipient, or by sender
 
-// One device's round: `sign` signs with its registered identity; `identities` are the registered
-// identity keys of the round's devices, by index (assumed authentic: the registry is not
-// protected by secure aggregation).
+// A survivor's view at the consistency check (the survivors among itself and its neighbours,
+// ascending) with its signature of it (sign_survivors).
+struct SignedView {
+  std::vector<DeviceIndex> survivors;
+  Signature signature{};
+};
+using SignedViews = std::map<DeviceIndex, SignedView>;  // by signer
+
+// One device's round: `sign` signs with its registered identity; `identities` are registered
+// identity keys by index (assumed authentic: the registry is not protected by secure
+// aggregation), of any devices of the round: those of its neighbours may also come at stage 2.
 class DeviceSession {
  public:
   DeviceSession(std::string round_id, DeviceIndex me, Signer sign, std::map<DeviceIndex, Bytes32> identities,
@@ -34,26 +44,31 @@ class DeviceSession {
   // Stage 1: this device's signed round keys.
   KeyAdvertisement advertise_keys();
   // Stage 2: its neighbours' advertisements as relayed (each checked against the neighbour's
-  // identity: a substituted key is refused, BadSignature); the shares of its self-mask seed and
-  // mask secret, sealed per neighbour. Refuses (BelowThreshold) fewer than t neighbours.
-  Envelopes share_keys(const std::map<DeviceIndex, KeyAdvertisement>& neighbours);
+  // identity, from `identities` or the constructor's: a substituted key is refused, BadSignature);
+  // the shares of its self-mask seed and mask secret, sealed per neighbour. Refuses
+  // (BelowThreshold) fewer than t neighbours, and an identity given twice that differs.
+  Envelopes share_keys(const std::map<DeviceIndex, KeyAdvertisement>& neighbours,
+                       const std::map<DeviceIndex, Bytes32>& identities = {});
   // Stage 3: the envelopes its neighbours sealed for it (by sender), opened and kept; `input`
   // masked with its self mask and the pairwise masks of those senders. Refuses (BelowThreshold)
   // fewer than t senders, and a sender that did not advertise to it (BadEnvelope).
   std::vector<uint32_t> masked_input(const Envelopes& received, const std::vector<uint32_t>& input);
-  // Stage 4: its signature of the survivor set the coordinator shows it. Refuses a set that is not
-  // strictly ascending, does not hold this device or has fewer than t devices (Parameter).
-  Signature consistency_check(const std::vector<DeviceIndex>& survivors);
-  // Stage 5: the shares the coordinator asks for, with the survivors' signatures of their set.
-  // Refuses survivors other than the set it signed (Parameter), fewer than t signatures or one
-  // that does not verify (BadSignature), and a request that lists one device among both survivors
-  // and dropped (BothSharesRequested).
-  std::vector<RevealedShare> unmask(const UnmaskRequest& request,
-                                    const std::map<DeviceIndex, Signature>& signatures);
+  // Stage 4: its signature of its view, the survivors among itself and its neighbours, as the
+  // coordinator shows it. Refuses (Parameter) a view that is not strictly ascending, does not hold
+  // this device or holds a device that did not share its keys with it.
+  Signature consistency_check(const std::vector<DeviceIndex>& view);
+  // Stage 5: the shares the coordinator asks for (its view as survivors, its dropped neighbours),
+  // with its surviving neighbours' signed views. Refuses survivors other than the view it signed
+  // and dropped devices that are not neighbours outside it (Parameter); a signed view of a device
+  // outside its view, one that does not verify, lacks this device or its signer, or disagrees
+  // with this device's view about a neighbour of both, and fewer than t of them (BadSignature);
+  // and a request that lists one device among both survivors and dropped (BothSharesRequested).
+  std::vector<RevealedShare> unmask(const UnmaskRequest& request, const SignedViews& signatures);
 
  private:
   enum class Stage { AdvertiseKeys, ShareKeys, MaskedInput, ConsistencyCheck, Unmask, Done };
   void enter(Stage expected, const char* what);
+  void check_signed_view(DeviceIndex signer, const SignedView& view, const UnmaskRequest& request) const;
 
   std::string round_id_;
   DeviceIndex me_;
@@ -78,6 +93,7 @@ class CoordinatorSession {
                      const Bytes32& graph_seed, unsigned bits, size_t words);
 
   const NeighbourGraph& graph() const { return graph_; }
+  const Bytes32& identity(DeviceIndex d) const { return identities_.at(d); }
 
   // Stage 1. Refuses a device outside the round, a bad signature (BadSignature) and a second
   // advertisement or one after the stage (OutOfOrder).
@@ -102,13 +118,20 @@ class CoordinatorSession {
   // already and a sum of the wrong length, leaving the sum as it was: the transport must know
   // exactly whose words it added, since unmasking removes exactly their self masks.
   void receive_masked_sum(const std::set<DeviceIndex>& senders, std::vector<uint32_t> sum);
-  // Ends stage 3: the unmask request every survivor gets (its survivors are the set they sign).
+  // Ends stage 3: the round's outcome (every survivor, every device dropped after sharing), which
+  // no device is sent whole: each gets its part of it (view_of, request_for).
   UnmaskRequest close_masking();
+  // What device `d` signs at stage 4: the survivors among itself and its neighbours, ascending.
+  std::vector<DeviceIndex> view_of(DeviceIndex d) const;
+  // What device `d` is asked at stage 5: its view as survivors, its dropped neighbours as dropped.
+  UnmaskRequest request_for(DeviceIndex d) const;
 
-  // Stage 4: a survivor's signature of the survivor set (BadSignature when it does not verify).
+  // Stage 4: a survivor's signature of its view (BadSignature when it does not verify).
   void receive_survivors_signature(DeviceIndex sender, const Signature& signature);
-  // Ends stage 4: the signatures every signer gets with the unmask request.
-  std::map<DeviceIndex, Signature> close_consistency_check();
+  // Ends stage 4.
+  void close_consistency_check();
+  // What device `d` gets with its unmask request: the signed views of its neighbours that signed.
+  SignedViews signatures_for(DeviceIndex d) const;
 
   // Stage 5: a signer's revealed shares, each of a neighbour of its and of the kind requested.
   void receive_unmask_response(DeviceIndex sender, const std::vector<RevealedShare>& shares);
@@ -134,7 +157,7 @@ class CoordinatorSession {
   std::set<DeviceIndex> masked_;
   std::vector<uint32_t> sum_;
   UnmaskRequest request_;
-  std::map<DeviceIndex, Signature> signatures_;
+  SignedViews signatures_;
   std::map<DeviceIndex, std::vector<RevealedShare>> revealed_;
 };
 

@@ -57,8 +57,14 @@ KeyAdvertisement DeviceSession::advertise_keys() {
   return secrets_.advertise(me_, round_id_, sign_);
 }
 
-Envelopes DeviceSession::share_keys(const std::map<DeviceIndex, KeyAdvertisement>& neighbours) {
+Envelopes DeviceSession::share_keys(const std::map<DeviceIndex, KeyAdvertisement>& neighbours,
+                                    const std::map<DeviceIndex, Bytes32>& identities) {
   enter(Stage::ShareKeys, "its shares");
+  for (const auto& [peer, key] : identities)
+    if (const auto [known, added] = identities_.emplace(peer, key); !added && known->second != key)
+      throw SecAggRefused(Reason::Parameter, "secure aggregation: device " + std::to_string(me_) +
+                                                 " was given an identity of device " + std::to_string(peer) +
+                                                 " other than the one it holds, in round " + round_id_);
   std::vector<uint32_t> points;
   for (const auto& [peer, advertisement] : neighbours) {
     const auto identity = identities_.find(peer);
@@ -113,39 +119,60 @@ std::vector<uint32_t> DeviceSession::masked_input(const Envelopes& received,
   return mask_input(input, bits_, secrets_.self_mask_seed, me_, seeds);
 }
 
-Signature DeviceSession::consistency_check(const std::vector<DeviceIndex>& survivors) {
+Signature DeviceSession::consistency_check(const std::vector<DeviceIndex>& view) {
   enter(Stage::ConsistencyCheck, "its signature of the survivors");
   const std::string device = "secure aggregation: device " + std::to_string(me_) + " of round " + round_id_;
-  if (!std::ranges::is_sorted(survivors) || std::ranges::adjacent_find(survivors) != survivors.end())
+  if (!std::ranges::is_sorted(view) || std::ranges::adjacent_find(view) != view.end())
     throw SecAggRefused(Reason::Parameter, device + " was shown survivors not strictly ascending");
-  if (!std::ranges::binary_search(survivors, me_))
+  if (!std::ranges::binary_search(view, me_))
     throw SecAggRefused(Reason::Parameter, device + " sent its masked input but is not among the survivors");
-  if (survivors.size() < threshold_)
-    throw SecAggRefused(Reason::Parameter, device + " was shown " + std::to_string(survivors.size()) +
-                                               " survivors, below the threshold " +
-                                               std::to_string(threshold_));
-  signed_survivors_ = survivors;
-  return sign_survivors(sign_, me_, round_id_, survivors);
+  // Only its neighbours that shared their keys with it can have masked with it: anything else in
+  // its view is not the coordinator's to show it.
+  for (DeviceIndex peer : view)
+    if (peer != me_ && !held_.contains(peer))
+      throw SecAggRefused(Reason::Parameter,
+                          device + " was shown device " + std::to_string(peer) +
+                              " as a survivor, which is not a neighbour that shared with it");
+  signed_survivors_ = view;
+  return sign_survivors(sign_, me_, round_id_, view);
+}
+
+// A neighbour's signed view: by a surviving neighbour, verified under its identity, holding both
+// ends, and agreeing with this device's view about every neighbour of this device it names (a
+// device this one was told dropped, or not shown, cannot be a survivor in its neighbour's view).
+void DeviceSession::check_signed_view(DeviceIndex signer, const SignedView& view,
+                                      const UnmaskRequest& request) const {
+  const std::string device = "secure aggregation: device " + std::to_string(me_) + " of round " + round_id_;
+  const std::string of = device + " was given a signed view of device " + std::to_string(signer);
+  if (signer == me_ || !std::ranges::binary_search(signed_survivors_, signer))
+    throw SecAggRefused(Reason::BadSignature, of + ", which is not a surviving neighbour of it");
+  verify_survivors(view.signature, signer, round_id_, view.survivors, identities_.at(signer));
+  const auto& survivors = view.survivors;
+  if (!std::ranges::is_sorted(survivors) || !std::ranges::binary_search(survivors, me_) ||
+      !std::ranges::binary_search(survivors, signer))
+    throw SecAggRefused(Reason::BadSignature, of + " that is not ascending or lacks one of the two");
+  for (DeviceIndex peer : survivors)
+    if (peer != me_ && neighbours_.contains(peer) && !std::ranges::binary_search(request.survivors, peer))
+      throw SecAggRefused(Reason::BadSignature, of + " holding device " + std::to_string(peer) +
+                                                    " as a survivor, which its own view does not");
 }
 
 std::vector<RevealedShare> DeviceSession::unmask(const UnmaskRequest& request,
-                                                 const std::map<DeviceIndex, Signature>& signatures) {
+                                                 const SignedViews& signatures) {
   enter(Stage::Unmask, "its shares to unmask");
   const std::string device = "secure aggregation: device " + std::to_string(me_) + " of round " + round_id_;
   if (request.survivors != signed_survivors_)
     throw SecAggRefused(Reason::Parameter,
                         device + " was asked to unmask survivors other than those it signed");
+  for (DeviceIndex peer : request.dropped)
+    if (!held_.contains(peer))
+      throw SecAggRefused(Reason::Parameter, device + " was asked to unmask dropped device " +
+                                                 std::to_string(peer) + ", which did not share with it");
   if (signatures.size() < threshold_)
     throw SecAggRefused(Reason::BadSignature, device + " was given " + std::to_string(signatures.size()) +
-                                                  " signatures of the survivors, below the threshold " +
+                                                  " signed views of its neighbours, below the threshold " +
                                                   std::to_string(threshold_));
-  for (const auto& [signer, signature] : signatures) {
-    const auto identity = identities_.find(signer);
-    if (identity == identities_.end())
-      throw SecAggRefused(Reason::BadSignature, device + " was given a signature of device " +
-                                                    std::to_string(signer) + ", which is not in the round");
-    verify_survivors(signature, signer, round_id_, signed_survivors_, identity->second);
-  }
+  for (const auto& [signer, view] : signatures) check_signed_view(signer, view, request);
   return answer_unmask_request(held_, request);
 }
 
@@ -284,6 +311,21 @@ UnmaskRequest CoordinatorSession::close_masking() {
   return request_;
 }
 
+std::vector<DeviceIndex> CoordinatorSession::view_of(DeviceIndex d) const {
+  std::vector<DeviceIndex> view;
+  for (DeviceIndex peer : graph_.neighbours(d))
+    if (masked_.contains(peer)) view.push_back(peer);
+  if (masked_.contains(d)) view.insert(std::ranges::upper_bound(view, d), d);
+  return view;
+}
+
+UnmaskRequest CoordinatorSession::request_for(DeviceIndex d) const {
+  UnmaskRequest request{view_of(d), {}};
+  for (DeviceIndex peer : graph_.neighbours(d))
+    if (std::ranges::binary_search(request_.dropped, peer)) request.dropped.push_back(peer);
+  return request;
+}
+
 void CoordinatorSession::receive_survivors_signature(DeviceIndex sender, const Signature& signature) {
   require(Stage::ConsistencyCheck, sender, "signature of the survivors");
   if (!masked_.contains(sender))
@@ -292,13 +334,20 @@ void CoordinatorSession::receive_survivors_signature(DeviceIndex sender, const S
   if (signatures_.contains(sender))
     throw SecAggRefused(Reason::OutOfOrder, "secure aggregation: device " + std::to_string(sender) +
                                                 " signed the survivors a second time in round " + round_id_);
-  verify_survivors(signature, sender, round_id_, request_.survivors, identities_[sender]);
-  signatures_[sender] = signature;
+  std::vector<DeviceIndex> view = view_of(sender);
+  verify_survivors(signature, sender, round_id_, view, identities_[sender]);
+  signatures_[sender] = {std::move(view), signature};
 }
 
-std::map<DeviceIndex, Signature> CoordinatorSession::close_consistency_check() {
+void CoordinatorSession::close_consistency_check() {
   close(Stage::ConsistencyCheck, signatures_.size(), "signed the survivors");
-  return signatures_;
+}
+
+SignedViews CoordinatorSession::signatures_for(DeviceIndex d) const {
+  SignedViews out;
+  for (DeviceIndex peer : graph_.neighbours(d))
+    if (const auto found = signatures_.find(peer); found != signatures_.end()) out[peer] = found->second;
+  return out;
 }
 
 void CoordinatorSession::receive_unmask_response(DeviceIndex sender,

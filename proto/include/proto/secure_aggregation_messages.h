@@ -48,10 +48,18 @@ std::vector<v1::SecAggMaskedInput> masked_input_messages(const std::vector<uint3
 std::vector<uint32_t> masked_input_of(const std::vector<v1::SecAggMaskedInput>& messages, size_t length);
 
 v1::SecAggUnmaskRequest to_message(const secagg::UnmaskRequest& request,
-                                   const std::map<secagg::DeviceIndex, secagg::Signature>& signatures = {});
+                                   const secagg::SignedViews& signatures = {});
 secagg::UnmaskRequest from_message(const v1::SecAggUnmaskRequest& message);
-// The request's signatures by signer; refuses two of one signer.
-std::map<secagg::DeviceIndex, secagg::Signature> signatures_of(const v1::SecAggUnmaskRequest& message);
+// The request's signed views by signer; refuses two of one signer.
+secagg::SignedViews signatures_of(const v1::SecAggUnmaskRequest& message);
+
+// Stage 2's input for a device: its neighbours' advertisements and identity keys, and back
+// (refusing an identity key not of 32 bytes, and identities not one per advertisement).
+v1::SecAggNeighbourKeys to_message(const std::map<secagg::DeviceIndex, secagg::KeyAdvertisement>& keys,
+                                   const std::map<secagg::DeviceIndex, secagg::Bytes32>& identities);
+std::map<secagg::DeviceIndex, secagg::KeyAdvertisement> advertisements_of(
+    const v1::SecAggNeighbourKeys& message);
+std::map<secagg::DeviceIndex, secagg::Bytes32> identities_of(const v1::SecAggNeighbourKeys& message);
 
 v1::SecAggUnmaskResponse to_message(const std::vector<secagg::RevealedShare>& shares);
 std::vector<secagg::RevealedShare> from_message(const v1::SecAggUnmaskResponse& message);

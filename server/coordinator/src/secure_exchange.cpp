@@ -235,11 +235,11 @@ void SecureExchange::close_stage() {
         session.close_sharing();
         break;
       case Stage::MaskedInput:
-        request_ = session.close_masking();
+        session.close_masking();
         chunks_.clear();  // of devices whose input stopped short
         break;
       case Stage::ConsistencyCheck:
-        signatures_ = session.close_consistency_check();
+        session.close_consistency_check();
         break;
       case Stage::Unmask:
         sum_ = session.close_unmasking();
@@ -269,19 +269,23 @@ void SecureExchange::close_stage() {
 void SecureExchange::answer_next_stage(DeviceIndex index, v1::SecAggStageResponse& response) {
   const secagg::CoordinatorSession& session = round_->session();
   switch (stage_) {
-    case Stage::AdvertiseKeys:
-      for (const auto& [neighbour, advertisement] : session.keys_for(index))
-        *response.mutable_neighbour_keys()->add_advertisements() = proto::to_message(advertisement);
+    case Stage::AdvertiseKeys: {  // with their identities: a device is sent no others
+      const std::map<DeviceIndex, secagg::KeyAdvertisement> keys = session.keys_for(index);
+      std::map<DeviceIndex, secagg::Bytes32> identities;
+      for (const auto& [neighbour, advertisement] : keys) identities[neighbour] = session.identity(neighbour);
+      *response.mutable_neighbour_keys() = proto::to_message(keys, identities);
       break;
+    }
     case Stage::ShareKeys:
       for (v1::SecAggEnvelope& envelope : proto::envelopes_to(index, session.envelopes_for(index)))
         *response.mutable_envelopes()->add_envelopes() = std::move(envelope);
       break;
-    case Stage::MaskedInput:  // the set to sign: survivors alone
-      *response.mutable_survivors() = proto::to_message(secagg::UnmaskRequest{request_.survivors, {}});
+    case Stage::MaskedInput:  // the view to sign: its neighbourhood's survivors alone
+      *response.mutable_survivors() = proto::to_message(secagg::UnmaskRequest{session.view_of(index), {}});
       break;
     case Stage::ConsistencyCheck:
-      *response.mutable_unmask_request() = proto::to_message(request_, signatures_);
+      *response.mutable_unmask_request() =
+          proto::to_message(session.request_for(index), session.signatures_for(index));
       break;
     case Stage::Unmask:
     case Stage::Done:

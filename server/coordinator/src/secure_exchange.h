@@ -102,8 +102,6 @@ class SecureExchange {
   std::set<federated::secagg::DeviceIndex> expected_;    // at the open stage
   std::map<federated::secagg::DeviceIndex, Call> held_;  // those that sent it
   std::map<federated::secagg::DeviceIndex, std::vector<v1::SecAggMaskedInput>> chunks_;
-  federated::secagg::UnmaskRequest request_;
-  std::map<federated::secagg::DeviceIndex, federated::secagg::Signature> signatures_;
   std::vector<uint32_t> sum_;
 };
 

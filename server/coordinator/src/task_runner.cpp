@@ -712,7 +712,6 @@ std::vector<v1::SecAggRound> TaskRunner::secure_round_configs(
   const federated::secagg::FixedPointParameters& fixed = params.fixed_point;
   v1::SecAggRound common;
   common.set_session(secure_session_name(round.task, round.plan.round_id));
-  for (const auto& [device, key] : identities) common.add_identities(key);
   common.set_threshold(params.graph().threshold);
   common.set_bits(fixed.bits);
   common.set_clip_range(fixed.range);

@@ -142,10 +142,10 @@ TEST(SecureRound, TheStrategyReadsTheSurvivorsQuantisedUpdatesUnmasked) {
       session.receive_masked_input(d, devices[d].masked_input(session.envelopes_for(d), inputs[d]));
   const secagg::UnmaskRequest request = session.close_masking();
   for (secagg::DeviceIndex d : request.survivors)
-    session.receive_survivors_signature(d, devices[d].consistency_check(request.survivors));
-  const std::map<secagg::DeviceIndex, secagg::Signature> signatures = session.close_consistency_check();
+    session.receive_survivors_signature(d, devices[d].consistency_check(session.view_of(d)));
+  session.close_consistency_check();
   for (secagg::DeviceIndex d : request.survivors)
-    session.receive_unmask_response(d, devices[d].unmask(request, signatures));
+    session.receive_unmask_response(d, devices[d].unmask(session.request_for(d), session.signatures_for(d)));
   const federated::WeightedSumReader reader = round.weighted_sum(simulated.global, session.close_unmasking());
 
   std::vector<federated::DeviceId> survivors;
@@ -220,11 +220,11 @@ TEST(SecureExchange, TheStagesOverItsCallsUnmaskTheSurvivorsSumAndAnswerEachWith
   close_stage(exchange);
   expect_answered(v1::SecAggStageResponse::kNeighbourKeys, n);
   for (secagg::DeviceIndex d = 0; d < n; ++d) {
-    std::map<secagg::DeviceIndex, secagg::KeyAdvertisement> neighbours;
-    for (const v1::SecAggKeyAdvertisement& message : answers[d]->response.neighbour_keys().advertisements())
-      neighbours[message.device_index()] = proto::from_message(message);
+    const v1::SecAggNeighbourKeys& keys = answers[d]->response.neighbour_keys();
     v1::SecAggStagePayload payload;
-    for (v1::SecAggEnvelope& envelope : proto::envelopes_from(d, devices[d].share_keys(neighbours)))
+    const secagg::Envelopes sealed =
+        devices[d].share_keys(proto::advertisements_of(keys), proto::identities_of(keys));
+    for (v1::SecAggEnvelope& envelope : proto::envelopes_from(d, sealed))
       *payload.mutable_shares()->add_envelopes() = std::move(envelope);
     answers[d] = send(exchange, ids[d], payload);
   }

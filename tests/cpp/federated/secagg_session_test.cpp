@@ -5,6 +5,7 @@
 // substituted key and a request for both shares of a device are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -82,19 +83,25 @@ class Fleet {
     return coordinator_->close_masking();
   }
 
-  // The consistency check, then the unmask stage.
-  std::map<DeviceIndex, Signature> sign(const UnmaskRequest& request, const Dropouts& dropouts) {
+  // The consistency check (each survivor signs the view it is shown), then the unmask stage (each
+  // signer is sent its part of the request and its neighbours' signed views); the signers.
+  std::set<DeviceIndex> sign(const UnmaskRequest& request, const Dropouts& dropouts) {
+    std::set<DeviceIndex> signers;
     for (DeviceIndex d : request.survivors)
-      if (!dropouts.after_masking.contains(d))
-        coordinator_->receive_survivors_signature(d, sessions_[d].consistency_check(request.survivors));
-    return coordinator_->close_consistency_check();
+      if (!dropouts.after_masking.contains(d)) {
+        coordinator_->receive_survivors_signature(d,
+                                                  sessions_[d].consistency_check(coordinator_->view_of(d)));
+        signers.insert(d);
+      }
+    coordinator_->close_consistency_check();
+    return signers;
   }
 
   std::vector<uint32_t> unmask(const UnmaskRequest& request, const Dropouts& dropouts) {
-    const std::map<DeviceIndex, Signature> signatures = sign(request, dropouts);
-    for (const auto& [d, signature] : signatures)
+    for (DeviceIndex d : sign(request, dropouts))
       if (!dropouts.after_signing.contains(d))
-        coordinator_->receive_unmask_response(d, sessions_[d].unmask(request, signatures));
+        coordinator_->receive_unmask_response(
+            d, sessions_[d].unmask(coordinator_->request_for(d), coordinator_->signatures_for(d)));
     return coordinator_->close_unmasking();
   }
 
@@ -241,39 +248,121 @@ TEST(SecAggSession, ADeviceRefusesASubstitutedKeyAndARequestForBothShares) {
   EXPECT_EQ(refusal.reason, Reason::BadSignature);
   EXPECT_NE(refusal.message.find(std::to_string(victim)), std::string::npos) << refusal.message;
 
+  // Its identity substituted with its key: refused, the device holding another identity for it.
+  Fleet substituted(8);
+  for (DeviceIndex d = 0; d < 8; ++d)
+    substituted.coordinator().receive_advertisement(substituted.device(d).advertise_keys());
+  substituted.coordinator().close_advertising();
+  const IdentityKeys forger = IdentityKeys::generate();
+  keys = substituted.coordinator().keys_for(0);
+  keys.begin()->second = RoundSecrets::generate().advertise(victim, kRound, forger);
+  refusal = refusal_of([&] { substituted.device(0).share_keys(keys, {{victim, forger.public_key}}); });
+  EXPECT_EQ(refusal.reason, Reason::Parameter);
+  EXPECT_NE(refusal.message.find("was given an identity of device " + std::to_string(victim) + " other than"),
+            std::string::npos)
+      << refusal.message;
+
   Fleet honest(8);
-  const UnmaskRequest request = honest.run_to_unmask({});
-  const std::map<DeviceIndex, Signature> signatures = honest.sign(request, {});
-  UnmaskRequest both = request;
+  honest.sign(honest.run_to_unmask({}), {});
+  UnmaskRequest both = honest.coordinator().request_for(0);
   both.dropped.push_back(honest.coordinator().graph().neighbours(0).front());
-  refusal = refusal_of([&] { honest.device(0).unmask(both, signatures); });
+  refusal = refusal_of([&] { honest.device(0).unmask(both, honest.coordinator().signatures_for(0)); });
   EXPECT_EQ(refusal.reason, Reason::BothSharesRequested);
 }
 
-// An active coordinator showing devices different survivor sets (to learn both shares of one
-// device from different neighbours) is caught at the consistency check.
-TEST(SecAggSession, ADeviceRevealsNothingForASurvivorSetItDidNotSignOrWithoutItsNeighboursSignatures) {
+// An active coordinator showing devices different views (to learn both shares of one device from
+// different neighbours) is caught at the consistency check.
+TEST(SecAggSession, ADeviceRevealsNothingForAViewItDidNotSignOrWithoutItsNeighboursSignedViews) {
   Fleet fleet(8);
-  const UnmaskRequest request = fleet.run_to_unmask({});
-  std::map<DeviceIndex, Signature> signatures = fleet.sign(request, {});
-  UnmaskRequest fewer = request;  // device 7 moved to the dropped: both its shares would be revealed
-  fewer.survivors.pop_back();
-  fewer.dropped.push_back(7);
-  Refusal refusal = refusal_of([&] { fleet.device(0).unmask(fewer, signatures); });
+  fleet.sign(fleet.run_to_unmask({}), {});
+  CoordinatorSession& coordinator = fleet.coordinator();
+  UnmaskRequest fewer = coordinator.request_for(0);  // a neighbour moved to the dropped
+  const DeviceIndex moved = coordinator.graph().neighbours(0).back();
+  std::erase(fewer.survivors, moved);
+  fewer.dropped.push_back(moved);
+  Refusal refusal = refusal_of([&] { fleet.device(0).unmask(fewer, coordinator.signatures_for(0)); });
   EXPECT_NE(refusal.message.find("was asked to unmask survivors other than those it signed"),
             std::string::npos)
       << refusal.message;
-  signatures[2] =
-      sign_survivors(IdentityKeys::generate().signer(), 2, kRound, request.survivors);  // not 2's identity
-  refusal = refusal_of([&] { fleet.device(1).unmask(request, signatures); });
+  SignedViews signatures = coordinator.signatures_for(1);
+  auto& [forged, view] = *signatures.begin();  // signed by another identity than its own
+  view.signature = sign_survivors(IdentityKeys::generate().signer(), forged, kRound, view.survivors);
+  refusal = refusal_of([&] { fleet.device(1).unmask(coordinator.request_for(1), signatures); });
   EXPECT_EQ(refusal.reason, Reason::BadSignature);
-  EXPECT_NE(refusal.message.find("device 2 did not sign this set of survivors"), std::string::npos)
+  EXPECT_NE(refusal.message.find("device " + std::to_string(forged) + " did not sign this set of survivors"),
+            std::string::npos)
       << refusal.message;
-  std::map<DeviceIndex, Signature> too_few;
-  for (DeviceIndex d = 0; d + 1 < fleet.threshold(); ++d) too_few[d] = signatures.at(d);
-  refusal = refusal_of([&] { fleet.device(3).unmask(request, too_few); });
-  EXPECT_NE(refusal.message.find("signatures of the survivors, below the threshold"), std::string::npos)
+  SignedViews too_few = coordinator.signatures_for(3);
+  while (too_few.size() + 1 > fleet.threshold()) too_few.erase(too_few.begin());
+  refusal = refusal_of([&] { fleet.device(3).unmask(coordinator.request_for(3), too_few); });
+  EXPECT_NE(refusal.message.find("signed views of its neighbours, below the threshold"), std::string::npos)
       << refusal.message;
+}
+
+// The coordinator tells device 0 that its neighbour m dropped (to have it reveal m's mask secret)
+// and tells j, a neighbour of both, that m survived: j's signed view, which 0 needs, betrays it.
+TEST(SecAggSession, ANeighboursSignedViewThatDisagreesAboutACommonNeighbourIsRefused) {
+  Fleet fleet(8);
+  const UnmaskRequest outcome = fleet.run_to_unmask({});
+  const NeighbourGraph& graph = fleet.coordinator().graph();
+  const std::vector<DeviceIndex>& mine = graph.neighbours(0);
+  DeviceIndex j = 0, m = 0;
+  for (DeviceIndex a : mine)
+    for (DeviceIndex b : mine)
+      if (a != b && std::ranges::binary_search(graph.neighbours(a), b)) j = a, m = b;
+  ASSERT_NE(j, m);
+  UnmaskRequest lie = fleet.coordinator().request_for(0);
+  std::erase(lie.survivors, m);
+  lie.dropped = {m};
+  fleet.device(0).consistency_check(lie.survivors);
+  SignedViews views;
+  for (DeviceIndex peer : lie.survivors) {
+    if (peer == 0) continue;
+    const std::vector<DeviceIndex> view = fleet.coordinator().view_of(peer);
+    views[peer] = {view, fleet.device(peer).consistency_check(view)};
+  }
+  ASSERT_GE(views.size(), fleet.threshold());
+  ASSERT_EQ(outcome.survivors.size(), 8u);
+  const Refusal refusal = refusal_of([&] { fleet.device(0).unmask(lie, views); });
+  EXPECT_EQ(refusal.reason, Reason::BadSignature);
+  EXPECT_NE(refusal.message.find("holding device " + std::to_string(m) +
+                                 " as a survivor, which its own view does not"),
+            std::string::npos)
+      << refusal.message;
+}
+
+// What a device is sent at the consistency check and with the unmask request concerns its
+// neighbourhood alone (O(k), not O(n)): at 100 devices (k 28), with dropouts, every view, dropped
+// list and set of signed views is of the device and its neighbours, and each is what the unmask
+// needs (the sum comes out exact).
+TEST(SecAggSession, ADeviceIsSentOnlyItsNeighbourhoodAtTheConsistencyCheckAndTheUnmask) {
+  Fleet fleet(100);
+  const Dropouts dropouts{{1, 2}, {3, 4}, {5, 6, 7, 8}, {9}, {10}};
+  const UnmaskRequest outcome = fleet.run_to_unmask(dropouts);
+  const std::set<DeviceIndex> signers = fleet.sign(outcome, dropouts);
+  CoordinatorSession& coordinator = fleet.coordinator();
+  const auto within = [&](DeviceIndex d, const std::vector<DeviceIndex>& devices) {
+    const std::vector<DeviceIndex>& neighbours = coordinator.graph().neighbours(d);
+    return std::ranges::all_of(
+        devices, [&](DeviceIndex x) { return x == d || std::ranges::binary_search(neighbours, x); });
+  };
+  size_t largest = 0;
+  for (DeviceIndex d : signers) {
+    const UnmaskRequest request = coordinator.request_for(d);
+    EXPECT_TRUE(within(d, request.survivors) && within(d, request.dropped)) << d;
+    EXPECT_EQ(request.survivors, coordinator.view_of(d));
+    const SignedViews views = coordinator.signatures_for(d);
+    for (const auto& [signer, view] : views)
+      EXPECT_TRUE(within(d, {signer}) && within(signer, view.survivors));
+    largest = std::max({largest, request.survivors.size(), views.size()});
+  }
+  EXPECT_LE(largest, coordinator.graph().neighbours(0).size() + 1);
+  EXPECT_LT(largest, outcome.survivors.size() / 2);  // 90 survivors: the whole set would be sent before
+  for (DeviceIndex d : signers)
+    if (!dropouts.after_signing.contains(d))
+      coordinator.receive_unmask_response(
+          d, fleet.device(d).unmask(coordinator.request_for(d), coordinator.signatures_for(d)));
+  EXPECT_EQ(coordinator.close_unmasking(), fleet.plain_sum(outcome.survivors));
 }
 
 TEST(SecAggSession, TheCoordinatorRefusesWhatItCouldNotUnmask) {
