@@ -15,11 +15,8 @@ Tensor where_positive(const Tensor& test, const Tensor& g, const Tensor& otherwi
 
 TN_DERIVATIVE("aten::relu", "ReluBackward0", SAVES_RESULT(),
               { return {ops::threshold_backward(g[0], s.result(), Scalar(int64_t{0}))}; });
-TN_DERIVATIVE("aten::hardtanh", "HardtanhBackward0", SAVES(0), {
-  const Tensor& x = s.input(0);
-  Tensor inside = ops::logical_and(ops::gt(x, s.args().scalar(1)), ops::lt(x, s.args().scalar(2)));
-  return {ops::where(inside, g[0], ops::zeros_like(g[0]))};
-});
+TN_DERIVATIVE("aten::hardtanh", "HardtanhBackward0", SAVES(0),
+              { return {ops::hardtanh_backward(g[0], s.input(0), s.args().scalar(1), s.args().scalar(2))}; });
 TN_DERIVATIVE("aten::leaky_relu", "LeakyReluBackward0", SAVES(0),
               { return {where_positive(s.input(0), g[0], ops::mul(g[0], s.args().scalar(1)))}; });
 namespace {
@@ -75,12 +72,7 @@ TN_DERIVATIVE("aten::glu", "GluBackward0", SAVES(0), {
   Tensor b_grad = ops::mul(ops::mul(ops::mul(ops::rsub(gate, Scalar(int64_t{1})), gate), a), g[0]);
   return {ops::cat({a_grad, b_grad}, dim)};
 });
-TN_DERIVATIVE("aten::silu", "SiluBackward0", SAVES(0), {
-  return {pointwise_grad(g[0], s.input(0), [](double x) {
-    double sig = sigmoid(x);
-    return sig * (1 + x * (1 - sig));
-  })};
-});
+TN_DERIVATIVE("aten::silu", "SiluBackward0", SAVES(0), { return {ops::silu_backward(g[0], s.input(0))}; });
 // Upstream's gelu_backward kernel (kernels/activation.cpp), its bits.
 TN_DERIVATIVE("aten::gelu", "GeluBackward0", SAVES(0), {
   return {ops::gelu_backward(g[0], s.input(0), s.args().optional_string(1).value_or("none"))};

@@ -21,10 +21,8 @@ TN_DERIVATIVE("aten::tanh", "TanhBackward0", SAVES_RESULT(), {
   const Tensor& y = s.result();
   return {ops::mul(g[0], ops::rsub(ops::mul(y, y), Scalar(int64_t{1})))};
 });
-TN_DERIVATIVE("aten::sigmoid", "SigmoidBackward0", SAVES_RESULT(), {
-  const Tensor& y = s.result();
-  return {ops::mul(ops::mul(g[0], ops::rsub(y, Scalar(int64_t{1}))), y)};
-});
+TN_DERIVATIVE("aten::sigmoid", "SigmoidBackward0", SAVES_RESULT(),
+              { return {ops::sigmoid_backward(g[0], s.result())}; });
 
 // Piecewise constant functions: no gradient anywhere (upstream's zeros_like, not a refusal).
 TN_DERIVATIVE("aten::sign", "SignBackward0", SAVES(), { return {ops::zeros_like(g[0])}; });

@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common.h"
+#include "core/overlap.h"
 #include "settings.h"
 #include "typed_ops.h"
 
@@ -44,6 +45,78 @@ Tensor elu(const Tensor& x, const Scalar& alpha, const Scalar& scale, const Scal
 }
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+
+// float32 and float64 as upstream's silu kernel (x / (1 + exp(-x)) in the storage type);
+// bfloat16 and float16 through the double expression.
+Tensor silu(const Tensor& x) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    return cpu_kernel_vec<T>(
+        std::array{x}, [](T v) { return v / (T(1) + std::exp(-v)); },
+        [](const T* in, T* out, int64_t n) { vml_silu(in, out, n); });
+  };
+  if (x.dtype() == ScalarType::Double) return run(0.0);
+  if (x.dtype() == ScalarType::Float) return run(0.0f);
+  return activation(x, "silu_cpu", [](double v) { return v * sigmoid(v); });
+}
+
+// silu_ computed into a float32/float64 self whose elements are dense (no temporary, as
+// upstream's in-place kernel); any other self as a derived in-place call.
+Tensor silu_in_place(const Tensor& self) {
+  if ((self.dtype() != ScalarType::Float && self.dtype() != ScalarType::Double) ||
+      !is_non_overlapping_and_dense(self))
+    return write_in_place(self, "silu", silu(self));
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    Tensor out = self;
+    cpu_kernel_vec_dense<T, 1>(
+        std::array{self}, out, [](T v) { return v / (T(1) + std::exp(-v)); },
+        [](const T* in, T* to, int64_t n) { vml_silu(in, to, n); });
+  };
+  self.dtype() == ScalarType::Double ? run(0.0) : run(0.0f);
+  return self;
+}
+
+// Upstream's silu_backward kernel: dy s (1 + x (1 - s)) with s = 1 / (1 + exp(-x)), the
+// inner 1 + x (1 - s) one FMA in both its lambdas.
+Tensor silu_backward(const Tensor& dy, const Tensor& x) {
+  ScalarType t = result_type(dy, x);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    return cpu_kernel_vec<T>(
+        std::array{dy, x},
+        [](T g, T v) {
+          T s = T(1) / (T(1) + std::exp(-v));
+          return g * s * std::fma(v, T(1) - s, T(1));
+        },
+        [](const T* g, const T* in, T* out, int64_t n) { vml_silu_backward(g, in, out, n); });
+  };
+  if (t == ScalarType::Double) return run(0.0);
+  if (t == ScalarType::Float) return run(0.0f);
+  if (!is_floating(t) || t == ScalarType::Half) dtype_not_implemented("silu_backward_cpu", t);
+  return float_binary(dy, x, "silu_backward_cpu", [](double g, double v) {
+    double s = sigmoid(v);
+    return g * s * (1 + v * (1 - s));
+  });
+}
+
+// Upstream's hardtanh_backward kernel (float32 and float64 only): the gradient where
+// min < x < max, else 0. Its scalar
+// lambda (the rows' remainders) tests x <= min || x >= max, which a NaN x passes through;
+// its vectorized one masks with min < x && x < max, which a NaN x fails.
+Tensor hardtanh_backward(const Tensor& dy, const Tensor& x, const Scalar& min, const Scalar& max) {
+  ScalarType t = result_type(dy, x);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    T low = min.to<T>(), high = max.to<T>();
+    return cpu_kernel_vec<T>(
+        std::array{dy, x}, [=](T g, T v) { return v <= low || v >= high ? T(0) : g; },
+        [=](const T* g, const T* in, T* out, int64_t n) { vml_hardtanh_backward(g, in, out, n, low, high); });
+  };
+  if (t == ScalarType::Double) return run(0.0);
+  if (t != ScalarType::Float) dtype_not_implemented("hardshrink_backward_cpu", t);  // upstream's name for it
+  return run(0.0f);
+}
 
 bool gelu_tanh(const std::optional<std::string>& approximate) {
   std::string name = approximate.value_or("none");
@@ -154,7 +227,22 @@ TN_KERNEL("aten::relu", {
   if (x.dtype() == ScalarType::Bool) dtype_not_implemented("clamp_min_scalar_cpu", x.dtype());
   return ops::clamp_min(x, Scalar(int64_t{0}));
 });
+TN_KERNEL("aten::relu_", {
+  const Tensor& self = a.tensor(0);
+  if (clamp_in_place(self, Scalar(int64_t{0}), std::nullopt)) return self;
+  return write_in_place(self, "relu", ops::relu(self));
+});
 TN_KERNEL("aten::relu6", { return ops::hardtanh(a.tensor(0), Scalar(int64_t{0}), Scalar(int64_t{6})); });
+TN_KERNEL("aten::relu6_", {
+  const Tensor& self = a.tensor(0);
+  if (clamp_in_place(self, Scalar(int64_t{0}), Scalar(int64_t{6}))) return self;
+  return write_in_place(self, "relu6", ops::relu6(self));
+});
+TN_KERNEL("aten::hardtanh_", {
+  const Tensor& self = a.tensor(0);
+  if (self.dtype() != ScalarType::Bool && clamp_in_place(self, a.scalar(1), a.scalar(2))) return self;
+  return write_in_place(self, "hardtanh", ops::hardtanh(self, a.scalar(1), a.scalar(2)));
+});
 TN_KERNEL("aten::hardtanh", {
   const Tensor& x = a.tensor(0);
   if (x.dtype() == ScalarType::Bool) dtype_not_implemented("hardtanh_cpu", x.dtype());
@@ -195,8 +283,11 @@ TN_KERNEL("aten::selu", {
   return elu(a.tensor(0), Scalar(1.6732632423543772848170429916717),
              Scalar(1.0507009873554804934193349852946), Scalar(1.0));
 });
-TN_KERNEL("aten::silu",
-          { return activation(a.tensor(0), "silu_cpu", [](double v) { return v * sigmoid(v); }); });
+TN_KERNEL("aten::silu", { return silu(a.tensor(0)); });
+TN_KERNEL("aten::silu_", { return silu_in_place(a.tensor(0)); });
+TN_KERNEL("aten::silu_backward", { return silu_backward(a.tensor(0), a.tensor(1)); });
+TN_KERNEL("aten::hardtanh_backward",
+          { return hardtanh_backward(a.tensor(0), a.tensor(1), a.scalar(2), a.scalar(3)); });
 TN_KERNEL("aten::mish", {
   if (a.tensor(0).dtype() == ScalarType::BFloat16) dtype_not_implemented("mish_cpu", ScalarType::BFloat16);
   return activation(a.tensor(0), "mish_cpu", [](double v) { return v * std::tanh(std::log1p(std::exp(v))); });

@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "write_rules.h"
+
 namespace tn {
 
 namespace {
@@ -153,6 +155,12 @@ Tensor from_rows(const Tensor& data, const Rows& rows, int64_t length, bool keep
 bool vml_available() {
   static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return available;
+}
+
+Tensor write_in_place(const Tensor& self, const std::string& family, const Tensor& result) {
+  check_output_dtype(family, family + "_", 0, 1, self.dtype(), result.dtype());
+  self.copy_from(result);
+  return self;
 }
 
 Tensor scalar_tensor(const Scalar& s) {

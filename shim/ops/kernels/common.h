@@ -2,11 +2,13 @@
 // other operators through the door.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <type_traits>
 
 #include "ops.h"
+#include "parallel.h"
 #include "typed_ops.h"
 #include "vml.h"
 
@@ -127,10 +129,11 @@ Tensor map_unary(const Tensor& a, ScalarType compute, F&& f) {
   out_t* po = out.data_as<out_t>();
   const in_t* x = in.data_as<in_t>();
   // The common case (contiguous, or dense and laid out as the output): one flat loop over
-  // memory that the compiler can vectorize.
+  // memory that the compiler can vectorize, split between threads as upstream's.
   if (in.strides() == out.strides()) {
-    int64_t n = in.numel();
-    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
+    parallel_for(in.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
+    });
     return out;
   }
   strided_loop<2>(a.sizes(), {out.strides(), in.strides()},
@@ -170,13 +173,19 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f) {
   bool x_dense = x.sizes() == shape && x.strides() == out.strides();
   bool y_dense = y.sizes() == shape && y.strides() == out.strides();
   if (x_dense && y_dense) {
-    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(c(px[i]), c(py[i])));
+    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(c(px[i]), c(py[i])));
+    });
   } else if (x_dense && y.numel() == 1) {
     c b0 = c(py[0]);
-    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(c(px[i]), b0));
+    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(c(px[i]), b0));
+    });
   } else if (y_dense && x.numel() == 1) {
     c a0 = c(px[0]);
-    for (int64_t i = 0; i < n; ++i) po[i] = out_t(f(a0, c(py[i])));
+    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(a0, c(py[i])));
+    });
   } else {
     strided_loop<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
                     [&](const std::array<int64_t, 3>& o) { po[o[0]] = out_t(f(c(px[o[1]]), c(py[o[2]]))); });
@@ -292,10 +301,13 @@ Tensor vml_unary(const Tensor& a, const char* half_kernel, VmlOp op, F fallback)
     in = empty_with_strides(a.sizes(), out.strides(), compute);
     in.copy_from(a);
   }
-  if (compute == ScalarType::Double)
-    vml_apply(op, in.data_as<double>(), out.data_as<double>(), in.numel());
-  else
-    vml_apply(op, in.data_as<float>(), out.data_as<float>(), in.numel());
+  // SLEEF computes every element, the tail's too, so where threads split does not matter.
+  parallel_for(in.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+    if (compute == ScalarType::Double)
+      vml_apply(op, in.data_as<double>() + begin, out.data_as<double>() + begin, end - begin);
+    else
+      vml_apply(op, in.data_as<float>() + begin, out.data_as<float>() + begin, end - begin);
+  });
   return to_keeping_layout(out, t);
 }
 
@@ -353,6 +365,34 @@ T multiply_add(T x, T y, T z) {
     return T(x * y + z);
 }
 
+// `x` holds result's dtype and shape with result's (dense) strides, so one flat pass over
+// memory visits both alike.
+inline bool laid_out_as(const Tensor& x, const Tensor& result) {
+  return x.dtype() == result.dtype() && x.sizes() == result.sizes() && x.strides() == result.strides();
+}
+
+// cpu_kernel_vec when every input is laid out as the result: TensorIterator coalesces them
+// into one row in memory order and splits it between threads, and each chunk runs the
+// vectorized lambda on its whole blocks from the chunk's start and the scalar one on the rest.
+template <typename T, size_t N, typename ScalarFn, typename VectorFn>
+void cpu_kernel_vec_dense(const std::array<Tensor, N>& inputs, Tensor& result, ScalarFn scalar,
+                          VectorFn vector) {
+  std::array<const T*, N> in;
+  for (size_t k = 0; k < N; ++k) in[k] = inputs[k].template data_as<T>();
+  T* out = result.data_as<T>();
+  int64_t block = vml_available() ? 64 / int64_t(sizeof(T)) : 0;
+  parallel_for(result.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+    int64_t body = block ? (end - begin) / block * block : 0;
+    if constexpr (N == 1) {
+      if (body) vector(in[0] + begin, out + begin, body);
+      for (int64_t i = begin + body; i < end; ++i) out[i] = scalar(in[0][i]);
+    } else {
+      if (body) vector(in[0] + begin, in[1] + begin, out + begin, body);
+      for (int64_t i = begin + body; i < end; ++i) out[i] = scalar(in[0][i], in[1][i]);
+    }
+  });
+}
+
 // An elementwise float/double kernel as upstream's cpu_kernel_vec computes it: `scalar`
 // (taking and returning T, so float stays float as in upstream's scalar lambda) on the
 // elements vectorized_elements leaves to it, `vector(in..., out, n)` on the others,
@@ -363,10 +403,14 @@ Tensor cpu_kernel_vec(const std::array<Tensor, N>& inputs, ScalarFn scalar, Vect
   constexpr ScalarType t = std::is_same_v<T, double> ? ScalarType::Double : ScalarType::Float;
   Shape shape = inputs[0].sizes();
   for (size_t k = 1; k < N; ++k) shape = broadcast_shapes(shape, inputs[k].sizes());
-  std::vector<bool> vectorized = vectorized_elements(shape, std::vector<Tensor>(inputs.begin(), inputs.end()),
-                                                     t, 64 / int64_t(sizeof(T)));
   Tensor result = empty_for_operands(shape, std::vector<Tensor>(inputs.begin(), inputs.end()), t, t);
   if (result.is_meta()) return result;  // the meta device: the shape and dtype are the result
+  if (std::all_of(inputs.begin(), inputs.end(), [&](const Tensor& x) { return laid_out_as(x, result); })) {
+    cpu_kernel_vec_dense<T, N>(inputs, result, scalar, vector);
+    return result;
+  }
+  std::vector<bool> vectorized = vectorized_elements(shape, std::vector<Tensor>(inputs.begin(), inputs.end()),
+                                                     t, 64 / int64_t(sizeof(T)));
   // Computed in row-major order (vectorized_elements' order), then laid out as upstream's.
   Tensor out = result.is_contiguous() ? result : Tensor::empty(shape, t);
   std::array<Tensor, N> dense;
@@ -432,6 +476,18 @@ Tensor float_unary(const Tensor& a, const char* half_kernel, F f) {
       return Tensor();
   });
 }
+
+// out (m x n, rows contiguous) = beta * out + alpha * a @ b, through BLAS for float32 and
+// float64 as upstream's addmm; beta == 0 ignores out's contents.
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha);
+
+// clamp by Python numbers (neither NaN) computed into a float32/float64 `self` whose elements
+// are dense, as upstream's in-place clamp writes self with no temporary; false, and nothing
+// written, for any other self.
+bool clamp_in_place(const Tensor& self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);
+// An in-place call finished as the door finishes one that has no kernel of its own: `result`,
+// the functional's, checked against self's dtype by the family's rules, then copied into self.
+Tensor write_in_place(const Tensor& self, const std::string& family, const Tensor& result);
 
 // Upstream's check_linalg_norm_dtype: a norm's dtype= is a floating type the input widens to.
 void check_linalg_norm_dtype(std::optional<ScalarType> dtype, ScalarType input, const char* name);

@@ -372,7 +372,8 @@ std::pair<Tensor, Tensor> onednn_grad_weight(const Tensor& grad, const Tensor& i
 
 // 2-D convolution as im2col + GEMM per group, one GEMM per sample into the bias as upstream's slow_conv2d:
 // a batched matmul would go through bmm, whose small-matrix kernel rounds differently from the
-// BLAS GEMM upstream calls.
+// BLAS GEMM upstream calls. Each GEMM writes its block of the output in place (a group's
+// channels of one sample are og contiguous rows), with no per-sample temporaries.
 Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                    const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
                    const Shape& out_sizes) {
@@ -384,25 +385,27 @@ Tensor gemm_conv2d(const Tensor& input, const Tensor& weight, const std::optiona
   // the same matrix im2col would copy out, without the copy.
   bool columns_are_input = kernel == Shape{1, 1} && !any_not_one(stride) && padding == Shape{0, 0} &&
                            out_sizes[2] > 0 && out_sizes[3] > 0;
-  std::vector<Tensor> outputs;
+  int64_t positions = out_sizes[2] * out_sizes[3];
+  Tensor out = Tensor::empty({n, oc, positions}, input.dtype());
   for (int64_t g = 0; g < groups; ++g) {
     Tensor xg = ops::narrow(input, int64_t{1}, g * cg, cg);
-    Tensor cols = columns_are_input ? ops::reshape(xg.contiguous(), Shape{n, cg, out_sizes[2] * out_sizes[3]})
+    Tensor cols = columns_are_input ? ops::reshape(xg.contiguous(), Shape{n, cg, positions})
                                     : im2col(xg, kernel, dilation, padding, stride);
     Tensor wg =
         ops::reshape(ops::narrow(weight, int64_t{0}, g * og, og), Shape{og, cg * kernel[0] * kernel[1]});
     // The output holds the bias first, and the GEMM adds to it (beta 1), as upstream's.
     std::optional<Tensor> bg;
     if (bias) bg = ops::unsqueeze(ops::narrow(bias->to(input.dtype()), int64_t{0}, g * og, og), int64_t{1});
-    std::vector<Tensor> per_sample;
     for (int64_t i = 0; i < n; ++i) {
-      Tensor columns = ops::select(cols, int64_t{0}, i);
-      per_sample.push_back(bg ? ops::addmm(*bg, wg, columns, Scalar(int64_t{1}), Scalar(int64_t{1}))
-                              : ops::mm(wg, columns));
+      Tensor block = ops::narrow(ops::select(out, int64_t{0}, i), int64_t{0}, g * og, og);
+      if (bg)
+        block.copy_from(*bg);
+      else if (cg * kernel[0] * kernel[1] == 0)
+        block.copy_from(scalar_tensor(Scalar(int64_t{0})));
+      gemm(block, wg, ops::select(cols, int64_t{0}, i), Scalar(int64_t{bg ? 1 : 0}), Scalar(int64_t{1}));
     }
-    outputs.push_back(ops::stack(per_sample, int64_t{0}));  // (N, og, L)
   }
-  return ops::reshape(ops::cat(outputs, int64_t{1}), out_sizes);
+  return ops::reshape(out, out_sizes);
 }
 
 // The output's sizes of a batched convolution (stride and dilation positive).

@@ -45,7 +45,8 @@ void check_mm(const Tensor& a, const Tensor& b) {
   if (a.dtype() == ScalarType::Half) dtype_not_implemented("addmm_impl_cpu_", a.dtype());
 }
 
-// out (m x n, contiguous) = beta * out + alpha * a @ b; beta == 0 ignores out's contents.
+}  // namespace
+
 void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0 || out.is_meta()) return;
@@ -88,6 +89,8 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& bet
       }
   });
 }
+
+namespace {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm(a, b);

@@ -2,8 +2,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "common.h"
+#include "core/overlap.h"
 #include "layout.h"
 #include "typed_ops.h"
 
@@ -31,6 +33,40 @@ Tensor clamp(const Tensor& a, const std::optional<Tensor>& lo, const std::option
   for (const auto& bound : {lo, hi})
     if (bound && !bound->impl()->wrapped_number) operands.push_back(*bound);
   return in_layout_of(out.to(t), operands);
+}
+
+// One element of upstream's clamp by numbers (bounds in the storage type, absent ones
+// infinite): max(lo, x) then min(hi, that), each keeping x when it is NaN or equal.
+template <typename scalar_t>
+struct Clamp {
+  using c = scalar_t;  // comparisons and results are exact in the storage type
+  c low, high;
+  Clamp(const std::optional<Scalar>& lo, const std::optional<Scalar>& hi)
+      : low(lo ? c(lo->to<scalar_t>()) : -std::numeric_limits<c>::infinity()),
+        high(hi ? c(hi->to<scalar_t>()) : std::numeric_limits<c>::infinity()) {}
+  c operator()(c x) const {
+    c raised = x < low ? low : x;
+    return high < raised ? high : raised;
+  }
+};
+
+bool nan_bound(const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
+  return (lo && std::isnan(lo->to_double())) || (hi && std::isnan(hi->to_double()));
+}
+
+// clamp of a float32/float64 tensor by Python numbers (neither NaN: those fill the result with
+// NaN), in one pass: upstream's clamp_scalar_kernel_impl and its _min/_max forms, the bounds
+// in self's type. Vector and scalar lambdas agree there (max(lo, x) keeps x when x is NaN or
+// equal to lo), so the elements are upstream's whichever computes them.
+std::optional<Tensor> clamp_by_numbers(const Tensor& a, const std::optional<Scalar>& lo,
+                                       const std::optional<Scalar>& hi) {
+  if ((a.dtype() != ScalarType::Float && a.dtype() != ScalarType::Double) || nan_bound(lo, hi))
+    return std::nullopt;
+  auto run = [&](auto zero) {
+    using scalar_t = decltype(zero);
+    return map_unary<scalar_t>(a, a.dtype(), Clamp<scalar_t>(lo, hi));
+  };
+  return a.dtype() == ScalarType::Double ? run(0.0) : run(0.0f);
 }
 
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
@@ -167,14 +203,55 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
 
 }  // namespace
 
+bool clamp_in_place(const Tensor& self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi) {
+  if ((self.dtype() != ScalarType::Float && self.dtype() != ScalarType::Double) || nan_bound(lo, hi) ||
+      !is_non_overlapping_and_dense(self))
+    return false;
+  auto run = [&](auto zero) {
+    using scalar_t = decltype(zero);
+    Clamp<scalar_t> clamp(lo, hi);
+    scalar_t* x = self.data_as<scalar_t>();
+    parallel_for(self.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+      if (vml_available()) return vml_clamp(x + begin, x + begin, end - begin, clamp.low, clamp.high);
+      for (int64_t i = begin; i < end; ++i) x[i] = clamp(x[i]);
+    });
+  };
+  self.dtype() == ScalarType::Double ? run(0.0) : run(0.0f);
+  return true;
+}
+
 TN_KERNEL("aten::clamp", {
   auto lo = a.optional_scalar(1), hi = a.optional_scalar(2);
+  if (lo || hi)
+    if (auto fast = clamp_by_numbers(a.tensor(0), lo, hi)) return *fast;
   return clamp(a.tensor(0), lo ? std::optional(scalar_tensor(*lo)) : std::nullopt,
                hi ? std::optional(scalar_tensor(*hi)) : std::nullopt);
 });
+TN_KERNEL("aten::clamp_", {
+  const Tensor& self = a.tensor(0);
+  auto lo = a.optional_scalar(1), hi = a.optional_scalar(2);
+  if ((lo || hi) && clamp_in_place(self, lo, hi)) return self;
+  return write_in_place(self, "clamp", ops::clamp(self, lo, hi));
+});
+TN_KERNEL("aten::clamp_min_", {
+  const Tensor& self = a.tensor(0);
+  if (clamp_in_place(self, a.scalar(1), std::nullopt)) return self;
+  return write_in_place(self, "clamp_min", ops::clamp_min(self, a.scalar(1)));
+});
+TN_KERNEL("aten::clamp_max_", {
+  const Tensor& self = a.tensor(0);
+  if (clamp_in_place(self, std::nullopt, a.scalar(1))) return self;
+  return write_in_place(self, "clamp_max", ops::clamp_max(self, a.scalar(1)));
+});
 TN_KERNEL("aten::clamp.Tensor", { return clamp(a.tensor(0), a.optional_tensor(1), a.optional_tensor(2)); });
-TN_KERNEL("aten::clamp_min", { return clamp(a.tensor(0), scalar_tensor(a.scalar(1)), std::nullopt); });
-TN_KERNEL("aten::clamp_max", { return clamp(a.tensor(0), std::nullopt, scalar_tensor(a.scalar(1))); });
+TN_KERNEL("aten::clamp_min", {
+  if (auto fast = clamp_by_numbers(a.tensor(0), a.scalar(1), std::nullopt)) return *fast;
+  return clamp(a.tensor(0), scalar_tensor(a.scalar(1)), std::nullopt);
+});
+TN_KERNEL("aten::clamp_max", {
+  if (auto fast = clamp_by_numbers(a.tensor(0), std::nullopt, a.scalar(1))) return *fast;
+  return clamp(a.tensor(0), std::nullopt, scalar_tensor(a.scalar(1)));
+});
 TN_KERNEL("aten::where.self", { return where(a.tensor(0), a.tensor(1), a.tensor(2)); });
 TN_KERNEL("aten::where.ScalarSelf", { return where(a.tensor(0), scalar_arg(a, 1), a.tensor(2)); });
 TN_KERNEL("aten::where.ScalarOther", { return where(a.tensor(0), a.tensor(1), scalar_arg(a, 2)); });

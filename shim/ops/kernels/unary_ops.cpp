@@ -215,7 +215,37 @@ TN_FLOAT_UNARY("sinh", "sinh_cpu", std::sinh(x))
 TN_FLOAT_UNARY("cosh", "cosh_cpu", std::cosh(x))
 
 TN_VML_UNARY("tanh", Tanh, std::tanh(x))
-TN_FLOAT_UNARY("sigmoid", "sigmoid_cpu", decltype(x)(1) / (decltype(x)(1) + std::exp(-x)))
+// float32 and float64 as upstream's sigmoid kernel (its two lambdas); other types through the
+// expression in double.
+TN_KERNEL("aten::sigmoid", {
+  const Tensor& x = a.tensor(0);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    return cpu_kernel_vec<T>(
+        std::array{x}, [](T v) { return T(1) / (T(1) + std::exp(-v)); },
+        [](const T* in, T* out, int64_t n) { vml_sigmoid(in, out, n); });
+  };
+  if (x.dtype() == ScalarType::Double) return run(0.0);
+  if (x.dtype() == ScalarType::Float) return run(0.0f);
+  return float_unary(x, "sigmoid_cpu",
+                     [](auto v) -> decltype(v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
+});
+// sigmoid's gradient from its result y as upstream's kernel: dy (1 - y) y.
+TN_KERNEL("aten::sigmoid_backward", {
+  const Tensor &dy = a.tensor(0), &y = a.tensor(1);
+  ScalarType t = result_type(dy, y);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    return cpu_kernel_vec<T>(
+        std::array{dy, y}, [](T g, T v) { return g * (T(1) - v) * v; },
+        [](const T* g, const T* in, T* out, int64_t n) { vml_sigmoid_backward(g, in, out, n); });
+  };
+  if (t == ScalarType::Double) return run(0.0);
+  if (t == ScalarType::Float) return run(0.0f);
+  if (!is_floating(t)) dtype_not_implemented("sigmoid_backward_cpu", t);
+  return float_binary(dy, y, nullptr,
+                      [](auto g, auto v) -> decltype(g) { return g * (decltype(g)(1) - v) * v; });
+});
 
 TN_VML_UNARY("erf", Erf, std::erf(x))
 TN_VML_UNARY("erfc", Erfc, std::erfc(x))

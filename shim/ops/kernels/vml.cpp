@@ -76,6 +76,10 @@ struct Double4 {
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static V sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static V div(V a, V b) { return _mm256_div_pd(a, b); }
+  // The instructions: b where either is NaN or they are equal.
+  static V max(V a, V b) { return _mm256_max_pd(a, b); }
+  static V min(V a, V b) { return _mm256_min_pd(a, b); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V abs(V a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
   static V neg(V a) { return _mm256_xor_pd(_mm256_set1_pd(-0.0), a); }
@@ -101,6 +105,9 @@ struct Float8 {
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
   static V neg(V a) { return _mm256_xor_ps(_mm256_set1_ps(-0.0f), a); }
@@ -224,6 +231,66 @@ void gelu_backward_lanes(const typename L::T* dy, const typename L::T* x, typena
   });
 }
 
+// Upstream's vectorized sigmoid: 1 / (1 + exp(0 - x)), the reciprocal a division.
+template <typename L>
+void sigmoid_lanes(const typename L::T* x, typename L::T* out, int64_t n) {
+  using V = typename L::V;
+  using T = typename L::T;
+  const V one = L::splat(T(1));
+  map_lanes<L, 1>({x}, out, n,
+                  [=](V v) { return L::div(one, L::add(one, L::exp(L::sub(L::splat(T(0)), v)))); });
+}
+
+// Upstream's vectorized sigmoid gradient from the result: dy (1 - y) y.
+template <typename L>
+void sigmoid_backward_lanes(const typename L::T* dy, const typename L::T* y, typename L::T* out, int64_t n) {
+  using V = typename L::V;
+  using T = typename L::T;
+  const V one = L::splat(T(1));
+  map_lanes<L, 2>({dy, y}, out, n, [=](V g, V v) { return L::mul(L::mul(g, L::sub(one, v)), v); });
+}
+
+// Upstream's vectorized silu: x / (1 + exp(-x)).
+template <typename L>
+void silu_lanes(const typename L::T* x, typename L::T* out, int64_t n) {
+  using V = typename L::V;
+  using T = typename L::T;
+  const V one = L::splat(T(1));
+  map_lanes<L, 1>({x}, out, n, [=](V v) { return L::div(v, L::add(one, L::exp(L::neg(v)))); });
+}
+
+// Upstream's vectorized silu gradient: dy s (1 + x (1 - s)), s = 1 / (1 + exp(-x)), with
+// 1 + x (1 - s) one FMA, as its compiler fused it.
+template <typename L>
+void silu_backward_lanes(const typename L::T* dy, const typename L::T* x, typename L::T* out, int64_t n) {
+  using V = typename L::V;
+  using T = typename L::T;
+  const V one = L::splat(T(1));
+  map_lanes<L, 2>({dy, x}, out, n, [=](V g, V v) {
+    V s = L::div(one, L::add(one, L::exp(L::neg(v))));
+    return L::mul(L::mul(g, s), L::fmadd(v, L::sub(one, s), one));
+  });
+}
+
+// Upstream's vectorized clamp by numbers: min(high, max(low, x)), x kept where NaN or equal.
+template <typename L>
+void clamp_lanes(const typename L::T* x, typename L::T* out, int64_t n, typename L::T low,
+                 typename L::T high) {
+  using V = typename L::V;
+  const V lo = L::splat(low), hi = L::splat(high);
+  map_lanes<L, 1>({x}, out, n, [=](V v) { return L::min(hi, L::max(lo, v)); });
+}
+
+// Upstream's vectorized hardtanh gradient: ((x > low) & (x < high)) & dy, bitwise.
+template <typename L>
+void hardtanh_backward_lanes(const typename L::T* dy, const typename L::T* x, typename L::T* out, int64_t n,
+                             typename L::T low, typename L::T high) {
+  using V = typename L::V;
+  const V lo = L::splat(low), hi = L::splat(high);
+  map_lanes<L, 2>({dy, x}, out, n,
+                  [=](V g, V v) { return L::both(L::both(L::greater(v, lo), L::greater(hi, v)), g); });
+}
+
 }  // namespace
 
 void vml_apply(VmlOp op, const double* in, double* out, int64_t n) {
@@ -256,6 +323,33 @@ void vml_gelu_backward(const double* dy, const double* x, double* out, int64_t n
 }
 void vml_gelu_backward(const float* dy, const float* x, float* out, int64_t n, bool tanh) {
   gelu_backward_lanes<Float8>(dy, x, out, n, tanh);
+}
+
+// The float64 and float32 entry points of a lanes template over one input, or over two.
+#define TN_VML_LANES_1(NAME, LANES)                                                 \
+  void NAME(const double* x, double* out, int64_t n) { LANES<Double4>(x, out, n); } \
+  void NAME(const float* x, float* out, int64_t n) { LANES<Float8>(x, out, n); }
+#define TN_VML_LANES_2(NAME, LANES)                                                                     \
+  void NAME(const double* a, const double* b, double* out, int64_t n) { LANES<Double4>(a, b, out, n); } \
+  void NAME(const float* a, const float* b, float* out, int64_t n) { LANES<Float8>(a, b, out, n); }
+TN_VML_LANES_1(vml_sigmoid, sigmoid_lanes)
+TN_VML_LANES_2(vml_sigmoid_backward, sigmoid_backward_lanes)
+TN_VML_LANES_1(vml_silu, silu_lanes)
+TN_VML_LANES_2(vml_silu_backward, silu_backward_lanes)
+
+void vml_hardtanh_backward(const double* dy, const double* x, double* out, int64_t n, double low,
+                           double high) {
+  hardtanh_backward_lanes<Double4>(dy, x, out, n, low, high);
+}
+void vml_hardtanh_backward(const float* dy, const float* x, float* out, int64_t n, float low, float high) {
+  hardtanh_backward_lanes<Float8>(dy, x, out, n, low, high);
+}
+
+void vml_clamp(const double* x, double* out, int64_t n, double low, double high) {
+  clamp_lanes<Double4>(x, out, n, low, high);
+}
+void vml_clamp(const float* x, float* out, int64_t n, float low, float high) {
+  clamp_lanes<Float8>(x, out, n, low, high);
 }
 
 }  // namespace tn

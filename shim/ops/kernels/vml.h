@@ -55,4 +55,23 @@ void vml_gelu(const float* x, float* out, int64_t n, bool tanh);
 void vml_gelu_backward(const double* dy, const double* x, double* out, int64_t n, bool tanh);
 void vml_gelu_backward(const float* dy, const float* x, float* out, int64_t n, bool tanh);
 
+// sigmoid, its gradient dy (1 - y) y from the result y, silu and its gradient as upstream's
+// sigmoid, sigmoid_backward, silu and silu_backward kernels' vectorized lambdas.
+void vml_sigmoid(const double* x, double* out, int64_t n);
+void vml_sigmoid(const float* x, float* out, int64_t n);
+void vml_sigmoid_backward(const double* dy, const double* y, double* out, int64_t n);
+void vml_sigmoid_backward(const float* dy, const float* y, float* out, int64_t n);
+void vml_silu(const double* x, double* out, int64_t n);
+void vml_silu(const float* x, float* out, int64_t n);
+void vml_silu_backward(const double* dy, const double* x, double* out, int64_t n);
+void vml_silu_backward(const float* dy, const float* x, float* out, int64_t n);
+// clamp by numbers as upstream's vectorized lambda (absent bounds infinite): x where it is NaN
+// or equal to a bound; in place when out == x.
+void vml_clamp(const double* x, double* out, int64_t n, double low, double high);
+void vml_clamp(const float* x, float* out, int64_t n, float low, float high);
+// hardtanh's gradient as upstream's vectorized lambda: dy where low < x < high, else 0.
+void vml_hardtanh_backward(const double* dy, const double* x, double* out, int64_t n, double low,
+                           double high);
+void vml_hardtanh_backward(const float* dy, const float* x, float* out, int64_t n, float low, float high);
+
 }  // namespace tn

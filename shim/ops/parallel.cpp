@@ -1,0 +1,41 @@
+#include "parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+
+#include "settings.h"
+
+namespace tn {
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  int threads = intra_op_threads();
+  if (n <= grain || threads == 1 || omp_in_parallel()) {
+    f(0, n);
+    return;
+  }
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  // The team's size is set before the region (as upstream does), not with num_threads, so
+  // that OpenMP keeps one pool for these loops and oneDNN's.
+  omp_set_num_threads(threads);
+#pragma omp parallel
+  {
+    int64_t chunks = std::min<int64_t>(omp_get_num_threads(), (n + grain - 1) / grain);
+    int64_t size = (n + chunks - 1) / chunks, begin = omp_get_thread_num() * size;
+    if (begin < n) {
+      try {
+        f(begin, std::min(n, begin + size));
+      } catch (...) {
+        std::lock_guard<std::mutex> hold(failure_lock);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace tn
