@@ -73,6 +73,49 @@ def wait_for(what, condition, timeout):
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
+# The signal lines of /proc/PID/status: which signals are blocked, ignored, pending for the thread
+# (SigPnd) and for the process (ShdPnd), and caught.
+SIGNAL_LINES = ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+GDB = "/usr/bin/gdb"
+
+
+def signal_state_and_stacks(pid):
+    """Why process `pid` did not end at a signal: the signal lines of its status and of each of
+    its threads', and every thread's native backtrace (gdb, bounded). A blocked or ignored signal
+    is inherited across fork and exec, so a test's process can be deaf to one that its test sends."""
+    lines = []
+    try:
+        for task in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                fields = dict(line.rstrip("\n").split(":\t", 1) for line in status if ":\t" in line)
+            lines.append(f"thread {task} ({fields.get('Name', '?')}): " +
+                         " ".join(f"{name} {fields.get(name, '?')}" for name in SIGNAL_LINES))
+    except OSError as error:
+        lines.append(f"/proc/{pid}: {error}")
+    try:
+        # Attaching to a device took about 4 s (2026-12-07); 40 s leaves a test that waited 30 s
+        # for its process within pytest.ini's 120 s.
+        gdb = subprocess.run([GDB, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt"],
+                             capture_output=True, text=True, timeout=40)
+        lines.append(gdb.stdout + gdb.stderr)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        lines.append(f"gdb: {error}")
+    return "\n".join(lines)
+
+
+def communicate_within(process, timeout, what):
+    """process.communicate(timeout=timeout): (stdout, stderr) once it has ended. If it has not by
+    then, the test fails with `what`, the process's signal state and stacks
+    (signal_state_and_stacks) and what it wrote; it is killed either way."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        state = signal_state_and_stacks(process.pid)
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"{what}: still running after {timeout} s\n{state}\nstdout: {out}\nstderr: {err}")
+
+
 def admin_json(coordinator, *arguments):
     result = subprocess.run(coordinator["admin"] + list(arguments), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

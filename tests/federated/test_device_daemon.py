@@ -13,8 +13,8 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from federation import (PYTHON, admin_json, checked_in, create_fedavg_task, free_port, launch_coordinator,
-                        log_events, start_coordinator, tool, wait_for)
+from federation import (PYTHON, admin_json, checked_in, communicate_within, create_fedavg_task, free_port,
+                        launch_coordinator, log_events, start_coordinator, tool, wait_for)
 
 MODEL = {"weight": np.zeros(4, dtype=np.float32), "steps": np.array([0], dtype=np.int64)}
 MODEL_BYTES = 4 * 4 + 8
@@ -293,7 +293,7 @@ def test_ctrl_c_ends_a_python_device_held_in_a_check_in_at_once(tmp_path):
             wait_for("the device's CheckIn to be held", lambda: checked_in(coordinator) == 1, 30)
             sent = time.monotonic()
             device.send_signal(signal.SIGINT)
-            _, err = device.communicate(timeout=30)
+            _, err = communicate_within(device, 30, "the Python device after SIGINT")
             seconds = time.monotonic() - sent
         finally:
             device.kill()

@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from federation import CLOSED_ROUND_STATES, PYTHON, admin_json, fedavg, read_safetensors, wait_for, write_safetensors
+from federation import (CLOSED_ROUND_STATES, PYTHON, admin_json, communicate_within, fedavg, read_safetensors, wait_for,
+                        write_safetensors)
 
 DEVICE_SCRIPT = r'''
 import json, sys, torch
@@ -169,9 +170,9 @@ def test_ctrl_c_stops_a_python_device_waiting_for_work(coordinator, tmp_path):
         time.sleep(0.5)  # inside run()
         interrupted_at = time.monotonic()
         process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=30)
+        _, err = communicate_within(process, 30, "the Python device after SIGINT")
         stopped_after = time.monotonic() - interrupted_at
-        err = process.stderr.read()
+        code = process.returncode
     finally:
         if process.poll() is None:
             process.kill()
