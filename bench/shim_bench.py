@@ -24,6 +24,13 @@ cases = {
   "mm 1024": (lambda: torch.ones(1024, 1024), lambda: torch.ones(1024, 1024), torch.mm),
   "softmax 1000x1000": (lambda: torch.ones(1000, 1000), lambda: 1, lambda a, d: torch.softmax(a, d)),
   "sum 1M": (lambda: torch.ones(1 << 20), lambda: 0, lambda a, d: a.sum(d)),
+  # The BatchNorm CNN's first block (64 x 8 x 28 x 28): relu's gradient over random signs,
+  # a 2 x 2 max pooling forward and backward, and a fill.
+  "threshold_backward 401k": (lambda: torch.randn(64, 8, 28, 28), lambda: torch.randn(64, 8, 28, 28),
+                              lambda g, x: torch.ops.aten.threshold_backward(g, x, 0)),
+  "max_pool2d fwd+bwd 401k": (lambda: torch.randn(64, 8, 28, 28, requires_grad=True), lambda: 2,
+                              lambda x, k: torch.autograd.grad(torch.nn.functional.max_pool2d(x, k).sum(), x)),
+  "fill_ 401k": (lambda: torch.empty(64, 8, 28, 28), lambda: 1.0, lambda x, v: x.fill_(v)),
 }
 out = {}
 for name, (make_a, make_b, fn) in cases.items():

@@ -45,7 +45,7 @@ const std::set<std::string> kDecomposed = words(
     "vstack dstack pairwise_distance inner kron tensordot msort take_along_dim "
     "linalg_matrix_power linalg_norm linalg_matrix_norm meshgrid tensor_split repeat_interleave "
     "combinations einsum cosine_similarity logdet diagflat atleast_1d.Sequence atleast_2d.Sequence "
-    "atleast_3d.Sequence max_pool3d adaptive_avg_pool3d");
+    "atleast_3d.Sequence max_pool2d max_pool3d adaptive_avg_pool3d");
 
 // out= overloads upstream computes as composites of other out= calls, without refusing inputs
 // that require grad (the out tensor gets no history either way).

@@ -46,12 +46,6 @@ Shape with_height_one(Shape sizes) {
 
 TN_DERIVATIVE("aten::max_pool2d_with_indices", "MaxPool2DWithIndicesBackward0", SAVES_RESULT(),
               { return {max_pool_backward(g[0], s.result(1), s.input_sizes(0), 2)}; });
-TN_DERIVATIVE("aten::max_pool2d", "MaxPool2DWithIndicesBackward0", SAVES(0), {
-  auto a = s.args();
-  auto chosen = ops::max_pool2d_with_indices(s.input(0), a.int_list(1), a.int_list(2), a.int_list(3),
-                                             a.int_list(4), a.boolean(5));
-  return {max_pool_backward(g[0], std::get<1>(chosen), s.input_sizes(0), 2)};
-});
 // A 1-D max pool is a 2-D one over height 1, as the forward computes it. Upstream's node has
 // the 2-D name (its graph adds a SqueezeBackward1 above it; one node here).
 TN_DERIVATIVE("aten::max_pool1d", "MaxPool2DWithIndicesBackward0", SAVES(0), {

@@ -101,7 +101,8 @@ void max_plane(const scalar_t* plane, const Dims3& in, const Windows& w, scalar_
 // The number of planes (batch x channel) of a contiguous tensor whose planes hold `plane` elements.
 int64_t planes_of(const Tensor& x, int64_t plane) { return plane > 0 ? x.numel() / plane : 0; }
 
-// Max pooling over a contiguous input, every plane over the same windows.
+// Max pooling over a contiguous input, every plane over the same windows, planes split between
+// threads (cells are independent: the split changes no result).
 std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, const Dims3& in,
                                    const Windows& w) {
   Tensor values = Tensor::empty(out_sizes, x.dtype());
@@ -111,10 +112,12 @@ std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, cons
                 planes = planes_of(x, plane_in);
   TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
-    for (int64_t p = 0; p < planes; ++p)
-      max_plane(x.template data_as<scalar_t>() + p * plane_in, in, w,
-                values.template data_as<scalar_t>() + p * cells,
-                indices.template data_as<int64_t>() + p * cells);
+    parallel_for(planes, 0, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p)
+        max_plane(x.template data_as<scalar_t>() + p * plane_in, in, w,
+                  values.template data_as<scalar_t>() + p * cells,
+                  indices.template data_as<int64_t>() + p * cells);
+    });
   });
   return {values, indices};
 }
@@ -758,14 +761,43 @@ Tensor adaptive_avg_pool_backward(const Tensor& grad, const Shape& input_sizes, 
   return spread(grad, input_sizes, spatial, adaptive_windows(in, out), false, std::nullopt);
 }
 
+// Each output cell's gradient added at the input position its index names, per plane, cells in
+// order (upstream's order, which decides the sums where windows overlap), planes split between
+// threads as upstream's. An index outside its plane is refused: upstream's kernel would write
+// outside the gradient.
 Tensor max_pool_backward(const Tensor& grad, const Tensor& indices, const Shape& input_sizes, int spatial) {
+  if (grad.is_meta()) return ops::empty(input_sizes, grad.dtype(), std::nullopt, std::string("meta"));
   Dims3 in = spatial_sizes(input_sizes, spatial);
-  Shape planes(input_sizes.begin(), input_sizes.end() - spatial);
-  planes.push_back(in[0] * in[1] * in[2]);
-  Tensor flat = ops::zeros(planes, grad.dtype());
-  Tensor summed =
-      ops::scatter_add(flat, -1, ops::flatten(indices, -spatial, -1), ops::flatten(grad, -spatial, -1));
-  return ops::reshape(summed, input_sizes);
+  Dims3 pooled = spatial_sizes(indices.sizes(), spatial);
+  const int64_t plane_in = in[0] * in[1] * in[2], cells = pooled[0] * pooled[1] * pooled[2];
+  Tensor out = ops::zeros(input_sizes, grad.dtype());
+  if (grad.sizes() != indices.sizes())
+    throw Error("grad_output of sizes " + shape_str(grad.sizes()) + " does not match the indices' sizes " +
+                shape_str(indices.sizes()));
+  Tensor g = grad.contiguous(), chosen = indices.to(ScalarType::Long).contiguous();
+  const int64_t planes = planes_of(chosen, cells);
+  if (cells > 0 && planes * plane_in != out.numel())
+    throw Error("indices of sizes " + shape_str(indices.sizes()) + " do not pool an input of sizes " +
+                shape_str(input_sizes));
+  TN_DISPATCH_ALL_TYPES(grad.dtype(), "max_pool_backward", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    using c = compute_t<scalar_t>;
+    const scalar_t* gv = g.template data_as<scalar_t>();
+    const int64_t* iv = chosen.template data_as<int64_t>();
+    scalar_t* ov = out.template data_as<scalar_t>();
+    parallel_for(planes, 0, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p)
+        for (int64_t cell = p * cells; cell < (p + 1) * cells; ++cell) {
+          int64_t i = iv[cell];
+          if (i < 0 || i >= plane_in)
+            throw Error("max pooling's index " + std::to_string(i) + " is outside its plane of " +
+                        std::to_string(plane_in) + " elements");
+          scalar_t& target = ov[p * plane_in + i];
+          target = scalar_t(c(target) + c(gv[cell]));
+        }
+    });
+  });
+  return out;
 }
 
 TN_KERNEL("aten::max_pool1d_with_indices", {
@@ -786,9 +818,11 @@ TN_KERNEL("aten::adaptive_avg_pool1d", {
   Tensor x = as_height_one(a.tensor(0), "adaptive_avg_pool1d", {a.int_list(1)});
   return ops::squeeze(adaptive_avg_pool2d(x, {1, a.int_list(1)[0]}), int64_t{-2});
 });
+// Upstream's max_pool2d is its max_pool2d_with_indices' values (record.cpp's kDecomposed): the
+// backward pass reads the indices the forward found.
 TN_KERNEL("aten::max_pool2d", {
-  return max_pool2d(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3), a.int_list(4), a.boolean(5))
-      .first;
+  return std::get<0>(ops::max_pool2d_with_indices(a.tensor(0), a.int_list(1), a.int_list(2), a.int_list(3),
+                                                  a.int_list(4), a.boolean(5)));
 });
 TN_KERNEL("aten::max_pool2d_with_indices", {
   auto [v, i] =
