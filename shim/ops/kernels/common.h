@@ -242,6 +242,19 @@ void reduce_loop(const ReducePlan& plan, Tensor& out, Acc init, Step step, Finis
 // The elements in order as a 1-D tensor (a view when already contiguous).
 Tensor flat(const Tensor& t);
 
+// A contiguous tensor seen along one dim: `outer` blocks of `size` rows of `inner` values;
+// a column is one value of `inner` in one block, the dim's `size` values `inner` apart.
+struct AlongDim {
+  int64_t outer = 1, size = 1, inner = 1;
+  AlongDim(const Shape& sizes, int64_t dim) : size(sizes.empty() ? 1 : sizes[size_t(dim)]) {
+    for (int64_t d = 0; d < int64_t(sizes.size()); ++d) {
+      if (d < dim) outer *= sizes[size_t(d)];
+      if (d > dim) inner *= sizes[size_t(d)];
+    }
+  }
+  int64_t start(int64_t column) const { return column / inner * size * inner + column % inner; }
+};
+
 // A tensor as rows along `dim` (moved last, contiguous), for scans and per-row work.
 struct Rows {
   Tensor data;          // contiguous, shape = moved
@@ -363,6 +376,13 @@ T multiply_add(T x, T y, T z) {
     return std::fma(scalar_t(x), scalar_t(y), scalar_t(z));
   else
     return T(x * y + z);
+}
+
+// x + alpha * y as upstream's add kernel rounds it: once (a fused multiply-add, which for
+// alpha 1 is the plain sum).
+template <typename scalar_t, typename T>
+T add_scaled(T x, T y, T alpha) {
+  return alpha == T(1) ? T(x + y) : multiply_add<scalar_t>(alpha, y, x);
 }
 
 // `x` holds result's dtype and shape with result's (dense) strides, so one flat pass over

@@ -2,6 +2,7 @@
 // masked_fill/select/scatter, take, take_along_dim, nonzero, argwhere, where(condition).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -159,16 +160,25 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   // range check, are unknown (upstream's meta index_select does not check them either).
   if (out.is_meta()) return out;
   int64_t size = self.dim() ? self.size(dim) : 1;
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t k = idx.data_as<int64_t>()[i];
-    if (k < -size || k >= size) throw IndexError("index out of range in self");
-    if (k < 0) k += size;
-    if (self.dim() == 0) {
-      out.copy_from(self);
-      continue;
-    }
-    ops::select(out, dim, i).copy_from(ops::select(self, dim, k));
+  const int64_t* positions = idx.data_as<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] < -size || positions[i] >= size) throw IndexError("index out of range in self");
+  if (self.dim() == 0) {
+    if (n > 0) out.copy_from(self);
+    return out;
   }
+  // Self as [outer, size, inner] in memory (contiguous): each chosen slice is `outer` runs of
+  // `inner` elements, copied as bytes (an embedding's rows, one memcpy each).
+  Tensor x = self.contiguous();
+  AlongDim along(x.sizes(), dim);
+  const size_t run = size_t(along.inner) * x.itemsize();
+  const char* from = static_cast<const char*>(x.data());
+  char* to = static_cast<char*>(out.data());
+  for (int64_t o = 0; o < along.outer; ++o)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t k = positions[i] < 0 ? positions[i] + size : positions[i];
+      std::memcpy(to + size_t(o * n + i) * run, from + size_t(o * size + k) * run, run);
+    }
   return out;
 }
 
@@ -187,6 +197,46 @@ void for_index_slices(const Tensor& target, int64_t dim, const Tensor& index, co
     if (k < 0) k += size;
     f(i, target.dim() ? ops::select(target, dim, k) : target);
   }
+}
+
+// index_add's common case in one pass over memory: a floating `out` (contiguous) and a source
+// of its dtype and sizes but `n` along dim, as an embedding's gradient. Each index's slice is
+// added in index order (upstream's slice order, which decides the sums where indices repeat),
+// each element rounded as add's kernel rounds out + alpha * source. False, having done nothing,
+// for anything else, which the general walk takes.
+bool add_rows_in_place(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source,
+                       const Scalar& alpha, const IndexDtypes& dtypes) {
+  if (out.dim() == 0 || index.dim() > 1 || out.is_meta() || !out.is_contiguous() ||
+      !is_floating(out.dtype()) || source.dtype() != out.dtype() || alpha.is_bool())
+    return false;
+  Shape expected = out.sizes();
+  expected[size_t(dim)] = index.numel();
+  if (source.sizes() != expected) return false;
+  Tensor idx = long_index(index, dtypes), from = source.contiguous();
+  AlongDim along(out.sizes(), dim);
+  const int64_t n = idx.numel(), *positions = idx.data_as<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] < -along.size || positions[i] >= along.size)
+      throw IndexError("index_add(): index " + std::to_string(positions[i]) + " is out of bounds");
+  TN_DISPATCH_ALL_TYPES(out.dtype(), "index_add", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (is_float_v<compute_t<scalar_t>>) {
+      using c = compute_t<scalar_t>;
+      const c al = scalar_argument<scalar_t>(alpha);
+      const scalar_t* src = from.template data_as<scalar_t>();
+      scalar_t* dst = out.template data_as<scalar_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t k = positions[i] < 0 ? positions[i] + along.size : positions[i];
+        for (int64_t o = 0; o < along.outer; ++o) {
+          scalar_t* row = dst + (o * along.size + k) * along.inner;
+          const scalar_t* added = src + (o * n + i) * along.inner;
+          for (int64_t j = 0; j < along.inner; ++j)
+            row[j] = scalar_t(add_scaled<scalar_t>(c(row[j]), c(added[j]), al));
+        }
+      }
+    }
+  });
+  return true;
 }
 
 // index_fill_: each selected slice of self filled in place, through self's strides.
@@ -457,6 +507,7 @@ TN_KERNEL("aten::index_add", {
   const Tensor& source = a.tensor(3);
   Scalar alpha = a.scalar(4);
   IndexDtypes dtypes{"index_add_(): Expected dtype int32/int64 for index but got: ", true, true};
+  if (add_rows_in_place(out, dim, a.tensor(2), source, alpha, dtypes)) return out;
   for_index_slices(out, dim, a.tensor(2), "index_add", dtypes, [&](int64_t i, const Tensor& target) {
     target.copy_from(ops::add(target, slice_of(source, dim, i), alpha));
   });

@@ -48,10 +48,10 @@ BatchNormShape batch_norm_shape(const Tensor& x) {
   return {n, c, n != 0 && c != 0 ? x.numel() / (n * c) : 0};
 }
 
-// The hot loops, cloned for x86-64-v3 (AVX2 + FMA: std::fma is one instruction; an "arch=haswell"
-// clone would be chosen only on a CPU that is a Haswell) and the baseline, with contraction off,
-// so both clones round exactly where upstream's kernels do: the FMAs its compiler forms are
-// written out as std::fma, nothing else is fused.
+// The hot loops (batch norm's and layer norm's), cloned for x86-64-v3 (AVX2 + FMA: std::fma is one
+// instruction; an "arch=haswell" clone would be chosen only on a CPU that is a Haswell) and the baseline,
+// with contraction off, so both clones round exactly where upstream's kernels do: the FMAs its compiler forms
+// are written out as std::fma, nothing else is fused.
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 #define TN_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
@@ -271,9 +271,6 @@ TN_CLONES void channel_backward(const BackwardArgs<T>& a) {
     if (a.grad_bias) a.grad_bias[c] = T(sum);
   }
 }
-
-#undef TN_CLONES
-#pragma GCC pop_options
 
 // Upstream's checks of the per-channel tensors, in its order: sizes, then its mixed-type rule
 // (a float32 parameter set for a bfloat16 input; anything else must match the input's dtype).
@@ -745,7 +742,7 @@ struct LayerNormRows {
 // Upstream's LayerNormKernelImplInternal: per row y = (x rstd + (-rstd mean)) gamma + beta, two
 // FMAs (gamma 1 and beta 0 where absent).
 template <typename T>
-void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, T* rstd) {
+TN_CLONES void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, T* rstd) {
   for (int64_t i = 0; i < a.rows; ++i) {
     const T* x = a.x + i * a.n;
     auto [mu, var] = rowwise_moments(x, a.n);
@@ -761,7 +758,8 @@ void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, T* rstd) {
 // Upstream's input gradient per row: ds = sum dy x gamma and db = sum dy gamma as its vectorized
 // reductions, b = (db mean - ds) rstd^3 / n, c = -b mean - db rstd / n, dx = rstd dy gamma + b x + c.
 template <typename T>
-void layer_norm_input_grad(const LayerNormRows<T>& a, const T* grad, const T* mean, const T* rstd, T* dx) {
+TN_CLONES void layer_norm_input_grad(const LayerNormRows<T>& a, const T* grad, const T* mean, const T* rstd,
+                                     T* dx) {
   const T scale = T(1) / T(a.n), *w = a.gamma;
   for (int64_t i = 0; i < a.rows; ++i) {
     const T *dy = grad + i * a.n, *x = a.x + i * a.n;
@@ -790,8 +788,8 @@ void layer_norm_input_grad(const LayerNormRows<T>& a, const T* grad, const T* me
 // it splits them among torch.get_num_threads() threads) adds dy (rstd x - rstd mean) and dy
 // into its own buffer, row by row; the buffers are added in thread order after.
 template <typename T>
-void layer_norm_parameter_grads(const LayerNormRows<T>& a, const T* grad, const T* mean, const T* rstd,
-                                T* dgamma, T* dbeta) {
+TN_CLONES void layer_norm_parameter_grads(const LayerNormRows<T>& a, const T* grad, const T* mean,
+                                          const T* rstd, T* dgamma, T* dbeta) {
   if (dgamma) std::fill_n(dgamma, a.n, T(0));
   if (dbeta) std::fill_n(dbeta, a.n, T(0));
   if (a.rows == 0) return;
@@ -814,6 +812,9 @@ void layer_norm_parameter_grads(const LayerNormRows<T>& a, const T* grad, const 
     }
   }
 }
+
+#undef TN_CLONES
+#pragma GCC pop_options
 
 // The rows and row length of layer_norm's input: normalized_shape must be its trailing dims.
 std::pair<int64_t, int64_t> layer_norm_shape(const Tensor& x, const Shape& normalized) {

@@ -87,24 +87,12 @@ void softmax_lastdim_row(const T* in, T* out, int64_t n, bool log) {
   for (int64_t j = 0; j < n; ++j) out[j] = shifted[size_t(j)] - log_sum;
 }
 
-// A contiguous tensor seen along one dim: `outer` blocks of `size` rows of `inner` values;
-// a column is one value of `inner` in one block, the dim's `size` values `inner` apart.
-struct AlongDim {
-  int64_t outer = 1, size = 1, inner = 1;
-  AlongDim(const Shape& sizes, int64_t dim) : size(sizes.empty() ? 1 : sizes[size_t(dim)]) {
-    for (int64_t d = 0; d < int64_t(sizes.size()); ++d) {
-      if (d < dim) outer *= sizes[size_t(d)];
-      if (d > dim) inner *= sizes[size_t(d)];
-    }
-  }
-  int64_t start(int64_t column) const { return column / inner * size * inner + column % inner; }
-  // Upstream's blocked kernels run each column of the last (inner % lanes) of a block's
-  // columns scalar, the rest on vectors.
-  template <typename T>
-  int64_t vector_columns() const {
-    return inner - inner % vector_lanes<T>;
-  }
-};
+// Upstream's blocked kernels run each column of the last (inner % lanes) of a block's columns
+// scalar, the rest on vectors.
+template <typename T>
+int64_t vector_columns(const AlongDim& along) {
+  return along.inner - along.inner % vector_lanes<T>;
+}
 
 // Upstream's at::parallel_for over n items: in one piece with one thread (or n <= grain), else
 // in equal shares (the last shorter) among min(threads, ceil(n / grain)) threads.
@@ -197,7 +185,7 @@ void log_softmax_columns(const T* in, T* out, const AlongDim& along, int64_t col
 // Calls f(column, width, vector_path) over every block's columns: the vector ones, then the rest.
 template <typename T, typename F>
 void blocked_columns(const AlongDim& along, F f) {
-  int64_t vector_width = along.vector_columns<T>();
+  int64_t vector_width = vector_columns<T>(along);
   for (int64_t block = 0; block < along.outer; ++block) {
     if (vector_width > 0) f(block * along.inner, vector_width, true);
     if (vector_width < along.inner) f(block * along.inner + vector_width, along.inner - vector_width, false);
