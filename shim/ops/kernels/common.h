@@ -367,6 +367,13 @@ compute_t<scalar_t> scalar_argument(const Scalar& s) {
     return s.to<compute_t<scalar_t>>();
 }
 
+// A hot loop that calls std::fma, cloned for x86-64-v3 (AVX2 + FMA: std::fma is one instruction,
+// where the baseline calls libm per element) and the baseline, chosen by the CPU at load time (an
+// "arch=haswell" clone would be chosen only on a CPU that is a Haswell). Its file turns
+// contraction off around it (#pragma GCC optimize("fp-contract=off")) so that the x86-64-v3
+// clone fuses nothing std::fma does not name.
+#define TN_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
+
 // x * y + z as upstream's float and double kernels compute it: its compiler contracts a
 // multiply feeding an add into one FMA, in its vector and scalar loops alike (add's
 // x + alpha * y rounds once).

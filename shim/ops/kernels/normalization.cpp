@@ -48,13 +48,11 @@ BatchNormShape batch_norm_shape(const Tensor& x) {
   return {n, c, n != 0 && c != 0 ? x.numel() / (n * c) : 0};
 }
 
-// The hot loops (batch norm's and layer norm's), cloned for x86-64-v3 (AVX2 + FMA: std::fma is one
-// instruction; an "arch=haswell" clone would be chosen only on a CPU that is a Haswell) and the baseline,
-// with contraction off, so both clones round exactly where upstream's kernels do: the FMAs its compiler forms
-// are written out as std::fma, nothing else is fused.
+// The hot loops (batch norm's and layer norm's) as TN_CLONES, with contraction off, so both
+// clones round exactly where upstream's kernels do: the FMAs its compiler forms are written out
+// as std::fma, nothing else is fused.
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
-#define TN_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
 
 // Upstream's Vectorized<T> width on AVX2.
 template <typename T>
@@ -813,7 +811,6 @@ TN_CLONES void layer_norm_parameter_grads(const LayerNormRows<T>& a, const T* gr
   }
 }
 
-#undef TN_CLONES
 #pragma GCC pop_options
 
 // The rows and row length of layer_norm's input: normalized_shape must be its trailing dims.

@@ -17,13 +17,18 @@ namespace {
 template <typename T>
 constexpr int64_t vector_lanes = 32 / int64_t(sizeof(T));
 
+// The row and column loops call std::fma where upstream's compiler fuses: TN_CLONES, with
+// contraction off so that nothing else is fused.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
 // Upstream's vectorized reduction of a row (vec::reduce_all, map2_reduce_all): a row shorter
 // than a vector adds its values in order; else the first vector's values start the lanes,
 // `accumulate(lane, i)` adds element i into its lane for each later whole vector and for the
 // last partial one (into the first lanes), then the lanes are folded (AVX2 float: across
 // halves, then pairs; double: in order).
 template <typename T, typename Value, typename Accumulate>
-T vector_row_reduce(int64_t n, Value value, Accumulate accumulate) {
+[[gnu::always_inline]] inline T vector_row_reduce(int64_t n, Value value, Accumulate accumulate) {
   constexpr int64_t width = vector_lanes<T>;
   if (n < width) {
     T acc = value(0);
@@ -32,7 +37,10 @@ T vector_row_reduce(int64_t n, Value value, Accumulate accumulate) {
   }
   T lanes[width];
   for (int64_t l = 0; l < width; ++l) lanes[l] = value(l);
-  for (int64_t i = width; i < n; ++i) lanes[i % width] = accumulate(lanes[i % width], i);
+  int64_t i = width;
+  for (; i + width <= n; i += width)  // whole vectors, lane by lane (one vector operation)
+    for (int64_t l = 0; l < width; ++l) lanes[l] = accumulate(lanes[l], i + l);
+  for (int64_t l = 0; i + l < n; ++l) lanes[l] = accumulate(lanes[l], i + l);  // the partial one
   if constexpr (std::is_same_v<T, float>)
     return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
   else
@@ -68,23 +76,48 @@ void log_values(const T* in, T* out, int64_t n) {
 // Upstream's last-dim softmax kernels in the storage type: exp(x - max) through SLEEF,
 // the vectorized row sum, then a multiplication by its reciprocal (softmax) or
 // (x - max) - log(sum) with SLEEF's log (log_softmax).
+// A row's maximum as a loop keeping the first of equal values (x > m ? x : m, one maxss a value,
+// no branch to mispredict), and a row holding a NaN its first NaN.
 template <typename T>
-void softmax_lastdim_row(const T* in, T* out, int64_t n, bool log) {
+T row_max(const T* in, int64_t n) {
   T m = in[0];
-  for (int64_t j = 1; j < n; ++j)
-    if (!std::isnan(m) && (std::isnan(in[j]) || in[j] > m)) m = in[j];  // NaN propagates
-  std::vector<T> shifted(static_cast<size_t>(n)), exps(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) shifted[size_t(j)] = in[j] - m;
-  exp_values(shifted.data(), exps.data(), n, true);
-  T sum = vector_row_sum(exps.data(), n);
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) {
+    nan |= std::isnan(in[j]);
+    m = in[j] > m ? in[j] : m;
+  }
+  if (nan)
+    for (int64_t j = 0; j < n; ++j)
+      if (std::isnan(in[j])) return in[j];
+  return m;
+}
+
+// `shifted` and `exps` hold n values each, scratch reused row after row.
+template <typename T>
+TN_CLONES void softmax_lastdim_row(const T* in, T* out, int64_t n, bool log, T* shifted, T* exps) {
+  T m = row_max(in, n);
+  for (int64_t j = 0; j < n; ++j) shifted[j] = in[j] - m;
+  exp_values(shifted, exps, n, true);
+  T sum = vector_row_sum(exps, n);
   if (!log) {
     T reciprocal = T(1) / sum;
-    for (int64_t j = 0; j < n; ++j) out[j] = exps[size_t(j)] * reciprocal;
+    for (int64_t j = 0; j < n; ++j) out[j] = exps[j] * reciprocal;
     return;
   }
   T log_sum;
   log_values(&sum, &log_sum, 1);
-  for (int64_t j = 0; j < n; ++j) out[j] = shifted[size_t(j)] - log_sum;
+  for (int64_t j = 0; j < n; ++j) out[j] = shifted[j] - log_sum;
+}
+
+// Rows along the last dim split between threads as upstream's parallel_for over them (rows are
+// independent: the split changes no result), each share with its own scratch.
+template <typename T, typename F>
+void each_lastdim_row(const AlongDim& along, F row) {
+  parallel_for(along.outer, std::max<int64_t>(kGrainSize / std::max<int64_t>(along.size, 1), 1),
+               [&](int64_t begin, int64_t end) {
+                 std::vector<T> scratch(size_t(2 * along.size));
+                 for (int64_t r = begin; r < end; ++r) row(r, scratch.data(), scratch.data() + along.size);
+               });
 }
 
 // Upstream's blocked kernels run each column of the last (inner % lanes) of a block's columns
@@ -197,8 +230,9 @@ void softmax_forward(const T* in, T* out, const Shape& sizes, int64_t dim, bool 
   bool last = dim == int64_t(sizes.size()) - 1 || sizes.empty();
   AlongDim along(sizes, dim);
   if (last) {
-    for (int64_t r = 0; r < along.outer; ++r)
-      softmax_lastdim_row(in + r * along.size, out + r * along.size, along.size, log);
+    each_lastdim_row<T>(along, [&](int64_t r, T* shifted, T* exps) {
+      softmax_lastdim_row(in + r * along.size, out + r * along.size, along.size, log, shifted, exps);
+    });
   } else if (log) {
     blocked_columns<T>(along, [&](int64_t column, int64_t width, bool vector_path) {
       log_softmax_columns(in, out, along, column, width, vector_path);
@@ -237,12 +271,11 @@ Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype,
 // (log_softmax) or of the products g y (softmax, fused into the lanes after the first vector),
 // then every element with SLEEF's exp.
 template <typename T>
-void softmax_backward_row(const T* g, const T* y, T* gi, int64_t n, bool log) {
+TN_CLONES void softmax_backward_row(const T* g, const T* y, T* gi, int64_t n, bool log, T* exps) {
   if (log) {
-    std::vector<T> exps(static_cast<size_t>(n));
     T sum = vector_row_sum(g, n);
-    exp_values(y, exps.data(), n, true);
-    for (int64_t j = 0; j < n; ++j) gi[j] = std::fma(-exps[size_t(j)], sum, g[j]);
+    exp_values(y, exps, n, true);
+    for (int64_t j = 0; j < n; ++j) gi[j] = std::fma(-exps[j], sum, g[j]);
     return;
   }
   T sum = vector_row_reduce<T>(
@@ -254,8 +287,8 @@ void softmax_backward_row(const T* g, const T* y, T* gi, int64_t n, bool log) {
 // Adjacent columns along a dim not last (_vec_softmax_backward, _vec_log_softmax_backward): each
 // column's sum from 0 down the dim, then every element.
 template <typename T>
-void softmax_backward_columns(const T* g, const T* y, T* gi, const AlongDim& along, int64_t column,
-                              int64_t width, bool vector_path, bool log) {
+TN_CLONES void softmax_backward_columns(const T* g, const T* y, T* gi, const AlongDim& along, int64_t column,
+                                        int64_t width, bool vector_path, bool log) {
   int64_t at = along.start(column);
   g += at, y += at, gi += at;
   std::vector<T> sum(size_t(width), T(0)), exps(static_cast<size_t>(width));
@@ -280,14 +313,18 @@ template <typename T>
 void softmax_backward(const T* g, const T* y, T* gi, const Shape& sizes, int64_t dim, bool log) {
   AlongDim along(sizes, dim);
   if (dim == int64_t(sizes.size()) - 1 || sizes.empty()) {
-    for (int64_t r = 0; r < along.outer; ++r)
-      softmax_backward_row(g + r * along.size, y + r * along.size, gi + r * along.size, along.size, log);
+    each_lastdim_row<T>(along, [&](int64_t r, T*, T* exps) {
+      softmax_backward_row(g + r * along.size, y + r * along.size, gi + r * along.size, along.size, log,
+                           exps);
+    });
     return;
   }
   blocked_columns<T>(along, [&](int64_t column, int64_t width, bool vector_path) {
     softmax_backward_columns(g, y, gi, along, column, width, vector_path, log);
   });
 }
+
+#pragma GCC pop_options
 
 // _softmax_backward_data / _log_softmax_backward_data: the gradient of the forward's input,
 // contiguous in grad's dtype; bfloat16 computed in float and rounded once.
