@@ -73,9 +73,6 @@ void log_values(const T* in, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::log(in[i]);
 }
 
-// Upstream's last-dim softmax kernels in the storage type: exp(x - max) through SLEEF,
-// the vectorized row sum, then a multiplication by its reciprocal (softmax) or
-// (x - max) - log(sum) with SLEEF's log (log_softmax).
 // A row's maximum as a loop keeping the first of equal values (x > m ? x : m, one maxss a value,
 // no branch to mispredict), and a row holding a NaN its first NaN.
 template <typename T>
@@ -92,6 +89,9 @@ T row_max(const T* in, int64_t n) {
   return m;
 }
 
+// Upstream's last-dim softmax kernels in the storage type: exp(x - max) through SLEEF,
+// the vectorized row sum, then a multiplication by its reciprocal (softmax) or
+// (x - max) - log(sum) with SLEEF's log (log_softmax).
 // `shifted` and `exps` hold n values each, scratch reused row after row.
 template <typename T>
 TN_CLONES void softmax_lastdim_row(const T* in, T* out, int64_t n, bool log, T* shifted, T* exps) {
