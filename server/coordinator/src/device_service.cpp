@@ -442,11 +442,16 @@ grpc::Status DeviceServiceImpl::take_stage(const v1::SecAggStageRequest& request
   services_.board.heard_from(id);
   const std::shared_ptr<SecureExchange> exchange =
       services_.secure_exchanges.find(payload.task_id(), payload.round_id());
-  if (!exchange)
+  if (!exchange) {
+    if (payload.has_masked_input_on_data_plane())
+      if (std::optional<std::string> why =
+              services_.secure_exchanges.left_out_answer(payload.task_id(), payload.round_id(), id))
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, *why);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "SecAggStage from device " + id + ": no secure round " +
                             std::to_string(payload.round_id()) + " of task '" +
                             payload.task_id().substr(0, 300) + "' is running (it has closed, or never was)");
+  }
   // A message the round refuses (malformed, or refused by the session: the device is then out of
   // the round) is an update refused, named in the event log as SubmitUpdate's are.
   auto finish = [this, reactor, id, task = payload.task_id(),

@@ -75,9 +75,11 @@ void SecureExchange::take(const federated::DeviceId& device, const v1::SecAggSta
   if (stage == Stage::Done)
     return refuse(grpc::StatusCode::INVALID_ARGUMENT, "it carries no stage's message");
   // A data-plane device whose words the hub's reduce did not count is out of the round by then;
-  // it learns why (hold_plane_delivery answers it), not only that it is out.
-  if (payload.has_masked_input_on_data_plane() && stage_ == Stage::MaskedInput && plane_settled_ &&
-      on_plane_.contains(index) && !plane_contributors_.contains(index)) {
+  // it learns why (hold_plane_delivery answers it), not only that it is out. At any later stage
+  // too: the round waits for it no more, so the others' messages can close the masked input stage
+  // (and the next ones) before its message, sent once its words went, arrives.
+  if (payload.has_masked_input_on_data_plane() && plane_settled_ && on_plane_.contains(index) &&
+      !plane_contributors_.contains(index)) {
     hold_plane_delivery(index, call);
     return;
   }
@@ -163,14 +165,25 @@ bool SecureExchange::hold_plane_delivery(DeviceIndex index, Call& call) {
         "a masked_input_on_data_plane message from a device that takes part over gRPC: its masked input goes "
         "in masked_input messages");
   if (!plane_settled_ || plane_contributors_.contains(index)) return true;
-  const auto why = plane_refusals_.find(index);
-  answer(call,
-         grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                      "SecAggStage from device " + round_->devices()[index] +
-                          " refused: the hub's reduce of the masked inputs did not count this device's" +
-                          (why == plane_refusals_.end() ? std::string(" (it was not delivered whole in time)")
-                                                        : ": " + why->second)));
+  answer(call, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, left_out_answer(index)));
   return false;
+}
+
+std::string SecureExchange::left_out_answer(DeviceIndex index) const {
+  const auto why = plane_refusals_.find(index);
+  return "SecAggStage from device " + round_->devices()[index] +
+         " refused: the hub's reduce of the masked inputs did not count this device's" +
+         (why == plane_refusals_.end() ? std::string(" (it was not delivered whole in time)")
+                                       : ": " + why->second);
+}
+
+std::map<federated::DeviceId, std::string> SecureExchange::left_out_answers() const {
+  std::lock_guard lock(mutex_);
+  std::map<federated::DeviceId, std::string> out;
+  for (DeviceIndex index : on_plane_)
+    if (plane_settled_ && !plane_contributors_.contains(index))
+      out[round_->devices()[index]] = left_out_answer(index);
+  return out;
 }
 
 std::set<federated::DeviceId> SecureExchange::in_stage() const {
@@ -318,7 +331,20 @@ std::shared_ptr<SecureExchange> SecureExchanges::find(const std::string& task_id
 
 void SecureExchanges::remove(const std::string& task_id, uint64_t round_id) {
   std::lock_guard lock(mutex_);
-  exchanges_.erase({task_id, round_id});
+  const auto found = exchanges_.find({task_id, round_id});
+  if (found == exchanges_.end()) return;
+  closed_[task_id] = {round_id, found->second->left_out_answers()};
+  exchanges_.erase(found);
+}
+
+std::optional<std::string> SecureExchanges::left_out_answer(const std::string& task_id, uint64_t round_id,
+                                                            const federated::DeviceId& device) const {
+  std::lock_guard lock(mutex_);
+  const auto closed = closed_.find(task_id);
+  if (closed == closed_.end() || closed->second.first != round_id) return std::nullopt;
+  const auto answer = closed->second.second.find(device);
+  if (answer == closed->second.second.end()) return std::nullopt;
+  return answer->second;
 }
 
 }  // namespace tn::server

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ class SecureExchange {
   // the session refuses (BelowThreshold: too few devices left), after answering the held calls
   // with that refusal.
   void close_stage();
+  // Once the hub's reduce is over: the answer to a masked_input_on_data_plane from each device of
+  // the data plane whose words it did not count (why, when known), by device; empty before.
+  std::map<federated::DeviceId, std::string> left_out_answers() const;
   // Which stage is open (advertise keys, share keys, masked input, consistency check, unmask),
   // for the round's events; "done" once unmasking closed.
   const char* stage_name() const;
@@ -88,6 +92,7 @@ class SecureExchange {
 
   // Feeds a masked_input_on_data_plane: held until the stage closes; false when refused.
   bool hold_plane_delivery(federated::secagg::DeviceIndex index, Call& call);
+  std::string left_out_answer(federated::secagg::DeviceIndex index) const;
 
   const std::unique_ptr<SecureRound> round_;
   const size_t words_per_message_;
@@ -110,11 +115,18 @@ class SecureExchanges {
  public:
   void open(const std::string& task_id, uint64_t round_id, std::shared_ptr<SecureExchange> exchange);
   std::shared_ptr<SecureExchange> find(const std::string& task_id, uint64_t round_id) const;
+  // Keeps the closed round's left_out_answers, its task's last: a device left out by the hub's
+  // reduce sends its masked_input_on_data_plane once its words went, and the round, which waits
+  // for it no more, can end before it arrives (within 100 ms, measured); it still learns why.
   void remove(const std::string& task_id, uint64_t round_id);
+  // The answer kept for `device` of a closed round (remove), if it is its task's last.
+  std::optional<std::string> left_out_answer(const std::string& task_id, uint64_t round_id,
+                                             const federated::DeviceId& device) const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<SecureExchange>> exchanges_;
+  std::map<std::string, std::pair<uint64_t, std::map<federated::DeviceId, std::string>>> closed_;
 };
 
 }  // namespace tn::server
