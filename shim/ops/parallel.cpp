@@ -24,7 +24,9 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   omp_set_num_threads(threads);
 #pragma omp parallel
   {
-    int64_t chunks = std::min<int64_t>(omp_get_num_threads(), (n + grain - 1) / grain);
+    // A grain of 0 (upstream's "split whatever the size") caps nothing: a chunk per thread.
+    int64_t chunks = omp_get_num_threads();
+    if (grain > 0) chunks = std::min<int64_t>(chunks, (n + grain - 1) / grain);
     int64_t size = (n + chunks - 1) / chunks, begin = omp_get_thread_num() * size;
     if (begin < n) {
       try {

@@ -57,3 +57,26 @@ def main():
 
 def test_elementwise_bits_equal_upstream_on_one_and_two_threads(tmp_path):
     assert_agree(*run_both(ELEMENTWISE, tmp_path))
+
+
+# Kernels that split independent work between threads (max pooling's planes, forward and
+# backward; softmax's and log_softmax's rows along the last dim, past 32,768 / row length rows):
+# on two threads they must run (a grain of 0 once divided by zero) and give upstream's bits.
+SPLIT = BODY + r'''
+def main():
+    results = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for dtype in (torch.float32, torch.float64):
+            key = f"{threads}/{dtype}"
+            x = floats((4, 3, 9, 9), 1, 6.0).to(dtype)  # 3x3 windows at stride 2 overlap
+            results["max_pool2d/" + key] = forward_and_gradient(lambda t: F.max_pool2d(t, 3, 2), x, 2)
+            rows = floats((1200, 33), 3, 6.0).to(dtype)  # 1200 rows: more than 32,768 / 33
+            results["softmax/" + key] = forward_and_gradient(lambda t: torch.softmax(t, -1), rows, 4)
+            results["log_softmax/" + key] = forward_and_gradient(lambda t: torch.log_softmax(t, -1), rows, 5)
+    return results
+'''
+
+
+def test_split_kernels_bits_equal_upstream_on_one_and_two_threads(tmp_path):
+    assert_agree(*run_both(SPLIT, tmp_path))
