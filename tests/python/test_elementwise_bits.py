@@ -80,3 +80,76 @@ def main():
 
 def test_split_kernels_bits_equal_upstream_on_one_and_two_threads(tmp_path):
     assert_agree(*run_both(SPLIT, tmp_path))
+
+
+# The in-place arithmetic optimizers run on every parameter each step (SGD's mul_ and add_ with
+# alpha, Adam's addcmul_ and addcdiv_), written into self directly where self is dense and each
+# operand is laid out as self, is self, or is one element; through a temporary otherwise (a
+# transposed operand, a self that is not dense). Each must give upstream's bits, version bump and
+# result-is-self, and upstream's refusals (a partial overlap, a dtype self cannot hold, a shape
+# self cannot take, on the cpu and the meta device). Adam's sqrt beside them (a cloned loop).
+IN_PLACE = BODY + r'''
+SHAPES = [(3, 5), (4, 9, 11), (33001,)]
+
+
+def in_place(function, x):
+    y = x.clone()
+    version = y._version
+    result = function(y)
+    return [y, y._version - version, result.data_ptr() == y.data_ptr()]
+
+
+def cases(x, o1, o2):
+    positive = o2.abs() + 0.5
+    yield "mul_ number", lambda t: t.mul_(0.9)
+    yield "mul_ tensor", lambda t: t.mul_(o1)
+    yield "mul_ 0-dim float64", lambda t: t.mul_(torch.tensor(0.3, dtype=torch.float64))
+    yield "add_", lambda t: t.add_(o1)
+    yield "add_ alpha", lambda t: t.add_(o1, alpha=-0.01)
+    yield "add_ number alpha", lambda t: t.add_(0.25, alpha=3)
+    yield "add_ itself alpha", lambda t: t.add_(t, alpha=0.7)
+    yield "sub_ alpha", lambda t: t.sub_(o1, alpha=0.3)
+    yield "div_ tensor", lambda t: t.div_(positive)
+    yield "div_ number", lambda t: t.div_(2.5)
+    yield "addcmul_", lambda t: t.addcmul_(o1, o2, value=0.001)
+    yield "addcmul_ itself", lambda t: t.addcmul_(t, t, value=-0.1)
+    yield "addcdiv_", lambda t: t.addcdiv_(o1, positive, value=-0.01)
+    if x.dim() > 1:
+        yield "add_ transposed other", lambda t: t.add_(o1.transpose(0, 1).contiguous().transpose(0, 1), alpha=2)
+        yield "mul_ broadcast row", lambda t: t.mul_(o1[:1])
+
+
+def main():
+    results = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for dtype in (torch.float32, torch.float64):
+            for index, shape in enumerate(SHAPES):
+                x, o1, o2 = (floats(shape, 10 * index + k, 4.0).to(dtype) for k in range(3))
+                key = f"{threads}/{dtype}/{shape}"
+                results[f"sqrt/{key}"] = [x.abs().sqrt(), x.sqrt()]
+                for name, call in cases(x, o1, o2):
+                    results[f"{name}/{key}"] = in_place(call, x)
+                    if x.dim() > 1:
+                        # self transposed (dense, permuted) and self not dense (every other column)
+                        results[f"{name} on transposed/{key}"] = in_place(call, x.transpose(0, 1).contiguous().transpose(0, 1))
+    x = floats((4, 6), 1)
+    y = x.clone().view(-1)
+    results["add_ overlapping itself"] = outcome(lambda: y[1:].add_(y[:-1]))
+    other = floats((4, 6), 2)
+    results["add_ not dense"] = in_place(lambda t: t[:, ::2].add_(other[:, ::2], alpha=0.5), x)
+    results["mul_ not dense by a number"] = in_place(lambda t: t[:, ::2].mul_(0.5), x)
+    results["addcmul_ not dense"] = in_place(lambda t: t[:, 1::2].addcmul_(other[:, ::2], other[:, 1::2]), x)
+    results["add_ not dense, other contiguous"] = in_place(lambda t: t[:, ::2].add_(floats((4, 3), 2), alpha=0.5), x)
+    results["mul_ float into long"] = outcome(lambda: torch.arange(6).mul_(0.5))
+    results["add_ long + number"] = in_place(lambda t: t.add_(3, alpha=2), torch.arange(6))
+    results["add_ float32 self, float64 other"] = in_place(lambda t: t.add_(floats((4, 6), 3).double()), x)
+    results["add_ broadcast to a larger shape"] = outcome(lambda: torch.ones(6).add_(torch.ones(4, 6)))
+    results["add_ meta broadcast"] = outcome(lambda: torch.empty(6, device="meta").add_(torch.empty(4, 6, device="meta")).shape)
+    results["addcmul_ meta"] = outcome(lambda: list(torch.empty(4, 6, device="meta").addcmul_(torch.empty(6, device="meta"), torch.empty(4, 1, device="meta")).shape))
+    return results
+'''
+
+
+def test_in_place_arithmetic_bits_equal_upstream(tmp_path):
+    assert_agree(*run_both(IN_PLACE, tmp_path))

@@ -19,7 +19,8 @@ void check_alpha(ScalarType t, const Scalar& alpha) {
     throw Error("For integral input tensors, argument alpha must not be a floating point number.");
 }
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+// `into`: an in-place call's self (add_), written directly where map_binary can.
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor* into = nullptr) {
   ScalarType t = result_type(a, b);
   check_alpha(t, alpha);
   return TN_DISPATCH_ALL_TYPES(t, "add", [&](auto tag_) {
@@ -27,17 +28,19 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
     using c = compute_t<scalar_t>;
     c al = scalar_argument<scalar_t>(alpha);
     if constexpr (std::is_same_v<scalar_t, bool>)
-      return map_binary<scalar_t>(a, b, t, [al](c x, c y) { return x || (al && y); });
+      return map_binary<scalar_t>(
+          a, b, t, [al](c x, c y) { return x || (al && y); }, into);
     // Upstream's fused y * 1 + x rounds once, as x + y does: the plain sum's loop vectorizes
     // (gradient accumulation, residual connections) where a libm fma call per element would not.
     else if (al == c(1))
-      return map_binary<scalar_t>(a, b, t, [](c x, c y) -> c { return x + y; });
+      return map_binary<scalar_t>(a, b, t, Cloned{[](c x, c y) -> c { return x + y; }}, into);
     else
-      return map_binary<scalar_t>(a, b, t, [al](c x, c y) -> c { return multiply_add<scalar_t>(al, y, x); });
+      return map_binary<scalar_t>(
+          a, b, t, Cloned{[al](c x, c y) -> c { return multiply_add<scalar_t>(al, y, x); }}, into);
   });
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha, const Tensor* into = nullptr) {
   if (a.dtype() == ScalarType::Bool || b.dtype() == ScalarType::Bool)
     throw Error(
         "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
@@ -49,21 +52,22 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
     using c = compute_t<scalar_t>;
     c al = scalar_argument<scalar_t>(alpha);
     // Upstream subtracts by adding -alpha * y (for alpha 1 the same bits as x - y, as in add).
-    if (al == c(1)) return map_binary<scalar_t>(a, b, t, [](c x, c y) -> c { return x - y; });
-    return map_binary<scalar_t>(a, b, t,
-                                [al](c x, c y) -> c { return multiply_add<scalar_t>(c(-al), y, x); });
+    if (al == c(1)) return map_binary<scalar_t>(a, b, t, Cloned{[](c x, c y) -> c { return x - y; }}, into);
+    return map_binary<scalar_t>(
+        a, b, t, Cloned{[al](c x, c y) -> c { return multiply_add<scalar_t>(c(-al), y, x); }}, into);
   });
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a, const Tensor& b, const Tensor* into = nullptr) {
   ScalarType t = result_type(a, b);
   return TN_DISPATCH_ALL_TYPES(t, "mul", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using c = compute_t<scalar_t>;
     if constexpr (std::is_same_v<scalar_t, bool>)
-      return map_binary<scalar_t>(a, b, t, [](c x, c y) { return x && y; });
+      return map_binary<scalar_t>(
+          a, b, t, [](c x, c y) { return x && y; }, into);
     else
-      return map_binary<scalar_t>(a, b, t, [](c x, c y) -> c { return x * y; });
+      return map_binary<scalar_t>(a, b, t, Cloned{[](c x, c y) -> c { return x * y; }}, into);
   });
 }
 
@@ -91,14 +95,15 @@ T floor_div(T x, T y) {
   }
 }
 
-Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& mode) {
+Tensor div(const Tensor& a, const Tensor& b, const std::optional<std::string>& mode,
+           const Tensor* into = nullptr) {
   ScalarType t = result_type(a, b);
   if (!mode) {
     ScalarType f = float_type(t);
     return TN_DISPATCH_ALL_TYPES(f, "div", [&](auto tag_) {
       using scalar_t = TN_TYPE(tag_);
       using c = compute_t<scalar_t>;
-      return map_binary<scalar_t>(a, b, f, [](c x, c y) -> c { return x / y; });
+      return map_binary<scalar_t>(a, b, f, Cloned{[](c x, c y) -> c { return x / y; }}, into);
     });
   }
   if (*mode != "trunc" && *mode != "floor")
@@ -276,6 +281,30 @@ TN_KERNEL("aten::sub.Scalar", { return sub(a.tensor(0), scalar_arg(a, 1), a.scal
 TN_KERNEL("aten::rsub.Tensor", { return sub(a.tensor(1), a.tensor(0), a.scalar(2)); });
 TN_KERNEL("aten::rsub.Scalar", { return sub(scalar_arg(a, 1), a.tensor(0), a.scalar(2)); });
 TN_KERNEL("aten::mul.Tensor", { return mul(a.tensor(0), a.tensor(1)); });
+// The in-place forms optimizers and models call on every step write self directly when they can
+// (an other of self's layout, or one element), as upstream's do: no temporary, one pass.
+TN_KERNEL("aten::add_.Tensor", {
+  return write_in_place(a.tensor(0), "add", add(a.tensor(0), a.tensor(1), a.scalar(2), &a.tensor(0)));
+});
+TN_KERNEL("aten::add_.Scalar", {
+  return write_in_place(a.tensor(0), "add", add(a.tensor(0), scalar_arg(a, 1), a.scalar(2), &a.tensor(0)));
+});
+TN_KERNEL("aten::sub_.Tensor", {
+  return write_in_place(a.tensor(0), "sub", sub(a.tensor(0), a.tensor(1), a.scalar(2), &a.tensor(0)));
+});
+TN_KERNEL("aten::sub_.Scalar", {
+  return write_in_place(a.tensor(0), "sub", sub(a.tensor(0), scalar_arg(a, 1), a.scalar(2), &a.tensor(0)));
+});
+TN_KERNEL("aten::mul_.Tensor",
+          { return write_in_place(a.tensor(0), "mul", mul(a.tensor(0), a.tensor(1), &a.tensor(0))); });
+TN_KERNEL("aten::mul_.Scalar",
+          { return write_in_place(a.tensor(0), "mul", mul(a.tensor(0), scalar_arg(a, 1), &a.tensor(0))); });
+TN_KERNEL("aten::div_.Tensor", {
+  return write_in_place(a.tensor(0), "div", div(a.tensor(0), a.tensor(1), std::nullopt, &a.tensor(0)));
+});
+TN_KERNEL("aten::div_.Scalar", {
+  return write_in_place(a.tensor(0), "div", div(a.tensor(0), scalar_arg(a, 1), std::nullopt, &a.tensor(0)));
+});
 TN_KERNEL("aten::mul.Scalar", { return mul(a.tensor(0), scalar_arg(a, 1)); });
 TN_KERNEL("aten::div.Tensor", { return div(a.tensor(0), a.tensor(1), std::nullopt); });
 TN_KERNEL("aten::div.Scalar", { return div(a.tensor(0), scalar_arg(a, 1), std::nullopt); });

@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include "core/overlap.h"
 #include "write_rules.h"
 
 namespace tn {
@@ -157,7 +158,19 @@ bool vml_available() {
   return available;
 }
 
+bool writes_into(const Tensor* into, const Shape& shape, ScalarType dtype,
+                 const std::vector<Tensor>& inputs) {
+  if (!into || into->sizes() != shape || into->dtype() != dtype || !is_non_overlapping_and_dense(*into))
+    return false;
+  return std::all_of(inputs.begin(), inputs.end(), [&](const Tensor& input) {
+    if (input.storage() != into->storage()) return true;
+    Overlap o = overlap(*into, input);
+    return o == Overlap::No || (o == Overlap::Full && input.sizes() == shape);
+  });
+}
+
 Tensor write_in_place(const Tensor& self, const std::string& family, const Tensor& result) {
+  if (result.same(self)) return self;
   check_output_dtype(family, family + "_", 0, 1, self.dtype(), result.dtype());
   self.copy_from(result);
   return self;

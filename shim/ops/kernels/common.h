@@ -61,6 +61,65 @@ Tensor empty_for_operands(const Shape& shape, const std::vector<Tensor>& inputs,
 // `t` converted to `dtype` with memory_format=preserve: a dense tensor keeps its strides.
 Tensor to_keeping_layout(const Tensor& t, ScalarType dtype);
 
+// Whether an in-place call's self (`into`; null in a functional call) can be the output of an
+// elementwise loop computing `shape` in `dtype` from `inputs`, as upstream's in-place kernels
+// write self with no temporary and no second pass: self has that shape and dtype, and every
+// input is either self's very elements or shares no memory with it, so each element is read
+// before the same element is written and no other is; self is non-overlapping and dense, so a
+// flat loop over its memory visits each of its elements once.
+bool writes_into(const Tensor* into, const Shape& shape, ScalarType dtype, const std::vector<Tensor>& inputs);
+// The output of an elementwise loop: `into` where writes_into allows, else a new tensor laid out
+// as empty_for_operands lays it.
+inline Tensor output_for(const Tensor* into, const Shape& shape, const std::vector<Tensor>& inputs,
+                         ScalarType common, ScalarType dtype) {
+  if (writes_into(into, shape, dtype, inputs)) return *into;
+  return empty_for_operands(shape, inputs, common, dtype);
+}
+
+// A hot loop that calls std::fma, cloned for x86-64-v3 (AVX2 + FMA: std::fma is one instruction,
+// where the baseline calls libm per element) and the baseline, chosen by the CPU at load time (an
+// "arch=haswell" clone would be chosen only on a CPU that is a Haswell). Its file turns
+// contraction off around it (#pragma GCC optimize("fp-contract=off")) so that the x86-64-v3
+// clone fuses nothing std::fma does not name.
+#define TN_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
+
+// An element function whose flat loops (map_unary's, map_binary's, map_ternary's) run as
+// TN_CLONES: one that calls std::fma (multiply_add), an instruction in the x86-64-v3 clone and a
+// libm call per element in the baseline, or a hot one that AVX2's wider vectors speed up (the
+// arithmetic optimizers run over every parameter, sqrt). Cloned{[](double x, double y) { ... }}.
+template <typename F>
+struct Cloned {
+  F f;
+  template <typename... T>
+  auto operator()(T... x) const {
+    return f(x...);
+  }
+};
+template <typename F>
+constexpr bool is_cloned_v = false;
+template <typename F>
+constexpr bool is_cloned_v<Cloned<F>> = true;
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+template <typename Body>
+TN_CLONES void cloned_loop(int64_t begin, int64_t end, const Body& body) {
+  for (int64_t i = begin; i < end; ++i) body(i);
+}
+#pragma GCC pop_options
+
+// body(i) for every i below n, split between threads as upstream's loops are; cloned when the
+// element function F is Cloned.
+template <typename F, typename Body>
+void flat_loop(int64_t n, const Body& body) {
+  parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
+    if constexpr (is_cloned_v<std::decay_t<F>>)
+      cloned_loop(begin, end, body);
+    else
+      for (int64_t i = begin; i < end; ++i) body(i);
+  });
+}
+
 // Calls f(offset_0, ..., offset_{N-1}) for every element of `shape`, offsets in elements.
 template <size_t N, typename F>
 void strided_loop(const Shape& shape, const std::array<Shape, N>& strides, F&& f) {
@@ -131,9 +190,7 @@ Tensor map_unary(const Tensor& a, ScalarType compute, F&& f) {
   // The common case (contiguous, or dense and laid out as the output): one flat loop over
   // memory that the compiler can vectorize, split between threads as upstream's.
   if (in.strides() == out.strides()) {
-    parallel_for(in.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(compute_t<in_t>(x[i])));
-    });
+    flat_loop<F>(in.numel(), [&](int64_t i) { po[i] = out_t(f(compute_t<in_t>(x[i]))); });
     return out;
   }
   strided_loop<2>(a.sizes(), {out.strides(), in.strides()},
@@ -155,14 +212,15 @@ Tensor float_predicate(const Tensor& x, const char* name, Pred pred, bool intege
   });
 }
 
-// out = f(a, b) broadcast; typed like map_unary.
+// out = f(a, b) broadcast; typed like map_unary. `into`: an in-place call's self, written
+// directly where output_for allows.
 template <typename in_t, typename F>
-Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f) {
+Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f, const Tensor* into = nullptr) {
   using c = compute_t<in_t>;
   using out_t = stored_t<in_t, std::invoke_result_t<F&, c, c>>;
   Shape shape = broadcast_shapes(a.sizes(), b.sizes());
   Tensor x = a.to(compute), y = b.to(compute);
-  Tensor out = empty_for_operands(shape, {a, b}, compute, stored_dtype<out_t>(compute));
+  Tensor out = output_for(into, shape, {a, b}, compute, stored_dtype<out_t>(compute));
   if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
@@ -173,19 +231,13 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f) {
   bool x_dense = x.sizes() == shape && x.strides() == out.strides();
   bool y_dense = y.sizes() == shape && y.strides() == out.strides();
   if (x_dense && y_dense) {
-    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(c(px[i]), c(py[i])));
-    });
+    flat_loop<F>(n, [&](int64_t i) { po[i] = out_t(f(c(px[i]), c(py[i]))); });
   } else if (x_dense && y.numel() == 1) {
     c b0 = c(py[0]);
-    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(c(px[i]), b0));
-    });
+    flat_loop<F>(n, [&](int64_t i) { po[i] = out_t(f(c(px[i]), b0)); });
   } else if (y_dense && x.numel() == 1) {
     c a0 = c(px[0]);
-    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = out_t(f(a0, c(py[i])));
-    });
+    flat_loop<F>(n, [&](int64_t i) { po[i] = out_t(f(a0, c(py[i]))); });
   } else {
     strided_loop<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
                     [&](const std::array<int64_t, 3>& o) { po[o[0]] = out_t(f(c(px[o[1]]), c(py[o[2]]))); });
@@ -193,23 +245,30 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f) {
   return out;
 }
 
-// out = f(a, b, c) broadcast; typed like map_unary (output stored as in_t).
+// out = f(a, b, c) broadcast; typed (and `into`) like map_binary, output stored as in_t.
 template <typename in_t, typename F>
-Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType compute, F&& f) {
+Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType compute, F&& f,
+                   const Tensor* into = nullptr) {
+  using ct = compute_t<in_t>;
   Shape shape = broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes()), c.sizes());
   Tensor x = a.to(compute), y = b.to(compute), z = c.to(compute);
-  Tensor out = empty_for_operands(shape, {a, b, c}, compute, compute);
+  Tensor out = output_for(into, shape, {a, b, c}, compute, compute);
   if (out.is_meta()) return out;
   const in_t* px = x.data_as<in_t>();
   const in_t* py = y.data_as<in_t>();
   const in_t* pz = z.data_as<in_t>();
   in_t* po = out.data_as<in_t>();
+  // One flat loop over memory when every operand is laid out as the output (optimizers' addcmul_
+  // and addcdiv_ on a parameter's state and gradient).
+  auto dense = [&](const Tensor& t) { return t.sizes() == shape && t.strides() == out.strides(); };
+  if (dense(x) && dense(y) && dense(z)) {
+    flat_loop<F>(out.numel(), [&](int64_t i) { po[i] = in_t(f(ct(px[i]), ct(py[i]), ct(pz[i]))); });
+    return out;
+  }
   strided_loop<4>(
       shape,
       {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape), broadcast_strides(z, shape)},
-      [&](const std::array<int64_t, 4>& o) {
-        po[o[0]] = in_t(f(compute_t<in_t>(px[o[1]]), compute_t<in_t>(py[o[2]]), compute_t<in_t>(pz[o[3]])));
-      });
+      [&](const std::array<int64_t, 4>& o) { po[o[0]] = in_t(f(ct(px[o[1]]), ct(py[o[2]]), ct(pz[o[3]]))); });
   return out;
 }
 
@@ -367,13 +426,6 @@ compute_t<scalar_t> scalar_argument(const Scalar& s) {
     return s.to<compute_t<scalar_t>>();
 }
 
-// A hot loop that calls std::fma, cloned for x86-64-v3 (AVX2 + FMA: std::fma is one instruction,
-// where the baseline calls libm per element) and the baseline, chosen by the CPU at load time (an
-// "arch=haswell" clone would be chosen only on a CPU that is a Haswell). Its file turns
-// contraction off around it (#pragma GCC optimize("fp-contract=off")) so that the x86-64-v3
-// clone fuses nothing std::fma does not name.
-#define TN_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
-
 // x * y + z as upstream's float and double kernels compute it: its compiler contracts a
 // multiply feeding an add into one FMA, in its vector and scalar loops alike (add's
 // x + alpha * y rounds once).
@@ -513,7 +565,8 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& bet
 // written, for any other self.
 bool clamp_in_place(const Tensor& self, const std::optional<Scalar>& lo, const std::optional<Scalar>& hi);
 // An in-place call finished as the door finishes one that has no kernel of its own: `result`,
-// the functional's, checked against self's dtype by the family's rules, then copied into self.
+// the functional's, checked against self's dtype by the family's rules, then copied into self
+// (unless the kernel wrote self itself: output_for).
 Tensor write_in_place(const Tensor& self, const std::string& family, const Tensor& result);
 
 // Upstream's check_linalg_norm_dtype: a norm's dtype= is a floating type the input widens to.

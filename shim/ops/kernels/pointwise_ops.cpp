@@ -134,7 +134,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 
 // self + value * t1 * t2 (or t1 / t2), rounded once like upstream's fused kernels.
 template <bool Divide>
-Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value,
+            const Tensor* into = nullptr) {
   ResultType r;
   r.add(self);
   r.add(t1);
@@ -154,24 +155,29 @@ Tensor addc(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar
     using c = compute_t<scalar_t>;
     c v = scalar_argument<scalar_t>(value);
     if constexpr (std::is_same_v<scalar_t, bool>) {
-      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c { return x || (v && y && z); });
+      return map_ternary<scalar_t>(
+          self, t1, t2, t, [v](c x, c y, c z) -> c { return x || (v && y && z); }, into);
     } else if constexpr (in_storage_type_v<scalar_t>) {
       // Upstream's x + v * y / z (divided) or x + v * y * z, left to right in the storage type,
       // the last multiply and the add fused (multiply_add).
-      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
-        scalar_t scaled = scalar_t(v) * scalar_t(y);
-        if constexpr (Divide)
-          return scalar_t(x) + scalar_t(scaled / scalar_t(z));
-        else
-          return multiply_add<scalar_t>(c(scaled), z, x);
-      });
+      return map_ternary<scalar_t>(self, t1, t2, t, Cloned{[v](c x, c y, c z) -> c {
+                                     scalar_t scaled = scalar_t(v) * scalar_t(y);
+                                     if constexpr (Divide)
+                                       return scalar_t(x) + scalar_t(scaled / scalar_t(z));
+                                     else
+                                       return multiply_add<scalar_t>(c(scaled), z, x);
+                                   }},
+                                   into);
     } else {
-      return map_ternary<scalar_t>(self, t1, t2, t, [v](c x, c y, c z) -> c {
-        if constexpr (Divide)
-          return x + v * (y / z);
-        else
-          return std::fma(v * y, z, x);
-      });
+      return map_ternary<scalar_t>(
+          self, t1, t2, t,
+          [v](c x, c y, c z) -> c {
+            if constexpr (Divide)
+              return x + v * (y / z);
+            else
+              return std::fma(v * y, z, x);
+          },
+          into);
     }
   });
 }
@@ -259,6 +265,15 @@ TN_KERNEL("aten::lerp.Scalar", { return lerp(a.tensor(0), a.tensor(1), scalar_te
 TN_KERNEL("aten::lerp.Tensor", { return lerp(a.tensor(0), a.tensor(1), a.tensor(2)); });
 TN_KERNEL("aten::addcmul", { return addc<false>(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3)); });
 TN_KERNEL("aten::addcdiv", { return addc<true>(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3)); });
+// Adam's and AdamW's state updates: self written directly where it can be (add_'s comment).
+TN_KERNEL("aten::addcmul_", {
+  const Tensor& self = a.tensor(0);
+  return write_in_place(self, "addcmul", addc<false>(self, a.tensor(1), a.tensor(2), a.scalar(3), &self));
+});
+TN_KERNEL("aten::addcdiv_", {
+  const Tensor& self = a.tensor(0);
+  return write_in_place(self, "addcdiv", addc<true>(self, a.tensor(1), a.tensor(2), a.scalar(3), &self));
+});
 TN_KERNEL("aten::isclose", { return isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4)); });
 TN_KERNEL("aten::allclose", {
   return ops::all(isclose(a.tensor(0), a.tensor(1), a.real(2), a.real(3), a.boolean(4))).item().to<bool>();

@@ -193,7 +193,23 @@ TN_VML_UNARY("log", Log, std::log(x))
 TN_VML_UNARY("log2", Log2, std::log2(x))
 TN_VML_UNARY("log10", Log10, std::log10(x))
 TN_VML_UNARY("log1p", Log1p, std::log1p(x))
-TN_FLOAT_UNARY("sqrt", "sqrt_vml_cpu", std::sqrt(x))
+// sqrt runs over every parameter in Adam's step: its loop cloned for AVX2's vector root. A float32
+// root rounded from double is float's own correctly rounded root, so computing it in float changes
+// no bit and lets the clone use 8-float vectors.
+TN_KERNEL("aten::sqrt", {
+  const Tensor& x = a.tensor(0);
+  ScalarType t = float_type(x.dtype());
+  if (t == ScalarType::Half) dtype_not_implemented("sqrt_vml_cpu", t);
+  return TN_DISPATCH_ALL_TYPES(t, "sqrt", [&](auto tag_) {
+    using scalar_t = TN_TYPE(tag_);
+    if constexpr (std::is_same_v<scalar_t, float>)
+      return map_unary<float>(x, t, Cloned{[](double v) -> double { return std::sqrt(float(v)); }});
+    else if constexpr (std::is_floating_point_v<compute_t<scalar_t>>)
+      return map_unary<scalar_t>(x, t, Cloned{[](double v) -> double { return std::sqrt(v); }});
+    else
+      return Tensor();
+  });
+});
 
 // Upstream's rsqrt, vectorized and scalar alike, divides 1 by the square root rounded to the
 // storage type: float32 in float, not a double quotient rounded once.
