@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/autograd_mode.h"
+#include "core/coalesce.h"
 
 namespace tn {
 
@@ -166,37 +167,6 @@ void Tensor::resize(const Shape& sizes) const {
   if (needed > impl_->storage->nbytes()) impl_->storage->resize(needed);
 }
 
-namespace {
-
-// A copy's dims with each pair that both tensors step through as one run merged (the outer
-// dim's stride is the inner's times its size, in both), and size-1 dims dropped: a contiguous
-// or expanded tensor becomes one long row, which the copy's inner loop runs at memory speed.
-// Never empty: a single element is one row of one.
-struct CopyLayout {
-  Shape sizes, dst, src;
-};
-
-CopyLayout coalesced(const Shape& sizes, const Shape& dst, const Shape& src) {
-  CopyLayout layout;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 1) continue;
-    if (!layout.sizes.empty() && layout.dst.back() == sizes[d] * dst[d] &&
-        layout.src.back() == sizes[d] * src[d]) {
-      layout.sizes.back() *= sizes[d];
-      layout.dst.back() = dst[d];
-      layout.src.back() = src[d];
-      continue;
-    }
-    layout.sizes.push_back(sizes[d]);
-    layout.dst.push_back(dst[d]);
-    layout.src.push_back(src[d]);
-  }
-  if (layout.sizes.empty()) layout = {{1}, {1}, {1}};
-  return layout;
-}
-
-}  // namespace
-
 void Tensor::copy_from(const Tensor& src) const {
   Shape target = sizes();
   // The output first, as upstream names them in a mismatch ("tensor a" is the output).
@@ -220,9 +190,10 @@ void Tensor::copy_from(const Tensor& src) const {
   Shape src_strides(nd, 0);
   for (int64_t d = 0; d < sd; ++d)
     if (source.sizes()[d] != 1) src_strides[nd - sd + d] = source.strides()[d];
-  CopyLayout layout = coalesced(target, strides(), src_strides);
+  const Coalesced<2> layout = coalesce<2>(target, {strides(), src_strides});
+  const Shape &dst_strides = layout.strides[0], &from_strides = layout.strides[1];
   // Row by row along the last (coalesced) dim, the outer dims counted once per row.
-  const int64_t row = layout.sizes.back(), out_step = layout.dst.back(), in_step = layout.src.back();
+  const int64_t row = layout.sizes.back(), out_step = dst_strides.back(), in_step = from_strides.back();
   Shape outer(layout.sizes.begin(), layout.sizes.end() - 1);
   TN_DISPATCH_ALL_TYPES(dtype(), "copy_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
@@ -235,8 +206,8 @@ void Tensor::copy_from(const Tensor& src) const {
       for (int64_t r = 0; r < n / row; ++r, counter.next()) {
         int64_t o = 0, s = 0;
         for (size_t d = 0; d < outer.size(); ++d) {
-          o += counter.index()[d] * layout.dst[d];
-          s += counter.index()[d] * layout.src[d];
+          o += counter.index()[d] * dst_strides[d];
+          s += counter.index()[d] * from_strides[d];
         }
         // The two common rows get loops of their own, which the compiler vectorizes: a
         // dense run of each (a conversion, a contiguous(), a cat), and a dense run of the

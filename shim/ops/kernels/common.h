@@ -7,6 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/coalesce.h"
 #include "ops.h"
 #include "parallel.h"
 #include "typed_ops.h"
@@ -108,46 +109,67 @@ TN_CLONES void cloned_loop(int64_t begin, int64_t end, const Body& body) {
 }
 #pragma GCC pop_options
 
-// body(i) for every i below n, split between threads as upstream's loops are; cloned when the
-// element function F is Cloned.
+// body(i) for every i in [begin, end): cloned when the element function F is Cloned.
 template <typename F, typename Body>
-void flat_loop(int64_t n, const Body& body) {
-  parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
-    if constexpr (is_cloned_v<std::decay_t<F>>)
-      cloned_loop(begin, end, body);
-    else
-      for (int64_t i = begin; i < end; ++i) body(i);
-  });
+void row_loop(int64_t begin, int64_t end, const Body& body) {
+  if constexpr (is_cloned_v<std::decay_t<F>>)
+    cloned_loop(begin, end, body);
+  else
+    for (int64_t i = begin; i < end; ++i) body(i);
 }
 
-// Calls f(offset_0, ..., offset_{N-1}) for every element of `shape`, offsets in elements.
-template <size_t N, typename F>
-void strided_loop(const Shape& shape, const std::array<Shape, N>& strides, F&& f) {
+// body(i) for every i below n, split between threads as upstream's loops are (row_loop).
+template <typename F, typename Body>
+void flat_loop(int64_t n, const Body& body) {
+  parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) { row_loop<F>(begin, end, body); });
+}
+
+// Calls row(offsets, length, steps) for every row of `shape`'s coalesced layout (coalesce), in
+// row-major order: each operand's offset of the row's first element and its step along the row,
+// in elements. `split` rows between threads (elementwise loops, whose rows are independent).
+template <size_t N, typename Row>
+void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, Row&& row, bool split = false) {
   int64_t total = 1;
   for (int64_t s : shape) total *= s;
   if (total == 0) return;
-  int64_t nd = int64_t(shape.size());
-  if (nd == 0) {
-    std::array<int64_t, N> offsets{};
-    f(offsets);
-    return;
-  }
-  int64_t inner = shape[nd - 1];
-  std::array<int64_t, N> inner_stride;
-  for (size_t k = 0; k < N; ++k) inner_stride[k] = strides[k][nd - 1];
-  Shape outer_shape(shape.begin(), shape.end() - 1);
-  IndexCounter counter(outer_shape);
-  int64_t outer_total = total / inner;
-  for (int64_t o = 0; o < outer_total; ++o, counter.next()) {
-    std::array<int64_t, N> base{};
-    for (int64_t d = 0; d < nd - 1; ++d)
-      for (size_t k = 0; k < N; ++k) base[k] += counter.index()[d] * strides[k][d];
-    for (int64_t i = 0; i < inner; ++i) {
-      std::array<int64_t, N> offsets;
-      for (size_t k = 0; k < N; ++k) offsets[k] = base[k] + i * inner_stride[k];
-      f(offsets);
+  const Coalesced<N> layout = coalesce<N>(shape, strides);
+  const size_t outer = layout.sizes.size() - 1;
+  const int64_t length = layout.sizes[outer];
+  std::array<int64_t, N> steps;
+  for (size_t k = 0; k < N; ++k) steps[k] = layout.strides[k][outer];
+  auto rows = [&](int64_t first, int64_t last) {
+    Shape index(outer);  // the first row's outer index, then counted up row by row
+    for (int64_t rest = first, d = int64_t(outer) - 1; d >= 0; --d) {
+      index[size_t(d)] = rest % layout.sizes[size_t(d)];
+      rest /= layout.sizes[size_t(d)];
     }
-  }
+    for (int64_t r = first; r < last; ++r) {
+      std::array<int64_t, N> offsets{};
+      for (size_t d = 0; d < outer; ++d)
+        for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * layout.strides[k][d];
+      row(offsets, length, steps);
+      for (size_t d = outer; d-- > 0 && ++index[d] == layout.sizes[d];) index[d] = 0;
+    }
+  };
+  if (split)
+    parallel_for(total / length, std::max<int64_t>(1, kGrainSize / length), rows);
+  else
+    rows(0, total / length);
+}
+
+// Calls f(offset_0, ..., offset_{N-1}) for every element of `shape` in row-major order, offsets
+// in elements.
+template <size_t N, typename F>
+void strided_loop(const Shape& shape, const std::array<Shape, N>& strides, F&& f) {
+  strided_rows<N>(
+      shape, strides,
+      [&](const std::array<int64_t, N>& first, int64_t length, const std::array<int64_t, N>& steps) {
+        for (int64_t i = 0; i < length; ++i) {
+          std::array<int64_t, N> offsets;
+          for (size_t k = 0; k < N; ++k) offsets[k] = first[k] + i * steps[k];
+          f(offsets);
+        }
+      });
 }
 
 // `t` with its dims in the order upstream's TensorIterator visits a lone output (slowest
@@ -239,8 +261,28 @@ Tensor map_binary(const Tensor& a, const Tensor& b, ScalarType compute, F&& f, c
     c a0 = c(px[0]);
     flat_loop<F>(n, [&](int64_t i) { po[i] = out_t(f(a0, c(py[i]))); });
   } else {
-    strided_loop<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)},
-                    [&](const std::array<int64_t, 3>& o) { po[o[0]] = out_t(f(c(px[o[1]]), c(py[o[2]]))); });
+    // Rows of the coalesced layout, split between threads. A row where one operand is a single
+    // value (a [N, C, 1, 1] scale over [N, C, H, W], a bias over rows) or every operand is dense
+    // gets a flat loop the compiler vectorizes.
+    auto row = [&](const std::array<int64_t, 3>& at, int64_t length, const std::array<int64_t, 3>& step) {
+      out_t* o = po + at[0];
+      const in_t* xs = px + at[1];
+      const in_t* ys = py + at[2];
+      if (step[0] == 1 && step[1] == 1 && step[2] == 0) {
+        c y0 = c(ys[0]);
+        row_loop<F>(0, length, [&](int64_t i) { o[i] = out_t(f(c(xs[i]), y0)); });
+      } else if (step[0] == 1 && step[1] == 0 && step[2] == 1) {
+        c x0 = c(xs[0]);
+        row_loop<F>(0, length, [&](int64_t i) { o[i] = out_t(f(x0, c(ys[i]))); });
+      } else if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+        row_loop<F>(0, length, [&](int64_t i) { o[i] = out_t(f(c(xs[i]), c(ys[i]))); });
+      } else {
+        for (int64_t i = 0; i < length; ++i)
+          o[i * step[0]] = out_t(f(c(xs[i * step[1]]), c(ys[i * step[2]])));
+      }
+    };
+    strided_rows<3>(shape, {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape)}, row,
+                    true);
   }
   return out;
 }
@@ -265,10 +307,16 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, ScalarType
     flat_loop<F>(out.numel(), [&](int64_t i) { po[i] = in_t(f(ct(px[i]), ct(py[i]), ct(pz[i]))); });
     return out;
   }
-  strided_loop<4>(
+  // Rows of the coalesced layout, split between threads (map_binary's).
+  auto row = [&](const std::array<int64_t, 4>& at, int64_t length, const std::array<int64_t, 4>& step) {
+    for (int64_t i = 0; i < length; ++i)
+      po[at[0] + i * step[0]] =
+          in_t(f(ct(px[at[1] + i * step[1]]), ct(py[at[2] + i * step[2]]), ct(pz[at[3] + i * step[3]])));
+  };
+  strided_rows<4>(
       shape,
       {out.strides(), broadcast_strides(x, shape), broadcast_strides(y, shape), broadcast_strides(z, shape)},
-      [&](const std::array<int64_t, 4>& o) { po[o[0]] = in_t(f(ct(px[o[1]]), ct(py[o[2]]), ct(pz[o[3]]))); });
+      row, true);
   return out;
 }
 
