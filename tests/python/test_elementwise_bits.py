@@ -199,3 +199,41 @@ def main():
 
 def test_broadcast_rows_bits_equal_upstream(tmp_path):
     assert_agree(*run_both(BROADCAST, tmp_path))
+
+
+# The cascade sum's rows (sum, mean, nansum, adaptive average pooling to 1x1): short rows take a
+# path of their own, and the accumulators are vector registers; upstream's bits, a sum of
+# negative zeros included (+0: the result starts from zeros).
+SUMS = BODY + r'''
+def values(shape, seed, dtype):
+    """Uniform values with every bit of `dtype` (float32 values widened to float64 would add
+    exactly in any order)."""
+    draw = random.Random(seed)
+    count = 1
+    for size in shape:
+        count *= size
+    return torch.tensor([draw.uniform(-3, 3) for _ in range(count)], dtype=dtype).reshape(shape)
+
+
+def main():
+    results = {}
+    for dtype in (torch.float32, torch.float64):
+        x = values((8, 96, 7, 7), 1, dtype)
+        results[f"mean 11x11/{dtype}"] = values((8, 16, 11, 11), 4, dtype).mean((2, 3))
+        results[f"mean hw/{dtype}"] = x.mean((2, 3))
+        results[f"adaptive_avg_pool2d/{dtype}"] = F.adaptive_avg_pool2d(x, 1)
+        results[f"sum channels/{dtype}"] = x.sum(1)
+        results[f"sum transposed/{dtype}"] = x.transpose(1, 3).sum(-1)
+        long = values((70001,), 2, dtype)
+        results[f"sum long/{dtype}"] = [long.sum(), long[:37].sum(), long[:3].sum()]
+        rows = values((300, 33), 3, dtype)
+        results[f"sum rows/{dtype}"] = [rows.sum(0), rows.sum(1), rows.t().sum(0)]
+        results[f"nansum/{dtype}"] = torch.where(rows > 2, float("nan"), rows).nansum(1)
+        zeros = -torch.zeros(4, 40, dtype=dtype)
+        results[f"negative zeros/{dtype}"] = [zeros.sum(1), zeros.sum(0), zeros[:, :3].sum(1)]
+    return results
+'''
+
+
+def test_cascade_sum_bits_equal_upstream(tmp_path):
+    assert_agree(*run_both(SUMS, tmp_path))

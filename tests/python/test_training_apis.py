@@ -972,6 +972,8 @@ def differences(ours, upstream, path="result"):
                 for line in differences(mine, theirs, f"{path}[{index}]")]
     if isinstance(upstream, float) and math.isnan(upstream) and math.isnan(ours):
         return []
+    if isinstance(upstream, float) and math.copysign(1.0, ours) != math.copysign(1.0, upstream):
+        return mismatch  # -0.0 == 0.0, but not bit for bit
     return [] if ours == upstream else mismatch
 
 

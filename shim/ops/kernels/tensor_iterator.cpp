@@ -5,6 +5,7 @@
 // dims coalesced) and its serial loop; tensors of 32768 elements and more, which upstream
 // splits between threads at thread-count-dependent points, are treated as one range.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "common.h"
@@ -267,12 +268,15 @@ namespace {
 
 // One Vectorized<T> accumulator of the cascade sum, lane by lane (IEEE addition per lane
 // is what the vector instruction does).
+// A GCC vector, so that the accumulators stay in registers (an array was kept on the stack,
+// each load stored there in halves and read back whole: a store-forwarding stall per vector).
 template <typename T>
 struct Lanes {
   static constexpr int64_t size = 32 / int64_t(sizeof(T));
-  T v[size] = {};
+  using Vector [[gnu::vector_size(32)]] = T;
+  Vector v = {};
   Lanes& operator+=(const Lanes& other) {
-    for (int64_t l = 0; l < size; ++l) v[l] += other.v[l];
+    v += other.v;
     return *this;
   }
 };
@@ -288,10 +292,20 @@ int64_t ceil_log2(int64_t x) {
 // first added into level 0; every 2^p steps (p grows with size) a level is folded into
 // the next, so only sums of similar magnitude meet.
 template <typename Acc, int64_t Rows, typename Load>
-std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
+[[gnu::always_inline]] inline std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
   constexpr int64_t levels = 4;
   int64_t power = std::max<int64_t>(4, ceil_log2(size) / levels);
   int64_t step = int64_t(1) << power, mask = step - 1;
+  if (size < step) {
+    // No level is ever folded: level 0 alone, then the upper levels' zeros added as below. Most
+    // of a short row's time went into zeroing the levels.
+    std::array<Acc, Rows> sums{};
+    for (int64_t i = 0; i < size; ++i)
+      for (int64_t k = 0; k < Rows; ++k) sums[size_t(k)] += load(i, k);
+    for (int64_t j = 1; j < levels; ++j)
+      for (int64_t k = 0; k < Rows; ++k) sums[size_t(k)] += Acc{};
+    return sums;
+  }
   Acc acc[levels][Rows] = {};
   int64_t i = 0;
   while (i + step <= size) {
@@ -317,7 +331,7 @@ std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
 // Upstream's row_sum: the row seen as rows of 4 (four interleaved partial sums), the
 // leftover elements added to the first, then the four folded in order.
 template <typename Acc, typename Load>
-Acc row_sum(int64_t size, Load load) {
+[[gnu::always_inline]] inline Acc row_sum(int64_t size, Load load) {
   int64_t quads = size / 4;
   auto partial = multi_row_sum<Acc, 4>(quads, [&](int64_t i, int64_t k) { return load(i * 4 + k); });
   for (int64_t i = quads * 4; i < size; ++i) partial[0] += load(i);
@@ -325,15 +339,21 @@ Acc row_sum(int64_t size, Load load) {
   return partial[0];
 }
 
-// cascade_sum's loop over one 2-D block: size0 x size1 elements, strides in elements.
+// cascade_sum's loop over one 2-D block: size0 x size1 elements, strides in elements. Cloned for
+// x86-64-v3, row_sum and multi_row_sum inlined into each clone: a Lanes accumulator is one AVX
+// register there (only additions: the same bits).
 template <typename T, bool IgnoreNan>
-void sum_block(T* out, const T* in, int64_t size0, int64_t size1, std::array<int64_t, 2> in_strides,
-               std::array<int64_t, 2> out_strides) {
+TN_CLONES void sum_block(T* out, const T* in, int64_t size0, int64_t size1, std::array<int64_t, 2> in_strides,
+                         std::array<int64_t, 2> out_strides) {
   using V = Lanes<T>;
   auto value = [](T x) { return IgnoreNan && std::isnan(x) ? T(0) : x; };
   auto vector_at = [&](const T* p) {
     V v;
-    for (int64_t l = 0; l < V::size; ++l) v.v[l] = value(p[l]);
+    if constexpr (IgnoreNan) {
+      for (int64_t l = 0; l < V::size; ++l) v.v[l] = value(p[l]);
+    } else {
+      std::memcpy(&v.v, p, sizeof v.v);
+    }
     return v;
   };
   auto store = [&](int64_t j, T sum) { out[j * out_strides[1]] += sum; };
