@@ -9,7 +9,16 @@ each side; in-place calls record self, its version and that the result is self."
 from test_loss_attention_bits import BODY
 from test_training_apis import assert_agree, run_both
 
-ELEMENTWISE = BODY + r'''
+# A call on a clone of x: the clone after it, how far its version moved, whether it returned self.
+IN_PLACE_CALL = r'''
+def in_place(function, x):
+    y = x.clone()
+    version = y._version
+    result = function(y)
+    return [y, y._version - version, result.data_ptr() == y.data_ptr()]
+'''
+
+ELEMENTWISE = BODY + IN_PLACE_CALL + r'''
 SMALL = [(3, 5), (4, 9, 11)]
 LARGE = (33001,)  # two chunks on two threads, of 16,501 elements: 5 scalar ones at each end
 
@@ -18,13 +27,6 @@ def with_nans(x):
     x = x.clone()
     x.view(-1)[::97] = float("nan")
     return x
-
-
-def in_place(function, x):
-    y = x.clone()
-    version = y._version
-    result = function(y)
-    return [y, y._version - version, result.data_ptr() == y.data_ptr()]
 
 
 def small_cases(results, key, x, index):
@@ -88,15 +90,8 @@ def test_split_kernels_bits_equal_upstream_on_one_and_two_threads(tmp_path):
 # transposed operand, a self that is not dense). Each must give upstream's bits, version bump and
 # result-is-self, and upstream's refusals (a partial overlap, a dtype self cannot hold, a shape
 # self cannot take, on the cpu and the meta device). Adam's sqrt beside them (a cloned loop).
-IN_PLACE = BODY + r'''
+IN_PLACE = BODY + IN_PLACE_CALL + r'''
 SHAPES = [(3, 5), (4, 9, 11), (33001,)]
-
-
-def in_place(function, x):
-    y = x.clone()
-    version = y._version
-    result = function(y)
-    return [y, y._version - version, result.data_ptr() == y.data_ptr()]
 
 
 def cases(x, o1, o2):
