@@ -183,12 +183,13 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scala
   if (a.dtype() == ScalarType::Half) dtype_not_implemented(is_bmm ? "bmm" : "baddbmm", a.dtype());
   Shape shape{a.size(0), a.size(1), b.size(2)};
   Tensor out = Tensor::empty(shape, a.dtype());
-  if (is_bmm)
-    out.copy_from(scalar_tensor(Scalar(int64_t{0})));
-  else
+  const bool small = a.size(2) * a.size(1) * b.size(2) < 400;  // K == 0 included
+  if (!is_bmm)
     out.copy_from(self);
+  else if (small)  // bmm's GEMMs below run with beta 0, which ignores out's contents
+    out.copy_from(scalar_tensor(Scalar(int64_t{0})));
   if (out.numel() == 0 || out.is_meta()) return out;
-  if (a.size(2) * a.size(1) * b.size(2) < 400) {
+  if (small) {
     Tensor x = a.contiguous(), y = b.contiguous();
     if (is_bmm)
       small_bmm<true>(out, x, y, beta, alpha);
