@@ -292,7 +292,7 @@ int64_t ceil_log2(int64_t x) {
 // first added into level 0; every 2^p steps (p grows with size) a level is folded into
 // the next, so only sums of similar magnitude meet.
 template <typename Acc, int64_t Rows, typename Load>
-[[gnu::always_inline]] inline std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
+std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
   constexpr int64_t levels = 4;
   int64_t power = std::max<int64_t>(4, ceil_log2(size) / levels);
   int64_t step = int64_t(1) << power, mask = step - 1;
@@ -331,7 +331,7 @@ template <typename Acc, int64_t Rows, typename Load>
 // Upstream's row_sum: the row seen as rows of 4 (four interleaved partial sums), the
 // leftover elements added to the first, then the four folded in order.
 template <typename Acc, typename Load>
-[[gnu::always_inline]] inline Acc row_sum(int64_t size, Load load) {
+Acc row_sum(int64_t size, Load load) {
   int64_t quads = size / 4;
   auto partial = multi_row_sum<Acc, 4>(quads, [&](int64_t i, int64_t k) { return load(i * 4 + k); });
   for (int64_t i = quads * 4; i < size; ++i) partial[0] += load(i);
@@ -339,12 +339,11 @@ template <typename Acc, typename Load>
   return partial[0];
 }
 
-// cascade_sum's loop over one 2-D block: size0 x size1 elements, strides in elements. Cloned for
-// x86-64-v3, row_sum and multi_row_sum inlined into each clone: a Lanes accumulator is one AVX
-// register there (only additions: the same bits).
+// cascade_sum's loop over one 2-D block: size0 x size1 elements, strides in elements. Not
+// TN_CLONES: the sanitizer build's clone read its lambdas' captures as null (UBSan, 2026-12-07).
 template <typename T, bool IgnoreNan>
-TN_CLONES void sum_block(T* out, const T* in, int64_t size0, int64_t size1, std::array<int64_t, 2> in_strides,
-                         std::array<int64_t, 2> out_strides) {
+void sum_block(T* out, const T* in, int64_t size0, int64_t size1, std::array<int64_t, 2> in_strides,
+               std::array<int64_t, 2> out_strides) {
   using V = Lanes<T>;
   auto value = [](T x) { return IgnoreNan && std::isnan(x) ? T(0) : x; };
   auto vector_at = [&](const T* p) {
