@@ -62,9 +62,29 @@ def test_elementwise_bits_equal_upstream_on_one_and_two_threads(tmp_path):
 
 
 # Kernels that split independent work between threads (max pooling's planes, forward and
-# backward; softmax's and log_softmax's rows along the last dim, past 32,768 / row length rows):
-# on two threads they must run (a grain of 0 once divided by zero) and give upstream's bits.
+# backward; softmax's and log_softmax's rows along the last dim, past 32,768 / row length rows;
+# batch norm's channels and planes, layer norm's rows, forward and backward, past a grain of
+# values): on two threads they must run (a grain of 0 once divided by zero) and give upstream's
+# bits, the parameters' gradients and the running statistics included.
 SPLIT = BODY + r'''
+def with_parameters(function, x, parameters, seed):
+    inputs = [t.detach().requires_grad_() for t in [x] + parameters]
+    y = function(*inputs)
+    return [y] + list(torch.autograd.grad(y, inputs, floats(y.shape, seed).to(y.dtype)))
+
+
+def normalization_cases(results, key, dtype):
+    x = floats((4, 17, 33, 33), 6, 4.0).to(dtype)  # 17 channels: 3 groups of 8, the last partial
+    running = [torch.zeros(17, dtype=dtype), torch.ones(17, dtype=dtype)]
+    affine = [floats((17,), 7).to(dtype), floats((17,), 8).to(dtype)]
+    batch_norm = lambda t, w, b: F.batch_norm(t, *running, w, b, True, 0.3)
+    results["batch_norm/" + key] = with_parameters(batch_norm, x, affine, 9) + running
+    rows = floats((1200, 33), 10, 4.0).to(dtype)
+    affine = [floats((33,), 11).to(dtype), floats((33,), 12).to(dtype)]
+    layer_norm = lambda t, w, b: F.layer_norm(t, (33,), w, b)
+    results["layer_norm/" + key] = with_parameters(layer_norm, rows, affine, 13)
+
+
 def main():
     results = {}
     for threads in (1, 2):
@@ -76,6 +96,7 @@ def main():
             rows = floats((1200, 33), 3, 6.0).to(dtype)  # 1200 rows: more than 32,768 / 33
             results["softmax/" + key] = forward_and_gradient(lambda t: torch.softmax(t, -1), rows, 4)
             results["log_softmax/" + key] = forward_and_gradient(lambda t: torch.log_softmax(t, -1), rows, 5)
+            normalization_cases(results, key, dtype)
     return results
 '''
 

@@ -161,23 +161,16 @@ TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, T* mea
   }
 }
 
-// Per channel: the mean and the sum of squared deviations from it.
-template <typename T>
-TN_CLONES void channel_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
-  if (s.image == 1) return row_moments(x, s, mean, var_sum);
-  for (int64_t c = 0; c < s.channels; c += kChains) plane_moments(x, s, c, mean, var_sum);
-}
-
-// y = x * alpha + beta per channel, one FMA as in upstream's vector loop.
+// y = x * alpha + beta per channel over planes [first, last) of the N x C, one FMA as in
+// upstream's vector loop.
 template <typename T>
 TN_CLONES void apply_affine(const T* __restrict x, T* __restrict y, BatchNormShape s, const T* alpha,
-                            const T* beta) {
-  for (int64_t n = 0; n < s.batch; ++n)
-    for (int64_t c = 0; c < s.channels; ++c) {
-      int64_t base = (n * s.channels + c) * s.image;
-      T a = alpha[c], b = beta[c];
-      elementwise<T>(s.image, [=](int64_t i) { y[base + i] = std::fma(x[base + i], a, b); });
-    }
+                            const T* beta, int64_t first, int64_t last) {
+  for (int64_t plane = first; plane < last; ++plane) {
+    int64_t base = plane * s.image, c = plane % s.channels;
+    T a = alpha[c], b = beta[c];
+    elementwise<T>(s.image, [=](int64_t i) { y[base + i] = std::fma(x[base + i], a, b); });
+  }
 }
 
 // The backward's operands over raw memory (weight, dx, grad_weight, grad_bias may be null).
@@ -241,13 +234,13 @@ TN_CLONES void row_backward(const BackwardArgs<T>& a) {
   }
 }
 
-// Planes: per channel and sample, sum(dy) and sum((x - mean) dy) in upstream's vector order
-// (the dot product's later vectors as FMAs), added over the samples in double.
+// Planes of channels [first, last): per channel and sample, sum(dy) and sum((x - mean) dy) in
+// upstream's vector order (the dot product's later vectors as FMAs), added over the samples in
+// double.
 template <typename T>
-TN_CLONES void channel_backward(const BackwardArgs<T>& a) {
-  if (a.s.image == 1) return row_backward(a);
+TN_CLONES void plane_backward(const BackwardArgs<T>& a, int64_t first, int64_t last) {
   int64_t image = a.s.image, count = a.s.count();
-  for (int64_t c = 0; c < a.s.channels; ++c) {
+  for (int64_t c = first; c < last; ++c) {
     T mean = a.mean[c];
     double sum = 0, dotp = 0;
     for (int64_t n = 0; n < a.s.batch; ++n) {
@@ -268,6 +261,36 @@ TN_CLONES void channel_backward(const BackwardArgs<T>& a) {
     if (a.grad_weight) a.grad_weight[c] = T(dotp * double(a.invstd[c]));
     if (a.grad_bias) a.grad_bias[c] = T(sum);
   }
+}
+
+// Channels are independent: each computed in one thread, in the order above, whichever thread
+// (upstream splits them the same way); tensors of fewer than a grain of values stay in one.
+int64_t channel_grain(BatchNormShape s) {
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, s.count()));
+}
+
+// Per channel: the mean and the sum of squared deviations from it.
+template <typename T>
+void channel_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
+  if (s.image == 1) return row_moments(x, s, mean, var_sum);
+  int64_t groups = (s.channels + kChains - 1) / kChains;
+  parallel_for(groups, std::max<int64_t>(1, channel_grain(s) / kChains), [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) plane_moments(x, s, g * kChains, mean, var_sum);
+  });
+}
+
+template <typename T>
+void channel_affine(const T* x, T* y, BatchNormShape s, const T* alpha, const T* beta) {
+  int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, s.image));
+  parallel_for(s.batch * s.channels, grain,
+               [&](int64_t begin, int64_t end) { apply_affine(x, y, s, alpha, beta, begin, end); });
+}
+
+template <typename T>
+void channel_backward(const BackwardArgs<T>& a) {
+  if (a.s.image == 1) return row_backward(a);
+  parallel_for(a.s.channels, channel_grain(a.s),
+               [&](int64_t begin, int64_t end) { plane_backward(a, begin, end); });
 }
 
 // Upstream's checks of the per-channel tensors, in its order: sizes, then its mixed-type rule
@@ -544,7 +567,7 @@ std::tuple<Tensor, Tensor, Tensor> fused_batch_norm(const Tensor& x, const std::
     beta[c] = std::fma(-n.mean[c], alpha[c], bias ? b[c] : T(0));
   }
   Tensor dense = x.contiguous(), out = Tensor::empty(x.sizes(), t);
-  apply_affine(dense.data_as<T>(), out.data_as<T>(), s, alpha.data(), beta.data());
+  channel_affine(dense.data_as<T>(), out.data_as<T>(), s, alpha.data(), beta.data());
   return {out, n.save_mean, n.save_invstd};
 }
 
@@ -740,8 +763,9 @@ struct LayerNormRows {
 // Upstream's LayerNormKernelImplInternal: per row y = (x rstd + (-rstd mean)) gamma + beta, two
 // FMAs (gamma 1 and beta 0 where absent).
 template <typename T>
-TN_CLONES void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, T* rstd) {
-  for (int64_t i = 0; i < a.rows; ++i) {
+TN_CLONES void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, T* rstd, int64_t first,
+                               int64_t last) {
+  for (int64_t i = first; i < last; ++i) {
     const T* x = a.x + i * a.n;
     auto [mu, var] = rowwise_moments(x, a.n);
     T r = T(1) / std::sqrt(var + eps), shift = -r * mu;
@@ -757,9 +781,9 @@ TN_CLONES void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, 
 // reductions, b = (db mean - ds) rstd^3 / n, c = -b mean - db rstd / n, dx = rstd dy gamma + b x + c.
 template <typename T>
 TN_CLONES void layer_norm_input_grad(const LayerNormRows<T>& a, const T* grad, const T* mean, const T* rstd,
-                                     T* dx) {
+                                     T* dx, int64_t first, int64_t last) {
   const T scale = T(1) / T(a.n), *w = a.gamma;
-  for (int64_t i = 0; i < a.rows; ++i) {
+  for (int64_t i = first; i < last; ++i) {
     const T *dy = grad + i * a.n, *x = a.x + i * a.n;
     T ds, db;
     if (w) {
@@ -831,6 +855,10 @@ ScalarType layer_norm_compute_type(ScalarType t) {
   return t == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
 }
 
+// Rows are independent: each computed in one thread, whichever (upstream splits them between
+// its threads too); fewer than a grain of values stay in one thread.
+int64_t row_grain(int64_t n) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n)); }
+
 // A dense copy in type `t` of an optional tensor (undefined where absent), and its data or null.
 Tensor dense_or_undefined(const std::optional<Tensor>& p, ScalarType t) {
   return p ? p->to(t).contiguous() : Tensor();
@@ -852,8 +880,10 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, const 
          rstd = Tensor::empty({rows}, c);
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    layer_norm_rows<T>({x.data_as<T>(), data_or_null<T>(w), data_or_null<T>(b), rows, n}, T(eps),
-                       y.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>());
+    LayerNormRows<T> a{x.data_as<T>(), data_or_null<T>(w), data_or_null<T>(b), rows, n};
+    T *out = y.data_as<T>(), *m = mean.data_as<T>(), *s = rstd.data_as<T>();
+    parallel_for(rows, row_grain(n),
+                 [&](int64_t begin, int64_t end) { layer_norm_rows<T>(a, T(eps), out, m, s, begin, end); });
   };
   if (!y.is_meta()) c == ScalarType::Double ? run(0.0) : run(0.0f);  // meta: the shapes are the results
   Shape statistics(input.sizes().begin(), input.sizes().end() - int64_t(normalized.size()));
@@ -876,7 +906,9 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
     using T = decltype(zero);
     LayerNormRows<T> a{x.data_as<T>(), data_or_null<T>(w), nullptr, rows, n};
     const T *g = dy.data_as<T>(), *m = mu.data_as<T>(), *s = r.data_as<T>();
-    if (dx.defined()) layer_norm_input_grad(a, g, m, s, dx.data_as<T>());
+    if (T* d = data_or_null<T>(dx))
+      parallel_for(rows, row_grain(n),
+                   [&](int64_t begin, int64_t end) { layer_norm_input_grad(a, g, m, s, d, begin, end); });
     if (dw.defined() || db.defined())
       layer_norm_parameter_grads(a, g, m, s, data_or_null<T>(dw), data_or_null<T>(db));
   };
