@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "core/error.h"
+#include "large_blocks.h"
 
 namespace tn {
 
@@ -13,19 +15,22 @@ namespace {
 thread_local bool meta_allocation = false;
 
 // 64-byte alignment matches what vectorized kernels and numpy expect.
-void* allocate_aligned(size_t nbytes) {
+std::shared_ptr<void> allocate_aligned(size_t nbytes) {
+  if (nbytes >= kLargeBlockBytes) return allocate_large(nbytes);
   void* data = std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
   if (!data) throw std::bad_alloc();
-  return data;
+  return std::shared_ptr<void>(data, std::free);
 }
 }  // namespace
 
 Storage::Storage(size_t nbytes)
-    : data_(meta_allocation ? nullptr : allocate_aligned(nbytes)),
+    : data_(nullptr),
       nbytes_(nbytes),
-      memory_(data_, std::free),
+      memory_(meta_allocation ? nullptr : allocate_aligned(nbytes)),
       resizable_(true),
-      meta_(meta_allocation) {}
+      meta_(meta_allocation) {
+  data_ = memory_.get();
+}
 
 void Storage::refuse_meta_access() {
   throw MetaDataAccess("Cannot copy out of meta tensor; no data!");  // upstream's words
@@ -50,7 +55,7 @@ void Storage::resize(size_t nbytes) {
     nbytes_ = nbytes;
     return;
   }
-  std::shared_ptr<void> memory(allocate_aligned(nbytes), std::free);
+  std::shared_ptr<void> memory = allocate_aligned(nbytes);
   std::memcpy(memory.get(), data_, std::min(nbytes, nbytes_));
   memory_ = std::move(memory);
   data_ = memory_.get();

@@ -1,6 +1,8 @@
 // Unit tests of the shim's C++ layers (the golden harness compares against upstream).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -122,6 +124,40 @@ TEST(Storage, AWindowKeepsItsBytesWhenTheOwnerResizes) {
   Storage window(static_cast<char*>(owner->data()) + 2, 4, owner->memory());
   owner->resize(1 << 20);  // frees the old allocation as far as the owner is concerned
   EXPECT_EQ(static_cast<unsigned char*>(window.data())[3], 5);
+}
+
+// Resident memory of this process, in bytes.
+size_t resident_bytes() {
+  size_t pages = 0, resident = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  EXPECT_EQ(std::fscanf(statm, "%zu %zu", &pages, &resident), 2);
+  std::fclose(statm);
+  return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+
+TEST(Storage, ALargeBlockFreedIsReusedForTheSameSize) {
+  const size_t bytes = (size_t(3) << 20) + 12345;
+  void* first = nullptr;
+  {
+    Storage storage(bytes);
+    first = storage.data();
+    std::memset(first, 1, bytes);
+  }
+  Storage again(bytes);
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again.data()) % 64, 0u);
+}
+
+// Freed large blocks are kept only while the mapped total stays within the most ever live at
+// once and 64 MiB: a run of ever-larger tensors, each freed before the next, keeps about one
+// resident and the slack.
+TEST(Storage, CachedLargeBlocksStayWithinThePeakOfLiveOnes) {
+  size_t before = resident_bytes();
+  for (size_t mib = 21; mib <= 40; ++mib) {
+    Storage storage(mib << 20);
+    std::memset(storage.data(), 1, mib << 20);
+  }
+  EXPECT_LT(resident_bytes(), before + (size_t(150) << 20));  // kept all: 610 MiB more
 }
 
 TEST(Dispatcher, InPlaceAndOutOverloadsDeriveFromTheFunctionalKernel) {

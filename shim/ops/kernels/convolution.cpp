@@ -291,14 +291,22 @@ void run_primitive(const dnnl::primitive& primitive, const dnnl::memory::desc& s
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SCRATCHPAD, dnnl::memory(scratchpad, cpu_engine(), scratch.data())}};
   std::vector<std::pair<dnnl::memory, dnnl::memory>> results;  // (in the chosen layout, plain)
+  // The chosen layouts' copies in tensors' memory, not oneDNN's own (malloc'd, they were up to
+  // 200 MiB of a resnet18 step's heap, left resident between steps), held until the end.
+  std::vector<Tensor> copies;
+  auto in_chosen_layout = [&](const Operand& o, const dnnl::memory& plain) {
+    if (o.chosen == plain.get_desc()) return plain;
+    copies.push_back(Tensor::empty({int64_t(o.chosen.get_size())}, ScalarType::Byte));
+    return dnnl::memory(o.chosen, cpu_engine(), copies.back().data());
+  };
   for (const Operand& o : inputs) {
     dnnl::memory plain = user_memory(o);
-    args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
+    args[o.arg] = in_chosen_layout(o, plain);
     if (args[o.arg] != plain) dnnl::reorder(plain, args[o.arg]).execute(stream, plain, args[o.arg]);
   }
   for (const Operand& o : outputs) {
     dnnl::memory plain = user_memory(o);
-    args[o.arg] = o.chosen == plain.get_desc() ? plain : dnnl::memory(o.chosen, cpu_engine());
+    args[o.arg] = in_chosen_layout(o, plain);
     results.emplace_back(args[o.arg], plain);
   }
   primitive.execute(stream, args);
