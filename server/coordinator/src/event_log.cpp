@@ -72,7 +72,8 @@ void EventLog::publish(const std::vector<Draft>& drafts) {
     event.set_message(draft.message);
   }
   {
-    // Held while storing, so that the stored order, the window's and the numbering agree.
+    // Held while storing and logging, so that the stored order, the window's, the log's and the
+    // numbering agree (logged after the lock, two publishers' lines could swap: seen under load).
     std::lock_guard lock(mutex_);
     for (v1::Event& event : events) event.set_sequence(++sequence_);
     store(events);
@@ -80,9 +81,9 @@ void EventLog::publish(const std::vector<Draft>& drafts) {
       window_.push_back(event);
       if (window_.size() > kWindow) window_.pop_front();
     }
+    for (size_t i = 0; i < events.size(); ++i) log(events[i], drafts[i].log_fields);
   }
   published_.notify_all();
-  for (size_t i = 0; i < events.size(); ++i) log(events[i], drafts[i].log_fields);
 }
 
 void EventLog::store(const std::vector<v1::Event>& events) {
