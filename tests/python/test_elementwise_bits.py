@@ -83,6 +83,12 @@ def normalization_cases(results, key, dtype):
     affine = [floats((33,), 11).to(dtype), floats((33,), 12).to(dtype)]
     layer_norm = lambda t, w, b: F.layer_norm(t, (33,), w, b)
     results["layer_norm/" + key] = with_parameters(layer_norm, rows, affine, 13)
+    # Rows of 16 vectors and more: Welford chunks merged in a cascade, 9 levels deep for the
+    # longest (past the 8 kept on the stack), and scalar tails.
+    for length in (1001, 40007):
+        long_rows = floats((2, length), length, 4.0).to(dtype)
+        layer_norm = lambda t: F.layer_norm(t, (length,))
+        results[f"layer_norm {length}/{key}"] = forward_and_gradient(layer_norm, long_rows, 15)
 
 
 def main():

@@ -3,6 +3,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -696,7 +697,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
 // Upstream's AddMoments: the count, mean and sum of squared deviations of a part merged into
 // another's.
 template <typename T>
-void add_moments(int64_t count_add, T mean_add, T m2_add, int64_t& count, T& mean, T& m2) {
+[[gnu::always_inline]] inline void add_moments(int64_t count_add, T mean_add, T m2_add, int64_t& count,
+                                               T& mean, T& m2) {
   int64_t n = count + count_add;
   T c = n == 0 ? T(0) : T(count_add) / T(n);
   T delta = mean_add - mean;
@@ -705,42 +707,62 @@ void add_moments(int64_t count_add, T mean_add, T m2_add, int64_t& count, T& mea
   count = n;
 }
 
+// A lane-wise Welford part of a row: its count per lane, the lanes' means and sums of squared
+// deviations. GCC vectors, kept in registers (per-lane arrays went through memory, a
+// store-forwarding stall per vector); each lane computes what a scalar would. Aligned as T, so
+// that a std::vector (plain new) may hold them.
+template <typename T>
+struct MomentLanes {
+  using Vector [[gnu::vector_size(32), gnu::aligned(alignof(T))]] = T;
+  int64_t count;
+  Vector mean, m2;  // Part{} zeroes them; a plain declaration leaves them unset
+};
+
+// Upstream's AddMomentsVec: `from` merged into `into`, one factor for every lane (add_moments'
+// per lane).
+template <typename T>
+[[gnu::always_inline]] inline void merge_moments(const MomentLanes<T>& from, MomentLanes<T>& into) {
+  int64_t total = into.count + from.count;
+  T c = total == 0 ? T(0) : T(from.count) / T(total);
+  typename MomentLanes<T>::Vector delta = from.mean - into.mean;
+  into.mean += c * delta;
+  into.m2 += from.m2 + delta * delta * c * T(into.count);
+  into.count = total;
+}
+
 // Upstream's RowwiseMoments of n values: a Welford pass per vector lane over chunks of 16
 // vectors, each chunk merged into a binary cascade (depth ceil(log2(chunks))); the tail values
 // by a scalar Welford pass into which the lanes are merged last. The mean and biased variance.
 template <typename T>
-std::pair<T, T> rowwise_moments(const T* x, int64_t n) {
+[[gnu::always_inline]] inline std::pair<T, T> rowwise_moments(const T* x, int64_t n) {
+  using Part = MomentLanes<T>;
   constexpr int64_t width = kLanes<T>, chunk_vectors = 16;
-  struct Part {
-    int64_t count = 0;
-    std::array<T, width> mean{}, m2{};
-  };
-  auto merge = [](const Part& from, Part& into) {
-    for (size_t l = 0; l < width; ++l) {
-      int64_t count = into.count;
-      add_moments(from.count, from.mean[l], from.m2[l], count, into.mean[l], into.m2[l]);
-    }
-    into.count += from.count;
-  };
   int64_t vectors = n / width, chunks = (vectors + chunk_vectors - 1) / chunk_vectors;
   int64_t depth = chunks <= 2 ? 1 : int64_t(std::bit_width(uint64_t(chunks - 1)));
-  auto cascade = std::vector<Part>(size_t(depth));
+  // The cascade on the stack for rows up to 2^8 chunks (a malloc per row cost short rows more
+  // than their moments).
+  constexpr int64_t inline_depth = 8;
+  Part inline_cascade[inline_depth];
+  std::vector<Part> heap_cascade(size_t(depth > inline_depth ? depth : 0));
+  Part* cascade = depth > inline_depth ? heap_cascade.data() : inline_cascade;
+  std::fill_n(cascade, depth, Part{});
   for (int64_t i = 0; i < chunks; ++i) {
-    Part part{std::min(chunk_vectors, vectors - i * chunk_vectors)};
+    Part part{std::min(chunk_vectors, vectors - i * chunk_vectors), {}, {}};
     const T* p = x + i * chunk_vectors * width;
-    for (int64_t j = 0; j < part.count; ++j)
-      for (size_t l = 0; l < width; ++l) {
-        T v = p[j * width + int64_t(l)], delta = v - part.mean[l];
-        part.mean[l] += delta * (T(1) / T(j + 1));
-        part.m2[l] += delta * (v - part.mean[l]);
-      }
-    merge(part, cascade[0]);
+    for (int64_t j = 0; j < part.count; ++j) {
+      typename Part::Vector v;
+      std::memcpy(&v, p + j * width, sizeof v);
+      typename Part::Vector delta = v - part.mean;
+      part.mean += delta * (T(1) / T(j + 1));
+      part.m2 += delta * (v - part.mean);
+    }
+    merge_moments(part, cascade[0]);
     for (int64_t j = 1, carry = i + 1; j < depth && (carry & 1) == 0; ++j, carry >>= 1) {
-      merge(cascade[size_t(j - 1)], cascade[size_t(j)]);
-      cascade[size_t(j - 1)] = Part{};
+      merge_moments(cascade[j - 1], cascade[j]);
+      cascade[j - 1] = Part{};
     }
   }
-  for (int64_t j = 1; j < depth; ++j) merge(cascade[size_t(j)], cascade[0]);
+  for (int64_t j = 1; j < depth; ++j) merge_moments(cascade[j], cascade[0]);
   int64_t count = 0;
   T mean = 0, m2 = 0;
   for (int64_t i = vectors * width; i < n; ++i) {
@@ -748,7 +770,7 @@ std::pair<T, T> rowwise_moments(const T* x, int64_t n) {
     mean += delta / T(++count);
     m2 += delta * (x[i] - mean);
   }
-  for (size_t l = 0; l < width; ++l)
+  for (int64_t l = 0; l < width; ++l)
     add_moments(vectors, cascade[0].mean[l], cascade[0].m2[l], count, mean, m2);
   return {mean, m2 / T(n)};
 }
@@ -768,10 +790,15 @@ TN_CLONES void layer_norm_rows(const LayerNormRows<T>& a, T eps, T* y, T* mean, 
   for (int64_t i = first; i < last; ++i) {
     const T* x = a.x + i * a.n;
     auto [mu, var] = rowwise_moments(x, a.n);
-    T r = T(1) / std::sqrt(var + eps), shift = -r * mu;
-    for (int64_t j = 0; j < a.n; ++j)
-      y[i * a.n + j] =
-          std::fma(std::fma(x[j], r, shift), a.gamma ? a.gamma[j] : T(1), a.beta ? a.beta[j] : T(0));
+    T r = T(1) / std::sqrt(var + eps), shift = -r * mu, *out = y + i * a.n;
+    // Weight and bias both given (the common case) in a loop without the general one's
+    // per-element choices.
+    if (const T* gamma = a.gamma, *beta = a.beta; gamma && beta) {
+      for (int64_t j = 0; j < a.n; ++j) out[j] = std::fma(std::fma(x[j], r, shift), gamma[j], beta[j]);
+    } else {
+      for (int64_t j = 0; j < a.n; ++j)
+        out[j] = std::fma(std::fma(x[j], r, shift), a.gamma ? a.gamma[j] : T(1), a.beta ? a.beta[j] : T(0));
+    }
     mean[i] = mu;
     rstd[i] = r;
   }
