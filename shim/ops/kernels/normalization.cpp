@@ -12,6 +12,8 @@
 #include "settings.h"
 #include "typed_ops.h"
 
+#pragma GCC diagnostic ignored "-Wpsabi"  // see Lanes
+
 namespace tn {
 
 namespace {
@@ -59,35 +61,79 @@ BatchNormShape batch_norm_shape(const Tensor& x) {
 template <typename T>
 constexpr int64_t kLanes = 32 / int64_t(sizeof(T));
 
+// A vector's worth of T as a GCC vector, aligned as T (so that a std::vector may hold them):
+// whole-vector arithmetic in registers, each lane computing what a scalar would. Functions and
+// lambdas taking or returning one are all inlined into the kernels below, so no call passes
+// one (-Wpsabi, which warns of calls that would, is off for this file: GCC reports the lambdas
+// at its end).
+template <typename T>
+using Lanes [[gnu::vector_size(32), gnu::aligned(alignof(T))]] = T;
+
+// The whole vector of p's elements from index `first`, in a reduction's terms (at()).
+struct Block {
+  int64_t first;
+};
+template <typename T>
+[[gnu::always_inline]] inline T at(const T* p, int64_t j) {
+  return p[j];
+}
+template <typename T>
+[[gnu::always_inline]] inline Lanes<T> at(const T* p, Block b) {
+  Lanes<T> v;
+  std::memcpy(&v, p + b.first, sizeof v);
+  return v;
+}
+
+// a * b + c rounded once, for one value or lane by lane (one vector FMA in the x86-64-v3 clone).
+template <typename V>
+[[gnu::always_inline]] inline V multiply_add(const V& a, const V& b, const V& c) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::fma(a, b, c);
+  } else {
+    V r;
+    for (int64_t l = 0; l < int64_t(sizeof(V) / sizeof(a[0])); ++l) r[l] = std::fma(a[l], b[l], c[l]);
+    return r;
+  }
+}
+
 // A vector's lanes added up as upstream's vec_reduce_all does on AVX2: float across halves,
 // then pairs; double in order.
 template <typename T>
-[[gnu::always_inline]] inline T fold_lanes(const std::array<T, kLanes<T>>& l) {
+[[gnu::always_inline]] inline T fold_lanes(const Lanes<T>& l) {
   if constexpr (kLanes<T> == 8)
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
   else
     return ((l[0] + l[1]) + l[2]) + l[3];
 }
 
-// Upstream's vec::reduce_all / map2_reduce_all over n values: none 0; fewer than a vector in
-// order; else the first vector's terms, each later whole vector through `accumulate(lane, j)`,
-// the last partial one into the first lanes, then the lanes folded.
+// Upstream's vec::reduce_all / map2_reduce_all over n values: none 0; fewer than a vector, the
+// terms added in order; else the first vector's terms, each later whole vector through
+// accumulate, the last partial one into the first lanes, then the lanes folded. `term(out, j)`
+// sets and `accumulate(acc, j)` adds to one value (j an index: at(p, j)) or a vector (j a
+// Block), through references: a lambda passing a vector by value draws -Wpsabi at the end of
+// the translation unit, where no pragma reaches.
 template <typename T, typename Term, typename Accumulate>
 [[gnu::always_inline]] inline T vector_reduce(int64_t n, Term term, Accumulate accumulate) {
   constexpr int64_t width = kLanes<T>;
   if (n == 0) return T(0);
-  if (n < width) {
-    T acc = term(0);
-    for (int64_t j = 1; j < n; ++j) acc += term(j);
+  if (n < width) {  // each term rounded, then added (no FMA)
+    T acc, next;
+    term(acc, int64_t{0});
+    for (int64_t j = 1; j < n; ++j) {
+      term(next, j);
+      acc += next;
+    }
     return acc;
   }
-  std::array<T, width> lanes;
-  for (int64_t l = 0; l < width; ++l) lanes[size_t(l)] = term(l);
+  Lanes<T> lanes;
+  term(lanes, Block{0});
   int64_t d = width;
-  for (; d + width <= n; d += width)
-#pragma GCC unroll 8
-    for (int64_t l = 0; l < width; ++l) lanes[size_t(l)] = accumulate(lanes[size_t(l)], d + l);
-  for (int64_t l = 0; d + l < n; ++l) lanes[size_t(l)] = accumulate(lanes[size_t(l)], d + l);
+  for (; d + width <= n; d += width) accumulate(lanes, Block{d});
+  for (int64_t l = 0; d + l < n; ++l) {
+    T lane = lanes[l];
+    accumulate(lane, d + l);
+    lanes[l] = lane;
+  }
   return fold_lanes<T>(lanes);
 }
 
@@ -248,10 +294,10 @@ TN_CLONES void plane_backward(const BackwardArgs<T>& a, int64_t first, int64_t l
       const T* x = a.x + (n * a.s.channels + c) * image;
       const T* dy = a.dy + (n * a.s.channels + c) * image;
       sum += double(vector_reduce<T>(
-          image, [&](int64_t j) { return dy[j]; }, [&](T acc, int64_t j) { return acc + dy[j]; }));
+          image, [&](auto& out, auto j) { out = at(dy, j); }, [&](auto& acc, auto j) { acc += at(dy, j); }));
       dotp += double(vector_reduce<T>(
-          image, [&](int64_t j) { return (x[j] - mean) * dy[j]; },
-          [&](T acc, int64_t j) { return std::fma(x[j] - mean, dy[j], acc); }));
+          image, [&](auto& out, auto j) { out = (at(x, j) - mean) * at(dy, j); },
+          [&](auto& acc, auto j) { acc = multiply_add(at(x, j) - mean, at(dy, j), acc); }));
     }
     T k = T(dotp) * a.invstd[c] * a.invstd[c] / T(count), grad_mean = T(sum / double(count));
     ChannelGrad<T> g{mean, a.invstd[c], a.weight ? a.weight[c] : T(1), k, grad_mean, a.train, true};
@@ -713,7 +759,7 @@ template <typename T>
 // that a std::vector (plain new) may hold them.
 template <typename T>
 struct MomentLanes {
-  using Vector [[gnu::vector_size(32), gnu::aligned(alignof(T))]] = T;
+  using Vector = Lanes<T>;
   int64_t count;
   Vector mean, m2;  // Part{} zeroes them; a plain declaration leaves them unset
 };
@@ -815,21 +861,25 @@ TN_CLONES void layer_norm_input_grad(const LayerNormRows<T>& a, const T* grad, c
     T ds, db;
     if (w) {
       ds = vector_reduce<T>(
-          a.n, [&](int64_t j) { return dy[j] * x[j] * w[j]; },
-          [&](T acc, int64_t j) { return std::fma(dy[j] * x[j], w[j], acc); });
+          a.n, [&](auto& out, auto j) { out = at(dy, j) * at(x, j) * at(w, j); },
+          [&](auto& acc, auto j) { acc = multiply_add(at(dy, j) * at(x, j), at(w, j), acc); });
       db = vector_reduce<T>(
-          a.n, [&](int64_t j) { return dy[j] * w[j]; },
-          [&](T acc, int64_t j) { return std::fma(dy[j], w[j], acc); });
+          a.n, [&](auto& out, auto j) { out = at(dy, j) * at(w, j); },
+          [&](auto& acc, auto j) { acc = multiply_add(at(dy, j), at(w, j), acc); });
     } else {
       ds = vector_reduce<T>(
-          a.n, [&](int64_t j) { return dy[j] * x[j]; },
-          [&](T acc, int64_t j) { return std::fma(dy[j], x[j], acc); });
+          a.n, [&](auto& out, auto j) { out = at(dy, j) * at(x, j); },
+          [&](auto& acc, auto j) { acc = multiply_add(at(dy, j), at(x, j), acc); });
       db = vector_reduce<T>(
-          a.n, [&](int64_t j) { return dy[j]; }, [&](T acc, int64_t j) { return acc + dy[j]; });
+          a.n, [&](auto& out, auto j) { out = at(dy, j); }, [&](auto& acc, auto j) { acc += at(dy, j); });
     }
     T r = rstd[i], b = std::fma(db, mean[i], -ds) * r * r * r * scale,
       c = std::fma(-b, mean[i], -(db * r * scale));
-    for (int64_t j = 0; j < a.n; ++j) dx[i * a.n + j] = std::fma(b, x[j], r * dy[j] * (w ? w[j] : T(1))) + c;
+    T* out = dx + i * a.n;  // without a weight, r dy (times 1); two loops, which the compiler vectorizes
+    if (w)
+      for (int64_t j = 0; j < a.n; ++j) out[j] = std::fma(b, x[j], r * dy[j] * w[j]) + c;
+    else
+      for (int64_t j = 0; j < a.n; ++j) out[j] = std::fma(b, x[j], r * dy[j]) + c;
   }
 }
 
