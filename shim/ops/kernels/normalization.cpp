@@ -754,9 +754,8 @@ template <typename T>
 }
 
 // A lane-wise Welford part of a row: its count per lane, the lanes' means and sums of squared
-// deviations. GCC vectors, kept in registers (per-lane arrays went through memory, a
-// store-forwarding stall per vector); each lane computes what a scalar would. Aligned as T, so
-// that a std::vector (plain new) may hold them.
+// deviations, in registers (per-lane arrays went through memory, a store-forwarding stall per
+// vector).
 template <typename T>
 struct MomentLanes {
   using Vector = Lanes<T>;
