@@ -27,6 +27,12 @@ Tensor normalize_rows(const Tensor& x, int64_t outer, double eps) {
   return ops::reshape(normalized, x.sizes());
 }
 
+// parallel_for's grain for units (rows, planes, channels) of `values` values each: loops of
+// fewer than a grain of values stay in one thread.
+int64_t units_per_grain(int64_t values) {
+  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, values));
+}
+
 // Shape (1, C, 1, ...) for per-channel parameters of an (N, C, ...) input.
 Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, int64_t ndim,
               bool channel) {
@@ -310,33 +316,30 @@ TN_CLONES void plane_backward(const BackwardArgs<T>& a, int64_t first, int64_t l
   }
 }
 
-// Channels are independent: each computed in one thread, in the order above, whichever thread
-// (upstream splits them the same way); tensors of fewer than a grain of values stay in one.
-int64_t channel_grain(BatchNormShape s) {
-  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, s.count()));
-}
+// Channels (and planes) are independent: each computed in one thread, in the order above,
+// whichever thread (upstream splits them the same way).
 
 // Per channel: the mean and the sum of squared deviations from it.
 template <typename T>
 void channel_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
   if (s.image == 1) return row_moments(x, s, mean, var_sum);
   int64_t groups = (s.channels + kChains - 1) / kChains;
-  parallel_for(groups, std::max<int64_t>(1, channel_grain(s) / kChains), [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) plane_moments(x, s, g * kChains, mean, var_sum);
-  });
+  parallel_for(groups, std::max<int64_t>(1, units_per_grain(s.count()) / kChains),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t g = begin; g < end; ++g) plane_moments(x, s, g * kChains, mean, var_sum);
+               });
 }
 
 template <typename T>
 void channel_affine(const T* x, T* y, BatchNormShape s, const T* alpha, const T* beta) {
-  int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, s.image));
-  parallel_for(s.batch * s.channels, grain,
+  parallel_for(s.batch * s.channels, units_per_grain(s.image),
                [&](int64_t begin, int64_t end) { apply_affine(x, y, s, alpha, beta, begin, end); });
 }
 
 template <typename T>
 void channel_backward(const BackwardArgs<T>& a) {
   if (a.s.image == 1) return row_backward(a);
-  parallel_for(a.s.channels, channel_grain(a.s),
+  parallel_for(a.s.channels, units_per_grain(a.s.count()),
                [&](int64_t begin, int64_t end) { plane_backward(a, begin, end); });
 }
 
@@ -758,9 +761,8 @@ template <typename T>
 // vector).
 template <typename T>
 struct MomentLanes {
-  using Vector = Lanes<T>;
   int64_t count;
-  Vector mean, m2;  // Part{} zeroes them; a plain declaration leaves them unset
+  Lanes<T> mean, m2;  // Part{} zeroes them; a plain declaration leaves them unset
 };
 
 // Upstream's AddMomentsVec: `from` merged into `into`, one factor for every lane (add_moments'
@@ -769,7 +771,7 @@ template <typename T>
 [[gnu::always_inline]] inline void merge_moments(const MomentLanes<T>& from, MomentLanes<T>& into) {
   int64_t total = into.count + from.count;
   T c = total == 0 ? T(0) : T(from.count) / T(total);
-  typename MomentLanes<T>::Vector delta = from.mean - into.mean;
+  Lanes<T> delta = from.mean - into.mean;
   into.mean += c * delta;
   into.m2 += from.m2 + delta * delta * c * T(into.count);
   into.count = total;
@@ -795,9 +797,9 @@ template <typename T>
     Part part{std::min(chunk_vectors, vectors - i * chunk_vectors), {}, {}};
     const T* p = x + i * chunk_vectors * width;
     for (int64_t j = 0; j < part.count; ++j) {
-      typename Part::Vector v;
+      Lanes<T> v;
       std::memcpy(&v, p + j * width, sizeof v);
-      typename Part::Vector delta = v - part.mean;
+      Lanes<T> delta = v - part.mean;
       part.mean += delta * (T(1) / T(j + 1));
       part.m2 += delta * (v - part.mean);
     }
@@ -931,10 +933,6 @@ ScalarType layer_norm_compute_type(ScalarType t) {
   return t == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
 }
 
-// Rows are independent: each computed in one thread, whichever (upstream splits them between
-// its threads too); fewer than a grain of values stay in one thread.
-int64_t row_grain(int64_t n) { return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n)); }
-
 // A dense copy in type `t` of an optional tensor (undefined where absent), and its data or null.
 Tensor dense_or_undefined(const std::optional<Tensor>& p, ScalarType t) {
   return p ? p->to(t).contiguous() : Tensor();
@@ -958,7 +956,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, const 
     using T = decltype(zero);
     LayerNormRows<T> a{x.data_as<T>(), data_or_null<T>(w), data_or_null<T>(b), rows, n};
     T *out = y.data_as<T>(), *m = mean.data_as<T>(), *s = rstd.data_as<T>();
-    parallel_for(rows, row_grain(n),
+    // Rows are independent: each in one thread, whichever (upstream splits them too).
+    parallel_for(rows, units_per_grain(n),
                  [&](int64_t begin, int64_t end) { layer_norm_rows<T>(a, T(eps), out, m, s, begin, end); });
   };
   if (!y.is_meta()) c == ScalarType::Double ? run(0.0) : run(0.0f);  // meta: the shapes are the results
@@ -983,7 +982,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
     LayerNormRows<T> a{x.data_as<T>(), data_or_null<T>(w), nullptr, rows, n};
     const T *g = dy.data_as<T>(), *m = mu.data_as<T>(), *s = r.data_as<T>();
     if (T* d = data_or_null<T>(dx))
-      parallel_for(rows, row_grain(n),
+      parallel_for(rows, units_per_grain(n),
                    [&](int64_t begin, int64_t end) { layer_norm_input_grad(a, g, m, s, d, begin, end); });
     if (dw.defined() || db.defined())
       layer_norm_parameter_grads(a, g, m, s, data_or_null<T>(dw), data_or_null<T>(db));
