@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from timing import MEDIAN_TIME
+from timing import STEP_TIMES
 
-SCRIPT = MEDIAN_TIME + r"""
+SCRIPT = STEP_TIMES + r"""
 import json, resource, sys, time
 import torch
 repeat, case, threads = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])

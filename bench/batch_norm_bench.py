@@ -1,5 +1,5 @@
 """Batch norm's speed, ours against upstream in one run, one thread on both: BatchNorm2d(64) on
-(8, 64, 56, 56) in training mode, forward and backward (the median of 20 after a warm-up), and
+(8, 64, 56, 56) in training mode, forward and backward (the median of 21 after a warm-up), and
 one training step (forward, cross_entropy, backward, SGD with momentum) of resnet18 and
 mobilenet_v2 at batch 8, 224x224 (the median of 3 after a warm-up). Prints seconds and the
 ratios (ours/upstream). Not a test: nothing here asserts a time.
@@ -12,18 +12,12 @@ import subprocess
 import sys
 import time
 
-TIMING_SCRIPT = r"""
-import json, statistics, sys, time, torch
+from timing import STEP_TIMES
+
+TIMING_SCRIPT = STEP_TIMES + r"""
+import json, sys, torch
 torch.set_num_threads(1)
 torch.manual_seed(0)
-
-
-def median_time(step, runs):
-    step()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def batch_norm_step():
@@ -50,7 +44,7 @@ def training_step(name):
     return step
 
 
-out = {"BatchNorm2d(64) fwd+bwd 8x64x56x56": median_time(batch_norm_step(), 20)}
+out = {"BatchNorm2d(64) fwd+bwd 8x64x56x56": median_time(batch_norm_step(), 21)}
 if "--models" in sys.argv:
     for name in ("resnet18", "mobilenet_v2"):
         out[f"{name} training step b8 224"] = median_time(training_step(name), 3)
