@@ -7,7 +7,6 @@ usage: shim_bench.py --shim PY --upstream PY [--repeat N]
 """
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -77,15 +76,13 @@ def run_json(python, script):
 
 
 def import_cost(python, repeat):
-    walls, rss = [], []
+    """The median wall time of `repeat` interpreters importing torch, and the peak RSS (KiB) of one
+    that reports its own: the children's ru_maxrss would be the largest over every child so far."""
+    walls = []
     for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         t0 = time.perf_counter()
         subprocess.run([python, "-c", "import torch"], check=True)
         walls.append(time.perf_counter() - t0)
-        # ru_maxrss of children is the max over all children so far: run the larger
-        # interpreter last would hide ours, so measure each in its own process below.
-        del before
     peak = subprocess.run(
         [python, "-c", "import resource, torch; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
         check=True, capture_output=True, text=True).stdout.strip()
@@ -107,7 +104,6 @@ def main():
     print(f"{'measure':28s} {'ours':>12s} {'upstream':>12s} {'ours/upstream':>14s}")
     for key in results["ours"]:
         ours, up = results["ours"][key], results["upstream"][key]
-        unit = "" if "MiB" in key or "wall" in key else " s"
         print(f"{key:28s} {ours:12.6g} {up:12.6g} {ours / up:14.3f}")
 
 
