@@ -2,6 +2,7 @@
 #include <atomic>
 
 #include "core/autograd_mode.h"
+#include "core/overlap.h"
 #include "formulas.h"
 
 namespace tn::autograd {
@@ -73,19 +74,50 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : variable(std:
   sequence_nr = UINT64_MAX;  // a sink runs as soon as it is ready, as upstream's
 }
 
-// The first gradient becomes .grad as a copy of its own (what reached us may be a view of
-// another tensor's memory); later ones are added in place, so .grad keeps its identity.
+namespace {
+
+// Upstream's gradient layout contract: .grad has the leaf's strides where the leaf is dense and
+// does not overlap itself (size-1 dims aside, which must not be broadcast), else is contiguous.
+bool obeys_layout_contract(const Tensor& grad, const Tensor& leaf) {
+  if (!is_non_overlapping_and_dense(leaf)) return grad.is_contiguous();
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    bool mismatch = grad.size(d) != 1 ? grad.stride(d) != leaf.stride(d) : grad.stride(d) == 0;
+    if (mismatch) return false;
+  }
+  return true;
+}
+
+// A copy of `grad` laid out as the contract asks.
+Tensor copy_obeying_layout_contract(const Tensor& grad, const Tensor& leaf) {
+  if (!is_non_overlapping_and_dense(leaf)) return grad.clone();
+  MetaAllocation meta(grad.is_meta());
+  size_t bytes = size_t(leaf.numel()) * element_size(grad.dtype());
+  Tensor out =
+      Tensor::from_storage(std::make_shared<Storage>(bytes), leaf.sizes(), leaf.strides(), 0, grad.dtype());
+  out.copy_from(grad);
+  return out;
+}
+
+}  // namespace
+
+// The first gradient becomes .grad itself, detached (no view of anything for autograd), when
+// nothing else holds it and it has the layout .grad must have, as upstream's: no copy, even of a
+// view of the gradient passed to backward, which upstream keeps too. Else a copy laid out so.
+// Later ones are added in place, so .grad keeps its identity.
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   if (grads.empty() || !grads[0].defined()) return {};  // nothing reached this leaf
   Tensor leaf(variable);
-  const Tensor& incoming = grads[0];
+  Tensor incoming = std::move(grads[0]);
   if (LeafHooksPresent check = leaf_hooks_present; check && check(*variable))
     throw NotImplemented("torchnative does not run tensor hooks (Tensor.register_hook) yet");
   Tensor current = grad(leaf);
-  if (!current.defined())
-    set_grad(leaf, incoming.clone());
-  else
+  if (current.defined())
     ops::add_(current, incoming);
+  else if (!GradMode::is_enabled() && incoming.impl_ptr().use_count() == 1 &&
+           obeys_layout_contract(incoming, leaf))
+    set_grad(leaf, incoming.view_as_strided(incoming.sizes(), incoming.strides(), incoming.offset()));
+  else
+    set_grad(leaf, copy_obeying_layout_contract(incoming, leaf));
   return {};
 }
 

@@ -180,8 +180,36 @@ def main():
             "view of a leaf": outcome(lambda: x[0].add_(1))}
 '''
 
+GRAD_LAYOUT = r"""
+def main():
+    # The gradient layout contract: .grad has a dense leaf's strides (transposed, NHWC in memory,
+    # size-1 dims), a contiguous layout for a leaf that overlaps itself; the first gradient is
+    # kept without a copy when nothing else holds it, even a view of the one given to backward.
+    def first_grad(leaf, f, gradient):
+        f(leaf).backward(gradient)
+        return [list(leaf.grad.stride()), leaf.grad.data_ptr() == gradient.data_ptr(), leaf.grad._base is None,
+                leaf.grad.requires_grad, leaf.grad]
+    g = torch.arange(12.0).reshape(4, 3)
+    x = torch.arange(12.0).reshape(3, 4).t().detach().requires_grad_()
+    channels_last = (torch.arange(24.0) - 12).reshape(2, 2, 2, 3).permute(0, 3, 1, 2).detach().requires_grad_()
+    expanded = torch.tensor([[1.0], [2.0]]).expand(2, 3).detach().requires_grad_()
+    column = torch.arange(4.0).reshape(4, 1).requires_grad_()
+    leaf = torch.arange(12.0).reshape(4, 3).requires_grad_()
+    cases = {"transposed leaf, fresh gradient": first_grad(x, lambda t: t * 2, g),
+             "transposed leaf, the given gradient": first_grad(x.detach().requires_grad_(), lambda t: t.view(4, 3), g),
+             "channels_last leaf": first_grad(channels_last, lambda t: t.relu(), torch.ones(2, 3, 2, 2)),
+             "expanded leaf": first_grad(expanded, lambda t: t * 1, torch.ones(2, 3)),
+             "size-1 dim, expanded gradient": first_grad(column, lambda t: t.sum(), torch.tensor(2.0)),
+             "the given gradient itself": first_grad(leaf, lambda t: t, g),
+             "a view of the given gradient": first_grad(leaf.detach().requires_grad_(), lambda t: t.view(12).view(4, 3), g)}
+    kept = leaf.grad
+    (leaf * 3).sum().backward()
+    cases["accumulated in place"] = [leaf.grad is kept, leaf.grad]
+    return cases
+"""
+
 API_SCRIPTS = {"graph": GRAPH, "modes": MODES, "conversions": CONVERSIONS, "engine": ENGINE, "errors": ERRORS,
-               "in_place": IN_PLACE,
+               "in_place": IN_PLACE, "grad_layout": GRAD_LAYOUT,
                "view_writes": VIEW_WRITES}
 
 

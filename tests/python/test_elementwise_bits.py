@@ -74,11 +74,13 @@ def with_parameters(function, x, parameters, seed):
 
 
 def normalization_cases(results, key, dtype):
-    x = floats((4, 17, 33, 33), 6, 4.0).to(dtype)  # 17 channels: 3 groups of 8, the last partial
-    running = [torch.zeros(17, dtype=dtype), torch.ones(17, dtype=dtype)]
-    affine = [floats((17,), 7).to(dtype), floats((17,), 8).to(dtype)]
-    batch_norm = lambda t, w, b: F.batch_norm(t, *running, w, b, True, 0.3)
-    results["batch_norm/" + key] = with_parameters(batch_norm, x, affine, 9) + running
+    # 17 channels: groups of 8, the last partial; 8 on two threads: 2 groups of 4; 3: of 2 and 1.
+    for channels in (17, 8, 3):
+        x = floats((4, channels, 33, 33), 6, 4.0).to(dtype)
+        running = [torch.zeros(channels, dtype=dtype), torch.ones(channels, dtype=dtype)]
+        affine = [floats((channels,), 7).to(dtype), floats((channels,), 8).to(dtype)]
+        batch_norm = lambda t, w, b: F.batch_norm(t, *running, w, b, True, 0.3)
+        results[f"batch_norm {channels}/{key}"] = with_parameters(batch_norm, x, affine, 9) + running
     rows = floats((1200, 33), 10, 4.0).to(dtype)
     affine = [floats((33,), 11).to(dtype), floats((33,), 12).to(dtype)]
     layer_norm = lambda t, w, b: F.layer_norm(t, (33,), w, b)

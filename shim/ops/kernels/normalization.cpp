@@ -178,29 +178,27 @@ TN_CLONES void row_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
 // in input order in double, each square rounded in the storage type first. Upstream's compiler
 // vectorizes the double kernel's plane loop in vectors of 4, then 2, and contracts only the
 // scalar square left over: a plane of odd length adds its last square as an FMA (bits say).
-// Upstream walks one channel at a time, each sum a chain of dependent adds; these walk
-// kChains channels at once (the last group repeating its last channel), the same order per
-// channel, so the chains overlap in time.
-constexpr int64_t kChains = 8;
-
-template <typename T>
-TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, T* mean, T* var_sum) {
-  std::array<int64_t, kChains> channel;
-  for (int64_t k = 0; k < kChains; ++k) channel[size_t(k)] = std::min(first + k, s.channels - 1);
+// Upstream walks one channel at a time, each sum a chain of dependent adds; these walk a group
+// of up to Chains channels [first, last) at once (the group's last channel repeated in the spare
+// chains), the same order per channel, so the chains overlap in time.
+template <typename T, int64_t Chains>
+TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, int64_t last, T* mean, T* var_sum) {
+  std::array<int64_t, Chains> channel;
+  for (int64_t k = 0; k < Chains; ++k) channel[size_t(k)] = std::min(first + k, last - 1);
   auto walk = [&](auto&& add) {
     for (int64_t n = 0; n < s.batch; ++n) {
-      std::array<const T*, kChains> p;
-      for (size_t k = 0; k < size_t(kChains); ++k) p[k] = x + (n * s.channels + channel[k]) * s.image;
+      std::array<const T*, Chains> p;
+      for (size_t k = 0; k < size_t(Chains); ++k) p[k] = x + (n * s.channels + channel[k]) * s.image;
       for (int64_t i = 0; i < s.image; ++i) {
         bool last_of_odd_plane = s.image % 2 == 1 && i == s.image - 1;
-        for (size_t k = 0; k < size_t(kChains); ++k) add(k, p[k][i], last_of_odd_plane);
+        for (size_t k = 0; k < size_t(Chains); ++k) add(k, p[k][i], last_of_odd_plane);
       }
     }
   };
-  std::array<double, kChains> sum{}, squares{};
-  std::array<T, kChains> m;
+  std::array<double, Chains> sum{}, squares{};
+  std::array<T, Chains> m;
   walk([&](size_t k, T v, bool) { sum[k] += double(v); });
-  for (size_t k = 0; k < size_t(kChains); ++k) m[k] = T(sum[k] / double(s.count()));
+  for (size_t k = 0; k < size_t(Chains); ++k) m[k] = T(sum[k] / double(s.count()));
   walk([&](size_t k, T v, bool last_of_odd_plane) {
     T d = v - m[k];
     if constexpr (std::is_same_v<T, double>)
@@ -208,7 +206,7 @@ TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, T* mea
     else
       squares[k] += double(d * d);
   });
-  for (int64_t k = 0; k < kChains && first + k < s.channels; ++k) {
+  for (int64_t k = 0; k < Chains && first + k < last; ++k) {
     mean[first + k] = m[size_t(k)];
     var_sum[first + k] = T(squares[size_t(k)]);
   }
@@ -319,14 +317,23 @@ TN_CLONES void plane_backward(const BackwardArgs<T>& a, int64_t first, int64_t l
 // Channels (and planes) are independent: each computed in one thread, in the order above,
 // whichever thread (upstream splits them the same way).
 
-// Per channel: the mean and the sum of squared deviations from it.
+// Per channel: the mean and the sum of squared deviations from it, in groups of 8 channels, or
+// of 4, 2 or 1 where that keeps every thread busy (8 channels on 2 threads: 2 groups of 4; a
+// group's walk costs its chains, used or not).
 template <typename T>
 void channel_moments(const T* x, BatchNormShape s, T* mean, T* var_sum) {
   if (s.image == 1) return row_moments(x, s, mean, var_sum);
-  int64_t groups = (s.channels + kChains - 1) / kChains;
-  parallel_for(groups, std::max<int64_t>(1, units_per_grain(s.count()) / kChains),
+  int64_t per_thread = (s.channels + intra_op_threads() - 1) / intra_op_threads();
+  int64_t chains = per_thread >= 8 ? 8 : per_thread >= 4 ? 4 : per_thread >= 2 ? 2 : 1;
+  auto moments = chains == 8   ? plane_moments<T, 8>
+                 : chains == 4 ? plane_moments<T, 4>
+                 : chains == 2 ? plane_moments<T, 2>
+                               : plane_moments<T, 1>;
+  int64_t groups = (s.channels + chains - 1) / chains;
+  parallel_for(groups, std::max<int64_t>(1, units_per_grain(s.count()) / chains),
                [&](int64_t begin, int64_t end) {
-                 for (int64_t g = begin; g < end; ++g) plane_moments(x, s, g * kChains, mean, var_sum);
+                 for (int64_t g = begin; g < end; ++g)
+                   moments(x, s, g * chains, std::min(s.channels, (g + 1) * chains), mean, var_sum);
                });
 }
 
