@@ -8,6 +8,7 @@
 
 #include "core/autograd_mode.h"
 #include "core/coalesce.h"
+#include "core/parallel.h"
 
 namespace tn {
 
@@ -177,9 +178,18 @@ void Tensor::copy_from(const Tensor& src) const {
   if (is_meta()) return;
   int64_t n = numel();
   if (n == 0) return;
+  // Both split between threads as upstream's copies are (core/parallel.h), by elements.
   if (is_contiguous() && src.is_contiguous() && src.sizes() == target && src.dtype() == dtype()) {
-    // Same storage bytes may overlap (x.copy_(x)): memmove is safe.
-    std::memmove(data(), src.data(), size_t(n) * itemsize());
+    // Same storage bytes may overlap (x.copy_(x)): one memmove, which is safe.
+    if (src.storage() == storage()) {
+      std::memmove(data(), src.data(), size_t(n) * itemsize());
+      return;
+    }
+    char *out = data(), *in = src.data();
+    parallel_for(n, kGrainSize, [&](int64_t begin, int64_t end) {
+      std::memcpy(out + begin * int64_t(itemsize()), in + begin * int64_t(itemsize()),
+                  size_t(end - begin) * itemsize());
+    });
     return;
   }
   // A source that overlaps the destination is read from a snapshot first.
@@ -191,10 +201,6 @@ void Tensor::copy_from(const Tensor& src) const {
   for (int64_t d = 0; d < sd; ++d)
     if (source.sizes()[d] != 1) src_strides[nd - sd + d] = source.strides()[d];
   const Coalesced<2> layout = coalesce<2>(target, {strides(), src_strides});
-  const Shape &dst_strides = layout.strides[0], &from_strides = layout.strides[1];
-  // Row by row along the last (coalesced) dim, the outer dims counted once per row.
-  const int64_t row = layout.sizes.back(), out_step = dst_strides.back(), in_step = from_strides.back();
-  Shape outer(layout.sizes.begin(), layout.sizes.end() - 1);
   TN_DISPATCH_ALL_TYPES(dtype(), "copy_", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     using dst_t = scalar_t;
@@ -202,24 +208,21 @@ void Tensor::copy_from(const Tensor& src) const {
       using scalar_t = TN_TYPE(tag_);
       dst_t* const out = data_as<dst_t>();
       const scalar_t* const in = source.data_as<scalar_t>();
-      IndexCounter counter(outer);
-      for (int64_t r = 0; r < n / row; ++r, counter.next()) {
-        int64_t o = 0, s = 0;
-        for (size_t d = 0; d < outer.size(); ++d) {
-          o += counter.index()[d] * dst_strides[d];
-          s += counter.index()[d] * from_strides[d];
-        }
-        // The two common rows get loops of their own, which the compiler vectorizes: a
-        // dense run of each (a conversion, a contiguous(), a cat), and a dense run of the
-        // destination from one source element (a fill, an expand).
-        if (out_step == 1 && in_step == 1) {
-          for (int64_t i = 0; i < row; ++i) out[o + i] = convert<dst_t>(in[s + i]);
-        } else if (out_step == 1 && in_step == 0) {
-          std::fill_n(out + o, row, convert<dst_t>(in[s]));
+      // The two common rows get loops of their own, which the compiler vectorizes: a dense run
+      // of each (a conversion, a contiguous(), a cat), and a dense run of the destination from
+      // one source element (a fill, an expand).
+      auto row = [&](const std::array<int64_t, 2>& at, int64_t length, const std::array<int64_t, 2>& step) {
+        int64_t o = at[0], s = at[1];
+        if (step[0] == 1 && step[1] == 1) {
+          for (int64_t i = 0; i < length; ++i) out[o + i] = convert<dst_t>(in[s + i]);
+        } else if (step[0] == 1 && step[1] == 0) {
+          std::fill_n(out + o, length, convert<dst_t>(in[s]));
         } else {
-          for (int64_t i = 0; i < row; ++i) out[o + i * out_step] = convert<dst_t>(in[s + i * in_step]);
+          for (int64_t i = 0; i < length; ++i) out[o + i * step[0]] = convert<dst_t>(in[s + i * step[1]]);
         }
-      }
+      };
+      parallel_for(n, kGrainSize,
+                   [&](int64_t begin, int64_t end) { rows_in_range<2>(layout, begin, end, row); });
     });
   });
 }

@@ -1,4 +1,5 @@
-#include "parallel.h"
+// core's parallel_for (core/parallel.h) over OpenMP's threads, installed when torch._C loads.
+#include "core/parallel.h"
 
 #include <omp.h>
 
@@ -10,8 +11,9 @@
 
 namespace tn {
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
-  if (n <= 0) return;
+namespace {
+
+void openmp_parallel_for(int64_t n, int64_t grain, const RangeBody& f) {
   int threads = intra_op_threads();
   if (n <= grain || threads == 1 || omp_in_parallel()) {
     f(0, n);
@@ -39,5 +41,11 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   }
   if (failure) std::rethrow_exception(failure);
 }
+
+// Before main and before torch._C's init: the shim's kernels and core's copies split alike in
+// any program linking this file (torch._C links tn_ops whole).
+const bool installed = (install_parallel_for(openmp_parallel_for), true);
+
+}  // namespace
 
 }  // namespace tn

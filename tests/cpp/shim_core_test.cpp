@@ -6,10 +6,12 @@
 #include <cstring>
 #include <random>
 
+#include "core/coalesce.h"
 #include "core/overlap.h"
 #include "core/tensor.h"
 #include "ops.h"
 #include "random.h"
+#include "settings.h"
 #include "typed_ops.h"
 
 namespace tn {
@@ -73,6 +75,57 @@ TEST(Tensor, ViewsShareStorageAndCopiesBroadcast) {
   Tensor expanded = row.view_as_strided({2, 3}, {0, 1}, 0);
   // Writes into overlapping memory are refused at the door, by copy_'s overlap rules.
   EXPECT_THROW(ops::copy_(expanded, base), Error);
+}
+
+// Every element's offsets, in row-major order, over the elements [first, last) of `layout`.
+std::vector<std::array<int64_t, 2>> offsets_in_range(const Coalesced<2>& layout, int64_t first,
+                                                     int64_t last) {
+  std::vector<std::array<int64_t, 2>> seen;
+  rows_in_range<2>(layout, first, last,
+                   [&](const std::array<int64_t, 2>& at, int64_t length, const auto& step) {
+                     for (int64_t i = 0; i < length; ++i)
+                       seen.push_back({at[0] + i * step[0], at[1] + i * step[1]});
+                   });
+  return seen;
+}
+
+TEST(Coalesce, RowsInRangeVisitEachElementOnceWhereverTheRangeSplits) {
+  // A (3, 4, 5) loop: a transposed operand beside a contiguous one, so rows are 5 long.
+  Coalesced<2> layout = coalesce<2>({3, 4, 5}, {Shape{1, 3, 12}, Shape{20, 5, 1}});
+  ASSERT_EQ(layout.sizes.back(), 5);
+  std::vector<std::array<int64_t, 2>> expected;
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t c = 0; c < 5; ++c) expected.push_back({a + 3 * b + 12 * c, 20 * a + 5 * b + c});
+  EXPECT_EQ(offsets_in_range(layout, 0, 60), expected);
+  for (int64_t first = 0; first <= 60; ++first)
+    for (int64_t last = first; last <= 60; ++last) {
+      std::vector<std::array<int64_t, 2>> part(expected.begin() + first, expected.begin() + last);
+      ASSERT_EQ(offsets_in_range(layout, first, last), part) << first << ".." << last;
+    }
+}
+
+TEST(Tensor, CopiesAndFillsSplitBetweenThreadsAsOnOne) {
+  int threads = intra_op_threads();
+  set_intra_op_threads(2);
+  // 300 x 401 float32, read transposed and converted to float64; then a fill; each past a grain.
+  Tensor base = Tensor::empty({300, 401}, ScalarType::Float);
+  for (int64_t i = 0; i < base.numel(); ++i) base.data_as<float>()[i] = float(i % 1000) - 0.5f;
+  Tensor out = Tensor::empty({401, 300}, ScalarType::Double);
+  out.copy_from(base.view_as_strided({401, 300}, {1, 401}, 0));
+  Tensor filled = Tensor::empty({3, 40000}, ScalarType::Int);
+  Tensor seven = Tensor::empty({}, ScalarType::Int);
+  *seven.data_as<int32_t>() = 7;
+  filled.copy_from(seven);
+  Tensor same = Tensor::empty({300, 401}, ScalarType::Float);
+  same.copy_from(base);
+  set_intra_op_threads(threads);
+  for (int64_t r = 0; r < 401; ++r)
+    for (int64_t c = 0; c < 300; ++c)
+      ASSERT_EQ(out.data_as<double>()[r * 300 + c], double(base.data_as<float>()[c * 401 + r]))
+          << r << "," << c;
+  for (int64_t i = 0; i < filled.numel(); ++i) ASSERT_EQ(filled.data_as<int32_t>()[i], 7) << i;
+  EXPECT_EQ(std::memcmp(same.data(), base.data(), size_t(base.numel()) * sizeof(float)), 0);
 }
 
 TEST(Overlap, ClassifiesAsUpstreamsTensorIterator) {

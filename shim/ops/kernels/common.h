@@ -8,8 +8,8 @@
 #include <type_traits>
 
 #include "core/coalesce.h"
+#include "core/parallel.h"
 #include "ops.h"
-#include "parallel.h"
 #include "typed_ops.h"
 #include "vml.h"
 
@@ -133,23 +133,9 @@ void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, Row&&
   for (int64_t s : shape) total *= s;
   if (total == 0) return;
   const Coalesced<N> layout = coalesce<N>(shape, strides);
-  const size_t outer = layout.sizes.size() - 1;
-  const int64_t length = layout.sizes[outer];
-  std::array<int64_t, N> steps;
-  for (size_t k = 0; k < N; ++k) steps[k] = layout.strides[k][outer];
+  const int64_t length = layout.sizes.back();
   auto rows = [&](int64_t first, int64_t last) {
-    Shape index(outer);  // the first row's outer index, then counted up row by row
-    for (int64_t rest = first, d = int64_t(outer) - 1; d >= 0; --d) {
-      index[size_t(d)] = rest % layout.sizes[size_t(d)];
-      rest /= layout.sizes[size_t(d)];
-    }
-    for (int64_t r = first; r < last; ++r) {
-      std::array<int64_t, N> offsets{};
-      for (size_t d = 0; d < outer; ++d)
-        for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * layout.strides[k][d];
-      row(offsets, length, steps);
-      for (size_t d = outer; d-- > 0 && ++index[d] == layout.sizes[d];) index[d] = 0;
-    }
+    rows_in_range<N>(layout, first * length, last * length, row);
   };
   if (split)
     parallel_for(total / length, std::max<int64_t>(1, kGrainSize / length), rows);
