@@ -191,6 +191,9 @@ TN_CLONES void plane_moments(const T* x, BatchNormShape s, int64_t first, int64_
       for (size_t k = 0; k < size_t(Chains); ++k) p[k] = x + (n * s.channels + channel[k]) * s.image;
       for (int64_t i = 0; i < s.image; ++i) {
         bool last_of_odd_plane = s.image % 2 == 1 && i == s.image - 1;
+        // Unrolled, so that each chain's sum stays in a register (a loop kept them in memory,
+        // each add waiting on the last one's store).
+#pragma GCC unroll 8
         for (size_t k = 0; k < size_t(Chains); ++k) add(k, p[k][i], last_of_odd_plane);
       }
     }
@@ -242,20 +245,35 @@ struct ChannelGrad {
 };
 
 // One channel's dx as upstream's vector loops round it: training takes away the mean gradient
-// and the projection onto the normalized input, evaluation only scales. n values `stride` apart
-// at restrict pointers, so the compiler may vectorize.
+// and the projection onto the normalized input, evaluation only scales. n values `step` apart
+// at restrict pointers; a loop per case, so that the compiler vectorizes them (choices made per
+// element kept it scalar).
+template <typename T, typename Step>
+[[gnu::always_inline]] inline void grad_input_loop(const T* __restrict x, const T* __restrict dy,
+                                                   T* __restrict dx, int64_t n, Step step, ChannelGrad<T> g) {
+  if (!g.train) {
+    elementwise<T>(n, [=](int64_t i) { dx[i * step] = dy[i * step] * g.invstd * g.w; });
+  } else if (g.fused) {
+    elementwise<T>(n, [=](int64_t i) {
+      T centred = x[i * step] - g.mean;
+      dx[i * step] = std::fma(-centred, g.k, dy[i * step] - g.grad_mean) * g.invstd * g.w;
+    });
+  } else {
+    elementwise<T>(n, [=](int64_t i) {
+      T centred = x[i * step] - g.mean;
+      dx[i * step] = ((dy[i * step] - g.grad_mean) - centred * g.k) * g.invstd * g.w;
+    });
+  }
+}
+
+// The same with a stride of 1 known to the compiler where it is 1 (planes).
 template <typename T>
-[[gnu::always_inline]] inline void channel_grad_input(const T* __restrict x, const T* __restrict dy,
-                                                      T* __restrict dx, int64_t n, int64_t stride,
-                                                      ChannelGrad<T> g) {
-  elementwise<T>(n, [=](int64_t i) {
-    T v = dy[i * stride];
-    if (g.train) {
-      T centred = x[i * stride] - g.mean;
-      v = g.fused ? std::fma(-centred, g.k, v - g.grad_mean) : (v - g.grad_mean) - centred * g.k;
-    }
-    dx[i * stride] = v * g.invstd * g.w;
-  });
+[[gnu::always_inline]] inline void channel_grad_input(const T* x, const T* dy, T* dx, int64_t n,
+                                                      int64_t stride, ChannelGrad<T> g) {
+  if (stride == 1)
+    grad_input_loop(x, dy, dx, n, std::integral_constant<int64_t, 1>{}, g);
+  else
+    grad_input_loop(x, dy, dx, n, stride, g);
 }
 
 // Rows (NC11): sum(dy) and sum((x - mean) dy) accumulated down the rows in the storage type
