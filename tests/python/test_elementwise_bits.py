@@ -261,3 +261,59 @@ def main():
 
 def test_cascade_sum_bits_equal_upstream(tmp_path):
     assert_agree(*run_both(SUMS, tmp_path))
+
+
+# Max pooling's values, indices and gradients where windows tie (values on a grid of halves),
+# hold NaNs (the last NaN wins) or only -inf, through padding, strides 1, 2 and 3, dilation and
+# ceil_mode, in 1, 2 and 3 dims, adaptive and fractional windows, on one thread and two: the
+# whole columns of a row go through a loop across columns (max_run_row), the rest cell by cell.
+MAX_POOLING = BODY + r'''
+def pooled(function, x, seed):
+    values, indices = function(x)
+    return forward_and_gradient(lambda t: function(t)[0], x, seed) + [indices]
+
+
+def max_pool_cases(results, key, x):
+    configurations = {"3/2/1": dict(kernel_size=3, stride=2, padding=1), "2/2": dict(kernel_size=2),
+                      "3/1/1": dict(kernel_size=3, stride=1, padding=1),
+                      "(2,3)/(1,2) dilation (2,1) ceil": dict(kernel_size=(2, 3), stride=(1, 2), dilation=(2, 1),
+                                                             ceil_mode=True),
+                      "3/3/1 ceil": dict(kernel_size=3, stride=3, padding=1, ceil_mode=True)}
+    for name, options in configurations.items():
+        results[f"max_pool2d {name}/{key}"] = pooled(
+            lambda t: F.max_pool2d(t, return_indices=True, **options), x, 1)
+    if x.dtype == torch.bfloat16:
+        return
+    rows = x.flatten(1, 2)
+    results["max_pool1d/" + key] = pooled(lambda t: F.max_pool1d(t, 3, 2, 1, ceil_mode=True, return_indices=True),
+                                          rows, 2)
+    volume = x.reshape(2, 3, 13, 17).unsqueeze(1).expand(2, 2, 3, 13, 17).contiguous()
+    results["max_pool3d/" + key] = pooled(
+        lambda t: F.max_pool3d(t, (1, 3, 3), (1, 2, 2), (0, 1, 1), return_indices=True), volume, 3)
+    results["max_pool3d dilation/" + key] = pooled(
+        lambda t: F.max_pool3d(t, 2, 1, dilation=2, return_indices=True), volume, 4)
+    for size in ((5, 7), (4, 4)):
+        results[f"adaptive_max_pool2d {size}/{key}"] = pooled(
+            lambda t: F.adaptive_max_pool2d(t, size, return_indices=True), x, 5)
+    samples = torch.tensor([[[0.25, 0.75], [0.5, 0.1], [0.9, 0.3]]] * 2, dtype=x.dtype)
+    results["fractional_max_pool2d/" + key] = pooled(
+        lambda t: F.fractional_max_pool2d(t, 2, output_size=(6, 8), return_indices=True, _random_samples=samples),
+        x, 6)
+
+
+def main():
+    results = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for dtype in (torch.float32, torch.float64, torch.bfloat16):
+            x = (floats((2, 3, 13, 17), 0, 4.0) * 2).round() / 2  # ties
+            x.view(-1)[::23] = float("nan")
+            x[1, 2, 4] = float("-inf")
+            x[0, 1, :, 5] = float("-inf")
+            max_pool_cases(results, f"{threads}/{dtype}", x.to(dtype))
+    return results
+'''
+
+
+def test_max_pooling_bits_equal_upstream(tmp_path):
+    assert_agree(*run_both(MAX_POOLING, tmp_path))

@@ -72,30 +72,105 @@ void each_cell(const Windows& w, Visit&& visit) {
       for (const Taps& tw : w[2]) visit(cell++, td, th, tw);
 }
 
+// Max pooling's rule for one tap, upstream's `val > max || isnan(val)`, without a branch (random
+// data mispredicts one about every other tap).
+template <typename V>
+[[gnu::always_inline]] inline void take_if_greater(V v, int64_t index, V& best, int64_t& best_index) {
+  bool take = v > best || std::isnan(v);
+  best = take ? v : best;
+  best_index = take ? index : best_index;
+}
+
+// The output columns whose width windows are whole and evenly spaced, [first, last): each window
+// `taps` taps `step` apart, `stride` past the last one's; every column of a max pooling but those
+// its padding clips. Empty (first == last) when fewer than two are.
+struct ColumnRun {
+  int64_t first = 0, last = 0, stride = 0, taps = 0, step = 1;
+};
+
+ColumnRun whole_columns(const std::vector<Taps>& tw) {
+  auto taps = [](const Taps& t) { return (t.end - t.begin + t.step - 1) / t.step; };
+  ColumnRun run;
+  for (const Taps& t : tw) run.taps = std::max(run.taps, taps(t));
+  size_t first = 0;
+  while (first < tw.size() && taps(tw[first]) != run.taps) ++first;
+  if (first + 1 >= tw.size()) return run;
+  int64_t stride = tw[first + 1].begin - tw[first].begin;
+  size_t last = first + 1;
+  while (last < tw.size() && taps(tw[last]) == run.taps && tw[last].step == tw[first].step &&
+         tw[last].begin - tw[last - 1].begin == stride)
+    ++last;
+  if (stride <= 0 || last - first < 2) return run;
+  return {int64_t(first), int64_t(last), stride, run.taps, tw[first].step};
+}
+
+// One input row's taps of the whole columns' windows, tap by tap, each across every column at
+// once (the columns are independent, and each still sees its taps in order). Stride is a
+// constant where it is 1 or 2, so that the compiler vectorizes the loads.
+template <typename T, typename Stride>
+TN_CLONES void max_run_row(const T* row, int64_t row_index, const ColumnRun& run, int64_t first_column,
+                           Stride stride, T* best, int64_t* best_index) {
+  const int64_t columns = run.last - run.first;
+  for (int64_t k = 0; k < run.taps; ++k) {
+    const int64_t column = first_column + k * run.step;
+    const T* p = row + column;
+    for (int64_t j = 0; j < columns; ++j)
+      take_if_greater(p[j * stride], row_index + column + j * stride, best[j], best_index[j]);
+  }
+}
+
 // Max pooling of one plane of `in` over windows w: per output cell the first maximum, replaced
-// by every NaN after it (upstream's `val > max || isnan(val)`); a cell starts at its first tap
-// with -inf.
+// by every NaN after it (upstream's rule); a cell starts at its first tap with -inf. The whole
+// columns of float and double go row by row across all columns (max_run_row); the rest, and
+// other types, cell by cell.
 template <typename scalar_t>
-void max_plane(const scalar_t* plane, const Dims3& in, const Windows& w, scalar_t* out_values,
-               int64_t* out_indices) {
-  const int64_t height = in[1], width = in[2];
-  each_cell(w, [&](int64_t cell, const Taps& td, const Taps& th, const Taps& tw) {
-    double best = -std::numeric_limits<double>::infinity();
-    int64_t best_index = (td.begin * height + th.begin) * width + tw.begin;
-    for (int64_t z = td.begin; z < td.end; z += td.step)
-      for (int64_t y = th.begin; y < th.end; y += th.step) {
-        const int64_t row = (z * height + y) * width;
-        for (int64_t col = tw.begin; col < tw.end; col += tw.step) {
-          double v = double(compute_t<scalar_t>(plane[row + col]));
-          // Without a branch: random data mispredicts one about every other tap.
-          bool take = v > best || std::isnan(v);
-          best = take ? v : best;
-          best_index = take ? row + col : best_index;
-        }
+void max_plane(const scalar_t* plane, const Dims3& in, const Windows& w, const ColumnRun& run,
+               scalar_t* out_values, int64_t* out_indices) {
+  // Compared as float where that holds every value exactly (float, half, bfloat16), else double.
+  using value_t =
+      std::conditional_t<std::is_same_v<scalar_t, double> || !is_float_v<compute_t<scalar_t>>, double, float>;
+  constexpr bool by_rows = std::is_same_v<scalar_t, value_t>;
+  const int64_t height = in[1], width = in[2], columns = int64_t(w[2].size());
+  int64_t cell = 0;
+  for (const Taps& td : w[0])
+    for (const Taps& th : w[1]) {
+      for (int64_t c = 0; c < columns; ++c, ++cell) {
+        const Taps& tw = w[2][size_t(c)];
+        if (by_rows && c >= run.first && c < run.last) continue;
+        value_t best = -std::numeric_limits<value_t>::infinity();
+        int64_t best_index = (td.begin * height + th.begin) * width + tw.begin;
+        for (int64_t z = td.begin; z < td.end; z += td.step)
+          for (int64_t y = th.begin; y < th.end; y += th.step) {
+            const int64_t row = (z * height + y) * width;
+            for (int64_t col = tw.begin; col < tw.end; col += tw.step)
+              take_if_greater(value_t(compute_t<scalar_t>(plane[row + col])), row + col, best, best_index);
+          }
+        out_values[cell] = scalar_t(compute_t<scalar_t>(best));
+        out_indices[cell] = best_index;
       }
-    out_values[cell] = scalar_t(compute_t<scalar_t>(best));
-    out_indices[cell] = best_index;
-  });
+      if constexpr (by_rows) {
+        if (run.first == run.last) continue;
+        const int64_t row_cells = cell - columns + run.first, first_column = w[2][size_t(run.first)].begin;
+        scalar_t* best = out_values + row_cells;
+        int64_t* best_index = out_indices + row_cells;
+        for (int64_t c = run.first; c < run.last; ++c) {
+          best[c - run.first] = -std::numeric_limits<scalar_t>::infinity();
+          best_index[c - run.first] = (td.begin * height + th.begin) * width + w[2][size_t(c)].begin;
+        }
+        for (int64_t z = td.begin; z < td.end; z += td.step)
+          for (int64_t y = th.begin; y < th.end; y += th.step) {
+            const int64_t row = (z * height + y) * width;
+            if (run.stride == 1)
+              max_run_row(plane + row, row, run, first_column, std::integral_constant<int64_t, 1>{}, best,
+                          best_index);
+            else if (run.stride == 2)
+              max_run_row(plane + row, row, run, first_column, std::integral_constant<int64_t, 2>{}, best,
+                          best_index);
+            else
+              max_run_row(plane + row, row, run, first_column, run.stride, best, best_index);
+          }
+      }
+    }
 }
 
 // The number of planes (batch x channel) of a contiguous tensor whose planes hold `plane` elements.
@@ -110,11 +185,12 @@ std::pair<Tensor, Tensor> max_over(const Tensor& x, const Shape& out_sizes, cons
   if (values.is_meta()) return {values, indices};  // the meta device: shapes and dtypes are the results
   const int64_t plane_in = in[0] * in[1] * in[2], cells = int64_t(w[0].size() * w[1].size() * w[2].size()),
                 planes = planes_of(x, plane_in);
+  const ColumnRun run = whole_columns(w[2]);
   TN_DISPATCH_ALL_TYPES(x.dtype(), "max_pool", [&](auto tag_) {
     using scalar_t = TN_TYPE(tag_);
     parallel_for(planes, 0, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p)
-        max_plane(x.template data_as<scalar_t>() + p * plane_in, in, w,
+        max_plane(x.template data_as<scalar_t>() + p * plane_in, in, w, run,
                   values.template data_as<scalar_t>() + p * cells,
                   indices.template data_as<int64_t>() + p * cells);
     });
@@ -641,10 +717,12 @@ void fractional_pool_into(const Tensor& input, const Tensor& samples, const Dims
   Tensor drawn = leading_memory(samples, planes * spatial, "random_samples");
   auto pool_planes = [&](auto zero) {
     using scalar_t = decltype(zero);
+    // Cell by cell (no ColumnRun): `values` may be an out= tensor over the input, and upstream's
+    // results there are those of its order, each cell written as it is done.
     for (int64_t p = 0; p < planes; ++p)
       max_plane(x.data_as<scalar_t>() + p * plane_in, in,
                 fractional_windows(drawn.data_as<scalar_t>() + p * spatial, in, out, pool, spatial),
-                values.data_as<scalar_t>() + p * cells, indices.data_as<int64_t>() + p * cells);
+                ColumnRun{}, values.data_as<scalar_t>() + p * cells, indices.data_as<int64_t>() + p * cells);
   };
   input.dtype() == ScalarType::Float ? pool_planes(float{}) : pool_planes(double{});
 }
