@@ -292,7 +292,7 @@ int64_t ceil_log2(int64_t x) {
 // first added into level 0; every 2^p steps (p grows with size) a level is folded into
 // the next, so only sums of similar magnitude meet.
 template <typename Acc, int64_t Rows, typename Load>
-std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
+[[gnu::always_inline]] inline std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
   constexpr int64_t levels = 4;
   int64_t power = std::max<int64_t>(4, ceil_log2(size) / levels);
   int64_t step = int64_t(1) << power, mask = step - 1;
@@ -331,7 +331,7 @@ std::array<Acc, Rows> multi_row_sum(int64_t size, Load load) {
 // Upstream's row_sum: the row seen as rows of 4 (four interleaved partial sums), the
 // leftover elements added to the first, then the four folded in order.
 template <typename Acc, typename Load>
-Acc row_sum(int64_t size, Load load) {
+[[gnu::always_inline]] inline Acc row_sum(int64_t size, Load load) {
   int64_t quads = size / 4;
   auto partial = multi_row_sum<Acc, 4>(quads, [&](int64_t i, int64_t k) { return load(i * 4 + k); });
   for (int64_t i = quads * 4; i < size; ++i) partial[0] += load(i);
@@ -339,11 +339,20 @@ Acc row_sum(int64_t size, Load load) {
   return partial[0];
 }
 
-// cascade_sum's loop over one 2-D block: size0 x size1 elements, strides in elements. Not
-// TN_CLONES: the sanitizer build's clone read its lambdas' captures as null (UBSan, 2026-12-07).
+// cascade_sum's loop over one 2-D block: size0 x size1 elements, strides in elements. Cloned
+// for x86-64-v3, row_sum and multi_row_sum inlined into each clone: a Lanes accumulator is one
+// AVX register there (on the baseline, two SSE halves kept on the stack: 2-4x upstream's time;
+// only additions, so the same bits). Not in the sanitizer build, where the clone read the
+// captures of its lambdas as null (UBSan, 2026-12-07): there it is compiled once, for the
+// baseline.
+#ifdef __SANITIZE_ADDRESS__
+#define TN_CLONES_UNSANITIZED
+#else
+#define TN_CLONES_UNSANITIZED TN_CLONES
+#endif
 template <typename T, bool IgnoreNan>
-void sum_block(T* out, const T* in, int64_t size0, int64_t size1, std::array<int64_t, 2> in_strides,
-               std::array<int64_t, 2> out_strides) {
+TN_CLONES_UNSANITIZED void sum_block(T* out, const T* in, int64_t size0, int64_t size1,
+                                     std::array<int64_t, 2> in_strides, std::array<int64_t, 2> out_strides) {
   using V = Lanes<T>;
   auto value = [](T x) { return IgnoreNan && std::isnan(x) ? T(0) : x; };
   auto vector_at = [&](const T* p) {
@@ -499,10 +508,21 @@ Tensor cascade_sum(const Tensor& self, ScalarType t, const std::optional<std::ve
                                        Shape(is.begin() + split, is.end())};
       scalar_t* po = r.out.data_as<scalar_t>();
       const scalar_t* pi = r.in.data_as<scalar_t>();
+      const int64_t size0 = at(sizes, 0, 1), size1 = at(sizes, 1, 1);
+      const std::array<int64_t, 2> in_steps{at(is, 0, 0), at(is, 1, 0)},
+          out_steps{at(os, 0, 0), at(os, 1, 0)};
+      // Contiguous rows, each summed into a result of its own, split between threads as
+      // upstream's reduction splits its results: each row's sum whole in one thread, so the
+      // bits do not move.
+      bool split_rows =
+          out_steps[0] == 0 && out_steps[1] != 0 && in_steps[0] == 1 && size0 >= Lanes<scalar_t>::size;
+      auto block = ignore_nan ? sum_block<scalar_t, true> : sum_block<scalar_t, false>;
       walk(outer, outer_strides, [&](const std::array<int64_t, 2>& o) {
-        auto block = ignore_nan ? sum_block<scalar_t, true> : sum_block<scalar_t, false>;
-        block(po + o[0], pi + o[1], at(sizes, 0, 1), at(sizes, 1, 1), {at(is, 0, 0), at(is, 1, 0)},
-              {at(os, 0, 0), at(os, 1, 0)});
+        if (!split_rows) return block(po + o[0], pi + o[1], size0, size1, in_steps, out_steps);
+        parallel_for(size1, std::max<int64_t>(1, kGrainSize / size0), [&](int64_t begin, int64_t end) {
+          block(po + o[0] + begin * out_steps[1], pi + o[1] + begin * in_steps[1], size0, end - begin,
+                in_steps, out_steps);
+        });
       });
     } else {
       throw Error("cascade_sum: float32 and float64 only");
