@@ -145,6 +145,7 @@ asan-python: system-packages asan-venv
 bench: setup
 	$(PYTHON) bench/shim_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/autograd_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
+	$(PYTHON) bench/ops_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/models_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/distributed_bench.py --shim $(VENV)/bin/python --upstream $(PYTHON)
 	$(PYTHON) bench/federated_bench.py --bin $(VENV)/bin
