@@ -20,7 +20,6 @@ Not a test: nothing here asserts a time.
 
 usage: models_bench.py --shim PY --upstream PY [--threads 1,2] [--repeat N] [--rounds N] [-k REGEX]
 """
-import argparse
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from timing import STEP_TIMES
+from timing import STEP_TIMES, paired_parser, taking_turns
 
 DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "demo")
 
@@ -134,16 +133,15 @@ def alternating_rounds(pythons, case, threads, repeat, rounds):
     """Each side's calls and peak RSS over `rounds` processes, the sides taking turns to go first;
     the first error a side meets ends its measure."""
     sides = [{"seconds": [], "peak RSS MiB": 0.0} for _ in pythons]
-    for round_ in range(rounds):
-        for index in (0, 1) if round_ % 2 == 0 else (1, 0):
-            if "error" in sides[index]:
-                continue
-            result = run(pythons[index], case, threads, repeat)
-            if "error" in result:
-                sides[index] = result
-                continue
-            sides[index]["seconds"] += result["seconds"]
-            sides[index]["peak RSS MiB"] = max(sides[index]["peak RSS MiB"], result["peak RSS MiB"])
+    for _, index in taking_turns(rounds):
+        if "error" in sides[index]:
+            continue
+        result = run(pythons[index], case, threads, repeat)
+        if "error" in result:
+            sides[index] = result
+            continue
+        sides[index]["seconds"] += result["seconds"]
+        sides[index]["peak RSS MiB"] = max(sides[index]["peak RSS MiB"], result["peak RSS MiB"])
     return sides
 
 
@@ -153,13 +151,8 @@ def median(values):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shim", required=True)
-    parser.add_argument("--upstream", required=True)
-    parser.add_argument("--threads", default="1,2", help="intra-op thread counts, comma-separated")
+    parser = paired_parser(__doc__, rounds=3)
     parser.add_argument("--repeat", type=int, default=3, help="timed calls per process")
-    parser.add_argument("--rounds", type=int, default=3, help="processes per side and measure, alternating")
-    parser.add_argument("-k", dest="pattern", help="only measures whose name matches this regular expression")
     args = parser.parse_args()
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S')}  command: {' '.join(sys.argv)}")
     print(f"{'measure':44s} {'threads':>7s} {'ours':>10s} {'upstream':>10s} {'ratio':>7s} {'median':>7s} "

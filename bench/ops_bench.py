@@ -7,11 +7,12 @@ Not a test: nothing here asserts a time.
 
 usage: ops_bench.py --shim PY --upstream PY [--threads 1,2] [--rounds 2] [-k REGEX]
 """
-import argparse
 import json
 import subprocess
 import sys
 import time
+
+from timing import paired_parser, taking_turns
 
 SCRIPT = r'''
 import json, re, sys, time
@@ -108,22 +109,14 @@ def run(python, threads, pattern):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shim", required=True)
-    parser.add_argument("--upstream", required=True)
-    parser.add_argument("--threads", default="1,2", help="intra-op thread counts, comma-separated")
-    parser.add_argument("--rounds", type=int, default=2, help="processes per side, taking turns")
-    parser.add_argument("-k", dest="pattern", default="", help="only cases whose name matches this regex")
-    args = parser.parse_args()
+    args = paired_parser(__doc__, rounds=2).parse_args()
     print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S')}  command: {' '.join(sys.argv)}")
     print(f"{'case':52s} {'threads':>7s} {'ours us':>10s} {'upstream us':>11s} {'ratio':>7s}", flush=True)
     for threads in [int(t) for t in args.threads.split(",")]:
         fastest = [{}, {}]
-        for round_ in range(args.rounds):
-            for side in (0, 1) if round_ % 2 == 0 else (1, 0):
-                times = run((args.shim, args.upstream)[side], threads, args.pattern)
-                for name, us in times.items():
-                    fastest[side][name] = min(us, fastest[side].get(name, us))
+        for _, side in taking_turns(args.rounds):
+            for name, us in run((args.shim, args.upstream)[side], threads, args.pattern).items():
+                fastest[side][name] = min(us, fastest[side].get(name, us))
         for name, ours in fastest[0].items():
             up = fastest[1][name]
             print(f"{name:52s} {threads:7d} {ours:10.1f} {up:11.1f} {ours / up:7.3f}", flush=True)
