@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<int> chosen_intra_op_threads{0};  // 0: not set
 std::atomic<bool> onednn_on{true};
+std::atomic<bool> forked_child{false};
 
 int default_intra_op_threads() {
   for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"})
@@ -41,5 +42,11 @@ void set_intra_op_threads(int count) { chosen_intra_op_threads = count; }
 bool onednn_enabled() { return onednn_on.load(); }
 
 void set_onednn_enabled(bool enabled) { onednn_on = enabled; }
+
+bool in_forked_child() { return forked_child.load(); }
+
+void note_forked_child() { forked_child = true; }
+
+bool onednn_usable() { return onednn_enabled() && !in_forked_child(); }
 
 }  // namespace tn

@@ -154,7 +154,7 @@ T gelu_backward_scalar(T dy, T x, bool tanh) {
 // Upstream's use_mkldnn for gelu and its gradient: float32 approximate='none' of a contiguous
 // input of more than one element is computed by oneDNN's gelu_erf, not GeluKernelImpl.
 bool gelu_takes_onednn(const Tensor& x, bool tanh) {
-  return !tanh && onednn_enabled() && x.dtype() == ScalarType::Float && x.is_contiguous() && x.numel() > 1;
+  return !tanh && onednn_usable() && x.dtype() == ScalarType::Float && x.is_contiguous() && x.numel() > 1;
 }
 
 // oneDNN's gelu_erf forward (no `dy`) or backward, as ideep's eltwise_forward/backward::compute

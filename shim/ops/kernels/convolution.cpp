@@ -188,7 +188,7 @@ bool channels_last(const Tensor& t) {
 bool upstream_uses_onednn(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                           const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups,
                           const Shape& out_sizes) {
-  if (!onednn_enabled() || input.dtype() != ScalarType::Float || (bias && bias->dtype() != ScalarType::Float))
+  if (!onednn_usable() || input.dtype() != ScalarType::Float || (bias && bias->dtype() != ScalarType::Float))
     return false;
   if (input.numel() == 0 || weight.numel() == 0) return false;
   // What upstream refuses (negative padding, no output) is refused by the other path's checks.
