@@ -47,6 +47,6 @@ bool in_forked_child() { return forked_child.load(); }
 
 void note_forked_child() { forked_child = true; }
 
-bool onednn_usable() { return onednn_enabled() && !in_forked_child(); }
+bool onednn_usable() { return onednn_enabled() && !(in_forked_child() && intra_op_threads() > 1); }
 
 }  // namespace tn

@@ -20,12 +20,13 @@ void set_onednn_enabled(bool enabled);
 
 // Whether this process is a child forked from one that had loaded torch._C (set by
 // parallel.cpp's fork handler). OpenMP's threads do not survive fork: there loops run their
-// chunks in turn, and operators leave oneDNN aside (its parallel regions would wait for the
-// parent's threads forever, as upstream's do).
+// chunks in turn, and operators leave oneDNN aside on more than one thread (its parallel regions
+// would wait for the parent's threads forever, as upstream's do; on one, as in a DataLoader
+// worker, they need no pool).
 bool in_forked_child();
 void note_forked_child();
 
-// An operator may call oneDNN: enabled, and not in a forked child.
+// An operator may call oneDNN: enabled, and not on more than one thread in a forked child.
 bool onednn_usable();
 
 }  // namespace tn
