@@ -119,57 +119,69 @@ TN_CLONES void max_run_row(const T* row, int64_t row_index, const ColumnRun& run
   }
 }
 
-// Max pooling of one plane of `in` over windows w: per output cell the first maximum, replaced
-// by every NaN after it (upstream's rule); a cell starts at its first tap with -inf. The whole
-// columns of float and double go row by row across all columns (max_run_row); the rest, and
-// other types, cell by cell.
+// One cell of max pooling over taps td x th x tw: its first maximum, replaced by every NaN after
+// it (upstream's rule), compared as value_t; the cell starts at its first tap with -inf.
+template <typename value_t, typename scalar_t>
+void max_cell(const scalar_t* plane, const Dims3& in, const Taps& td, const Taps& th, const Taps& tw,
+              scalar_t& out_value, int64_t& out_index) {
+  value_t best = -std::numeric_limits<value_t>::infinity();
+  int64_t best_index = (td.begin * in[1] + th.begin) * in[2] + tw.begin;
+  for (int64_t z = td.begin; z < td.end; z += td.step)
+    for (int64_t y = th.begin; y < th.end; y += th.step) {
+      const int64_t row = (z * in[1] + y) * in[2];
+      for (int64_t col = tw.begin; col < tw.end; col += tw.step)
+        take_if_greater(value_t(compute_t<scalar_t>(plane[row + col])), row + col, best, best_index);
+    }
+  out_value = scalar_t(compute_t<scalar_t>(best));
+  out_index = best_index;
+}
+
+// The cells of one output row's whole columns (run) over taps td x th, by input rows across all
+// columns (max_run_row): the same taps in the same order per cell as max_cell.
+template <typename T>
+void max_run(const T* plane, const Dims3& in, const Taps& td, const Taps& th, const std::vector<Taps>& tw,
+             const ColumnRun& run, T* best, int64_t* best_index) {
+  for (int64_t c = run.first; c < run.last; ++c) {
+    best[c - run.first] = -std::numeric_limits<T>::infinity();
+    best_index[c - run.first] = (td.begin * in[1] + th.begin) * in[2] + tw[size_t(c)].begin;
+  }
+  const int64_t first_column = tw[size_t(run.first)].begin;
+  for (int64_t z = td.begin; z < td.end; z += td.step)
+    for (int64_t y = th.begin; y < th.end; y += th.step) {
+      const int64_t row = (z * in[1] + y) * in[2];
+      if (run.stride == 1)
+        max_run_row(plane + row, row, run, first_column, std::integral_constant<int64_t, 1>{}, best,
+                    best_index);
+      else if (run.stride == 2)
+        max_run_row(plane + row, row, run, first_column, std::integral_constant<int64_t, 2>{}, best,
+                    best_index);
+      else
+        max_run_row(plane + row, row, run, first_column, run.stride, best, best_index);
+    }
+}
+
+// Max pooling of one plane of `in` over windows w: the whole columns of float and double by
+// rows (max_run), the rest, and other types, cell by cell (max_cell), compared as float where
+// that holds every value exactly (float, half, bfloat16), else as double.
 template <typename scalar_t>
 void max_plane(const scalar_t* plane, const Dims3& in, const Windows& w, const ColumnRun& run,
                scalar_t* out_values, int64_t* out_indices) {
-  // Compared as float where that holds every value exactly (float, half, bfloat16), else double.
   using value_t =
       std::conditional_t<std::is_same_v<scalar_t, double> || !is_float_v<compute_t<scalar_t>>, double, float>;
   constexpr bool by_rows = std::is_same_v<scalar_t, value_t>;
-  const int64_t height = in[1], width = in[2], columns = int64_t(w[2].size());
-  int64_t cell = 0;
+  const int64_t columns = int64_t(w[2].size());
+  int64_t row_cells = 0;  // the first cell of the output row
   for (const Taps& td : w[0])
     for (const Taps& th : w[1]) {
-      for (int64_t c = 0; c < columns; ++c, ++cell) {
-        const Taps& tw = w[2][size_t(c)];
-        if (by_rows && c >= run.first && c < run.last) continue;
-        value_t best = -std::numeric_limits<value_t>::infinity();
-        int64_t best_index = (td.begin * height + th.begin) * width + tw.begin;
-        for (int64_t z = td.begin; z < td.end; z += td.step)
-          for (int64_t y = th.begin; y < th.end; y += th.step) {
-            const int64_t row = (z * height + y) * width;
-            for (int64_t col = tw.begin; col < tw.end; col += tw.step)
-              take_if_greater(value_t(compute_t<scalar_t>(plane[row + col])), row + col, best, best_index);
-          }
-        out_values[cell] = scalar_t(compute_t<scalar_t>(best));
-        out_indices[cell] = best_index;
-      }
-      if constexpr (by_rows) {
-        if (run.first == run.last) continue;
-        const int64_t row_cells = cell - columns + run.first, first_column = w[2][size_t(run.first)].begin;
-        scalar_t* best = out_values + row_cells;
-        int64_t* best_index = out_indices + row_cells;
-        for (int64_t c = run.first; c < run.last; ++c) {
-          best[c - run.first] = -std::numeric_limits<scalar_t>::infinity();
-          best_index[c - run.first] = (td.begin * height + th.begin) * width + w[2][size_t(c)].begin;
-        }
-        for (int64_t z = td.begin; z < td.end; z += td.step)
-          for (int64_t y = th.begin; y < th.end; y += th.step) {
-            const int64_t row = (z * height + y) * width;
-            if (run.stride == 1)
-              max_run_row(plane + row, row, run, first_column, std::integral_constant<int64_t, 1>{}, best,
-                          best_index);
-            else if (run.stride == 2)
-              max_run_row(plane + row, row, run, first_column, std::integral_constant<int64_t, 2>{}, best,
-                          best_index);
-            else
-              max_run_row(plane + row, row, run, first_column, run.stride, best, best_index);
-          }
-      }
+      for (int64_t c = 0; c < columns; ++c)
+        if (!by_rows || c < run.first || c >= run.last)
+          max_cell<value_t>(plane, in, td, th, w[2][size_t(c)], out_values[row_cells + c],
+                            out_indices[row_cells + c]);
+      if constexpr (by_rows)
+        if (run.first < run.last)
+          max_run(plane, in, td, th, w[2], run, out_values + row_cells + run.first,
+                  out_indices + row_cells + run.first);
+      row_cells += columns;
     }
 }
 
