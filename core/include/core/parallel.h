@@ -24,6 +24,12 @@ using ParallelFor = void (*)(int64_t n, int64_t grain, const RangeBody& f);
 // implementation: one call on [0, n) (none when n <= 0).
 void parallel_for(int64_t n, int64_t grain, const RangeBody& f);
 
+// parallel_for's grain for units (rows, planes, channels) of `values` values each: loops of
+// fewer than a grain of values stay in one thread.
+inline int64_t units_per_grain(int64_t values) {
+  return values < kGrainSize ? kGrainSize / (values > 0 ? values : 1) : 1;
+}
+
 // Installs the implementation parallel_for delegates to (once, before any loop runs).
 void install_parallel_for(ParallelFor implementation);
 

@@ -138,7 +138,7 @@ void strided_rows(const Shape& shape, const std::array<Shape, N>& strides, Row&&
     rows_in_range<N>(layout, first * length, last * length, row);
   };
   if (split)
-    parallel_for(total / length, std::max<int64_t>(1, kGrainSize / length), rows);
+    parallel_for(total / length, units_per_grain(length), rows);
   else
     rows(0, total / length);
 }

@@ -27,12 +27,6 @@ Tensor normalize_rows(const Tensor& x, int64_t outer, double eps) {
   return ops::reshape(normalized, x.sizes());
 }
 
-// parallel_for's grain for units (rows, planes, channels) of `values` values each: loops of
-// fewer than a grain of values stay in one thread.
-int64_t units_per_grain(int64_t values) {
-  return std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, values));
-}
-
 // Shape (1, C, 1, ...) for per-channel parameters of an (N, C, ...) input.
 Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, int64_t ndim,
               bool channel) {

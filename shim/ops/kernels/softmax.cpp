@@ -113,11 +113,10 @@ TN_CLONES void softmax_lastdim_row(const T* in, T* out, int64_t n, bool log, T* 
 // independent: the split changes no result), each share with its own scratch.
 template <typename T, typename F>
 void each_lastdim_row(const AlongDim& along, F row) {
-  parallel_for(along.outer, std::max<int64_t>(kGrainSize / std::max<int64_t>(along.size, 1), 1),
-               [&](int64_t begin, int64_t end) {
-                 std::vector<T> scratch(size_t(2 * along.size));
-                 for (int64_t r = begin; r < end; ++r) row(r, scratch.data(), scratch.data() + along.size);
-               });
+  parallel_for(along.outer, units_per_grain(along.size), [&](int64_t begin, int64_t end) {
+    std::vector<T> scratch(size_t(2 * along.size));
+    for (int64_t r = begin; r < end; ++r) row(r, scratch.data(), scratch.data() + along.size);
+  });
 }
 
 // Upstream's blocked kernels run each column of the last (inner % lanes) of a block's columns

@@ -519,7 +519,7 @@ Tensor cascade_sum(const Tensor& self, ScalarType t, const std::optional<std::ve
       auto block = ignore_nan ? sum_block<scalar_t, true> : sum_block<scalar_t, false>;
       walk(outer, outer_strides, [&](const std::array<int64_t, 2>& o) {
         if (!split_rows) return block(po + o[0], pi + o[1], size0, size1, in_steps, out_steps);
-        parallel_for(size1, std::max<int64_t>(1, kGrainSize / size0), [&](int64_t begin, int64_t end) {
+        parallel_for(size1, units_per_grain(size0), [&](int64_t begin, int64_t end) {
           block(po + o[0] + begin * out_steps[1], pi + o[1] + begin * in_steps[1], size0, end - begin,
                 in_steps, out_steps);
         });
